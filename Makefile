@@ -1,0 +1,53 @@
+# sokoforge: every target sets itself up through `install`.
+SHELL := /bin/bash
+VERSION ?= demo
+FROM ?=
+SEED ?=
+JOBS ?= 2
+
+# python3.12, wherever this machine keeps it (PATH, then pyenv).
+PYTHON312 ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12; do \
+	$$p -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1 && { echo $$p; break; }; done)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export NUMBA_CACHE_DIR := $(CURDIR)/.numba_cache
+
+.PHONY: install test lint dataset audit rotate serve bench clean-cache
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "python3.12 not found: install it or set PYTHON312=/path/to/python3.12"; exit 1; }
+	$(PYTHON312) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+test: install
+	$(PY) -m engine.warmup
+	$(PY) -m pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check engine pipeline serve tests benchmarks
+
+dataset: install
+	$(VENV)/bin/sokoforge build $(VERSION) --jobs $(JOBS) $(if $(SEED),--seed $(SEED),)
+
+audit: install
+	$(VENV)/bin/sokoforge audit $(VERSION)
+
+rotate: install
+	@test -n "$(FROM)" || { echo "usage: make rotate VERSION=NEW FROM=PREV"; exit 2; }
+	$(VENV)/bin/sokoforge rotate $(VERSION) --from $(FROM)
+
+serve: install
+	$(VENV)/bin/sokoforge serve --version $(VERSION)
+
+bench: install
+	$(PY) benchmarks/engine.py
+	$(PY) benchmarks/build.py
+	$(PY) benchmarks/serve.py
+
+clean-cache:
+	rm -rf .numba_cache

@@ -1,0 +1,20 @@
+"""The ``sokoforge`` command: a thin layer over the engine, the pipeline and the server.
+
+Each area keeps its commands in its own module here and registers them below.
+"""
+
+from __future__ import annotations
+
+import click
+
+from pipeline.cli.levels import render_command, solve_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sokoforge")
+def main() -> None:
+    """Build, audit, rotate and serve graded hidden sets of Sokoban levels."""
+
+
+main.add_command(solve_command)
+main.add_command(render_command)
