@@ -33,6 +33,8 @@ from serve.store import (
 LETTERS = "UDLR"
 IN_PROGRESS, GAME_OVER, EXPIRED = "IN_PROGRESS", "GAME_OVER", "EXPIRED"
 KEY_PREFIX = "lsk-"
+SCORE_FIELDS = ("episodes", "solved", "success_rate", "move_efficiency", "avg_steps_solved",
+                "deadlock_rate", "total_actions")
 
 
 class PlayError(Exception):
@@ -454,9 +456,10 @@ class Arena:
         if record.closed is None:
             raise Conflict(f"scorecard {scorecard_id} belongs to version {record.version}, "
                            f"not the served {self.version.version}")
-        games = {g: {"session_id": v.get("session_id"), "state": "GAME_OVER", **v["score"]}
-                 for g, v in record.result["sessions"].items()}
-        return self._card_view(record, games, record.result)
+        result = record.result
+        games = {g: {"session_id": result["session_ids"][g], "state": "GAME_OVER", **v}
+                 for g, v in result["games"].items()}
+        return self._card_view(record, games, result)
 
     def _progress(self, s: Session) -> dict:
         live = score(s.episodes)
@@ -470,7 +473,7 @@ class Arena:
         return {"scorecard_id": record.id, "name": record.name, "version": record.version,
                 "opened_at": iso(record.opened), "closed": result is not None,
                 "closed_at": iso(record.closed), "games": games,
-                "score": None if result is None else result["score"]}
+                "score": None if result is None else {k: result[k] for k in SCORE_FIELDS}}
 
     async def close(self, key: KeyRecord, scorecard_id: str) -> dict:
         """Lock, score and post a scorecard; a second close returns the first result."""
@@ -516,7 +519,7 @@ class Arena:
         result = {**main, "scorecard_id": card.record.id, "name": card.record.name,
                   "version": card.record.version, "closed": True,
                   "games": {g: v["score"] for g, v in sessions.items()},
-                  "score": main, "sessions": sessions}
+                  "session_ids": {g: v["session_id"] for g, v in sessions.items()}}
         stored = await self.store.close_scorecard(card.record.id, self.clock(), result, final)
         self._cards.pop(card.record.id, None)
         for session in card.sessions.values():
@@ -549,7 +552,7 @@ class Arena:
         standings = await self.store.leaderboard(version, limit)
         entries = []
         for rank, s in enumerate(standings, 1):
-            r = s.result["score"]
+            r = s.result
             entries.append({"rank": rank, "name": s.name, "success_rate": r["success_rate"],
                             "move_efficiency": r["move_efficiency"],
                             "deadlock_rate": r["deadlock_rate"], "solved": r["solved"],
