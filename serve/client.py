@@ -98,8 +98,7 @@ class Connection:
                     problem = f"{method} {path}: {res.status} {detail}"
                     if res.status != 429 and res.status < 500:
                         raise ClientError(problem)
-            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError,
-                    asyncio.TimeoutError) as e:
+            except (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
                 problem = f"{method} {path}: {type(e).__name__} {e}"
         raise ClientError(f"gave up after {RETRIES} retries: {problem}")
 

@@ -40,7 +40,7 @@ class ServedLevel:
     solvable: Any
 
     def is_dead(self, state: Any) -> bool:
-        """Whether the level can no longer be solved from ``state`` (exact, from the backward search)."""
+        """Whether the level can no longer be solved from ``state`` (exact: backward search)."""
         return not self.solvable.is_solvable(state)
 
 

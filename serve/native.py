@@ -5,16 +5,19 @@ Handlers only translate: declared inputs in, ``serve.play.Arena`` calls, JSON sh
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from aiohttp import web
 
 from serve.play import IN_PROGRESS, Arena, EpisodeRun, KeyRecord, Outcome, Session
 from serve.schema import INT, STR, Field, Route
-from serve.web import api_key, client_ip, reply
+from serve.web import api_key, client_ip, reply, reply_bytes
 
 NAME_PATTERN = r"[A-Za-z0-9_.\-][A-Za-z0-9_. \-]{0,38}[A-Za-z0-9_.\-]"
 SHAPE = [64, 64, 3]
+_TOKEN = re.compile(r"\\u0000(\d+)")
 
 LEADERBOARD_QUERY = (
     Field("version", STR, "must be a dataset version name (default: the served one)",
@@ -72,8 +75,14 @@ ROUTES = [
 ]
 
 
-def observation(run: EpisodeRun) -> dict:
-    return {"obs": run.obs_b64, "goal": run.served.goal_b64, "shape": SHAPE, "dtype": "uint8",
+def observation(run: EpisodeRun, images: list[str] | None = None) -> dict:
+    """The observation object; with ``images``, the base64 strings are left as tokens that
+    ``frame_body`` splices back in (JSON-encoding 16 KB strings costs more than the rest)."""
+    obs, goal = run.obs_b64, run.served.goal_b64
+    if images is not None:
+        images += (obs, goal)
+        obs, goal = f"\x00{len(images) - 2}", f"\x00{len(images) - 1}"
+    return {"obs": obs, "goal": goal, "shape": SHAPE, "dtype": "uint8",
             "encoding": "base64-raw"}
 
 
@@ -82,7 +91,7 @@ def _episode(run: EpisodeRun, of: int) -> dict:
             "max_steps": run.served.max_steps}
 
 
-def frame(session: Session, outcome: Outcome | None) -> dict:
+def frame(session: Session, outcome: Outcome | None, images: list[str] | None = None) -> dict:
     """The Frame after ``outcome`` (None on start): serial or parallel shape by the session."""
     over = session.state != IN_PROGRESS
     of = len(session.episodes)
@@ -93,12 +102,12 @@ def frame(session: Session, outcome: Outcome | None) -> dict:
             outcome.episode if outcome else of - 1)
         run = session.episodes[index]
         out["episode"] = _episode(run, of)
-        out["observation"] = None if over else observation(run)
+        out["observation"] = None if over else observation(run, images)
     else:
         tiers = session.version.tiers
         t = min(session.tier, len(tiers) - 1)
         out["episodes"] = [{**_episode(session.episodes[i], of),
-                            "observation": observation(session.episodes[i])}
+                            "observation": observation(session.episodes[i], images)}
                            for i in session.in_flight]
         out["tier"] = {"index": t, "of": len(tiers), "range": list(tiers[t])}
         out["finished"] = session.finished
@@ -113,6 +122,16 @@ def frame(session: Session, outcome: Outcome | None) -> dict:
             out["last"]["episode"] = outcome.episode
     out["result"] = session.score() if over else {}
     return out
+
+
+def frame_body(session: Session, outcome: Outcome | None) -> bytes:
+    """The Frame as JSON bytes, with the base64 images spliced in unencoded (they are ASCII
+    without quotes or backslashes, so JSON needs no escaping of them)."""
+    images: list[str] = []
+    pieces = _TOKEN.split(json.dumps(frame(session, outcome, images), separators=(",", ":")))
+    for i in range(1, len(pieces), 2):
+        pieces[i] = images[int(pieces[i])]
+    return "".join(pieces).encode()
 
 
 async def create_key(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
@@ -136,13 +155,13 @@ async def start_game(request: web.Request, arena: Arena, key: KeyRecord,
                      args: dict) -> web.Response:
     session = await arena.start(key, request.match_info["scorecard_id"],
                                 request.match_info["game"], args["parallel"])
-    return reply(request, frame(session, None))
+    return reply_bytes(request, frame_body(session, None), "application/json")
 
 
 async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
     session, outcome = await arena.act(key, request.match_info["session_id"], args["action"],
                                        args["episode"])
-    return reply(request, frame(session, outcome))
+    return reply_bytes(request, frame_body(session, outcome), "application/json")
 
 
 async def get_scorecard(request: web.Request, arena: Arena, key: KeyRecord,

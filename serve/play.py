@@ -11,10 +11,12 @@ import asyncio
 import hashlib
 import secrets
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from engine.levels import State
 from engine.render import render
 from engine.rules import Game
 from serve.dataset import ServedLevel, ServedVersion, encode_image
@@ -145,6 +147,7 @@ class Session:
     last_active: float = 0.0
     tier: int = 0
     in_flight: list[int] = field(default_factory=list)
+    seq: int = 0  # actions played so far, all episodes together
 
     @property
     def id(self) -> str:
@@ -158,9 +161,6 @@ class Session:
     def finished(self) -> int:
         return sum(e.done for e in self.episodes)
 
-    @property
-    def seq(self) -> int:
-        return sum(e.steps for e in self.episodes)
 
     def refill(self) -> None:
         """Keep the first ``parallel`` unfinished episodes of the lowest unfinished tier in flight.
@@ -203,6 +203,26 @@ def score(episodes: list[EpisodeRun]) -> dict:
     }
 
 
+class ImageCache:
+    """Base64 observations of recently seen states: agents revisit states often."""
+
+    def __init__(self, size: int = 2048) -> None:
+        self.size = size
+        self._images: OrderedDict[tuple[int, State], str] = OrderedDict()
+
+    def get(self, served: ServedLevel, state: State) -> str:
+        key = (served.index, state)
+        image = self._images.get(key)
+        if image is None:
+            image = encode_image(render(served.level, state))
+            self._images[key] = image
+            if len(self._images) > self.size:
+                self._images.popitem(last=False)
+        else:
+            self._images.move_to_end(key)
+        return image
+
+
 @dataclass
 class Card:
     """An open scorecard and its sessions by game."""
@@ -224,6 +244,7 @@ class Arena:
         self._cards: dict[str, Card] = {}
         self._sessions: dict[str, Session] = {}
         self._keys: dict[str, KeyRecord] = {}
+        self.images = ImageCache()
 
     @property
     def game(self) -> str:
@@ -256,11 +277,11 @@ class Arena:
                 for letter in row.actions:
                     run.game.act(LETTERS.index(letter))
                     run.actions.append(letter)
-                run.obs_b64 = encode_image(render(run.served.level, run.game.state))
+                run.obs_b64 = self.images.get(run.served, run.game.state)
             if row.done:
                 run.done, run.solved, run.deadlocked = True, row.solved, row.deadlocked
         session = Session(record, name, self.version, episodes, state=record.state,
-                          last_active=record.last_active)
+                          last_active=record.last_active, seq=sum(e.steps for e in episodes))
         session.refill()
         return session
 
@@ -425,12 +446,13 @@ class Arena:
         step = run.game.act(action)
         run.actions.append(LETTERS[action])
         if step.moved:
-            run.obs_b64 = encode_image(render(run.served.level, run.game.state))
+            run.obs_b64 = self.images.get(run.served, run.game.state)
         if step.done:
             run.finish(step.solved)
             session.refill()
         now = self.clock()
         session.last_active = now
+        session.seq += 1
         await self.store.record_action(ActionRecord(
             session.id, session.seq, now, action, run.record(),
             session.state if session.state != IN_PROGRESS else None))

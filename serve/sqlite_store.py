@@ -58,12 +58,26 @@ CREATE TABLE IF NOT EXISTS actions (
     session_id TEXT NOT NULL, seq INTEGER NOT NULL, episode INTEGER NOT NULL,
     action INTEGER NOT NULL, at REAL NOT NULL,
     PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS action_to_episode AFTER INSERT ON actions BEGIN
+    UPDATE episodes SET steps = steps + 1, actions = actions || substr('UDLR', NEW.action + 1, 1)
+    WHERE session_id = NEW.session_id AND idx = NEW.episode;
+END;
 CREATE TABLE IF NOT EXISTS counters (
     kind TEXT NOT NULL, subject TEXT NOT NULL, day TEXT NOT NULL, count INTEGER NOT NULL,
     PRIMARY KEY (kind, subject, day)) WITHOUT ROWID;
 """
 
 _STOP = object()
+
+
+def _settle(outcomes: list[tuple[asyncio.Future, bool, Any]]) -> None:
+    for fut, ok, value in outcomes:
+        if fut.cancelled():
+            continue
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
 
 
 class SQLiteStore(Store):
@@ -81,6 +95,8 @@ class SQLiteStore(Store):
     async def start(self) -> None:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._loop = asyncio.get_running_loop()
+        self._pending: list = []
         ready: Future = Future()
         self._thread = threading.Thread(target=self._run, args=(ready,), name="sqlite-store",
                                         daemon=True)
@@ -89,7 +105,9 @@ class SQLiteStore(Store):
 
     async def close(self) -> None:
         if self._thread is not None:
-            self._jobs.put(_STOP)
+            if self._pending:
+                self._hand_over()
+            self._jobs.put([_STOP])
             await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
             self._thread = None
 
@@ -112,10 +130,10 @@ class SQLiteStore(Store):
         ready.set_result(None)
         stop = False
         while not stop:
-            batch = [self._jobs.get()]
+            batch = list(self._jobs.get())
             while len(batch) < MAX_BATCH:
                 try:
-                    batch.append(self._jobs.get_nowait())
+                    batch.extend(self._jobs.get_nowait())
                 except queue.Empty:
                     break
             if _STOP in batch:
@@ -126,37 +144,49 @@ class SQLiteStore(Store):
         conn.close()
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list) -> None:
-        outcomes: list[tuple[Future, bool, Any]] = []
+        outcomes: list[tuple[asyncio.Future, bool, Any]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
             for fn, fut in batch:
-                conn.execute("SAVEPOINT job")
+                # a job of one statement is atomic by itself; others get a savepoint
+                guarded = getattr(fn, "single_statement", False) is False
+                if guarded:
+                    conn.execute("SAVEPOINT job")
                 try:
                     value = fn(conn)
                 except Exception as e:
-                    conn.execute("ROLLBACK TO job")
-                    conn.execute("RELEASE job")
+                    if guarded:
+                        conn.execute("ROLLBACK TO job")
+                        conn.execute("RELEASE job")
                     outcomes.append((fut, False, e))
                 else:
-                    conn.execute("RELEASE job")
+                    if guarded:
+                        conn.execute("RELEASE job")
                     outcomes.append((fut, True, value))
             conn.execute("COMMIT")
         except Exception as e:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             outcomes = [(fut, False, e) for _, fut in batch]
-        for fut, ok, value in outcomes:
-            if ok:
-                fut.set_result(value)
-            else:
-                fut.set_exception(value)
+        self._loop.call_soon_threadsafe(_settle, outcomes)  # one wake-up per batch
 
     async def _call(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Queue ``fn`` for the database thread and wait until its transaction committed.
+
+        Jobs queued during one turn of the event loop go to the thread together, so the
+        thread is woken once per turn, not once per request, and commits them as one batch.
+        """
         if self._thread is None:
             raise RuntimeError("the store is not started")
-        fut: Future = Future()
-        self._jobs.put((fn, fut))
-        return await asyncio.wrap_future(fut)
+        fut = self._loop.create_future()
+        if not self._pending:
+            self._loop.call_soon(self._hand_over)
+        self._pending.append((fn, fut))
+        return await fut
+
+    def _hand_over(self) -> None:
+        pending, self._pending = self._pending, []
+        self._jobs.put(pending)
 
     # -- keys and counters ----------------------------------------------------------------
     @staticmethod
@@ -282,15 +312,23 @@ class SQLiteStore(Store):
 
     async def record_action(self, record: ActionRecord) -> None:
         e = record.episode
+        row = (record.session_id, record.seq, e.index, record.action, record.at)
 
         def job(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO actions VALUES (?,?,?,?,?)",
-                         (record.session_id, record.seq, e.index, record.action, record.at))
-            self._write_episodes(conn, record.session_id, [e])
+            # the trigger appends the action to its episode row
+            conn.execute("INSERT INTO actions VALUES (?,?,?,?,?)", row)
+
+        def ending(conn: sqlite3.Connection) -> None:
+            job(conn)
+            conn.execute("UPDATE episodes SET done=?, solved=?, deadlocked=? "
+                         "WHERE session_id=? AND idx=?",
+                         (e.done, e.solved, e.deadlocked, record.session_id, e.index))
             if record.session_state is not None:
                 conn.execute("UPDATE sessions SET state=?, last_active=? WHERE id=?",
                              (record.session_state, record.at, record.session_id))
-        await self._call(job)
+
+        job.single_statement = True  # type: ignore[attr-defined]
+        await self._call(ending if e.done or record.session_state is not None else job)
 
     async def set_session_state(self, session_id: str, state: str) -> None:
         def job(conn: sqlite3.Connection) -> None:

@@ -186,11 +186,11 @@ class ServerThread:
 @contextmanager
 def server(served: Any, db: Path, clock: Any = None, **limits: Any):
     """A running server over ``served`` with store ``db``, limit overrides and maybe a clock."""
+    import time
+
     from serve.limits import Limits
     from serve.play import Arena
     from serve.sqlite_store import SQLiteStore
-
-    import time
 
     arena = Arena(served, SQLiteStore(db, "NORMAL"), Limits(**limits), clock=clock or time.time)
     with ServerThread(arena) as running:

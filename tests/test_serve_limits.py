@@ -1,4 +1,4 @@
-"""Limits trip at their configured numbers; forwarded addresses count only behind a trusted proxy."""
+"""Limits trip at their configured numbers; X-Forwarded-For counts only behind trusted proxies."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``sokoforge serve`` and ``sokoforge play``: the server of one version, and its reference client."""
+"""``sokoforge serve`` and ``sokoforge play``: the server of a version and its reference client."""
 
 from __future__ import annotations
 
