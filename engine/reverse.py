@@ -80,6 +80,8 @@ def backward_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_id
         if head == layer_end:
             depth += 1
             layer_end = tail
+            if depth >= UNSEEN:
+                raise ValueError("a distance beyond 65534 moves does not fit the search")
         code = codes[head]
         p = unpack(code, crates)
         head += 1
@@ -191,17 +193,23 @@ class SolvableSet:
         """Every solvable state exactly ``d`` moves from solved."""
         return self.index.states_of(self.indices()[self.distances == d])
 
-    def sample_start(self, rng: np.random.Generator, lo: int, hi: int,
-                     crates_off_goals: bool = True) -> State | None:
-        """A uniformly drawn state at distance in [lo, hi] (by default with no crate on a
-        goal), or None when there is none."""
+    def start_indices(self, lo: int, hi: int, crates_off_goals: bool = True) -> np.ndarray:
+        """Dense indices of the states at distance in [lo, hi] (by default with no crate on a
+        goal), ascending: the candidates a generator draws starts from."""
         candidates = self.indices()[(self.distances >= lo) & (self.distances <= hi)]
         if crates_off_goals and candidates.size:
             _, crates = self._unranked(candidates)
             candidates = candidates[~self.level.goals.ravel()[crates].any(axis=1)]
+        return candidates
+
+    def sample_start(self, rng: np.random.Generator, lo: int, hi: int,
+                     crates_off_goals: bool = True) -> State | None:
+        """A uniformly drawn state at distance in [lo, hi] (by default with no crate on a
+        goal), or None when there is none."""
+        candidates = self.start_indices(lo, hi, crates_off_goals)
         if not candidates.size:
             return None
-        return self.index.states_of(candidates[rng.integers(candidates.size):][:1])[0]
+        return self.index.states_of(candidates[[rng.integers(candidates.size)]])[0]
 
     def _unranked(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ix = self.index
