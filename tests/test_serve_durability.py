@@ -173,3 +173,26 @@ def test_an_action_the_store_refuses_is_not_played_and_answers_503(data, tmp_pat
         assert frame["episode"]["steps_used"] == 2
         replay = client.ok("GET", f"/api/replays/{frame['session_id']}")
         assert replay["episodes"][0]["actions"] == "DD"
+
+
+def test_rotation_starts_a_new_board_keeps_the_old_one_readable_and_keys_survive(data, tmp_path):
+    from serve_support import LEVELS
+
+    write_dataset(tmp_path, "t2", LEVELS[:4])
+    db = tmp_path / "rotate.sqlite"
+    with server(data["served"], db) as s:
+        client = Api(s.base)
+        client.key = client.ok("POST", "/api/keys", {"name": "veteran"}, status=201)["api_key"]
+        sid = client.ok("POST", "/api/scorecards")["scorecard_id"]
+        client.ok("POST", f"/api/scorecards/{sid}/close")
+    with server(load_version(tmp_path, "t2"), db) as s:
+        client = Api(s.base, client.key)
+        opened = client.ok("POST", "/api/scorecards")
+        assert opened["version"] == "t2" and opened["episodes_per_game"] == 4
+        client.ok("POST", f"/api/scorecards/{opened['scorecard_id']}/close")
+        board = client.ok("GET", "/api/leaderboard")
+        assert board["version"] == "t2" and board["versions"] == ["t1", "t2"]
+        assert [e["episodes"] for e in board["entries"]] == [4]
+        old = client.ok("GET", "/api/leaderboard?version=t1")
+        assert [(e["name"], e["episodes"]) for e in old["entries"]] == [("veteran", 6)]
+        assert client.ok("GET", f"/api/scorecards/{sid}")["version"] == "t1"
