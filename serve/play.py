@@ -20,6 +20,7 @@ from engine.levels import State
 from engine.render import render
 from engine.rules import Game
 from serve.dataset import ServedLevel, ServedVersion, encode_image
+from serve.framezip import Picture
 from serve.limits import Limits
 from serve.store import (
     ActionRecord,
@@ -100,7 +101,7 @@ class EpisodeRun:
     solved: bool = False
     deadlocked: bool = False
     actions: list[str] = field(default_factory=list)
-    obs_b64: str = ""
+    obs: Picture | None = None
 
     @property
     def index(self) -> int:
@@ -113,7 +114,7 @@ class EpisodeRun:
     def begin(self) -> None:
         if self.game is None:
             self.game = Game(self.served.level, self.served.max_steps)
-            self.obs_b64 = self.served.start_b64
+            self.obs = self.served.start
 
     def finish(self, solved: bool) -> None:
         """End the episode; unsolved, it is deadlocked if its state can no longer be solved."""
@@ -212,13 +213,13 @@ class ImageCache:
 
     def __init__(self, size: int = 2048) -> None:
         self.size = size
-        self._images: OrderedDict[tuple[int, State], str] = OrderedDict()
+        self._images: OrderedDict[tuple[int, State], Picture] = OrderedDict()
 
-    def get(self, served: ServedLevel, state: State) -> str:
+    def get(self, served: ServedLevel, state: State) -> Picture:
         key = (served.index, state)
         image = self._images.get(key)
         if image is None:
-            image = encode_image(render(served.level, state))
+            image = Picture(encode_image(render(served.level, state)))
             self._images[key] = image
             if len(self._images) > self.size:
                 self._images.popitem(last=False)
@@ -281,7 +282,7 @@ class Arena:
                 for letter in row.actions:
                     run.game.act(LETTERS.index(letter))
                     run.actions.append(letter)
-                run.obs_b64 = self.images.get(run.served, run.game.state)
+                run.obs = self.images.get(run.served, run.game.state)
             if row.done:
                 run.done, run.solved, run.deadlocked = True, row.solved, row.deadlocked
         session = Session(record, name, self.version, episodes, state=record.state,
@@ -451,7 +452,7 @@ class Arena:
         step = run.game.act(action)
         run.actions.append(LETTERS[action])
         if step.moved:
-            run.obs_b64 = self.images.get(run.served, run.game.state)
+            run.obs = self.images.get(run.served, run.game.state)
         if step.done:
             run.finish(step.solved)
             session.refill()
