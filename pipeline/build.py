@@ -12,6 +12,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -156,7 +157,12 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
             for later in STAGES[STAGES.index(stage):]:
                 folder.forget(later)
             began = time.perf_counter()
-            _run(stage, folder, plan, workers, exclusion_root)
+            try:
+                _run(stage, folder, plan, workers, exclusion_root)
+            except PipelineError:
+                # The same inputs would fail the same way: keep nothing that blocks a new start.
+                shutil.rmtree(folder.root, ignore_errors=True)
+                raise
             folder.mark_done(stage)
             result.timings[stage] = time.perf_counter() - began
             _say(workers, f"{stage}: {result.timings[stage]:.2f} s")
