@@ -207,7 +207,8 @@ def _publish(folder: BuildFolder, plan: Plan) -> None:
     manifest = make_manifest(
         version=plan.version, spec=rec["spec"], seed_source=plan.seed_source, salt=plan.salt,
         seed_sha256=rec["seed_sha256"], levels=levels, rows=rows,
-        excluded_versions=list(plan.excluded_versions))
+        excluded_versions=list(plan.excluded_versions),
+        public_seed=plan.seed if plan.seed_source == "public" else None)
     write_manifest(manifest, folder.root / "manifest.json")
     os.rename(folder.root, folder.final)
     _fsync_dir(folder.datasets)
@@ -237,8 +238,9 @@ def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None, may_sta
                     f"without --seed or remove {folder.root}")
             seed = seeds.read_secret(folder.datasets, folder.version)
             if seed is None:
+                missing = seeds.secret_path(folder.datasets, folder.version)
                 raise PipelineError(f"the secret seed of the build of {folder.version} is "
-                                    f"missing ({seeds.secret_path(folder.datasets, folder.version)})")
+                                    f"missing ({missing})")
         if seeds.commitment(seed, rec["salt"]) != rec["seed_sha256"]:
             raise PipelineError(f"the seed does not match the build of {folder.version} in "
                                 f"progress ({folder.root}); remove that folder to start over")

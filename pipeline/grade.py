@@ -14,9 +14,10 @@ from typing import Any
 import polars as pl
 
 from engine.levels import Level, State, parse_xsb
-from engine.reverse import SolvableSet, reachable_stats, solvable_set
+from engine.reverse import SolvableSet, solvable_set
 from engine.rules import lurd_to_actions
 from engine.solver import SolveResult
+from pipeline.reachable import push_reachable_stats
 from pipeline.tables import read_parquet, write_parquet
 from pipeline.workers import Workers
 
@@ -51,7 +52,7 @@ def grade(solved: Path, out: Path, workers: Workers) -> Path:
 
 def level_features(level: Level, result: SolveResult, sset: SolvableSet) -> dict[str, Any]:
     """The grading features of a solved level; ``sset`` is its board's solvable set."""
-    stats = reachable_stats(level, sset=sset)
+    stats = push_reachable_stats(level, sset)
     feats = {
         "n_crates": level.n_crates,
         "optimal_moves": int(result.moves),
