@@ -9,6 +9,7 @@ import click
 
 from pipeline.cli.build import build_command, stage_group, verify_command
 from pipeline.cli.levels import render_command, solve_command
+from pipeline.cli.serve import play_command, serve_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -22,3 +23,5 @@ main.add_command(render_command)
 main.add_command(build_command)
 main.add_command(stage_group)
 main.add_command(verify_command)
+main.add_command(serve_command)
+main.add_command(play_command)
