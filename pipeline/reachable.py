@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.index import DenseIndex, StateSpaceTooLarge, grown, has_bit, pack, rank, set_bit, unpack
+from engine.index import DenseIndex, StateSpaceTooLarge, has_bit, pack, rank, set_bit, unpack
 from engine.levels import Level, State
 from engine.reverse import ReachableStats, SolvableSet
 from engine.rules import FLOOR, GOAL, board_array, resort
@@ -67,7 +67,7 @@ def push_reach_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_
     there = np.zeros(n, np.int64)
     stack = np.empty(n, np.int64)
     visited = np.zeros(size // 64 + 1, np.uint64)
-    codes = np.empty(1024, np.uint64)
+    codes = np.empty(min(size, max_nodes), np.uint64)
     crates = np.empty(k, np.int64)
     moved = np.empty(k, np.int64)
     solved = True
@@ -129,7 +129,6 @@ def push_reach_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_
                     dead += cells
                 if tail >= max_nodes:
                     return -1, -1
-                codes = grown(codes, tail + 1)
                 codes[tail] = pack(c, moved)
                 tail += 1
         for i in range(k):
