@@ -498,6 +498,8 @@ class Arena:
                                 "episodes": self.version.episodes, "finished": 0}
                                if s is None else self._progress(s))
             return self._card_view(card.record, games, None)
+        if card is not None and card.record.key_hash == key.key_hash and card.closing:
+            await asyncio.shield(card.closing)  # being closed right now: show the result
         record = await self._closed_card(key, scorecard_id)
         if record.closed is None:
             raise Conflict(f"scorecard {scorecard_id} belongs to version {record.version}, "
