@@ -71,7 +71,13 @@ class Invalid(PlayError):
 
 
 class Limited(PlayError):
+    """A limit; ``retry_after`` is how many seconds until trying again makes sense."""
+
     status = 429
+
+    def __init__(self, detail: str, retry_after: int = 60) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
 
 
 class Unavailable(PlayError):
@@ -85,6 +91,11 @@ def hash_key(api_key: str) -> str:
 
 def utc_day(now: float) -> str:
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
+
+
+def until_tomorrow(now: float) -> int:
+    """Seconds to the next UTC midnight, when daily allowances start again."""
+    return int(86400 - now % 86400) + 1
 
 
 def iso(ts: float | None) -> str | None:
@@ -303,7 +314,7 @@ class Arena:
             raise Conflict(f"the name {name!r} is taken; choose another") from None
         except StoreLimit:
             raise Limited(f"this address created {limit} keys today, the daily limit; "
-                          "try again tomorrow (UTC)") from None
+                          "try again tomorrow (UTC)", until_tomorrow(self.clock())) from None
         self._keys[record.key_hash] = record
         return api_key
 
@@ -337,7 +348,7 @@ class Arena:
             opened = await self.store.open_scorecard(record, utc_day(now), limit)
         except StoreLimit:
             raise Limited(f"this key opened {limit} scorecards today, the daily limit; "
-                          "try again tomorrow (UTC)") from None
+                          "try again tomorrow (UTC)", until_tomorrow(now)) from None
         card = Card(record)
         self._cards[record.id] = card
         return card, opened
