@@ -255,3 +255,37 @@ def test_refusals_use_the_api_error_shape_and_change_nothing(served):
             w.VALIDATION_ERROR)
     # closing again answers the same scorecard
     assert _post(url, "/api/scorecard/close", owner, {"card_id": card}).json() == closed.json()
+
+
+def test_no_op_actions_survive_a_restart_of_the_server(tmp_path):
+    rows = write_version(tmp_path)
+    assert rows[0]["max_steps"] == 3
+
+    def start() -> Server:
+        arena = Arena(load_version(tmp_path, VERSION), SQLiteStore(tmp_path / "serve.db"),
+                      Limits())
+        return Server(build_app(arena))
+
+    server = start()
+    key = new_key(server.url, "arc-restart")
+    card, first = _started(server.url, key)
+    act = {"game_id": GAME_ID, "guid": first.guid}
+    # two no-ops and a move into the wall use up the first level's 3 steps, unsolved
+    answers = [FrameData.model_validate(_post(server.url, f"/api/cmd/ACTION{n}", key, act).json())
+               for n in (5, 7, 3)]
+    assert [len(a.frame) for a in answers] == [1, 1, 2]
+    assert answers[0].frame == first.frame and answers[2].frame[0] == first.frame[0]
+    server.stop()
+    server = start()
+    try:
+        again = FrameData.model_validate(
+            _post(server.url, "/api/cmd/RESET", key, {"card_id": card, "game_id": GAME_ID}).json())
+        assert again.guid == first.guid and again.frame == answers[2].frame[-1:]
+        view = requests.get(f"{server.url}/api/scorecard/{card}", headers={"X-API-Key": key},
+                            timeout=10).json()
+        run = view["environments"][0]["runs"][0]
+        assert run["level_actions"] == [3, 0, 0] and run["levels_completed"] == 0
+        nxt = _post(server.url, "/api/cmd/ACTION2", key, act)
+        assert FrameData.model_validate(nxt.json()).state is GameState.NOT_FINISHED
+    finally:
+        server.stop()
