@@ -7,39 +7,20 @@ every non-None step is an answer the toolkit validated.
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import json
 import logging
 import random
-import socket
-import threading
-from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import requests
-from aiohttp import web
 from arc_agi import Arcade, OperationMode
 from arcengine import FrameData, GameAction, GameState
-from serve.app import build_app
 from serve.dataset import load_version
-from serve.limits import Limits
-from serve.play import Arena
-from serve.sqlite_store import SQLiteStore
+from serve_support import server, write_dataset
 
-from engine.levels import parse_xsb
-from engine.solver import solve
 from serve import arc_wire as w
 
 VERSION = "arc1"
 GAME_ID = w.game_id(VERSION)
-LEVELS = [  # (tier, xsb): easiest first, two tiers
-    (0, "#####\n#@$.#\n#####"),
-    (0, "######\n#@   #\n# $  #\n#  . #\n######"),
-    (1, "#######\n#@    #\n# $$  #\n#  .. #\n#######"),
-]
 LETTER_ACTION = {"u": GameAction.ACTION1, "d": GameAction.ACTION2, "l": GameAction.ACTION3,
                  "r": GameAction.ACTION4}
 QUIET = logging.getLogger("arc-test")
@@ -47,61 +28,18 @@ QUIET.addHandler(logging.NullHandler())
 QUIET.propagate = False
 
 
-def write_version(root: Path) -> list[dict]:
-    """A finished dataset version of LEVELS (levels.parquet and its manifest); its rows."""
-    rows = []
-    for i, (tier, xsb) in enumerate(LEVELS):
-        level = parse_xsb(xsb)
-        result = solve(level)
-        rows.append({"index": i, "tier": tier, "n_crates": level.n_crates,
-                     "height": level.height, "width": level.width, "xsb": xsb,
-                     "optimal_moves": result.moves, "optimal_pushes": result.pushes,
-                     "solution": result.solution, "max_steps": 3 * result.moves})
-    folder = root / VERSION
-    folder.mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist(rows), folder / "levels.parquet")
-    digest = hashlib.sha256((folder / "levels.parquet").read_bytes()).hexdigest()
-    manifest = {"format": 1, "version": VERSION, "game": "standard", "spec": {},
-                "files": {"levels.parquet": {"sha256": digest, "rows": len(rows)}}}
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    return rows
-
-
-class Server:
-    """The application on its own event loop in a thread, bound to a free loopback port."""
-
-    def __init__(self, app: web.Application) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.loop = asyncio.new_event_loop()
-        self.runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self._call(self._start())
-
-    def _call(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=30)
-
-    async def _start(self) -> None:
-        await self.runner.setup()
-        await web.SockSite(self.runner, self.sock).start()
-
-    def stop(self) -> None:
-        self._call(self.runner.cleanup())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("datasets")
+    rows = write_dataset(root, VERSION)["rows"]
+    return {"root": root, "rows": rows, "served": load_version(root, VERSION)}
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    root = tmp_path_factory.mktemp("datasets")
-    rows = write_version(root)
-    arena = Arena(load_version(root, VERSION), SQLiteStore(root / "serve.db"),
-                  Limits(keys_per_address_per_day=100))
-    server = Server(build_app(arena))
-    yield server.url, rows
-    server.stop()
+def served(data, tmp_path_factory):
+    db = tmp_path_factory.mktemp("db") / "store.sqlite"
+    with server(data["served"], db, keys_per_address_per_day=1000) as running:
+        yield running.base, data["rows"]
 
 
 def new_key(url: str, name: str) -> str:
@@ -257,35 +195,30 @@ def test_refusals_use_the_api_error_shape_and_change_nothing(served):
     assert _post(url, "/api/scorecard/close", owner, {"card_id": card}).json() == closed.json()
 
 
-def test_no_op_actions_survive_a_restart_of_the_server(tmp_path):
-    rows = write_version(tmp_path)
-    assert rows[0]["max_steps"] == 3
-
-    def start() -> Server:
-        arena = Arena(load_version(tmp_path, VERSION), SQLiteStore(tmp_path / "serve.db"),
-                      Limits())
-        return Server(build_app(arena))
-
-    server = start()
-    key = new_key(server.url, "arc-restart")
-    card, first = _started(server.url, key)
-    act = {"game_id": GAME_ID, "guid": first.guid}
-    # two no-ops and a move into the wall use up the first level's 3 steps, unsolved
-    answers = [FrameData.model_validate(_post(server.url, f"/api/cmd/ACTION{n}", key, act).json())
-               for n in (5, 7, 3)]
-    assert [len(a.frame) for a in answers] == [1, 1, 2]
-    assert answers[0].frame == first.frame and answers[2].frame[0] == first.frame[0]
-    server.stop()
-    server = start()
-    try:
-        again = FrameData.model_validate(
-            _post(server.url, "/api/cmd/RESET", key, {"card_id": card, "game_id": GAME_ID}).json())
-        assert again.guid == first.guid and again.frame == answers[2].frame[-1:]
-        view = requests.get(f"{server.url}/api/scorecard/{card}", headers={"X-API-Key": key},
-                            timeout=10).json()
-        run = view["environments"][0]["runs"][0]
-        assert run["level_actions"] == [3, 0, 0] and run["levels_completed"] == 0
-        nxt = _post(server.url, "/api/cmd/ACTION2", key, act)
-        assert FrameData.model_validate(nxt.json()).state is GameState.NOT_FINISHED
-    finally:
-        server.stop()
+def test_no_op_actions_survive_a_restart_of_the_server(data, tmp_path):
+    db = tmp_path / "store.sqlite"
+    first_level = data["rows"][0]
+    with server(data["served"], db) as running:
+        key = new_key(running.base, "arc-restart")
+        card, first = _started(running.base, key)
+        act = {"game_id": GAME_ID, "guid": first.guid}
+        for n in (5, 7, 6):
+            answer = _post(running.base, f"/api/cmd/ACTION{n}", key, act)
+            assert FrameData.model_validate(answer.json()).frame == first.frame
+    with server(data["served"], db) as running:
+        again = FrameData.model_validate(_post(
+            running.base, "/api/cmd/RESET", key, {"card_id": card, "game_id": GAME_ID}).json())
+        assert again.guid == first.guid and again.frame == first.frame
+        view = requests.get(f"{running.base}/api/scorecard/{card}",
+                            headers={"X-API-Key": key}, timeout=10).json()
+        assert view["environments"][0]["runs"][0]["level_actions"][0] == 3
+        # the three no-ops used three steps of the budget; the solution still fits in the rest
+        assert 3 + first_level["optimal_moves"] <= first_level["max_steps"]
+        for c in first_level["solution"]:
+            last = _post(running.base, f"/api/cmd/{LETTER_ACTION[c.lower()].name}", key, act)
+        done = FrameData.model_validate(last.json())
+        assert done.levels_completed == 1 and len(done.frame) == 2
+        view = requests.get(f"{running.base}/api/scorecard/{card}",
+                            headers={"X-API-Key": key}, timeout=10).json()
+        assert view["environments"][0]["runs"][0]["level_actions"][0] == (
+            3 + first_level["optimal_moves"])
