@@ -245,9 +245,3 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
 
     endpoint.__name__ = route.operation
     app.router.add_route(route.method, route.path, endpoint, name=route.operation)
-
-
-def add_routes(app: web.Application) -> None:
-    """Bind every ARC-AGI-3 route of ``ROUTES`` on ``app``."""
-    for route in ROUTES:
-        bind(app, route, HANDLERS[route.operation])

@@ -50,7 +50,7 @@ class ArcError(Exception):
     @classmethod
     def from_status(cls, status: int, message: str, not_found: str = NOT_FOUND_ERROR) -> ArcError:
         """The ARC refusal for a native status (``not_found`` names what a 404 is about)."""
-        arc_status = _STATUS.get(status, 500 if status >= 500 else 400)
+        arc_status = _STATUS.get(status, status if status >= 500 else 400)
         code = not_found if arc_status == 404 else _CODE.get(arc_status, SERVER_ERROR)
         return cls(arc_status, code, message)
 

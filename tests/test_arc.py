@@ -14,10 +14,10 @@ import pytest
 import requests
 from arc_agi import Arcade, OperationMode
 from arcengine import FrameData, GameAction, GameState
-from serve.dataset import load_version
 from serve_support import server, write_dataset
 
 from serve import arc_wire as w
+from serve.dataset import load_version
 
 VERSION = "arc1"
 GAME_ID = w.game_id(VERSION)
@@ -120,6 +120,12 @@ def test_random_agent_over_all_seven_actions_runs_to_the_end(served, monkeypatch
     assert arc.close_scorecard() is not None
 
 
+def frame_of(response) -> FrameData:
+    """An answer that must be a 200 FrameData (the model alone would default an error body)."""
+    assert response.status_code == 200, response.text
+    return FrameData.model_validate(response.json())
+
+
 def _post(url, path, key, body):
     return requests.post(f"{url}{path}", json=body, headers={"X-API-Key": key}, timeout=10)
 
@@ -128,23 +134,29 @@ def _started(url, key):
     card = _post(url, "/api/scorecard/open", key, {"tags": ["t"]}).json()["card_id"]
     r = _post(url, "/api/cmd/RESET", key, {"card_id": card, "game_id": GAME_ID})
     assert r.status_code == 200, r.text
-    return card, FrameData.model_validate(r.json())
+    return card, frame_of(r)
 
 
 def test_reset_on_a_running_game_returns_its_frame_and_changes_nothing(served):
     url, _ = served
     key = new_key(url, "arc-resetter")
     card, start = _started(url, key)
-    moved = FrameData.model_validate(
-        _post(url, "/api/cmd/ACTION4", key, {"game_id": GAME_ID, "guid": start.guid}).json())
+    moved = frame_of(_post(url, "/api/cmd/ACTION4", key, {"game_id": GAME_ID, "guid": start.guid}))
     for body in ({"card_id": card, "game_id": GAME_ID, "guid": start.guid},
                  {"card_id": card, "game_id": "sokoban"}):
-        again = FrameData.model_validate(_post(url, "/api/cmd/RESET", key, body).json())
+        again = frame_of(_post(url, "/api/cmd/RESET", key, body))
         assert again.guid == start.guid and not again.full_reset
         assert again.frame == moved.frame[-1:] and again.levels_completed == moved.levels_completed
     view = requests.get(f"{url}/api/scorecard/{card}", headers={"X-API-Key": key},
                         timeout=10).json()
     assert view["environments"][0]["runs"][0]["actions"] == 1
+
+
+def test_landing_page_tells_arc_agents_how_to_connect(served):
+    url, _ = served
+    page = requests.get(url + "/", timeout=10).text
+    assert f"game <code>{GAME_ID}</code>" in page and "OPERATION_MODE=online" in page
+    assert f"ARC_BASE_URL={url}" in page
 
 
 def test_refusals_use_the_api_error_shape_and_change_nothing(served):
@@ -182,7 +194,7 @@ def test_refusals_use_the_api_error_shape_and_change_nothing(served):
     assert view["closed"] is False and view["environments"][0]["runs"][0]["actions"] == 0
     # a no-op action with its reasoning is answered, echoed, and uses one step
     noop = _post(url, "/api/cmd/ACTION6", owner, {**act, "x": 3, "y": 4, "reasoning": '{"a":1}'})
-    frame = FrameData.model_validate(noop.json())
+    frame = frame_of(noop)
     assert frame.action_input.id is GameAction.ACTION6
     assert frame.action_input.data == {"game_id": GAME_ID, "x": 3, "y": 4}
     assert frame.action_input.reasoning == '{"a":1}' and frame.frame == start.frame
@@ -204,10 +216,10 @@ def test_no_op_actions_survive_a_restart_of_the_server(data, tmp_path):
         act = {"game_id": GAME_ID, "guid": first.guid}
         for n in (5, 7, 6):
             answer = _post(running.base, f"/api/cmd/ACTION{n}", key, act)
-            assert FrameData.model_validate(answer.json()).frame == first.frame
+            assert frame_of(answer).frame == first.frame
     with server(data["served"], db) as running:
-        again = FrameData.model_validate(_post(
-            running.base, "/api/cmd/RESET", key, {"card_id": card, "game_id": GAME_ID}).json())
+        again = frame_of(_post(
+            running.base, "/api/cmd/RESET", key, {"card_id": card, "game_id": GAME_ID}))
         assert again.guid == first.guid and again.frame == first.frame
         view = requests.get(f"{running.base}/api/scorecard/{card}",
                             headers={"X-API-Key": key}, timeout=10).json()
@@ -216,7 +228,7 @@ def test_no_op_actions_survive_a_restart_of_the_server(data, tmp_path):
         assert 3 + first_level["optimal_moves"] <= first_level["max_steps"]
         for c in first_level["solution"]:
             last = _post(running.base, f"/api/cmd/{LETTER_ACTION[c.lower()].name}", key, act)
-        done = FrameData.model_validate(last.json())
+        done = frame_of(last)
         assert done.levels_completed == 1 and len(done.frame) == 2
         view = requests.get(f"{running.base}/api/scorecard/{card}",
                             headers={"X-API-Key": key}, timeout=10).json()
