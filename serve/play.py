@@ -20,6 +20,7 @@ from engine.levels import State
 from engine.render import render
 from engine.rules import Game, StepResult
 from serve.dataset import ServedLevel, ServedVersion, encode_image
+from serve.framezip import Picture
 from serve.limits import Limits
 from serve.store import (
     ActionRecord,
@@ -102,7 +103,7 @@ class EpisodeRun:
     solved: bool = False
     deadlocked: bool = False
     actions: list[str] = field(default_factory=list)
-    obs_b64: str = ""
+    obs: Picture | None = None
 
     @property
     def index(self) -> int:
@@ -115,7 +116,7 @@ class EpisodeRun:
     def begin(self) -> None:
         if self.game is None:
             self.game = Game(self.served.level, self.served.max_steps)
-            self.obs_b64 = self.served.start_b64
+            self.obs = self.served.start
 
     def play(self, action: int) -> StepResult:
         """One action of the episode: a move 0-3, or ``WAIT``, which only uses up a step."""
@@ -226,13 +227,13 @@ class ImageCache:
 
     def __init__(self, size: int = 2048) -> None:
         self.size = size
-        self._images: OrderedDict[tuple[int, State], str] = OrderedDict()
+        self._images: OrderedDict[tuple[int, State], Picture] = OrderedDict()
 
-    def get(self, served: ServedLevel, state: State) -> str:
+    def get(self, served: ServedLevel, state: State) -> Picture:
         key = (served.index, state)
         image = self._images.get(key)
         if image is None:
-            image = encode_image(render(served.level, state))
+            image = Picture(encode_image(render(served.level, state)))
             self._images[key] = image
             if len(self._images) > self.size:
                 self._images.popitem(last=False)
@@ -294,7 +295,7 @@ class Arena:
                 run.begin()
                 for letter in row.actions:
                     run.play(PLAYED.index(letter))
-                run.obs_b64 = self.images.get(run.served, run.game.state)
+                run.obs = self.images.get(run.served, run.game.state)
             if row.done:
                 run.done, run.solved, run.deadlocked = True, row.solved, row.deadlocked
         session = Session(record, name, self.version, episodes, state=record.state,
@@ -463,7 +464,7 @@ class Arena:
         run = session.episodes[episode]
         step = run.play(action)
         if step.moved:
-            run.obs_b64 = self.images.get(run.served, run.game.state)
+            run.obs = self.images.get(run.served, run.game.state)
         if step.done:
             run.finish(step.solved)
             session.refill()
