@@ -221,6 +221,7 @@ def test_every_error_status_with_its_cause(srv):
         (bob.call("POST", f"/api/scorecards/{a_sid}/games/standard/start"), 404, "no scorecard"),
         (bob.call("POST", f"/api/sessions/{gid}/act", {"action": 1}), 404, "no session"),
         (alice.call("POST", "/api/sessions/gs-nope/act", {"action": 1}), 404, "no session"),
+        (bob.call("GET", f"/api/sessions/{gid}"), 404, "no session"),
         (alice.call("POST", f"/api/scorecards/{a_sid}/games/standard/start"), 409,
          "already started"),
         (alice.call("POST", f"/api/scorecards/{a_sid}/games/chess/start"), 404, "unknown game"),
