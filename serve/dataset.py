@@ -85,8 +85,7 @@ class ServedVersion:
             "boards": [list(s) for s in sizes],
             "observation": {"shape": [64, 64, 3], "dtype": "uint8", "encoding": "base64-raw"},
             "actions": {"0": "up", "1": "down", "2": "left", "3": "right"},
-            "step_budget": {k: spec[k] for k in ("step_multiple", "step_floor", "multiple", "floor")
-                            if k in spec},
+            "step_budget": spec.get("budget") or {},
             "levels_sha256": self.sha256,
             "seed_commitment": (self.manifest.get("seed_commitment") or {}).get("sha256"),
             "rotated_from": self.manifest.get("rotated_from"),

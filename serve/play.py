@@ -73,7 +73,13 @@ class Invalid(PlayError):
 
 
 class Limited(PlayError):
+    """A limit; ``retry_after`` is how many seconds until trying again makes sense."""
+
     status = 429
+
+    def __init__(self, detail: str, retry_after: int = 60) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
 
 
 class Unavailable(PlayError):
@@ -87,6 +93,11 @@ def hash_key(api_key: str) -> str:
 
 def utc_day(now: float) -> str:
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
+
+
+def until_tomorrow(now: float) -> int:
+    """Seconds to the next UTC midnight, when daily allowances start again."""
+    return int(86400 - now % 86400) + 1
 
 
 def iso(ts: float | None) -> str | None:
@@ -316,7 +327,7 @@ class Arena:
             raise Conflict(f"the name {name!r} is taken; choose another") from None
         except StoreLimit:
             raise Limited(f"this address created {limit} keys today, the daily limit; "
-                          "try again tomorrow (UTC)") from None
+                          "try again tomorrow (UTC)", until_tomorrow(self.clock())) from None
         self._keys[record.key_hash] = record
         return api_key
 
@@ -350,7 +361,7 @@ class Arena:
             opened = await self.store.open_scorecard(record, utc_day(now), limit)
         except StoreLimit:
             raise Limited(f"this key opened {limit} scorecards today, the daily limit; "
-                          "try again tomorrow (UTC)") from None
+                          "try again tomorrow (UTC)", until_tomorrow(now)) from None
         card = Card(record)
         self._cards[record.id] = card
         return card, opened
@@ -510,6 +521,8 @@ class Arena:
                                 "episodes": self.version.episodes, "finished": 0}
                                if s is None else self._progress(s))
             return self._card_view(card.record, games, None)
+        if card is not None and card.record.key_hash == key.key_hash and card.closing:
+            await asyncio.shield(card.closing)  # being closed right now: show the result
         record = await self._closed_card(key, scorecard_id)
         if record.closed is None:
             raise Conflict(f"scorecard {scorecard_id} belongs to version {record.version}, "
