@@ -51,16 +51,7 @@ async def drive_arc(base: str, key: str, game: str, n: int, seconds: float) -> d
         finally:
             wire.close()
 
-    t0 = time.perf_counter()
-    await asyncio.gather(*(worker(i) for i in range(n)))
-    elapsed = time.perf_counter() - t0
-    latencies.sort()
-
-    def pct(p: float) -> float:
-        return 1000 * latencies[min(len(latencies) - 1, int(p * len(latencies)))]
-
-    return {"n": n, "actions": len(latencies), "per_s": len(latencies) / elapsed,
-            "p50": pct(0.50), "p99": pct(0.99)}
+    return await bench.timed(n, worker, latencies)
 
 
 def main() -> None:
@@ -71,16 +62,7 @@ def main() -> None:
     parser.add_argument("--sessions", default="1,8")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root, version = Path(args.root), args.version
-        if not (root / version / "levels.parquet").is_file():
-            import sys
-
-            sys.path.insert(0, str(ROOT / "tests"))
-            from serve_support import LEVELS, write_dataset
-
-            root, version = Path(tmp), "bench"
-            write_dataset(root, version, LEVELS * 17)
-            print(f"no {args.root}/{args.version}: serving {len(LEVELS) * 17} test levels")
+        root, version = bench.dataset(Path(args.root), args.version, Path(tmp))
         proc, base = bench.start_server(root, version, Path(tmp) / "bench.sqlite", "normal")
         try:
             key = asyncio.run(bench.register(base))
