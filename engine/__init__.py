@@ -7,4 +7,6 @@ numba kernels compile with ``cache=True`` into the repository's ignored
 import os
 from pathlib import Path
 
-os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".numba_cache"))
+os.environ.setdefault(
+    "NUMBA_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".numba_cache")
+)

@@ -1,0 +1,106 @@
+"""XSB parsing, writing, symmetry ids: what the engine accepts and how it says no."""
+
+import numpy as np
+import pytest
+
+from engine.levels import (
+    MAX_CRATES,
+    MAX_SIDE,
+    LevelError,
+    State,
+    canonical_id,
+    parse_levels,
+    parse_xsb,
+    to_xsb,
+    wall_layout_id,
+    write_levels,
+)
+
+SIMPLE = "#####\n#@$.#\n#####"
+
+
+def test_parse_reads_player_crates_goals_as_flat_cells():
+    level = parse_xsb(SIMPLE)
+    assert (level.height, level.width) == (3, 5)
+    assert level.start == State(6, (7,))
+    assert level.goal_cells == (8,)
+    assert level.walls.sum() == 12 and level.floor.sum() == 3
+
+
+@pytest.mark.parametrize("text", [
+    SIMPLE,
+    "######\n#+*$ #\n#    #\n######",
+    "  ####\n###  #\n# $* #\n# .@ #\n######",
+])
+def test_xsb_round_trips(text):
+    assert to_xsb(parse_xsb(text)) == text
+
+
+def test_floor_aliases_are_accepted():
+    assert to_xsb(parse_xsb("#####\n#@$.#\n#-_ #\n#####")) == "#####\n#@$.#\n#   #\n#####"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("#####\n# $.#\n#####", "no player"),
+    ("######\n#@$.@#\n######", "2 players"),
+    ("######\n#@$.$#\n######", "2 crates but 1 goals"),
+    ("####\n#@ #\n####", "zero crates"),
+    ("#####\n#@$x#\n#####", "unknown character 'x' at row 2, column 4"),
+    ("#####\n#@$. \n#####", "unenclosed"),
+    ("", "empty level"),
+])
+def test_parse_errors_say_what_is_wrong(text, message):
+    with pytest.raises(LevelError, match=message):
+        parse_xsb(text)
+
+
+def test_board_larger_than_supported_names_the_limit():
+    side = MAX_SIDE + 1
+    rows = ["#" * side] + ["#@$." + " " * (side - 5) + "#"] + ["#" * side] * (side - 2)
+    with pytest.raises(LevelError, match=f"at most {MAX_SIDE}x{MAX_SIDE}"):
+        parse_xsb("\n".join(rows))
+
+
+def test_too_many_crates_names_the_limit():
+    n = MAX_CRATES + 1
+    text = "#" * (n + 3) + "\n#@" + "*" * n + "#\n" + "#" * (n + 3)
+    with pytest.raises(LevelError, match=f"at most {MAX_CRATES}"):
+        parse_xsb(text)
+
+
+def test_a_16x16_board_with_six_crates_is_accepted():
+    rows = ["#" * 16] + ["#" + " " * 14 + "#" for _ in range(14)] + ["#" * 16]
+    rows[1] = "#@$$$$$$......" + " #"
+    assert parse_xsb("\n".join(rows)).n_crates == MAX_CRATES
+
+
+def test_file_of_levels_keeps_titles_and_order_and_round_trips():
+    text = "; first\n" + SIMPLE + "\n\n; second\n; a comment\n#####\n#.$@#\n#####\n"
+    levels = parse_levels(text)
+    assert [lv.title for lv in levels] == ["first", "second"]
+    assert [lv.start.player for lv in levels] == [6, 8]
+    again = parse_levels(write_levels(levels))
+    assert [to_xsb(lv) for lv in again] == [to_xsb(lv) for lv in levels]
+
+
+def test_error_in_a_file_names_the_level():
+    with pytest.raises(LevelError, match="level 2: no player"):
+        parse_levels(SIMPLE + "\n\n#####\n# $.#\n#####")
+
+
+def test_canonical_id_is_invariant_under_rotation_and_reflection():
+    text = "#####\n#@  #\n# $ #\n#  .#\n#####"
+    level = parse_xsb(text)
+    grid = np.array([list(r) for r in text.split("\n")])
+    for k in range(4):
+        for g in (np.rot90(grid, k), np.rot90(grid, k)[:, ::-1]):
+            other = parse_xsb("\n".join("".join(r) for r in g))
+            assert canonical_id(other) == canonical_id(level)
+            assert wall_layout_id(other) == wall_layout_id(level)
+
+
+def test_canonical_id_tells_different_levels_apart():
+    a = parse_xsb("#####\n#@  #\n# $ #\n#  .#\n#####")
+    b = parse_xsb("#####\n#@  #\n# $.#\n#   #\n#####")
+    assert canonical_id(a) != canonical_id(b)
+    assert wall_layout_id(a) == wall_layout_id(b)
