@@ -1,10 +1,30 @@
-"""Compile every numba kernel once into the on-disk cache (``make test`` runs this first)."""
+"""Compile every numba kernel once into the on-disk cache (``make test`` runs this first).
+
+Solving and enumerating one small level reaches every kernel of the engine.
+"""
 
 from __future__ import annotations
 
+from engine.levels import parse_xsb
+
+_LEVEL = """
+#######
+#.@ # #
+#$* $ #
+#   $ #
+# ..  #
+#######
+"""
+
 
 def main() -> None:
-    import engine.levels  # noqa: F401  (kernels register here as modules land)
+    from engine.rules import Game, replay
+    from engine.solver import solve
+
+    level = parse_xsb(_LEVEL)
+    result = solve(level)
+    replay(level, result.solution or "")
+    Game(level, 10).act(0)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,142 @@
+"""The numba searches against a deliberately simple pure-Python breadth-first oracle.
+
+The oracle below shares no code with the engine: it plays Sokoban on (row, col) tuples and
+explores every state without pruning.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.levels import Level, State
+from engine.rules import replay
+from engine.solver import solve
+
+MOVES = {"u": (-1, 0), "d": (1, 0), "l": (0, -1), "r": (0, 1)}
+
+
+def oracle_successors(level: Level, player: tuple, crates: frozenset):
+    """(letter, player, crates) for every action that changes the state."""
+    for letter, (dr, dc) in MOVES.items():
+        nxt = (player[0] + dr, player[1] + dc)
+        if level.walls[nxt]:
+            continue
+        if nxt in crates:
+            beyond = (nxt[0] + dr, nxt[1] + dc)
+            if level.walls[beyond] or beyond in crates:
+                continue
+            yield letter.upper(), nxt, (crates - {nxt}) | {beyond}
+        else:
+            yield letter, nxt, crates
+
+
+def oracle_solve(level: Level, state: State | None = None) -> int | None:
+    """Fewest moves to put every crate on a goal, or None when impossible."""
+    state = level.start if state is None else state
+    goals = {tuple(int(x) for x in g) for g in np.argwhere(level.goals)}
+    w = level.width
+    start = (divmod(state.player, w), frozenset(divmod(c, w) for c in state.crates))
+    if start[1] <= goals:
+        return 0
+    seen = {start}
+    queue = deque([(start, 0)])
+    while queue:
+        (player, crates), dist = queue.popleft()
+        for _, p2, c2 in oracle_successors(level, player, crates):
+            if (p2, c2) in seen:
+                continue
+            if c2 <= goals:
+                return dist + 1
+            seen.add((p2, c2))
+            queue.append(((p2, c2), dist + 1))
+    return None
+
+
+def random_level(rng: np.random.Generator, side: int, n_crates: int, density: float) -> Level:
+    """A walled square board with random interior walls, crates, goals and player."""
+    walls = np.ones((side, side), bool)
+    while True:
+        walls[1:-1, 1:-1] = rng.random((side - 2, side - 2)) < density
+        free = np.flatnonzero(~walls.ravel())
+        if free.size > 2 * n_crates:
+            break
+    picks = rng.choice(free, 2 * n_crates + 1, replace=False)
+    goals = np.zeros(side * side, bool)
+    goals[picks[n_crates:2 * n_crates]] = True
+    start = State(int(picks[-1]), tuple(sorted(int(c) for c in picks[:n_crates])))
+    return Level(side, side, walls, goals.reshape(side, side), start)
+
+
+def scrambled(level: Level, rng: np.random.Generator, steps: int) -> Level:
+    """The level started from a random walk of moves and pulls away from the solved state
+    (so it is solvable)."""
+    w = level.width
+    player = divmod(level.start.player, w)
+    crates = {tuple(int(x) for x in g) for g in np.argwhere(level.goals)}
+    for _ in range(steps):
+        dr, dc = list(MOVES.values())[rng.integers(4)]
+        nxt = (player[0] + dr, player[1] + dc)
+        if level.walls[nxt] or nxt in crates:
+            continue
+        behind = (player[0] - dr, player[1] - dc)
+        if behind in crates and rng.random() < 0.7:
+            crates = (crates - {behind}) | {player}
+        player = nxt
+    start = State(player[0] * w + player[1], tuple(sorted(r * w + c for r, c in crates)))
+    return level.with_start(start)
+
+
+def level_cases(count: int, seed: int) -> list[Level]:
+    """Random levels, two in three scrambled from its solved state."""
+    rng = np.random.default_rng(seed)
+    shapes = [(6, 1, 0.1), (6, 2, 0.1), (6, 3, 0.05), (8, 1, 0.15), (8, 2, 0.2), (8, 3, 0.3)]
+    levels = []
+    for i in range(count):
+        level = random_level(rng, *shapes[i % len(shapes)])
+        if (i // len(shapes)) % 3:
+            level = scrambled(level, rng, 200)
+        levels.append(level)
+    return levels
+
+
+LEVELS = level_cases(510, seed=20261129)
+
+
+def test_optimal_moves_match_the_oracle_on_510_random_levels():
+    unsolvable = 0
+    for level in LEVELS:
+        expected = oracle_solve(level)
+        got = solve(level)
+        if expected is None:
+            unsolvable += 1
+            assert got.status == "unsolvable", level
+        else:
+            assert got.status == "solved" and got.moves == expected, level
+    assert 20 <= unsolvable <= len(LEVELS) - 100
+
+
+level_indices = st.integers(0, len(LEVELS) - 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(level_indices)
+def test_solution_replays_to_solved_in_exactly_the_optimal_moves(i):
+    level = LEVELS[i]
+    result = solve(level)
+    if result.status == "solved":
+        states = replay(level, result.solution)
+        assert len(states) - 1 == result.moves
+        assert level.is_solved(states[-1])
+        assert not any(level.is_solved(s) for s in states[:-1])
+        assert sum(ch.isupper() for ch in result.solution) == result.pushes
+
+
+@pytest.mark.parametrize("max_states", [1, 10])
+def test_a_search_past_max_states_answers_too_large(max_states):
+    hard = next(lv for lv in LEVELS if (solve(lv).states_expanded or 0) > 100)
+    assert solve(hard, max_states=max_states).status == "too_large"
