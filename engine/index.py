@@ -84,6 +84,18 @@ def unrank_many(indices: np.ndarray, cells: np.ndarray, floor_cells: np.ndarray,
 
 
 @njit(cache=True)
+def has_bit(bits: np.ndarray, idx: int) -> bool:
+    """Whether dense index ``idx`` is in a ``uint64`` bitset."""
+    return bits[idx >> 6] & (np.uint64(1) << np.uint64(idx & 63)) != 0
+
+
+@njit(cache=True)
+def set_bit(bits: np.ndarray, idx: int) -> None:
+    """Add dense index ``idx`` to a ``uint64`` bitset."""
+    bits[idx >> 6] |= np.uint64(1) << np.uint64(idx & 63)
+
+
+@njit(cache=True)
 def grown(a: np.ndarray, need: int) -> np.ndarray:
     """``a`` itself when it holds ``need`` items, else a copy at least twice as long."""
     if need <= a.size:

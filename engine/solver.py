@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit
 
 from engine.deadlock import frozen_kernel
-from engine.index import DenseIndex, StateSpaceTooLarge, grown, pack, rank, unpack
+from engine.index import DenseIndex, StateSpaceTooLarge, grown, has_bit, pack, rank, set_bit, unpack
 from engine.levels import Level, State
 from engine.rules import ACTIONS, GOAL, board_array, step_kernel
 
@@ -81,7 +81,7 @@ def bfs_kernel(board: np.ndarray, width: int, live: np.ndarray, cell_id: np.ndar
     root = rank(cell_id, floor_id, binom, n_floor, player, start)
     if root < 0:
         return UNSOLVABLE, 0, empty
-    visited[root >> 6] |= np.uint64(1) << np.uint64(root & 63)
+    set_bit(visited, root)
     codes[0] = pack(player, start)
     parent[0] = -1
     head, tail = 0, 1
@@ -104,10 +104,9 @@ def bfs_kernel(board: np.ndarray, width: int, live: np.ndarray, cell_id: np.ndar
                 if dead:
                     continue
             idx = rank(cell_id, floor_id, binom, n_floor, q, work)
-            bit = np.uint64(1) << np.uint64(idx & 63)
-            if visited[idx >> 6] & bit:
+            if has_bit(visited, idx):
                 continue
-            visited[idx >> 6] |= bit
+            set_bit(visited, idx)
             if tail >= max_states:
                 return TOO_LARGE, head, empty
             codes = grown(codes, tail + 1)

@@ -18,6 +18,10 @@ _LEVEL = """
 
 
 def main() -> None:
+    import numpy as np
+
+    from engine.deadlock import dead_squares, is_frozen_dead
+    from engine.reverse import reachable_stats, solvable_set
     from engine.rules import Game, replay
     from engine.solver import solve
 
@@ -25,6 +29,12 @@ def main() -> None:
     result = solve(level)
     replay(level, result.solution or "")
     Game(level, 10).act(0)
+    sset = solvable_set(level)
+    sset.distance(level.start)
+    sset.sample_start(np.random.default_rng(0), 1, sset.max_distance)
+    reachable_stats(level, sset=sset)
+    dead_squares(level)
+    is_frozen_dead(level, level.start, level.start.crates[0])
 
 
 if __name__ == "__main__":

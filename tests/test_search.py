@@ -13,7 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.levels import Level, State
+from engine.deadlock import dead_squares, is_dead, is_frozen_dead
+from engine.index import StateSpaceTooLarge
+from engine.levels import Level, State, parse_xsb
+from engine.reverse import reachable_stats, solvable_set
 from engine.rules import replay
 from engine.solver import solve
 
@@ -140,3 +143,131 @@ def test_solution_replays_to_solved_in_exactly_the_optimal_moves(i):
 def test_a_search_past_max_states_answers_too_large(max_states):
     hard = next(lv for lv in LEVELS if (solve(lv).states_expanded or 0) > 100)
     assert solve(hard, max_states=max_states).status == "too_large"
+
+
+def oracle_reachable(level: Level) -> tuple[int, int]:
+    """(reachable states from the start with solved ones terminal, how many cannot be solved)."""
+    goals = {tuple(int(x) for x in g) for g in np.argwhere(level.goals)}
+    w = level.width
+    start = (divmod(level.start.player, w), frozenset(divmod(c, w) for c in level.start.crates))
+    seen = {start}
+    queue = deque([start])
+    while queue:
+        player, crates = queue.popleft()
+        if crates <= goals:
+            continue
+        for _, p2, c2 in oracle_successors(level, player, crates):
+            if (p2, c2) not in seen:
+                seen.add((p2, c2))
+                queue.append((p2, c2))
+    dead = 0
+    for player, crates in seen:
+        state = State(player[0] * w + player[1], tuple(sorted(r * w + c for r, c in crates)))
+        dead += oracle_solve(level, state) is None
+    return len(seen), dead
+
+
+SMALL = [lv for lv in LEVELS if lv.width == 6 and lv.n_crates <= 2]
+
+
+@pytest.fixture(scope="module")
+def small_sets():
+    return {i: solvable_set(lv) for i, lv in enumerate(SMALL)}
+
+
+@settings(max_examples=120, deadline=None)
+@given(level_indices)
+def test_forward_optimum_equals_the_backward_distance_of_the_start(i):
+    level = LEVELS[i]
+    result = solve(level)
+    expected = result.moves if result.status == "solved" else -1
+    assert solvable_set(level).distance(level.start) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_backward_distances_and_unsolvable_marks_agree_with_the_oracle(small_sets, data):
+    i = data.draw(st.integers(0, len(SMALL) - 1))
+    level = SMALL[i]
+    floor = [int(c) for c in np.flatnonzero(level.floor)]
+    cells = data.draw(st.permutations(floor))[:level.n_crates + 1]
+    state = State(cells[0], tuple(sorted(cells[1:])))
+    expected = oracle_solve(level, state)
+    sset = small_sets[i]
+    assert sset.distance(state) == (-1 if expected is None else expected)
+    assert sset.is_solvable(state) == (expected is not None)
+    assert is_dead(sset, state) == (expected is None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_pruning_tests_never_call_a_solvable_state_dead(data):
+    level = data.draw(st.sampled_from(SMALL + [lv for lv in LEVELS if lv.n_crates == 3][:40]))
+    floor = [int(c) for c in np.flatnonzero(level.floor)]
+    cells = data.draw(st.permutations(floor))[:level.n_crates + 1]
+    state = State(cells[0], tuple(sorted(cells[1:])))
+    dead_cells = dead_squares(level).ravel()
+    pruned = any(dead_cells[c] for c in state.crates) or any(
+        is_frozen_dead(level, state, c) for c in state.crates)
+    if pruned:
+        assert oracle_solve(level, state) is None
+
+
+def test_states_at_each_distance_partition_the_solvable_set(small_sets):
+    for i, sset in list(small_sets.items())[:15]:
+        level = SMALL[i]
+        total = 0
+        for d in range(sset.max_distance + 1):
+            states = sset.states_at(d)
+            total += len(states)
+            for state in states[:3]:
+                assert oracle_solve(level, state) == d
+        assert total == sset.count == int(sset.histogram().sum())
+
+
+def test_sample_start_draws_within_the_band_with_no_crate_on_a_goal(small_sets):
+    rng = np.random.default_rng(7)
+    drawn = 0
+    for i, sset in small_sets.items():
+        level = SMALL[i]
+        for lo, hi in ((1, 4), (5, 12)):
+            state = sset.sample_start(rng, lo, hi)
+            if state is None:
+                continue
+            drawn += 1
+            assert lo <= sset.distance(state) <= hi
+            assert not any(level.goals.flat[c] for c in state.crates)
+        assert sset.sample_start(rng, sset.max_distance + 1, sset.max_distance + 5) is None
+    assert drawn > 20
+
+
+def test_reachable_and_dead_counts_match_the_oracle(small_sets):
+    for i in list(small_sets)[:12]:
+        level = SMALL[i]
+        assert tuple(reachable_stats(level, sset=small_sets[i])) == oracle_reachable(level)
+
+
+def test_a_board_whose_index_does_not_fit_is_too_large_not_unsolvable():
+    rows = ["#" * 16] + ["#" + " " * 14 + "#"] * 14 + ["#" * 16]
+    rows[1] = "#@$$$$$$" + " " * 7 + "#"
+    rows[14] = "#......" + " " * 8 + "#"
+    level = parse_xsb("\n".join(rows))
+    assert solve(level).status == "too_large"
+    with pytest.raises(StateSpaceTooLarge):
+        solvable_set(level)
+
+
+def test_a_four_crate_8x8_solvable_set_is_well_under_a_megabyte():
+    level = parse_xsb("""
+########
+#  .   #
+# $$ . #
+#  @ # #
+# $ .$ #
+#  .   #
+#      #
+########
+""")
+    sset = solvable_set(level)
+    assert sset.distance(level.start) == solve(level).moves
+    assert sset.nbytes < 500_000

@@ -1,0 +1,274 @@
+"""The solvable set: every state from which a level can still be solved, with its distance.
+
+A backward breadth-first search starts from every solved state (crates on the goals, the
+player on any free floor cell) and follows reverse moves and pulls, one player step each, so
+a state's depth is its exact fewest-moves distance to solved (solved states are terminal).
+
+Storage, for a level with N dense indices and S solvable states: a bitset of the solvable
+indices (N/8 bytes), the number of solvable states before each 64-bit word (N/16 bytes), and
+the S distances in index order (one byte each, two when a distance exceeds 254). An 8x8 level
+with 4 crates takes a few hundred kilobytes at most.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from engine.index import (
+    DenseIndex,
+    StateSpaceTooLarge,
+    grown,
+    has_bit,
+    pack,
+    rank,
+    set_bit,
+    unpack,
+    unrank_many,
+)
+from engine.levels import Level, State
+from engine.rules import board_array, delta, is_free, resort, step_kernel
+from engine.solver import DEFAULT_MAX_STATES, all_on_goals
+
+UNSEEN = 0xFFFF
+
+
+@njit(cache=True)
+def _reach(dist: np.ndarray, codes: np.ndarray, tail: int, idx: int, code: np.uint64,
+           depth: int) -> tuple[np.ndarray, int]:
+    """Record a newly seen state at ``depth`` and queue it; returns the queue and its length."""
+    if dist[idx] != UNSEEN:
+        return codes, tail
+    dist[idx] = depth
+    codes = grown(codes, tail + 1)
+    codes[tail] = code
+    return codes, tail + 1
+
+
+@njit(cache=True)
+def backward_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_id: np.ndarray,
+                    n_floor: int, binom: np.ndarray, size: int,
+                    goals: np.ndarray) -> np.ndarray:
+    """Fewest-moves distance to solved of every dense index (``UNSEEN`` when unsolvable)."""
+    k = goals.size
+    dist = np.full(size, UNSEEN, np.uint16)
+    codes = np.empty(1024, np.uint64)
+    tail = 0
+    for p in range(board.size):
+        if is_free(board, goals, p):
+            idx = rank(cell_id, floor_id, binom, n_floor, p, goals)
+            codes, tail = _reach(dist, codes, tail, idx, pack(p, goals), 0)
+    crates = np.empty(k, np.int64)
+    work = np.empty(k, np.int64)
+    head, depth, layer_end = 0, 0, tail
+    while head < tail:
+        if head == layer_end:
+            depth += 1
+            layer_end = tail
+        p = unpack(codes[head], crates)
+        head += 1
+        for a in range(4):
+            d = delta(a, width)
+            q = p - d  # the player came from q by one step along d
+            if not is_free(board, crates, q):
+                continue
+            idx = rank(cell_id, floor_id, binom, n_floor, q, crates)
+            codes, tail = _reach(dist, codes, tail, idx, pack(q, crates), depth + 1)
+            if cell_id[p] < 0:
+                continue
+            for slot in range(k):
+                if crates[slot] == p + d:  # ... pushing the crate now on p + d from p
+                    work[:] = crates
+                    work[slot] = p
+                    resort(work, slot)
+                    idx = rank(cell_id, floor_id, binom, n_floor, q, work)
+                    codes, tail = _reach(dist, codes, tail, idx, pack(q, work), depth + 1)
+    return dist
+
+
+@njit(cache=True)
+def compress_kernel(dist: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bitset of seen indices, seen count before each word, and the seen distances in order."""
+    n_words = dist.size // 64 + 1
+    words = np.zeros(n_words, np.uint64)
+    prefix = np.zeros(n_words, np.int32)
+    count = 0
+    for i in range(dist.size):
+        if dist[i] != UNSEEN:
+            count += 1
+    values = np.empty(count, np.uint16)
+    j = 0
+    for w in range(n_words):
+        prefix[w] = j
+        for b in range(64):
+            i = w * 64 + b
+            if i < dist.size and dist[i] != UNSEEN:
+                words[w] |= np.uint64(1) << np.uint64(b)
+                values[j] = dist[i]
+                j += 1
+    return words, prefix, values
+
+
+@njit(cache=True)
+def popcount(x: np.uint64) -> int:
+    """Number of set bits of a 64-bit word."""
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return int((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@njit(cache=True)
+def position_kernel(words: np.ndarray, prefix: np.ndarray, idx: int) -> int:
+    """Position of dense index ``idx`` among the solvable states, or -1 when not solvable."""
+    if idx < 0 or not has_bit(words, idx):
+        return -1
+    below = (np.uint64(1) << np.uint64(idx & 63)) - np.uint64(1)
+    return prefix[idx >> 6] + popcount(words[idx >> 6] & below)
+
+
+@dataclass(frozen=True, eq=False)
+class SolvableSet:
+    """Every solvable state of a level with its fewest-moves distance to solved."""
+
+    level: Level
+    index: DenseIndex
+    words: np.ndarray
+    prefix: np.ndarray
+    distances: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return int(self.distances.size)
+
+    @property
+    def max_distance(self) -> int:
+        return int(self.distances.max())
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.words.nbytes + self.prefix.nbytes + self.distances.nbytes)
+
+    def _position(self, state: State) -> int:
+        return int(position_kernel(self.words, self.prefix, self.index.index_of(state)))
+
+    def is_solvable(self, state: State) -> bool:
+        """Whether the level can still be solved from ``state``."""
+        return self._position(state) >= 0
+
+    def distance(self, state: State) -> int:
+        """Fewest moves from ``state`` to solved, -1 when it cannot be solved."""
+        pos = self._position(state)
+        return int(self.distances[pos]) if pos >= 0 else -1
+
+    def indices(self) -> np.ndarray:
+        """Dense indices of every solvable state, ascending (aligned with ``distances``)."""
+        bits = np.unpackbits(self.words.view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits).astype(np.int64)
+
+    def histogram(self) -> np.ndarray:
+        """Number of solvable states at each distance 0..max_distance."""
+        return np.bincount(self.distances)
+
+    def states_at(self, d: int) -> list[State]:
+        """Every solvable state exactly ``d`` moves from solved."""
+        return self.index.states_of(self.indices()[self.distances == d])
+
+    def sample_start(self, rng: np.random.Generator, lo: int, hi: int,
+                     crates_off_goals: bool = True) -> State | None:
+        """A uniformly drawn state at distance in [lo, hi] (by default with no crate on a
+        goal), or None when there is none."""
+        candidates = self.indices()[(self.distances >= lo) & (self.distances <= hi)]
+        if crates_off_goals and candidates.size:
+            _, crates = self._unranked(candidates)
+            candidates = candidates[~self.level.goals.ravel()[crates].any(axis=1)]
+        if not candidates.size:
+            return None
+        return self.index.states_of(candidates[rng.integers(candidates.size):][:1])[0]
+
+    def _unranked(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ix = self.index
+        return unrank_many(indices, ix.cells, ix.floor_cells, ix.binom, ix.n_crates)
+
+
+def solvable_set(level: Level) -> SolvableSet:
+    """Backward search from every solved state; raises ``StateSpaceTooLarge`` when the level's
+    dense index would not fit."""
+    index = DenseIndex.for_level(level)
+    goals = np.array(level.goal_cells, dtype=np.int64)
+    dist = backward_kernel(board_array(level), level.width, index.cell_id, index.floor_id,
+                           index.floor_cells.size, index.binom, index.size, goals)
+    words, prefix, values = compress_kernel(dist)
+    if values.size and values.max() < 255:
+        values = values.astype(np.uint8)
+    return SolvableSet(level, index, words, prefix, values)
+
+
+@njit(cache=True)
+def reachable_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_id: np.ndarray,
+                     n_floor: int, binom: np.ndarray, size: int, player: int,
+                     start: np.ndarray, live_id: np.ndarray, live_binom: np.ndarray,
+                     words: np.ndarray, max_states: int) -> tuple[int, int]:
+    """(reachable states, dead ones among them) from a start, by forward breadth-first search
+    without pruning; solved states are terminal. (-1, -1) past ``max_states``."""
+    k = start.size
+    visited = np.zeros(size // 64 + 1, np.uint64)
+    codes = np.empty(1024, np.uint64)
+    crates = np.empty(k, np.int64)
+    work = np.empty(k, np.int64)
+    root = rank(cell_id, floor_id, binom, n_floor, player, start)
+    set_bit(visited, root)
+    codes[0] = pack(player, start)
+    head, tail, dead = 0, 1, 0
+    while head < tail:
+        p = unpack(codes[head], crates)
+        head += 1
+        live_idx = rank(live_id, floor_id, live_binom, n_floor, p, crates)
+        if live_idx < 0 or not has_bit(words, live_idx):
+            dead += 1
+        if all_on_goals(board, crates):
+            continue
+        for a in range(4):
+            work[:] = crates
+            q, _ = step_kernel(board, width, p, work, a)
+            if q == p:
+                continue
+            idx = rank(cell_id, floor_id, binom, n_floor, q, work)
+            if has_bit(visited, idx):
+                continue
+            set_bit(visited, idx)
+            if tail >= max_states:
+                return -1, -1
+            codes = grown(codes, tail + 1)
+            codes[tail] = pack(q, work)
+            tail += 1
+    return tail, dead
+
+
+class ReachableStats(NamedTuple):
+    """States reachable from a start (solved ones are terminal) and how many are dead."""
+
+    reachable: int
+    dead: int
+
+
+def reachable_stats(level: Level, state: State | None = None, sset: SolvableSet | None = None,
+                    max_states: int = DEFAULT_MAX_STATES) -> ReachableStats:
+    """Count the states reachable from ``state`` (default: the start) and the dead ones.
+
+    Raises ``StateSpaceTooLarge`` when the search would pass ``max_states`` states.
+    """
+    state = level.start if state is None else state
+    sset = solvable_set(level) if sset is None else sset
+    index = DenseIndex.for_level(level, crates_on="floor")
+    reachable, dead = reachable_kernel(
+        board_array(level), level.width, index.cell_id, index.floor_id,
+        index.floor_cells.size, index.binom, index.size, state.player,
+        np.array(state.crates, dtype=np.int64), sset.index.cell_id, sset.index.binom,
+        sset.words, max_states)
+    if reachable < 0:
+        raise StateSpaceTooLarge(f"more than {max_states} states reachable")
+    return ReachableStats(int(reachable), int(dead))
