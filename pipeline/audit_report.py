@@ -104,6 +104,7 @@ def plot_histograms(facts: VersionFacts) -> bytes:
 def contact_sheet(facts: VersionFacts, per_row: int = 10, scale: int = 2) -> bytes:
     """Every level's 64x64 observation, labelled with index, optimum and grade."""
     n = len(facts.levels)
+    per_row = max(1, min(per_row, n))
     rows = max(1, -(-n // per_row))
     tile = 64 * scale
     fig, axes = plt.subplots(rows, per_row, figsize=(per_row * 1.45, rows * 1.62),

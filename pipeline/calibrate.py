@@ -32,7 +32,17 @@ from pipeline.workers import Workers
 POOL_SEED = 20261130
 HELD_OUT_OFFSET = 1
 L2 = 1e-3
-GRADE_QUANTILES = (0.2, 0.4, 0.6, 0.8)
+# Grades are bands of planner-failure probability: below 1 in 20, 1 in 5, even, 4 in 5, above.
+GRADE_CUTS = (0.05, 0.2, 0.5, 0.8)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The fitted model (with its validation in ``info``) and the two pools it came from."""
+
+    model: DifficultyModel
+    fit_pool: pl.DataFrame
+    held_out_pool: pl.DataFrame
 
 
 @dataclass(frozen=True)
@@ -86,11 +96,8 @@ def fit_model(table: pl.DataFrame, l2: float = L2) -> DifficultyModel:
     scales[scales == 0] = 1.0
     failed = ~table["planner_solved"].to_numpy()
     intercept, weights = fit_logistic((x - means) / scales, failed, l2=l2)
-    model = DifficultyModel(columns, transforms, means, scales, weights, intercept,
-                            grade_cuts=(0.0, 0.0, 0.0, 0.0), info={})
-    d = model.difficulty(table)
-    cuts = tuple(round(float(q), 4) for q in np.quantile(d, GRADE_QUANTILES))
-    return DifficultyModel(columns, transforms, means, scales, weights, intercept, cuts, {})
+    return DifficultyModel(columns, transforms, means, scales, weights, intercept, GRADE_CUTS,
+                           {})
 
 
 def validation(model: DifficultyModel, table: pl.DataFrame) -> dict[str, Any]:
@@ -120,8 +127,8 @@ def validation(model: DifficultyModel, table: pl.DataFrame) -> dict[str, Any]:
 
 
 def calibrate(template: Spec, seed: int, size: PoolSize, work: Path,
-              workers: Workers) -> DifficultyModel:
-    """Build both pools, fit on the first, validate on the second; return the full model."""
+              workers: Workers) -> Calibration:
+    """Build both pools, fit on the first, validate on the second."""
     fit_seed, held_seed = seed, seed + HELD_OUT_OFFSET
     fit_pool = build_pool(pool_spec(template, size.fit_per_tier), fit_seed, work / "fit",
                           workers)
@@ -136,12 +143,13 @@ def calibrate(template: Spec, seed: int, size: PoolSize, work: Path,
                                    f"{template.budget_multiple} * optimal_moves)"},
         "fit_date": dt.date.today().isoformat(),
         "l2": L2,
-        "grade_quantiles": list(GRADE_QUANTILES),
+        "grades": "1: difficulty < 0.05, 2: < 0.2, 3: < 0.5, 4: < 0.8, 5: >= 0.8",
         "pool": {"template": template.name, "seed": fit_seed, "held_out_seed": held_seed,
                  "fit_per_tier": size.fit_per_tier,
                  "held_out_per_tier": size.held_out_per_tier},
         "fit": validation(model, fit_pool),
         "held_out": validation(model, held),
     }
-    return DifficultyModel(model.columns, model.transforms, model.means, model.scales,
-                           model.weights, model.intercept, model.grade_cuts, info)
+    model = DifficultyModel(model.columns, model.transforms, model.means, model.scales,
+                            model.weights, model.intercept, model.grade_cuts, info)
+    return Calibration(model, fit_pool, held)

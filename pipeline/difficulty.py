@@ -25,6 +25,7 @@ FEATURES: tuple[tuple[str, str], ...] = (
     ("n_crates", "identity"),
     ("optimal_moves", "log1p"),
     ("optimal_pushes", "log1p"),
+    ("detour_pushes", "log1p"),
     ("box_changes", "log1p"),
     ("reachable_states", "log1p"),
     ("dead_fraction", "identity"),

@@ -69,3 +69,11 @@ def test_planner_is_deterministic_and_a_bigger_budget_never_needs_more_lookahead
     full = plan(level, 90, budget=PLANNER_BUDGET)
     assert full.solved
     assert full.steps <= 90 and tiny.steps <= 90
+
+
+def test_push_lower_bound_sums_lone_crate_distances():
+    from engine.planner import push_lower_bound
+
+    assert push_lower_bound(parse_xsb(CORRIDOR)) == 2
+    # crates: (2,2) up+right 2, (2,3) up 1, (3,3) up twice 2
+    assert push_lower_bound(parse_xsb(TWO_CRATES)) == 5

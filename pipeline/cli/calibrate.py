@@ -40,7 +40,7 @@ def calibrate_command(seed: int | None, fit_per_tier: int, held_out_per_tier: in
         with tempfile.TemporaryDirectory(prefix="sokoforge-calibrate-") as work:
             model = calibrate(template, POOL_SEED if seed is None else seed,
                               PoolSize(fit_per_tier, held_out_per_tier), Path(work),
-                              Workers(jobs=jobs))
+                              Workers(jobs=jobs)).model
     except PipelineError as e:
         raise CliError(str(e)) from None
     target = MODEL_PATH if out is None else out
