@@ -21,16 +21,26 @@ from numba import njit
 from engine.index import (
     DenseIndex,
     StateSpaceTooLarge,
-    grown,
+    crate_rank,
     has_bit,
     pack,
     rank,
     set_bit,
     unpack,
     unrank_many,
+    with_player,
 )
 from engine.levels import Level, State
-from engine.rules import board_array, delta, is_free, resort, step_kernel
+from engine.rules import (
+    CRATE,
+    FLOOR,
+    NOT_CRATE,
+    board_array,
+    delta,
+    is_free,
+    moved_crate,
+    step_kernel,
+)
 from engine.solver import DEFAULT_MAX_STATES, all_on_goals
 
 UNSEEN = 0xFFFF
@@ -38,29 +48,31 @@ UNSEEN = 0xFFFF
 
 @njit(cache=True)
 def _reach(dist: np.ndarray, codes: np.ndarray, tail: int, idx: int, code: np.uint64,
-           depth: int) -> tuple[np.ndarray, int]:
-    """Record a newly seen state at ``depth`` and queue it; returns the queue and its length."""
+           depth: int) -> int:
+    """Record a newly seen state at ``depth`` and queue it; returns the queue's length."""
     if dist[idx] != UNSEEN:
-        return codes, tail
+        return tail
     dist[idx] = depth
-    codes = grown(codes, tail + 1)
     codes[tail] = code
-    return codes, tail + 1
+    return tail + 1
 
 
 @njit(cache=True)
 def backward_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_id: np.ndarray,
                     n_floor: int, binom: np.ndarray, size: int,
                     goals: np.ndarray) -> np.ndarray:
-    """Fewest-moves distance to solved of every dense index (``UNSEEN`` when unsolvable)."""
+    """Fewest-moves distance to solved of every dense index (``UNSEEN`` when unsolvable).
+
+    ``board`` holds the cell flags (a copy is used as scratch)."""
     k = goals.size
+    board = board.copy()
     dist = np.full(size, UNSEEN, np.uint16)
-    codes = np.empty(1024, np.uint64)
+    codes = np.empty(size, np.uint64)  # each state is queued at most once
     tail = 0
     for p in range(board.size):
         if is_free(board, goals, p):
             idx = rank(cell_id, floor_id, binom, n_floor, p, goals)
-            codes, tail = _reach(dist, codes, tail, idx, pack(p, goals), 0)
+            tail = _reach(dist, codes, tail, idx, pack(p, goals), 0)
     crates = np.empty(k, np.int64)
     work = np.empty(k, np.int64)
     head, depth, layer_end = 0, 0, tail
@@ -68,24 +80,26 @@ def backward_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_id
         if head == layer_end:
             depth += 1
             layer_end = tail
-        p = unpack(codes[head], crates)
+        code = codes[head]
+        p = unpack(code, crates)
         head += 1
+        for i in range(k):
+            board[crates[i]] |= CRATE
+        base = crate_rank(cell_id, binom, crates) * n_floor
         for a in range(4):
             d = delta(a, width)
-            q = p - d  # the player came from q by one step along d
-            if not is_free(board, crates, q):
+            q = p - d  # the player came from q by one step along d ...
+            if board[q] & (FLOOR | CRATE) != FLOOR:
                 continue
-            idx = rank(cell_id, floor_id, binom, n_floor, q, crates)
-            codes, tail = _reach(dist, codes, tail, idx, pack(q, crates), depth + 1)
-            if cell_id[p] < 0:
-                continue
-            for slot in range(k):
-                if crates[slot] == p + d:  # ... pushing the crate now on p + d from p
-                    work[:] = crates
-                    work[slot] = p
-                    resort(work, slot)
-                    idx = rank(cell_id, floor_id, binom, n_floor, q, work)
-                    codes, tail = _reach(dist, codes, tail, idx, pack(q, work), depth + 1)
+            tail = _reach(dist, codes, tail, base + floor_id[q], with_player(code, q),
+                                 depth + 1)
+            # ... or pushed the crate now on p + d from p
+            if board[p + d] & CRATE and cell_id[p] >= 0:
+                moved_crate(crates, p + d, p, work)
+                idx = crate_rank(cell_id, binom, work) * n_floor + floor_id[q]
+                tail = _reach(dist, codes, tail, idx, pack(q, work), depth + 1)
+        for i in range(k):
+            board[crates[i]] &= NOT_CRATE
     return dist
 
 
@@ -216,7 +230,7 @@ def reachable_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_i
     without pruning; solved states are terminal. (-1, -1) past ``max_states``."""
     k = start.size
     visited = np.zeros(size // 64 + 1, np.uint64)
-    codes = np.empty(1024, np.uint64)
+    codes = np.empty(min(size, max_states), np.uint64)
     crates = np.empty(k, np.int64)
     work = np.empty(k, np.int64)
     root = rank(cell_id, floor_id, binom, n_floor, player, start)
@@ -242,7 +256,6 @@ def reachable_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_i
             set_bit(visited, idx)
             if tail >= max_states:
                 return -1, -1
-            codes = grown(codes, tail + 1)
             codes[tail] = pack(q, work)
             tail += 1
     return tail, dead
