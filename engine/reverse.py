@@ -44,6 +44,8 @@ from engine.rules import (
 from engine.solver import DEFAULT_MAX_STATES, all_on_goals
 
 UNSEEN = 0xFFFF
+# The search holds 10 bytes per dense index (distance and queue): 2**26 of them is 640 MB.
+MAX_SET_INDEX = 2**26
 
 
 @njit(cache=True)
@@ -80,6 +82,8 @@ def backward_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_id
         if head == layer_end:
             depth += 1
             layer_end = tail
+            if depth >= UNSEEN:
+                raise ValueError("a distance beyond 65534 moves does not fit the search")
         code = codes[head]
         p = unpack(code, crates)
         head += 1
@@ -91,8 +95,8 @@ def backward_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_id
             q = p - d  # the player came from q by one step along d ...
             if board[q] & (FLOOR | CRATE) != FLOOR:
                 continue
-            tail = _reach(dist, codes, tail, base + floor_id[q], with_player(code, q),
-                                 depth + 1)
+            idx = base + floor_id[q]
+            tail = _reach(dist, codes, tail, idx, with_player(code, q), depth + 1)
             # ... or pushed the crate now on p + d from p
             if board[p + d] & CRATE and cell_id[p] >= 0:
                 moved_crate(crates, p + d, p, work)
@@ -191,27 +195,33 @@ class SolvableSet:
         """Every solvable state exactly ``d`` moves from solved."""
         return self.index.states_of(self.indices()[self.distances == d])
 
-    def sample_start(self, rng: np.random.Generator, lo: int, hi: int,
-                     crates_off_goals: bool = True) -> State | None:
-        """A uniformly drawn state at distance in [lo, hi] (by default with no crate on a
-        goal), or None when there is none."""
+    def start_indices(self, lo: int, hi: int, crates_off_goals: bool = True) -> np.ndarray:
+        """Dense indices of the states at distance in [lo, hi] (by default with no crate on a
+        goal), ascending: the candidates a generator draws starts from."""
         candidates = self.indices()[(self.distances >= lo) & (self.distances <= hi)]
         if crates_off_goals and candidates.size:
             _, crates = self._unranked(candidates)
             candidates = candidates[~self.level.goals.ravel()[crates].any(axis=1)]
+        return candidates
+
+    def sample_start(self, rng: np.random.Generator, lo: int, hi: int,
+                     crates_off_goals: bool = True) -> State | None:
+        """A uniformly drawn state at distance in [lo, hi] (by default with no crate on a
+        goal), or None when there is none."""
+        candidates = self.start_indices(lo, hi, crates_off_goals)
         if not candidates.size:
             return None
-        return self.index.states_of(candidates[rng.integers(candidates.size):][:1])[0]
+        return self.index.states_of(candidates[[rng.integers(candidates.size)]])[0]
 
     def _unranked(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ix = self.index
         return unrank_many(indices, ix.cells, ix.floor_cells, ix.binom, ix.n_crates)
 
 
-def solvable_set(level: Level) -> SolvableSet:
+def solvable_set(level: Level, max_size: int = MAX_SET_INDEX) -> SolvableSet:
     """Backward search from every solved state; raises ``StateSpaceTooLarge`` when the level's
-    dense index would not fit."""
-    index = DenseIndex.for_level(level)
+    dense index has more than ``max_size`` states."""
+    index = DenseIndex.for_level(level, max_size=max_size)
     goals = np.array(level.goal_cells, dtype=np.int64)
     dist = backward_kernel(board_array(level), level.width, index.cell_id, index.floor_id,
                            index.floor_cells.size, index.binom, index.size, goals)

@@ -147,6 +147,7 @@ def solve(level: Level, state: State | None = None,
           max_states: int = DEFAULT_MAX_STATES) -> SolveResult:
     """Fewest-moves solution of ``level`` from ``state`` (default: its start)."""
     state = level.start if state is None else state
+    _check_state(level, state)
     try:
         index = DenseIndex.for_level(level)
     except StateSpaceTooLarge:
@@ -159,3 +160,11 @@ def solve(level: Level, state: State | None = None,
         return SolveResult(_STATUS[status], None, None, None, int(expanded))
     lurd = "".join(ACTIONS[a & 3].upper() if a & 4 else ACTIONS[a & 3] for a in path.tolist())
     return SolveResult("solved", len(lurd), sum(ch.isupper() for ch in lurd), lurd, int(expanded))
+
+
+def _check_state(level: Level, state: State) -> None:
+    floor = level.floor.ravel()
+    cells = (state.player, *state.crates)
+    if (len(state.crates) != level.n_crates or len(set(cells)) != len(cells)
+            or not all(0 <= c < floor.size and floor[c] for c in cells)):
+        raise ValueError(f"not a state of this level: {state}")

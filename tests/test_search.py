@@ -271,3 +271,22 @@ def test_a_four_crate_8x8_solvable_set_is_well_under_a_megabyte():
     sset = solvable_set(level)
     assert sset.distance(level.start) == solve(level).moves
     assert sset.nbytes < 500_000
+
+
+def test_a_16x16_board_with_6_crates_solves_when_its_state_space_fits():
+    rows = ["################",
+            "#@$.  $.  $.   #",
+            "#   $.  $.  $. #"] + ["################"] * 13
+    level = parse_xsb("\n".join(rows))
+    assert (level.height, level.width, level.n_crates) == (16, 16, 6)
+    result = solve(level)
+    assert result.status == "solved"
+    assert level.is_solved(replay(level, result.solution)[-1])
+    assert result.moves == 16
+    assert solvable_set(level).distance(level.start) == result.moves
+
+
+def test_solving_a_state_that_is_not_of_the_level_is_refused():
+    level = LEVELS[0]
+    with pytest.raises(ValueError):
+        solve(level, State(level.start.player, level.start.crates[:0]))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from pipeline.cli.levels import render_command, solve_command
+from pipeline.cli.serve import play_command, serve_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -18,3 +19,5 @@ def main() -> None:
 
 main.add_command(solve_command)
 main.add_command(render_command)
+main.add_command(serve_command)
+main.add_command(play_command)
