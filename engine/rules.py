@@ -106,7 +106,7 @@ def step(level: Level, state: State, action: int) -> tuple[State, bool, bool]:
 
 
 def _step_on(board: np.ndarray, width: int, state: State, action: int) -> tuple[State, bool, bool]:
-    if action not in (0, 1, 2, 3):
+    if isinstance(action, bool) or action not in (0, 1, 2, 3):
         raise ValueError(f"action must be 0 (up), 1 (down), 2 (left) or 3 (right), not {action!r}")
     crates = np.array(state.crates, dtype=np.int64)
     player, slot = step_kernel(board, width, state.player, crates, action)
