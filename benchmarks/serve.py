@@ -28,6 +28,8 @@ from pathlib import Path
 import aiohttp
 
 ROOT = Path(__file__).resolve().parent.parent
+# this file's folder holds engine.py and serve.py scripts: import the packages instead
+sys.path[0] = str(ROOT)
 
 
 def start_server(root: Path, version: str, db: Path, sync: str) -> tuple[subprocess.Popen, str]:
@@ -136,7 +138,7 @@ def main() -> None:
     parser.add_argument("--root", default=str(ROOT / "datasets"))
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--sessions", default="1,8,32")
-    parser.add_argument("--sync", choices=["full", "normal"], default="full")
+    parser.add_argument("--sync", choices=["normal", "full"], default="normal")
     parser.add_argument("--no-gzip", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -67,9 +67,11 @@ def decode(observation: dict) -> tuple[np.ndarray, np.ndarray]:
 class Connection:
     """One keep-alive connection to the server, with the key and the retry policy."""
 
-    def __init__(self, url: str, key: str | None = None) -> None:
+    def __init__(self, url: str, key: str | None = None, retries: int = RETRIES,
+                 backoff: float = BACKOFF_START) -> None:
         self.url = url.rstrip("/")
         self.key = key
+        self.retries, self.backoff = retries, backoff
         self.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1),
                                           timeout=aiohttp.ClientTimeout(total=60))
 
@@ -79,9 +81,9 @@ class Connection:
     async def call(self, method: str, path: str, body: dict | None = None,
                    params: dict | None = None) -> dict:
         headers = {"X-API-Key": self.key} if self.key else {}
-        delay = BACKOFF_START
+        delay = self.backoff
         problem = ""
-        for attempt in range(RETRIES + 1):
+        for attempt in range(self.retries + 1):
             if attempt:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
@@ -100,7 +102,7 @@ class Connection:
                         raise ClientError(problem)
             except (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
                 problem = f"{method} {path}: {type(e).__name__} {e}"
-        raise ClientError(f"gave up after {RETRIES} retries: {problem}")
+        raise ClientError(f"gave up after {self.retries} retries: {problem}")
 
 
 class Progress:

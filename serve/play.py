@@ -358,10 +358,11 @@ class Arena:
                     parallel: int) -> Session:
         card = self._cards.get(scorecard_id)
         if card is None or card.record.key_hash != key.key_hash:
-            record = await self.store.scorecard(scorecard_id)
-            if record is not None and record.key_hash == key.key_hash:
-                raise Conflict(f"scorecard {scorecard_id} is closed; open a new one")
-            raise NotFound(f"no scorecard {scorecard_id!r} for this key")
+            record = await self._closed_card(key, scorecard_id)
+            if record.closed is None:
+                raise Conflict(f"scorecard {scorecard_id} belongs to version {record.version}, "
+                               f"not the served {self.version.version}; open a new one")
+            raise Conflict(f"scorecard {scorecard_id} is closed; open a new one")
         if card.closing is not None:
             raise Conflict(f"scorecard {scorecard_id} is closed; open a new one")
         if game != self.game:

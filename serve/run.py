@@ -20,7 +20,7 @@ from serve.sqlite_store import SQLiteStore
 
 
 def serve_forever(root: str | Path, version: str, db: str, host: str, port: int,
-                  limits: Limits, synchronous: str = "FULL") -> None:
+                  limits: Limits, synchronous: str = "NORMAL") -> None:
     """Load ``version`` from ``root`` and serve it until SIGINT or SIGTERM."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     t0 = time.perf_counter()

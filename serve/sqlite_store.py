@@ -3,9 +3,9 @@
 Requests queue their work to a dedicated database thread, so the event loop never waits on
 the disk. The thread takes everything queued, runs it in one transaction (a savepoint per
 request, so one refusal does not undo the others), commits, and only then answers each
-request: every acknowledged write is committed. ``synchronous=FULL`` (the default) also
-syncs the log at each commit, so acknowledged actions survive power loss;
-``synchronous=NORMAL`` survives a killed process but may lose the last commits on power loss.
+request: every acknowledged write is committed to the write-ahead log, which survives a
+killed process (``synchronous=NORMAL``, the default). ``synchronous=FULL`` also syncs the
+log to disk at each commit, so acknowledged writes survive power loss as well.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _settle(outcomes: list[tuple[asyncio.Future, bool, Any]]) -> None:
 class SQLiteStore(Store):
     """``Store`` on one SQLite file; all database work runs on one thread, in batches."""
 
-    def __init__(self, path: str | Path, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | Path, synchronous: str = "NORMAL") -> None:
         if synchronous.upper() not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be FULL or NORMAL, got {synchronous!r}")
         self.path = str(path)

@@ -195,3 +195,27 @@ def server(served: Any, db: Path, clock: Any = None, **limits: Any):
     arena = Arena(served, SQLiteStore(db, "NORMAL"), Limits(**limits), clock=clock or time.time)
     with ServerThread(arena) as running:
         yield running
+
+
+class SolutionAgent:
+    """An agent that knows the stored solutions: it recognises the level by its goal image
+    and plays the solution step by step (``solutions`` is filled in by the test)."""
+
+    solutions: dict[bytes, list[int]] = {}
+
+    def reset(self) -> None:
+        pass
+
+    def act(self, obs: Any, goal: Any, action_history: list[int]) -> int:
+        return self.solutions[goal.tobytes()][len(action_history)]
+
+
+def solutions_by_goal(rows: list[dict]) -> dict[bytes, list[int]]:
+    """Each level's goal image (raw bytes) mapped to its stored solution as actions."""
+    from engine.render import render_goal
+    from engine.rules import lurd_to_actions
+
+    out = {render_goal(parse_xsb(r["xsb"])).tobytes(): lurd_to_actions(r["solution"])
+           for r in rows}
+    assert len(out) == len(rows), "goal images must tell the levels apart"
+    return out

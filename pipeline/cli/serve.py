@@ -21,9 +21,11 @@ DB_ENV = "SOKOFORGE_DB"
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
               help="0 picks a free port (printed at start-up).")
-@click.option("--sync", "synchronous", type=click.Choice(["full", "normal"]), default="full",
-              show_default=True, help="SQLite synchronous mode: full survives power loss, "
-              "normal survives a killed process.")
+@click.option("--sync", "synchronous", type=click.Choice(["normal", "full"]),
+              default="normal", show_default=True,
+              help="SQLite synchronous mode. Both commit every action before answering, "
+              "which survives a killed server; full also syncs the disk at each "
+              "commit, which survives power loss, at a cost in speed.")
 @click.option("--trust-proxy", multiple=True, metavar="ADDR[/BITS]",
               help="Proxy whose X-Forwarded-For is believed (repeatable).")
 @click.option("--keys-per-address", default=5, show_default=True, type=click.IntRange(0),
