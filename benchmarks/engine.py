@@ -1,4 +1,8 @@
-"""Engine speed: the numba solver against a pure-Python BFS, and solvable-set enumeration.
+"""Engine speed: the numba solver against pure-Python BFS, and solvable-set enumeration.
+
+Two Python baselines run beside the numba solver on the same levels: the tests' oracle
+(tests/oracle.py: plain BFS, no pruning; the reference the speed target names) and a tuned
+Python BFS on flat cells with the same dead-square pruning as the solver (the fairest one).
 
 Levels are drawn like the default game's tiers: 8x8, an outer wall ring, interior walls at the
 tier's density, one connected floor region, and a start drawn from the solvable set inside
@@ -21,6 +25,9 @@ import numpy as np
 # Run as a script, this file's folder comes first on sys.path and its name would hide the
 # ``engine`` package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
+sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
+
+from oracle import oracle_solve  # noqa: E402
 
 from engine.deadlock import dead_squares  # noqa: E402
 from engine.levels import Level, State  # noqa: E402
@@ -113,30 +120,35 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     solve(draw_level(rng, 1, 0.1, 4, 20))  # load the compiled kernels before timing
-    print(f"{'crates':>6} {'numba med ms':>12} {'max ms':>8} {'python med ms':>13} {'max ms':>8}"
-          f" {'ratio':>7} {'numba st/s':>11} {'python st/s':>11} {'enum med ms':>11}"
-          f" {'set KB max':>10}")
+    print(f"{'crates':>6} {'numba med ms':>12} {'max ms':>8} {'oracle med ms':>13} {'max ms':>8}"
+          f" {'x oracle':>8} {'tuned med ms':>12} {'x tuned':>7} {'numba st/s':>11}"
+          f" {'tuned st/s':>11} {'enum med ms':>11} {'set KB max':>10}")
     for n_crates, density, lo, hi in TIERS:
         levels = [draw_level(rng, n_crates, density, lo, hi) for _ in range(args.levels)]
-        fast, slow, ratios, fast_rate, slow_rate, enum, sizes = [], [], [], [], [], [], []
+        fast, oracle, tuned, x_oracle, x_tuned = [], [], [], [], []
+        fast_rate, tuned_rate, enum, sizes = [], [], [], []
         for level in levels:
             result, t_fast = timed(solve, level)
-            (moves, expanded), t_slow = timed(python_bfs, level)
-            assert result.status == "solved" and moves == result.moves, "solvers disagree"
+            oracle_moves, t_oracle = timed(oracle_solve, level)
+            (moves, expanded), t_tuned = timed(python_bfs, level)
+            assert result.status == "solved" and moves == oracle_moves == result.moves, (
+                "solvers disagree")
             sset, t_enum = timed(solvable_set, level)
             fast.append(t_fast)
-            slow.append(t_slow)
-            ratios.append(t_slow / t_fast)
+            oracle.append(t_oracle)
+            tuned.append(t_tuned)
+            x_oracle.append(t_oracle / t_fast)
+            x_tuned.append(t_tuned / t_fast)
             fast_rate.append(result.states_expanded / t_fast)
-            slow_rate.append(expanded / t_slow)
+            tuned_rate.append(expanded / t_tuned)
             enum.append(t_enum)
             sizes.append(sset.nbytes)
-        print(f"{n_crates:>6} {1e3 * statistics.median(fast):>12.2f} {1e3 * max(fast):>8.2f}"
-              f" {1e3 * statistics.median(slow):>13.1f} {1e3 * max(slow):>8.1f}"
-              f" {statistics.median(ratios):>6.0f}x {statistics.median(fast_rate):>11.3g}"
-              f" {statistics.median(slow_rate):>11.3g} {1e3 * statistics.median(enum):>11.2f}"
-              f" {max(sizes) / 1024:>10.0f}")
-    print("ratio: median over levels of python time / numba time on the same level")
+        med = statistics.median
+        print(f"{n_crates:>6} {1e3 * med(fast):>12.2f} {1e3 * max(fast):>8.2f}"
+              f" {1e3 * med(oracle):>13.1f} {1e3 * max(oracle):>8.1f} {med(x_oracle):>7.0f}x"
+              f" {1e3 * med(tuned):>12.1f} {med(x_tuned):>6.0f}x {med(fast_rate):>11.3g}"
+              f" {med(tuned_rate):>11.3g} {1e3 * med(enum):>11.2f} {max(sizes) / 1024:>10.0f}")
+    print("x oracle, x tuned: median over levels of Python time / numba time on the same level")
 
 
 if __name__ == "__main__":

@@ -34,16 +34,21 @@ PAGE_ROUTES = [
 ]
 
 
+# each protocol face is a module with ROUTES (declarations) and HANDLERS (by operation)
+FACES = (native,)
+
+
 def all_routes() -> list[Route]:
-    return native.ROUTES + PAGE_ROUTES
+    return [r for face in FACES for r in face.ROUTES] + PAGE_ROUTES
 
 
 def build_app(arena: Arena) -> web.Application:
     """The application serving ``arena``; its store is opened and closed with the app."""
     app = web.Application(middlewares=[errors_as_json], client_max_size=MAX_BODY)
     app[ARENA] = arena
-    for route in native.ROUTES:
-        bind(app, route, native.HANDLERS[route.operation])
+    for face in FACES:
+        for route in face.ROUTES:
+            bind(app, route, face.HANDLERS[route.operation])
     handlers = {"openapi": _openapi, "docs": _docs, "landing": _landing,
                 "leaderboard_page": _leaderboard_page}
     for route in PAGE_ROUTES:

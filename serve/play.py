@@ -73,6 +73,10 @@ class Limited(PlayError):
     status = 429
 
 
+class Unavailable(PlayError):
+    status = 503
+
+
 def hash_key(api_key: str) -> str:
     """The only form in which a key is kept."""
     return hashlib.sha256(api_key.encode("utf-8")).hexdigest()
@@ -454,11 +458,29 @@ class Arena:
         now = self.clock()
         session.last_active = now
         session.seq += 1
-        await self.store.record_action(ActionRecord(
-            session.id, session.seq, now, action, run.record(),
-            session.state if session.state != IN_PROGRESS else None))
+        try:
+            await self.store.record_action(ActionRecord(
+                session.id, session.seq, now, action, run.record(),
+                session.state if session.state != IN_PROGRESS else None))
+        except Exception:
+            await self._reload(session)
+            raise Unavailable("the action could not be stored and was not played; "
+                              "retry it") from None
         return session, Outcome(episode, action, bool(step.moved), bool(step.pushed),
                                 bool(step.solved), bool(step.done))
+
+    async def _reload(self, session: Session) -> None:
+        """Put the stored session back in place of one the store did not take an action of."""
+        try:
+            found = await self.store.session(session.id)
+        except Exception:
+            return
+        if found is not None:
+            fresh = self._replayed(found[0], session.name, found[1])
+            self._sessions[session.id] = fresh
+            card = self._cards.get(session.record.scorecard_id)
+            if card is not None:
+                card.sessions[session.record.game] = fresh
 
     def session_of(self, key: KeyRecord, session_id: str) -> Session | None:
         session = self._sessions.get(session_id)

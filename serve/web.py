@@ -100,7 +100,7 @@ def bind(app: web.Application, route: Route, handler: Handler) -> None:
     async def endpoint(request: web.Request) -> web.StreamResponse:
         arena = request.app[ARENA]
         key = await arena.identify(api_key(request)) if route.auth else None
-        args = route.parse_query(request.query)
+        args = route.parse_query(request.query) if route.query else {}
         if route.body is not None:
             args.update(route.parse_body(await request.read()))
         return await handler(request, arena, key, args)

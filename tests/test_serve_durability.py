@@ -12,11 +12,14 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from serve_support import Api, server, write_dataset
+from serve_support import Api, ServerThread, server, write_dataset
 
 from engine.rules import lurd_to_actions
 from pipeline.cli import main
 from serve.dataset import DatasetError, load_version
+from serve.limits import Limits
+from serve.play import Arena
+from serve.sqlite_store import SQLiteStore
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +143,56 @@ def test_kill_9_mid_session_then_restart_finishes_with_the_uninterrupted_score(d
     assert {k: got[k] for k in fields} == {k: expected[k] for k in fields}
     assert 0 < got["solved"] < got["episodes"] and got["deadlock_rate"] > 0
     assert replay["episodes"] == expected_replay["episodes"]
+
+
+class FailingStore(SQLiteStore):
+    """A store whose ``record_action`` fails when told to, as a full disk would."""
+
+    fail_next = False
+
+    async def record_action(self, record):
+        if self.fail_next:
+            self.fail_next = False
+            raise OSError("disk full")
+        await super().record_action(record)
+
+
+def test_an_action_the_store_refuses_is_not_played_and_answers_503(data, tmp_path):
+    store = FailingStore(tmp_path / "f.sqlite")
+    with ServerThread(Arena(data["served"], store, Limits())) as s:
+        client = Api(s.base)
+        client.key = client.ok("POST", "/api/keys", {"name": "disk"}, status=201)["api_key"]
+        sid = client.ok("POST", "/api/scorecards")["scorecard_id"]
+        frame = client.ok("POST", f"/api/scorecards/{sid}/games/standard/start")
+        path = f"/api/sessions/{frame['session_id']}/act"
+        client.ok("POST", path, {"action": 1})
+        store.fail_next = True
+        status, body = client.call("POST", path, {"action": 1})
+        assert status == 503 and "retry" in body["detail"]
+        frame = client.ok("POST", path, {"action": 1})
+        assert frame["episode"]["steps_used"] == 2
+        replay = client.ok("GET", f"/api/replays/{frame['session_id']}")
+        assert replay["episodes"][0]["actions"] == "DD"
+
+
+def test_rotation_starts_a_new_board_keeps_the_old_one_readable_and_keys_survive(data, tmp_path):
+    from serve_support import LEVELS
+
+    write_dataset(tmp_path, "t2", LEVELS[:4])
+    db = tmp_path / "rotate.sqlite"
+    with server(data["served"], db) as s:
+        client = Api(s.base)
+        client.key = client.ok("POST", "/api/keys", {"name": "veteran"}, status=201)["api_key"]
+        sid = client.ok("POST", "/api/scorecards")["scorecard_id"]
+        client.ok("POST", f"/api/scorecards/{sid}/close")
+    with server(load_version(tmp_path, "t2"), db) as s:
+        client = Api(s.base, client.key)
+        opened = client.ok("POST", "/api/scorecards")
+        assert opened["version"] == "t2" and opened["episodes_per_game"] == 4
+        client.ok("POST", f"/api/scorecards/{opened['scorecard_id']}/close")
+        board = client.ok("GET", "/api/leaderboard")
+        assert board["version"] == "t2" and board["versions"] == ["t1", "t2"]
+        assert [e["episodes"] for e in board["entries"]] == [4]
+        old = client.ok("GET", "/api/leaderboard?version=t1")
+        assert [(e["name"], e["episodes"]) for e in old["entries"]] == [("veteran", 6)]
+        assert client.ok("GET", f"/api/scorecards/{sid}")["version"] == "t1"
