@@ -13,7 +13,7 @@ from importlib import resources
 
 from aiohttp import web
 
-from serve import native, pages
+from serve import arc, native, pages
 from serve.play import Arena
 from serve.schema import Route, openapi
 from serve.web import ARENA, bind, errors_as_json, reply, reply_bytes
@@ -34,8 +34,9 @@ PAGE_ROUTES = [
 ]
 
 
-# each protocol face is a module with ROUTES (declarations) and HANDLERS (by operation)
-FACES = (native,)
+# each protocol face is a module with ROUTES (declarations) and HANDLERS (by operation), and
+# maybe its own ``bind`` (the ARC-AGI-3 face answers refusals in its API's shape)
+FACES = (native, arc)
 
 
 def all_routes() -> list[Route]:
@@ -44,11 +45,14 @@ def all_routes() -> list[Route]:
 
 def build_app(arena: Arena) -> web.Application:
     """The application serving ``arena``; its store is opened and closed with the app."""
-    app = web.Application(middlewares=[errors_as_json], client_max_size=MAX_BODY)
+    # ARC-AGI-3 clients join base URL and path verbatim: a base ending in '/' asks for
+    # '//api/...', which is redirected (308: method and body kept) to the merged path
+    merge_slashes = web.normalize_path_middleware(append_slash=False, merge_slashes=True)
+    app = web.Application(middlewares=[errors_as_json, merge_slashes], client_max_size=MAX_BODY)
     app[ARENA] = arena
     for face in FACES:
         for route in face.ROUTES:
-            bind(app, route, face.HANDLERS[route.operation])
+            getattr(face, "bind", bind)(app, route, face.HANDLERS[route.operation])
     handlers = {"openapi": _openapi, "docs": _docs, "landing": _landing,
                 "leaderboard_page": _leaderboard_page}
     for route in PAGE_ROUTES:

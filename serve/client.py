@@ -23,6 +23,7 @@ from serve.play import SCORE_FIELDS
 RETRIES = 8
 BACKOFF_START = 0.25
 BACKOFF_MAX = 8.0
+RETRY_AFTER_MAX = 120  # seconds; a server asking for longer is not waited for
 
 
 class ClientError(Exception):
@@ -100,6 +101,11 @@ class Connection:
                     problem = f"{method} {path}: {res.status} {detail}"
                     if res.status != 429 and res.status < 500:
                         raise ClientError(problem)
+                    wait = res.headers.get("Retry-After", "")
+                    if wait.isdigit() and int(wait) > RETRY_AFTER_MAX:
+                        raise ClientError(problem)  # e.g. a daily limit: retrying is futile
+                    if wait.isdigit():
+                        delay = max(delay, float(wait))
             except (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
                 problem = f"{method} {path}: {type(e).__name__} {e}"
         raise ClientError(f"gave up after {self.retries} retries: {problem}")

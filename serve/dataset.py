@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from engine.levels import Level, LevelError, parse_xsb
+from serve.framezip import Picture
 
 FORMATS = (1,)
 COLUMNS = ("index", "tier", "n_crates", "xsb", "optimal_moves", "max_steps")
@@ -35,8 +36,8 @@ class ServedLevel:
     level: Level
     optimal_moves: int
     max_steps: int
-    goal_b64: str
-    start_b64: str
+    goal: Picture
+    start: Picture
     solvable: Any
 
     def is_dead(self, state: Any) -> bool:
@@ -84,8 +85,7 @@ class ServedVersion:
             "boards": [list(s) for s in sizes],
             "observation": {"shape": [64, 64, 3], "dtype": "uint8", "encoding": "base64-raw"},
             "actions": {"0": "up", "1": "down", "2": "left", "3": "right"},
-            "step_budget": {k: spec[k] for k in ("step_multiple", "step_floor", "multiple", "floor")
-                            if k in spec},
+            "step_budget": spec.get("budget") or {},
             "levels_sha256": self.sha256,
             "seed_commitment": (self.manifest.get("seed_commitment") or {}).get("sha256"),
             "rotated_from": self.manifest.get("rotated_from"),
@@ -167,7 +167,7 @@ def _served_level(row: dict) -> ServedLevel:
     return ServedLevel(
         index=int(row["index"]), tier=int(row["tier"]), n_crates=int(row["n_crates"]),
         level=level, optimal_moves=int(row["optimal_moves"]), max_steps=int(row["max_steps"]),
-        goal_b64=encode_image(render_goal(level)), start_b64=encode_image(render(level)),
+        goal=Picture(encode_image(render_goal(level))), start=Picture(encode_image(render(level))),
         solvable=solvable)
 
 

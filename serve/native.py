@@ -11,9 +11,11 @@ from typing import Any
 
 from aiohttp import web
 
+from serve import framezip
+from serve.framezip import Picture
 from serve.play import IN_PROGRESS, Arena, EpisodeRun, KeyRecord, Outcome, Session
 from serve.schema import INT, STR, Field, Route
-from serve.web import api_key, client_ip, reply, reply_bytes
+from serve.web import accepts_gzip, api_key, client_ip, reply
 
 NAME_PATTERN = r"[A-Za-z0-9_.\-][A-Za-z0-9_. \-]{0,38}[A-Za-z0-9_.\-]"
 SHAPE = [64, 64, 3]
@@ -75,15 +77,16 @@ ROUTES = [
 ]
 
 
-def observation(run: EpisodeRun, images: list[str] | None = None) -> dict:
+def observation(run: EpisodeRun, images: list[Picture] | None = None) -> dict:
     """The observation object; with ``images``, the base64 strings are left as tokens that
-    ``frame_body`` splices back in (JSON-encoding 16 KB strings costs more than the rest)."""
-    obs, goal = run.obs_b64, run.served.goal_b64
-    if images is not None:
-        images += (obs, goal)
-        obs, goal = f"\x00{len(images) - 2}", f"\x00{len(images) - 1}"
-    return {"obs": obs, "goal": goal, "shape": SHAPE, "dtype": "uint8",
-            "encoding": "base64-raw"}
+    ``frame_pieces`` splices back in (JSON-encoding 16 KB strings costs more than the rest)."""
+    assert run.obs is not None
+    if images is None:
+        return {"obs": run.obs.b64, "goal": run.served.goal.b64, "shape": SHAPE,
+                "dtype": "uint8", "encoding": "base64-raw"}
+    images += (run.obs, run.served.goal)
+    return {"obs": f"\x00{len(images) - 2}", "goal": f"\x00{len(images) - 1}", "shape": SHAPE,
+            "dtype": "uint8", "encoding": "base64-raw"}
 
 
 def _episode(run: EpisodeRun, of: int) -> dict:
@@ -91,7 +94,8 @@ def _episode(run: EpisodeRun, of: int) -> dict:
             "max_steps": run.served.max_steps}
 
 
-def frame(session: Session, outcome: Outcome | None, images: list[str] | None = None) -> dict:
+def frame(session: Session, outcome: Outcome | None,
+          images: list[Picture] | None = None) -> dict:
     """The Frame after ``outcome`` (None on start): serial or parallel shape by the session."""
     over = session.state != IN_PROGRESS
     of = len(session.episodes)
@@ -124,14 +128,26 @@ def frame(session: Session, outcome: Outcome | None, images: list[str] | None = 
     return out
 
 
-def frame_body(session: Session, outcome: Outcome | None) -> bytes:
-    """The Frame as JSON bytes, with the base64 images spliced in unencoded (they are ASCII
-    without quotes or backslashes, so JSON needs no escaping of them)."""
-    images: list[str] = []
-    pieces = _TOKEN.split(json.dumps(frame(session, outcome, images), separators=(",", ":")))
+def frame_pieces(session: Session, outcome: Outcome | None) -> list[bytes | Picture]:
+    """The Frame as JSON text pieces and the pictures between them: base64 is ASCII without
+    quotes or backslashes, so it stands in JSON as it is."""
+    images: list[Picture] = []
+    pieces: list[Any] = _TOKEN.split(
+        json.dumps(frame(session, outcome, images), separators=(",", ":")))
+    for i in range(0, len(pieces), 2):
+        pieces[i] = pieces[i].encode()
     for i in range(1, len(pieces), 2):
         pieces[i] = images[int(pieces[i])]
-    return "".join(pieces).encode()
+    return pieces
+
+
+def reply_frame(request: web.Request, session: Session, outcome: Outcome | None) -> web.Response:
+    pieces = frame_pieces(session, outcome)
+    if accepts_gzip(request):
+        return web.Response(body=framezip.gzipped(pieces), content_type="application/json",
+                            headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
+    return web.Response(body=framezip.plain(pieces), content_type="application/json",
+                        headers={"Vary": "Accept-Encoding"})
 
 
 async def create_key(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
@@ -155,13 +171,13 @@ async def start_game(request: web.Request, arena: Arena, key: KeyRecord,
                      args: dict) -> web.Response:
     session = await arena.start(key, request.match_info["scorecard_id"],
                                 request.match_info["game"], args["parallel"])
-    return reply_bytes(request, frame_body(session, None), "application/json")
+    return reply_frame(request, session, None)
 
 
 async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
     session, outcome = await arena.act(key, request.match_info["session_id"], args["action"],
                                        args["episode"])
-    return reply_bytes(request, frame_body(session, outcome), "application/json")
+    return reply_frame(request, session, outcome)
 
 
 async def get_scorecard(request: web.Request, arena: Arena, key: KeyRecord,

@@ -48,6 +48,10 @@ order, easiest first. Agents see only 64x64 RGB renders of the board and of its 
 /start</code>, <code>POST /api/sessions/ID/act {{"action"}}</code> until
 <code>GAME_OVER</code>, and <code>POST /api/scorecards/ID/close</code>. Details in the
 <a href="/api/docs">API page</a>.</p>
+<p>Agents built on the ARC-AGI-3 toolkit (<code>arc-agi</code>) play the same levels unchanged
+as game <code>sokoban-{escape(spec['version'])}</code>, ACTION1-4 moving up, down, left, right
+(ACTION5-7 use a step and do nothing); an empty key gets an anonymous one:</p>
+<pre>OPERATION_MODE=online ARC_BASE_URL={o} ARC_API_KEY=YOUR_KEY</pre>
 <h2>The set</h2>
 <div class=wrap><table><tr><th>tier</th><th>crates</th><th>levels</th><th>episodes</th>
 <th>optimal moves</th><th>step budget</th></tr>{rows}</table></div>

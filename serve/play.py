@@ -18,8 +18,9 @@ from typing import Any
 
 from engine.levels import State
 from engine.render import render
-from engine.rules import Game
+from engine.rules import Game, StepResult
 from serve.dataset import ServedLevel, ServedVersion, encode_image
+from serve.framezip import Picture
 from serve.limits import Limits
 from serve.store import (
     ActionRecord,
@@ -33,6 +34,8 @@ from serve.store import (
 )
 
 LETTERS = "UDLR"
+WAIT = 4  # a no-op that uses a step: the ARC-AGI-3 face's ACTION5-7
+PLAYED = LETTERS + "."  # a stored action string's letter for each action, the wait included
 IN_PROGRESS, GAME_OVER, EXPIRED = "IN_PROGRESS", "GAME_OVER", "EXPIRED"
 KEY_PREFIX = "lsk-"
 SCORE_FIELDS = ("episodes", "solved", "success_rate", "move_efficiency", "avg_steps_solved",
@@ -70,7 +73,13 @@ class Invalid(PlayError):
 
 
 class Limited(PlayError):
+    """A limit; ``retry_after`` is how many seconds until trying again makes sense."""
+
     status = 429
+
+    def __init__(self, detail: str, retry_after: int = 60) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
 
 
 class Unavailable(PlayError):
@@ -84,6 +93,11 @@ def hash_key(api_key: str) -> str:
 
 def utc_day(now: float) -> str:
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
+
+
+def until_tomorrow(now: float) -> int:
+    """Seconds to the next UTC midnight, when daily allowances start again."""
+    return int(86400 - now % 86400) + 1
 
 
 def iso(ts: float | None) -> str | None:
@@ -100,7 +114,7 @@ class EpisodeRun:
     solved: bool = False
     deadlocked: bool = False
     actions: list[str] = field(default_factory=list)
-    obs_b64: str = ""
+    obs: Picture | None = None
 
     @property
     def index(self) -> int:
@@ -113,7 +127,19 @@ class EpisodeRun:
     def begin(self) -> None:
         if self.game is None:
             self.game = Game(self.served.level, self.served.max_steps)
-            self.obs_b64 = self.served.start_b64
+            self.obs = self.served.start
+
+    def play(self, action: int) -> StepResult:
+        """One action of the episode: a move 0-3, or ``WAIT``, which only uses up a step."""
+        if action == WAIT:
+            if self.game.done:
+                raise ValueError("the episode is over: no more actions")
+            self.game.steps += 1
+            step = StepResult(False, False, self.game.solved, self.game.done)
+        else:
+            step = self.game.act(action)
+        self.actions.append(PLAYED[action])
+        return step
 
     def finish(self, solved: bool) -> None:
         """End the episode; unsolved, it is deadlocked if its state can no longer be solved."""
@@ -212,13 +238,13 @@ class ImageCache:
 
     def __init__(self, size: int = 2048) -> None:
         self.size = size
-        self._images: OrderedDict[tuple[int, State], str] = OrderedDict()
+        self._images: OrderedDict[tuple[int, State], Picture] = OrderedDict()
 
-    def get(self, served: ServedLevel, state: State) -> str:
+    def get(self, served: ServedLevel, state: State) -> Picture:
         key = (served.index, state)
         image = self._images.get(key)
         if image is None:
-            image = encode_image(render(served.level, state))
+            image = Picture(encode_image(render(served.level, state)))
             self._images[key] = image
             if len(self._images) > self.size:
                 self._images.popitem(last=False)
@@ -279,9 +305,8 @@ class Arena:
             if row.actions:
                 run.begin()
                 for letter in row.actions:
-                    run.game.act(LETTERS.index(letter))
-                    run.actions.append(letter)
-                run.obs_b64 = self.images.get(run.served, run.game.state)
+                    run.play(PLAYED.index(letter))
+                run.obs = self.images.get(run.served, run.game.state)
             if row.done:
                 run.done, run.solved, run.deadlocked = True, row.solved, row.deadlocked
         session = Session(record, name, self.version, episodes, state=record.state,
@@ -302,7 +327,7 @@ class Arena:
             raise Conflict(f"the name {name!r} is taken; choose another") from None
         except StoreLimit:
             raise Limited(f"this address created {limit} keys today, the daily limit; "
-                          "try again tomorrow (UTC)") from None
+                          "try again tomorrow (UTC)", until_tomorrow(self.clock())) from None
         self._keys[record.key_hash] = record
         return api_key
 
@@ -336,7 +361,7 @@ class Arena:
             opened = await self.store.open_scorecard(record, utc_day(now), limit)
         except StoreLimit:
             raise Limited(f"this key opened {limit} scorecards today, the daily limit; "
-                          "try again tomorrow (UTC)") from None
+                          "try again tomorrow (UTC)", until_tomorrow(now)) from None
         card = Card(record)
         self._cards[record.id] = card
         return card, opened
@@ -445,13 +470,12 @@ class Arena:
             episode = session.in_flight[0]
         elif episode not in session.in_flight:
             raise Conflict(f"episode {episode} is not in flight; in flight: {session.in_flight}")
-        if not 0 <= action < len(LETTERS):
+        if not 0 <= action < len(PLAYED):
             raise Invalid("action must be an integer from 0 to 3 (0 up, 1 down, 2 left, 3 right)")
         run = session.episodes[episode]
-        step = run.game.act(action)
-        run.actions.append(LETTERS[action])
+        step = run.play(action)
         if step.moved:
-            run.obs_b64 = self.images.get(run.served, run.game.state)
+            run.obs = self.images.get(run.served, run.game.state)
         if step.done:
             run.finish(step.solved)
             session.refill()
@@ -497,6 +521,8 @@ class Arena:
                                 "episodes": self.version.episodes, "finished": 0}
                                if s is None else self._progress(s))
             return self._card_view(card.record, games, None)
+        if card is not None and card.record.key_hash == key.key_hash and card.closing:
+            await asyncio.shield(card.closing)  # being closed right now: show the result
         record = await self._closed_card(key, scorecard_id)
         if record.closed is None:
             raise Conflict(f"scorecard {scorecard_id} belongs to version {record.version}, "

@@ -58,8 +58,9 @@ CREATE TABLE IF NOT EXISTS actions (
     session_id TEXT NOT NULL, seq INTEGER NOT NULL, episode INTEGER NOT NULL,
     action INTEGER NOT NULL, at REAL NOT NULL,
     PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
+-- actions 0-3 are the moves U D L R; 4 is a wait ('.'), a step that changes nothing
 CREATE TRIGGER IF NOT EXISTS action_to_episode AFTER INSERT ON actions BEGIN
-    UPDATE episodes SET steps = steps + 1, actions = actions || substr('UDLR', NEW.action + 1, 1)
+    UPDATE episodes SET steps = steps + 1, actions = actions || substr('UDLR.', NEW.action + 1, 1)
     WHERE session_id = NEW.session_id AND idx = NEW.episode;
 END;
 CREATE TABLE IF NOT EXISTS counters (

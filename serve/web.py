@@ -79,7 +79,10 @@ async def errors_as_json(request: web.Request, handler: Callable) -> web.StreamR
     try:
         return await handler(request)
     except PlayError as e:
-        return error(request, e.status, e.detail)
+        response = error(request, e.status, e.detail)
+        if hasattr(e, "retry_after"):
+            response.headers["Retry-After"] = str(e.retry_after)
+        return response
     except Invalid as e:
         return error(request, 422, str(e))
     except web.HTTPException as e:

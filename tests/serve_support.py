@@ -96,7 +96,7 @@ def write_dataset(root: Path, version: str = "t1", levels: list[str] = LEVELS) -
     pq.write_table(table, folder / "levels.parquet")
     digest = hashlib.sha256((folder / "levels.parquet").read_bytes()).hexdigest()
     manifest = {"format": 1, "version": version, "game": "standard",
-                "spec": {"step_multiple": STEP_MULTIPLE, "step_floor": 0},
+                "spec": {"budget": {"multiple": STEP_MULTIPLE, "floor": 0}},
                 "seed_commitment": {"salt": "00", "sha256": "0" * 64},
                 "files": {"levels.parquet": {"sha256": digest, "rows": len(rows)}},
                 "generator": {"package_version": "test"}, "rotated_from": None}

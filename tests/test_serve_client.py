@@ -61,14 +61,16 @@ def test_play_command_refusals_are_one_line(srv, args, message):
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
 
 
-def flaky_server(failures: list[int]):
+def flaky_server(failures: list[int], retry_after: str | None = None):
     """An app answering the given statuses first, then 200; returns (base, hits, stop)."""
     hits = []
 
     async def handle(request: web.Request) -> web.Response:
         hits.append(request.path)
         if failures:
-            return web.json_response({"detail": "busy"}, status=failures.pop(0))
+            headers = {"Retry-After": retry_after} if retry_after else None
+            return web.json_response({"detail": "busy"}, status=failures.pop(0),
+                                     headers=headers)
         return web.json_response({"ok": True})
 
     app = web.Application()
@@ -115,6 +117,16 @@ def test_client_retries_429_and_5xx_with_backoff_but_not_other_4xx():
     base, hits, stop = flaky_server([404])
     try:
         with pytest.raises(ClientError, match="404"):
+            asyncio.run(call_once(base, retries=3))
+        assert len(hits) == 1
+    finally:
+        stop()
+
+
+def test_client_does_not_wait_out_a_long_retry_after():
+    base, hits, stop = flaky_server([429], retry_after="86400")
+    try:
+        with pytest.raises(ClientError, match="429"):
             asyncio.run(call_once(base, retries=3))
         assert len(hits) == 1
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 
 import pytest
 from serve_support import Api, server, write_dataset
@@ -77,8 +78,9 @@ def test_scorecards_per_key_per_day_trip_at_the_limit(data, tmp_path):
         opened = [client.ok("POST", "/api/scorecards") for _ in range(3)]
         assert [o["opened_today"] for o in opened] == [1, 2, 3]
         assert opened[0]["daily_limit"] == 3
-        status, body = client.call("POST", "/api/scorecards")
-        assert status == 429 and "3 scorecards today" in body["detail"]
+        status, headers, raw = client.raw("POST", "/api/scorecards")
+        assert status == 429 and "3 scorecards today" in json.loads(raw)["detail"]
+        assert 0 < int(headers["Retry-After"]) <= 86401
         assert keyed(s.base, "other").call("POST", "/api/scorecards")[0] == 200
 
 
