@@ -108,6 +108,12 @@ async def drive(base: str, key: str, n: int, seconds: float, gzip: bool) -> dict
         finally:
             wire.close()
 
+    return await timed(n, worker, latencies)
+
+
+async def timed(n: int, worker, latencies: list[float]) -> dict:
+    """Run ``worker(0)`` .. ``worker(n-1)`` at once; actions/s and p50/p99 of the latencies
+    (seconds) they appended."""
     t0 = time.perf_counter()
     await asyncio.gather(*(worker(i) for i in range(n)))
     elapsed = time.perf_counter() - t0
@@ -132,6 +138,18 @@ async def register(base: str) -> str:
             return (await r.json())["api_key"]
 
 
+def dataset(root: Path, version: str, tmp: Path) -> tuple[Path, str]:
+    """``root/version`` if it is built, else a set written from the test levels into ``tmp``."""
+    if (root / version / "levels.parquet").is_file():
+        return root, version
+    sys.path.insert(0, str(ROOT / "tests"))
+    from serve_support import LEVELS, write_dataset
+
+    write_dataset(tmp, "bench", LEVELS * 17)
+    print(f"no {root}/{version}: serving {len(LEVELS) * 17} test levels")
+    return tmp, "bench"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--version", default="demo")
@@ -142,14 +160,7 @@ def main() -> None:
     parser.add_argument("--no-gzip", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root, version = Path(args.root), args.version
-        if not (root / version / "levels.parquet").is_file():
-            sys.path.insert(0, str(ROOT / "tests"))
-            from serve_support import LEVELS, write_dataset
-
-            root, version = Path(tmp), "bench"
-            write_dataset(root, version, LEVELS * 17)
-            print(f"no {args.root}/{args.version}: serving {len(LEVELS) * 17} test levels")
+        root, version = dataset(Path(args.root), args.version, Path(tmp))
         proc, base = start_server(root, version, Path(tmp) / "bench.sqlite", args.sync)
         try:
             key = asyncio.run(register(base))

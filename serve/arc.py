@@ -17,7 +17,7 @@ from aiohttp import web
 from serve import arc_wire as w
 from serve.play import IN_PROGRESS, WAIT, Arena, Conflict, KeyRecord, PlayError, Session
 from serve.schema import INT, STR, Field, Invalid, Route
-from serve.web import ARENA, api_key, client_ip, reply
+from serve.web import ARENA, api_key, client_ip, reply, reply_bytes
 
 TAG = "arc-agi-3"
 ANON_PREFIX = "anon-"
@@ -85,17 +85,18 @@ def _info(arena: Arena) -> dict:
     return w.game_info(v.version, v.game, [lv.optimal_moves for lv in v.levels])
 
 
-def _frame(session: Session, grids: list, action: int, data: dict, reasoning: Any,
-           full_reset: bool) -> dict:
+def _frame(request: web.Request, session: Session, grids: list[bytes], action: int, data: dict,
+           reasoning: Any, full_reset: bool) -> web.Response:
     solved = sum(e.solved for e in session.episodes)
-    return w.frame_data(game=w.game_id(session.version.version), guid=session.id, grids=grids,
+    body = w.frame_data(game=w.game_id(session.version.version), guid=session.id, grids=grids,
                         state=w.arc_state(session.state == IN_PROGRESS, solved,
                                           len(session.episodes)),
                         levels_completed=solved, win_levels=len(session.episodes),
                         action=action, data=data, reasoning=reasoning, full_reset=full_reset)
+    return reply_bytes(request, body, "application/json")
 
 
-def _current(session: Session) -> list:
+def _current(session: Session) -> list[bytes]:
     """The picture the agent is looking at: the episode in play, or the last one played."""
     if session.in_flight:
         run = session.episodes[session.in_flight[0]]
@@ -184,8 +185,7 @@ async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) 
         session = arena.session_of(key, started)
         if session is None:
             raise w.ArcError(404, w.GAME_NOT_STARTED_ERROR, f"game {started} is no longer live")
-    return reply(request, _frame(session, _current(session), 0, {"game_id": game}, None,
-                                 full_reset))
+    return _frame(request, session, _current(session), 0, {"game_id": game}, None, full_reset)
 
 
 def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
@@ -204,7 +204,7 @@ def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
         data = {"game_id": game}
         if number == 6:
             data.update({k: args[k] for k in ("x", "y") if args[k] is not None})
-        return reply(request, _frame(session, grids, number, data, reasoning, False))
+        return _frame(request, session, grids, number, data, reasoning, False)
 
     return act
 

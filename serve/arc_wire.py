@@ -10,6 +10,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from engine.levels import Level, State
 from engine.render import render_indices
 
@@ -82,9 +84,38 @@ def arc_state(in_progress: bool, solved: int, episodes: int) -> str:
     return WIN if solved == episodes else GAME_OVER
 
 
-def grid(level: Level, state: State | None) -> list[list[int]]:
-    """One 64x64 frame of palette indices 0-15, rows first."""
-    return render_indices(level, state).tolist()
+def _grid_tokens() -> np.ndarray:
+    # each cell as ',' and its one or two digits, padded with 0 bytes to three
+    tokens = np.zeros((16, 3), dtype=np.uint8)
+    for v in range(16):
+        text = f",{v}".encode()
+        tokens[v, :len(text)] = list(text)
+    tokens.flags.writeable = False
+    return tokens
+
+
+_TOKENS = _grid_tokens()
+
+
+def grid_json(indices: np.ndarray) -> bytes:
+    """A grid of values 0-15 as compact JSON (rows first), the bytes ``json.dumps`` would give.
+
+    Built with array operations: a frame is 4096 numbers and this runs per action.
+    """
+    h, wd = indices.shape
+    rows = np.zeros((h, 3 * wd + 3), dtype=np.uint8)
+    rows[:, 0] = ord("[")
+    rows[:, 1:-2] = _TOKENS.take(indices, axis=0).reshape(h, 3 * wd)
+    rows[:, 1] = 0  # no comma before a row's first number
+    rows[:, -2] = ord("]")
+    rows[:-1, -1] = ord(",")
+    flat = rows.reshape(-1)
+    return b"[" + flat[flat != 0].tobytes() + b"]"
+
+
+def grid(level: Level, state: State | None) -> bytes:
+    """One 64x64 frame of palette indices 0-15 as JSON, rows first."""
+    return grid_json(render_indices(level, state))
 
 
 def check_reasoning(reasoning: Any) -> Any:
@@ -98,15 +129,19 @@ def check_reasoning(reasoning: Any) -> Any:
     return reasoning
 
 
-def frame_data(*, game: str, guid: str, grids: list[list[list[int]]], state: str,
+def frame_data(*, game: str, guid: str, grids: list[bytes], state: str,
                levels_completed: int, win_levels: int, action: int, data: dict,
-               reasoning: Any, full_reset: bool) -> dict:
-    """The FrameData answer to a RESET or ACTIONn command."""
-    return {"game_id": game, "guid": guid, "frame": grids, "state": state,
-            "levels_completed": min(levels_completed, MAX_LEVELS),
-            "win_levels": min(win_levels, MAX_LEVELS),
-            "action_input": {"id": action, "data": data, "reasoning": reasoning},
-            "available_actions": list(AVAILABLE_ACTIONS), "full_reset": full_reset}
+               reasoning: Any, full_reset: bool) -> bytes:
+    """The JSON body of the FrameData answer to a RESET or ACTIONn command (``grids`` from
+    ``grid``)."""
+    head = json.dumps({
+        "game_id": game, "guid": guid, "state": state,
+        "levels_completed": min(levels_completed, MAX_LEVELS),
+        "win_levels": min(win_levels, MAX_LEVELS),
+        "action_input": {"id": action, "data": data, "reasoning": reasoning},
+        "available_actions": list(AVAILABLE_ACTIONS), "full_reset": full_reset},
+        separators=(",", ":")).encode()
+    return head[:-1] + b',"frame":[' + b",".join(grids) + b"]}"
 
 
 def level_score(optimal: int, steps: int) -> float:

@@ -17,14 +17,17 @@ STORED_MAX = 0xFFFF
 
 
 class Picture:
-    """One base64 image as text, as bytes, and (on first use) as a deflate chunk."""
+    """One base64 image as bytes, as text, and (on first use) as a deflate chunk."""
 
-    __slots__ = ("b64", "raw", "_chunk")
+    __slots__ = ("raw", "_chunk")
 
     def __init__(self, b64: str) -> None:
-        self.b64 = b64
         self.raw = b64.encode("ascii")
         self._chunk: bytes | None = None
+
+    @property
+    def b64(self) -> str:
+        return self.raw.decode("ascii")
 
     def chunk(self) -> bytes:
         if self._chunk is None:

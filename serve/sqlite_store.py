@@ -11,6 +11,7 @@ log to disk at each commit, so acknowledged writes survive power loss as well.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import queue
 import sqlite3
@@ -148,9 +149,8 @@ class SQLiteStore(Store):
         outcomes: list[tuple[asyncio.Future, bool, Any]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for fn, fut in batch:
+            for fn, fut, guarded in batch:
                 # a job of one statement is atomic by itself; others get a savepoint
-                guarded = getattr(fn, "single_statement", False) is False
                 if guarded:
                     conn.execute("SAVEPOINT job")
                 try:
@@ -167,12 +167,14 @@ class SQLiteStore(Store):
             conn.execute("COMMIT")
         except Exception as e:
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            outcomes = [(fut, False, e) for _, fut in batch]
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            outcomes = [(fut, False, e) for _, fut, _ in batch]
         self._loop.call_soon_threadsafe(_settle, outcomes)  # one wake-up per batch
 
-    async def _call(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
-        """Queue ``fn`` for the database thread and wait until its transaction committed.
+    async def _call(self, fn: Callable[[sqlite3.Connection], Any], guarded: bool = True) -> Any:
+        """Queue ``fn`` for the database thread and wait until its transaction committed;
+        ``guarded=False`` for a job of one statement, which needs no savepoint of its own.
 
         Jobs queued during one turn of the event loop go to the thread together, so the
         thread is woken once per turn, not once per request, and commits them as one batch.
@@ -182,7 +184,7 @@ class SQLiteStore(Store):
         fut = self._loop.create_future()
         if not self._pending:
             self._loop.call_soon(self._hand_over)
-        self._pending.append((fn, fut))
+        self._pending.append((fn, fut, guarded))
         return await fut
 
     def _hand_over(self) -> None:
@@ -328,8 +330,10 @@ class SQLiteStore(Store):
                 conn.execute("UPDATE sessions SET state=?, last_active=? WHERE id=?",
                              (record.session_state, record.at, record.session_id))
 
-        job.single_statement = True  # type: ignore[attr-defined]
-        await self._call(ending if e.done or record.session_state is not None else job)
+        if e.done or record.session_state is not None:
+            await self._call(ending)
+        else:
+            await self._call(job, guarded=False)
 
     async def set_session_state(self, session_id: str, state: str) -> None:
         def job(conn: sqlite3.Connection) -> None:

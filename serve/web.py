@@ -26,11 +26,15 @@ Handler = Callable[[web.Request, Any, Any, dict], Awaitable[web.StreamResponse]]
 
 
 def accepts_gzip(request: web.Request) -> bool:
+    """Whether ``Accept-Encoding`` allows gzip (by name or ``*``) with a weight above zero."""
     for part in request.headers.get("Accept-Encoding", "").lower().split(","):
-        coding, _, params = part.strip().partition(";")
-        if coding.strip() in ("gzip", "*"):
-            q = params.replace(" ", "")
-            return not (q.startswith("q=0") and q.strip("q=0.") == "")
+        coding, *params = (p.strip() for p in part.split(";"))
+        if coding in ("gzip", "*"):
+            weight = next((p[2:] for p in params if p.startswith("q=")), "1")
+            try:
+                return float(weight) > 0
+            except ValueError:
+                return False
     return False
 
 

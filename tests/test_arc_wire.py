@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 from arc_agi import EnvironmentScorecard
 from arcengine import FrameData, GameAction, GameState
@@ -18,7 +21,7 @@ def _frame(**over):
                 state=w.NOT_FINISHED, levels_completed=0, win_levels=3, action=0,
                 data={"game_id": w.game_id("v1")}, reasoning=None, full_reset=True)
     args.update(over)
-    return w.frame_data(**args)
+    return json.loads(w.frame_data(**args))
 
 
 def test_frame_data_is_accepted_by_the_toolkit_model():
@@ -30,8 +33,16 @@ def test_frame_data_is_accepted_by_the_toolkit_model():
     assert all(len(row) == 64 for row in frame.frame[0])
 
 
+def test_grid_json_is_exactly_what_json_dumps_writes():
+    rng = np.random.default_rng(3)
+    for shape in [(64, 64), (1, 1), (2, 7)]:
+        for _ in range(50):
+            g = rng.integers(0, 16, size=shape, dtype=np.uint8)
+            assert w.grid_json(g) == json.dumps(g.tolist(), separators=(",", ":")).encode()
+
+
 def test_frame_grid_holds_palette_indices_of_the_rendered_board():
-    cells = {v for row in w.grid(LEVEL, None) for v in row}
+    cells = {v for row in json.loads(w.grid(LEVEL, None)) for v in row}
     assert cells <= set(range(len(PALETTE)))
     # player (blue), crate (orange) and goal (red) all appear in the start picture
     assert {9, 12, 8} <= cells

@@ -335,3 +335,13 @@ def test_no_response_ever_contains_a_layout_or_a_solution(srv, data):
         for line in row["xsb"].split("\n"):
             if "$" in line or "@" in line or "." in line:
                 assert line not in bodies
+
+
+@pytest.mark.parametrize(("header", "gzip_ok"), [
+    ("gzip", True), ("gzip, deflate", True), ("deflate", False), ("gzip;q=0", False),
+    ("gzip; q=0.5", True), ("*", True), ("identity", False), ("br, gzip;q=0.0", False)])
+def test_gzip_is_sent_only_when_accept_encoding_allows_it(srv, header, gzip_ok):
+    status, headers, raw = api(srv).raw("GET", "/api/openapi.json",
+                                        headers={"Accept-Encoding": header})
+    assert status == 200 and (headers.get("Content-Encoding") == "gzip") == gzip_ok
+    assert json.loads(gzip.decompress(raw) if gzip_ok else raw)["openapi"] == "3.1.0"

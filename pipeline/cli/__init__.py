@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import click
 
+from pipeline.cli.audit import audit_command
 from pipeline.cli.build import build_command, stage_group, verify_command
+from pipeline.cli.calibrate import calibrate_command
 from pipeline.cli.levels import render_command, solve_command
 from pipeline.cli.serve import play_command, serve_command
 
@@ -25,3 +27,5 @@ main.add_command(stage_group)
 main.add_command(verify_command)
 main.add_command(serve_command)
 main.add_command(play_command)
+main.add_command(audit_command)
+main.add_command(calibrate_command)
