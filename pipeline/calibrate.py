@@ -19,6 +19,7 @@ import polars as pl
 from engine.levels import parse_xsb
 from engine.planner import HEURISTIC_WEIGHT, PLANNER_BUDGET, plan
 from pipeline.difficulty import FEATURES, DifficultyModel, transformed
+from pipeline.errors import PipelineError
 from pipeline.generate import generate
 from pipeline.grade import grade_features
 from pipeline.logistic import fit_logistic, log_loss
@@ -111,14 +112,23 @@ def validation(model: DifficultyModel, table: pl.DataFrame) -> dict[str, Any]:
                  "planner_failures": int(failed[crates == k].sum())}
         for k in sorted(set(crates.tolist()))
     }
+    both = 0 < failed.sum() < failed.size
+
+    def auc(scores: np.ndarray) -> float | None:
+        return round(roc_auc(scores, failed), 4) if both else None
+
+    def rho(other: np.ndarray) -> float | None:
+        r = spearman(d, other)
+        return None if np.isnan(r) else round(r, 4)
+
     return {
         "levels": int(table.height),
         "planner_failures": int(failed.sum()),
-        "auc": round(roc_auc(d, failed), 4),
-        "auc_optimal_moves": round(roc_auc(moves, failed), 4),
-        "auc_n_crates": round(roc_auc(crates, failed), 4),
-        "spearman_optimal_moves": round(spearman(d, moves), 4),
-        "spearman_n_crates": round(spearman(d, crates), 4),
+        "auc": auc(d),
+        "auc_optimal_moves": auc(moves),
+        "auc_n_crates": auc(crates),
+        "spearman_optimal_moves": rho(moves),
+        "spearman_n_crates": rho(crates),
         "log_loss": round(log_loss(d, failed), 4),
         "log_loss_base_rate": round(log_loss(np.full(d.size, failed.mean()), failed), 4),
         "by_crates": per_crates,
@@ -134,6 +144,12 @@ def calibrate(template: Spec, seed: int, size: PoolSize, work: Path,
     held = build_pool(pool_spec(template, size.held_out_per_tier), held_seed,
                       work / "held_out", workers)
     held = held.filter(~pl.col("canonical_id").is_in(fit_pool["canonical_id"].to_list()))
+    failures = int((~fit_pool["planner_solved"]).sum())
+    if failures in (0, fit_pool.height):
+        raise PipelineError(
+            f"calibration: the planner {'solved' if failures == 0 else 'failed'} every one of "
+            f"the {fit_pool.height} fit-pool levels, so there is nothing to fit; enlarge the "
+            "pool or use a template with more crates")
     model = fit_model(fit_pool)
     info = {
         "target": "reference planner fails within the level's step budget",
