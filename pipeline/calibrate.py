@@ -63,10 +63,28 @@ def pool_spec(template: Spec, per_tier: int) -> Spec:
     return spec_from_dict(data, source="calibration pool")
 
 
+# Lookahead budgets either side of the reference one: how often a level's outcome survives a
+# small change of budget bounds how well any level feature can predict that outcome.
+NEARBY_BUDGETS = (PLANNER_BUDGET - 16, PLANNER_BUDGET + 16)
+
+
 def _play(item: tuple[str, int]) -> tuple[bool, int]:
-    xsb, budget = item
-    result = plan(parse_xsb(xsb), budget)
+    xsb, steps = item
+    result = plan(parse_xsb(xsb), steps)
     return result.solved, result.steps
+
+
+def _stable(item: tuple[str, int, bool]) -> bool:
+    xsb, steps, solved = item
+    level = parse_xsb(xsb)
+    return all(plan(level, steps, budget=b).solved == solved for b in NEARBY_BUDGETS)
+
+
+def outcome_stability(table: pl.DataFrame, workers: Workers) -> float:
+    """Share of levels whose planner outcome is the same at every budget of NEARBY_BUDGETS."""
+    items = list(zip(table["xsb"].to_list(), table["max_steps"].to_list(),
+                     table["planner_solved"].to_list(), strict=True))
+    return float(np.mean(workers.map(_stable, items, label="stability")))
 
 
 def build_pool(spec: Spec, seed: int, folder: Path, workers: Workers) -> pl.DataFrame:
@@ -163,7 +181,9 @@ def calibrate(template: Spec, seed: int, size: PoolSize, work: Path,
                  "fit_per_tier": size.fit_per_tier,
                  "held_out_per_tier": size.held_out_per_tier},
         "fit": validation(model, fit_pool),
-        "held_out": validation(model, held),
+        "held_out": {**validation(model, held),
+                     "outcome_same_at_budgets": list(NEARBY_BUDGETS),
+                     "outcome_stability": round(outcome_stability(held, workers), 4)},
     }
     model = DifficultyModel(model.columns, model.transforms, model.means, model.scales,
                             model.weights, model.intercept, model.grade_cuts, info)

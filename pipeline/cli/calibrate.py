@@ -52,4 +52,8 @@ def calibrate_command(seed: int | None, fit_per_tier: int, held_out_per_tier: in
                    f"AUC {m['auc']} (optimal length alone {m['auc_optimal_moves']}, "
                    f"crates alone {m['auc_n_crates']}); Spearman with optimal length "
                    f"{m['spearman_optimal_moves']}, with crates {m['spearman_n_crates']}")
+    held = model.info["held_out"]
+    click.echo(f"held-out planner outcomes unchanged at lookahead budgets "
+               f"{' and '.join(map(str, held['outcome_same_at_budgets']))}: "
+               f"{100 * held['outcome_stability']:.1f}% (how noisy the per-level label is)")
     click.echo(f"grade cut points {list(model.grade_cuts)}; model written to {target}")
