@@ -56,11 +56,16 @@ class Plan:
 
 @dataclass
 class BuildResult:
-    """Where the version is (once published) and how long each stage run here took."""
+    """Where the version is (once published) and how long each stage run here took.
+
+    ``timings`` are wall seconds; ``cpu`` the CPU seconds of this process alone (workers'
+    time is not in it), which a loaded machine does not inflate.
+    """
 
     path: Path
     published: bool
     timings: dict[str, float] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)
 
 
 class BuildFolder:
@@ -156,7 +161,7 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
                 continue
             for later in STAGES[STAGES.index(stage):]:
                 folder.forget(later)
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             try:
                 _run(stage, folder, plan, workers, exclusion_root)
             except PipelineError:
@@ -165,6 +170,7 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
                 raise
             folder.mark_done(stage)
             result.timings[stage] = time.perf_counter() - began
+            result.cpu[stage] = time.process_time() - began_cpu
             _say(workers, f"{stage}: {result.timings[stage]:.2f} s")
         if folder.is_done("write"):
             _publish(folder, plan)
