@@ -26,7 +26,7 @@ from pipeline import seeds
 from pipeline.errors import PipelineError
 from pipeline.manifest import make_manifest, write_manifest
 from pipeline.spec import Spec, load_spec, spec_from_dict
-from pipeline.tables import sha256_file, write_text
+from pipeline.tables import fsync_path, sha256_file, write_text
 from pipeline.workers import Workers
 
 STAGES = ("generate", "solve", "grade", "select", "write")
@@ -217,7 +217,7 @@ def _publish(folder: BuildFolder, plan: Plan) -> None:
         public_seed=plan.seed if plan.seed_source == "public" else None)
     write_manifest(manifest, folder.root / "manifest.json")
     os.rename(folder.root, folder.final)
-    _fsync_dir(folder.datasets)
+    fsync_path(folder.datasets)
 
 
 def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None, may_start: bool,
@@ -281,14 +281,6 @@ def _locked(folder: BuildFolder) -> Iterator[None]:
         except BlockingIOError:
             raise PipelineError(f"another build of {folder.version} is running") from None
         yield
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _say(workers: Workers, line: str) -> None:
