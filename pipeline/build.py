@@ -22,6 +22,7 @@ from pathlib import Path
 import click
 import polars as pl
 
+from engine.index import StateSpaceTooLarge
 from pipeline import seeds
 from pipeline.errors import PipelineError
 from pipeline.manifest import make_manifest, write_manifest
@@ -164,10 +165,13 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
             began, began_cpu = time.perf_counter(), time.process_time()
             try:
                 _run(stage, folder, plan, workers, exclusion_root)
-            except PipelineError:
+            except (PipelineError, StateSpaceTooLarge) as e:
                 # The same inputs would fail the same way: keep nothing that blocks a new start.
                 shutil.rmtree(folder.root, ignore_errors=True)
-                raise
+                if isinstance(e, PipelineError):
+                    raise
+                raise PipelineError(f"{stage}: a level's state space is too large for the "
+                                    f"engine ({e}); use a smaller board or fewer crates") from e
             folder.mark_done(stage)
             result.timings[stage] = time.perf_counter() - began
             result.cpu[stage] = time.process_time() - began_cpu
