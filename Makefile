@@ -47,6 +47,7 @@ serve: install
 
 bench: install
 	$(PY) benchmarks/engine.py
+	$(PY) benchmarks/planner.py
 	$(PY) benchmarks/build.py
 	$(PY) benchmarks/serve.py
 
