@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import click
 
+from pipeline.cli.build import build_command, stage_group, verify_command
 from pipeline.cli.levels import render_command, solve_command
 
 
@@ -18,3 +19,6 @@ def main() -> None:
 
 main.add_command(solve_command)
 main.add_command(render_command)
+main.add_command(build_command)
+main.add_command(stage_group)
+main.add_command(verify_command)

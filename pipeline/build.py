@@ -1,0 +1,289 @@
+"""Building a version: the stages in order, in a build folder, published by one rename.
+
+Stages write into ``datasets/.build/<VERSION>/``; each finished stage leaves a marker holding
+its output's sha256, so a build killed at any point resumes where it stopped and ends with the
+same bytes. Only the final ``rename`` makes ``datasets/<VERSION>/`` appear.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import secrets
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+import polars as pl
+
+from pipeline import seeds
+from pipeline.errors import PipelineError
+from pipeline.manifest import make_manifest, write_manifest
+from pipeline.spec import Spec, load_spec, spec_from_dict
+from pipeline.tables import sha256_file, write_text
+from pipeline.workers import Workers
+
+STAGES = ("generate", "solve", "grade", "select", "write")
+_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a build makes: fixed when it starts, recorded so that a resumed build agrees."""
+
+    version: str
+    spec: Spec
+    seed: int
+    seed_source: str
+    salt: str
+    excluded_versions: tuple[str, ...]
+
+    def record(self) -> dict:
+        rec = {"version": self.version, "spec": self.spec.to_dict(),
+               "seed_source": self.seed_source, "salt": self.salt,
+               "seed_sha256": seeds.commitment(self.seed, self.salt),
+               "excluded_versions": list(self.excluded_versions)}
+        if self.seed_source == "public":
+            rec["public_seed"] = str(self.seed)
+        return rec
+
+
+@dataclass
+class BuildResult:
+    """Where the version is (once published) and how long each stage run here took."""
+
+    path: Path
+    published: bool
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class BuildFolder:
+    """The paths of one version's build, in progress and finished."""
+
+    def __init__(self, datasets: Path, version: str) -> None:
+        self.datasets = datasets
+        self.version = version
+        self.root = datasets / ".build" / version
+        self.stages = self.root / "stages"
+        self.plan_file = self.stages / "build.json"
+        self.final = datasets / version
+
+    def output(self, stage: str) -> Path:
+        return self.root / "levels.parquet" if stage == "write" else \
+            self.stages / f"{stage}.parquet"
+
+    def marker(self, stage: str) -> Path:
+        return self.stages / f"{stage}.sha256"
+
+    def is_done(self, stage: str) -> bool:
+        out, marker = self.output(stage), self.marker(stage)
+        if not (out.is_file() and marker.is_file()):
+            return False
+        return marker.read_text().strip() == sha256_file(out)
+
+    def mark_done(self, stage: str) -> None:
+        write_text(sha256_file(self.output(stage)) + "\n", self.marker(stage))
+
+    def forget(self, stage: str) -> None:
+        for path in (self.marker(stage), self.output(stage)):
+            path.unlink(missing_ok=True)
+
+
+def check_version_name(version: str) -> None:
+    if not _VERSION.match(version):
+        raise PipelineError(f"version name {version[:70]!r} is not allowed: use letters, digits,"
+                            " '.', '_' or '-', starting with a letter or digit")
+
+
+def existing_versions(datasets: Path) -> list[str]:
+    """Finished versions under ``datasets`` (folders holding a manifest), sorted by name."""
+    if not datasets.is_dir():
+        return []
+    return sorted(p.name for p in datasets.iterdir()
+                  if not p.name.startswith(".") and (p / "manifest.json").is_file())
+
+
+def version_ids(datasets: Path, versions: Sequence[str]) -> frozenset[str]:
+    """Canonical ids of every level of the named versions."""
+    ids: set[str] = set()
+    for name in versions:
+        path = datasets / name / "levels.parquet"
+        if not path.is_file():
+            raise PipelineError(f"version {name} is listed for exclusion but {path} is missing")
+        ids.update(pl.read_parquet(path, columns=["canonical_id"])["canonical_id"].to_list())
+    return frozenset(ids)
+
+
+def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int | None = None,
+          workers: Workers | None = None, stages: Sequence[str] = STAGES,
+          exclusion_root: Path | None = None, excluded_versions: Sequence[str] | None = None
+          ) -> BuildResult:
+    """Run ``stages`` of ``version`` (all by default), resuming a build in progress.
+
+    ``seed`` None draws a secret seed (or reuses the build's own); ``exclusion_root`` is where
+    the versions whose levels must not repeat live (``datasets`` by default) and
+    ``excluded_versions`` which of them (all finished ones by default).
+    """
+    check_version_name(version)
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown:
+        raise PipelineError(f"unknown stage {unknown[0]!r}; stages are {', '.join(STAGES)}")
+    workers = workers or Workers()
+    folder = BuildFolder(datasets, version)
+    exclusion_root = exclusion_root or datasets
+    with _locked(folder):
+        if folder.final.exists():
+            raise PipelineError(f"version {version} already exists ({folder.final}); a finished"
+                                " version is immutable: build under a new name")
+        first = STAGES.index(stages[0])
+        plan = _open_plan(folder, spec, seed, may_start=first == 0,
+                          excluded=lambda: list(excluded_versions) if excluded_versions
+                          is not None else existing_versions(exclusion_root))
+        missing = [s for s in STAGES[:first] if not folder.is_done(s)]
+        if missing:
+            raise PipelineError(f"stage {stages[0]} of {version} needs stage {missing[0]} first:"
+                                f" run `sokoforge stage {missing[0]} {version}`")
+        result = BuildResult(path=folder.root, published=False)
+        for stage in stages:
+            if folder.is_done(stage):
+                _say(workers, f"{stage}: done earlier, kept")
+                continue
+            for later in STAGES[STAGES.index(stage):]:
+                folder.forget(later)
+            began = time.perf_counter()
+            try:
+                _run(stage, folder, plan, workers, exclusion_root)
+            except PipelineError:
+                # The same inputs would fail the same way: keep nothing that blocks a new start.
+                shutil.rmtree(folder.root, ignore_errors=True)
+                raise
+            folder.mark_done(stage)
+            result.timings[stage] = time.perf_counter() - began
+            _say(workers, f"{stage}: {result.timings[stage]:.2f} s")
+        if folder.is_done("write"):
+            _publish(folder, plan)
+            result.path, result.published = folder.final, True
+        if result.timings:
+            total = sum(result.timings.values())
+            parts = " · ".join(f"{k} {v:.2f} s" for k, v in result.timings.items())
+            _say(workers, f"{version}: {parts} · total {total:.2f} s")
+        return result
+
+
+def _run(stage: str, folder: BuildFolder, plan: Plan, workers: Workers,
+         exclusion_root: Path) -> None:
+    # Stage modules load the engine's compiled kernels: imported only when a stage runs.
+    from pipeline.generate import generate
+    from pipeline.grade import grade
+    from pipeline.select import select
+    from pipeline.solve import solve
+    from pipeline.write import write
+
+    out = folder.output(stage)
+    if stage == "generate":
+        generate(plan.spec, plan.seed, out, workers)
+    elif stage == "solve":
+        solve(folder.output("generate"), out, workers)
+    elif stage == "grade":
+        grade(folder.output("solve"), out, workers)
+    elif stage == "select":
+        select(folder.output("grade"), out, plan.spec,
+               version_ids(exclusion_root, plan.excluded_versions))
+    else:
+        write(folder.output("select"), out, plan.spec)
+
+
+def _publish(folder: BuildFolder, plan: Plan) -> None:
+    """Write the manifest last, then make the version appear by renaming its folder."""
+    levels = folder.output("write")
+    rows = pl.read_parquet(levels, columns=["index"]).height
+    rec = plan.record()
+    manifest = make_manifest(
+        version=plan.version, spec=rec["spec"], seed_source=plan.seed_source, salt=plan.salt,
+        seed_sha256=rec["seed_sha256"], levels=levels, rows=rows,
+        excluded_versions=list(plan.excluded_versions))
+    write_manifest(manifest, folder.root / "manifest.json")
+    os.rename(folder.root, folder.final)
+    _fsync_dir(folder.datasets)
+
+
+def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None, may_start: bool,
+               excluded) -> Plan:
+    """The recorded plan of a build in progress, checked against the arguments, or a new one."""
+    if folder.plan_file.is_file():
+        rec = json.loads(folder.plan_file.read_text())
+        recorded = spec_from_dict(rec["spec"], source="recorded spec")
+        if spec is not None and spec != recorded:
+            raise PipelineError(
+                f"a build of {folder.version} with spec {recorded.name!r} is in progress "
+                f"({folder.root}); resume it with the same spec or remove that folder")
+        if rec["seed_source"] == "public":
+            stored = int(rec["public_seed"])
+            if seed is not None and seed != stored:
+                raise PipelineError(
+                    f"a build of {folder.version} with another seed is in progress "
+                    f"({folder.root}); resume it with the same seed or remove that folder")
+            seed = stored
+        else:
+            if seed is not None:
+                raise PipelineError(
+                    f"the build of {folder.version} in progress uses a secret seed; resume it "
+                    f"without --seed or remove {folder.root}")
+            seed = seeds.read_secret(folder.datasets, folder.version)
+            if seed is None:
+                raise PipelineError(f"the secret seed of the build of {folder.version} is "
+                                    f"missing ({seeds.secret_path(folder.datasets, folder.version)})")
+        if seeds.commitment(seed, rec["salt"]) != rec["seed_sha256"]:
+            raise PipelineError(f"the seed does not match the build of {folder.version} in "
+                                f"progress ({folder.root}); remove that folder to start over")
+        return Plan(folder.version, recorded, seed, rec["seed_source"], rec["salt"],
+                    tuple(rec["excluded_versions"]))
+    if not may_start:
+        raise PipelineError(f"no build of {folder.version} in progress: run "
+                            f"`sokoforge stage generate {folder.version}` first")
+    spec = spec or load_spec("standard")
+    if seed is not None:
+        source, salt = "public", seeds.public_salt(seed)
+    else:
+        source, salt = "secret", secrets.token_hex(16)
+        seed = seeds.read_secret(folder.datasets, folder.version)
+        if seed is None:
+            seed = seeds.fresh_seed()
+            seeds.write_secret(folder.datasets, folder.version, seed)
+    plan = Plan(folder.version, spec, seed, source, salt, tuple(excluded()))
+    folder.stages.mkdir(parents=True, exist_ok=True)
+    write_text(json.dumps(plan.record(), indent=2) + "\n", folder.plan_file)
+    return plan
+
+
+@contextmanager
+def _locked(folder: BuildFolder) -> Iterator[None]:
+    """Hold the version's build lock; a second concurrent build of it is refused."""
+    lock_dir = folder.datasets / ".build"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / f"{folder.version}.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PipelineError(f"another build of {folder.version} is running") from None
+        yield
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _say(workers: Workers, line: str) -> None:
+    if workers.show_progress:
+        click.echo(line, err=True)
+

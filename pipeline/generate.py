@@ -1,0 +1,118 @@
+"""Stage 1, generate: candidate levels for every slot of a spec.
+
+Goal-first (default): each layout (walls + goals) is enumerated once with the engine's backward
+search and offers a start state, at exact distance inside the band, to each of the
+``candidates_per_slot`` slots around its own; so every slot sees several layouts and one
+enumeration serves several slots. Scatter: random boards kept when the forward optimum fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from engine.levels import Level, canonical_id, to_xsb, wall_layout_id
+from engine.reverse import solvable_set
+from engine.solver import solve as forward_solve
+from pipeline.errors import PipelineError
+from pipeline.layouts import goal_layout, scatter_level
+from pipeline.seeds import LAYOUT, START, derived_rng
+from pipeline.spec import Spec
+from pipeline.tables import write_parquet
+from pipeline.workers import Workers
+
+SCATTER_MAX_STATES = 2_000_000
+
+CANDIDATE_SCHEMA = {
+    "tier": pl.Int8, "slot": pl.Int16, "layout": pl.Int16, "attempt": pl.Int16,
+    "band_lo": pl.Int16, "band_hi": pl.Int16, "n_crates": pl.Int8, "height": pl.Int8,
+    "width": pl.Int8, "xsb": pl.String, "distance": pl.Int16, "canonical_id": pl.String,
+    "wall_layout_id": pl.String,
+}
+
+
+@dataclass(frozen=True)
+class _Unit:
+    tier: int
+    index: int
+
+
+def generate(spec: Spec, seed: int, out: Path, workers: Workers) -> Path:
+    """Write every slot's candidates to ``out`` (Parquet), ordered by tier, slot, layout."""
+    units = [_Unit(t, i) for t, tier in enumerate(spec.tiers) for i in range(tier.levels)]
+    make = _goal_first_unit if spec.method == "goal_first" else _scatter_unit
+    results = workers.map(partial(make, spec, seed), units, label="generate")
+    rows = [row for unit_rows in results for row in unit_rows]
+    df = pl.DataFrame(rows, schema=CANDIDATE_SCHEMA, orient="row")
+    df = df.sort(["tier", "slot", "layout"], maintain_order=True)
+    write_parquet(df, out)
+    return out
+
+
+def window(slot: int, n_slots: int, k: int) -> range:
+    """The ``k`` slots (clipped to the tier) that the layout drawn for ``slot`` serves."""
+    start = min(max(slot - k // 2, 0), max(n_slots - k, 0))
+    return range(start, min(start + k, n_slots))
+
+
+def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]]:
+    tier = spec.tiers[unit.tier]
+    lo, hi = tier.band(unit.index)
+    for attempt in range(spec.max_attempts):
+        board = goal_layout(derived_rng(seed, unit.tier, unit.index, attempt, LAYOUT),
+                            spec.height, spec.width, tier.wall_density, tier.crates)
+        if board is None:
+            continue
+        sset = solvable_set(board)
+        rng = derived_rng(seed, unit.tier, unit.index, attempt, START)
+        if sset.max_distance < lo:
+            continue
+        rows = []
+        for slot in window(unit.index, tier.levels, spec.candidates_per_slot):
+            s_lo, s_hi = tier.band(slot)
+            start = sset.sample_start(rng, s_lo, s_hi)
+            if start is None:
+                if slot == unit.index:
+                    break
+                continue
+            level = board.with_start(start)
+            rows.append(_row(unit, slot, attempt, (s_lo, s_hi), level, sset.distance(start)))
+        else:
+            return rows
+    raise PipelineError(
+        f"tier {unit.tier} slot {unit.index}: no layout in {spec.max_attempts} attempts has a "
+        f"start state with optimum in [{lo}, {hi}] ({tier.crates} crates, wall density "
+        f"{tier.wall_density}); widen the band or raise max_attempts")
+
+
+def _scatter_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]]:
+    tier = spec.tiers[unit.tier]
+    band = tier.band(unit.index)
+    rows: list[tuple[Any, ...]] = []
+    for attempt in range(spec.max_attempts):
+        level = scatter_level(derived_rng(seed, unit.tier, unit.index, attempt, LAYOUT),
+                              spec.height, spec.width, tier.wall_density, tier.crates)
+        if level is None:
+            continue
+        result = forward_solve(level, max_states=SCATTER_MAX_STATES)
+        if result.status == "solved" and band[0] <= result.moves <= band[1]:
+            rows.append(_row(unit, unit.index, attempt, band, level, result.moves))
+            if len(rows) == spec.candidates_per_slot:
+                break
+    if not rows:
+        raise PipelineError(
+            f"tier {unit.tier} slot {unit.index}: no scattered board in {spec.max_attempts} "
+            f"attempts has its optimum in [{band[0]}, {band[1]}]; widen the band or raise "
+            "max_attempts")
+    return rows
+
+
+def _row(unit: _Unit, slot: int, attempt: int, band: tuple[int, int], level: Level,
+         distance: int) -> tuple[Any, ...]:
+    return (unit.tier, slot, unit.index, attempt, band[0], band[1], level.n_crates,
+            level.height, level.width, to_xsb(level), int(distance), canonical_id(level),
+            wall_layout_id(level))

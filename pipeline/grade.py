@@ -1,0 +1,149 @@
+"""Stage 3, grade: the features of every candidate, and its difficulty and grade.
+
+``level_features`` is the one place features are computed, so that calibration and audit
+score levels exactly as the pipeline does. Until a calibrated model exists,
+``provisional_difficulty`` (a fixed, monotone map of the optimal length) fills ``difficulty``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from engine.levels import Level, State, parse_xsb
+from engine.reverse import SolvableSet, reachable_stats, solvable_set
+from engine.rules import lurd_to_actions
+from engine.solver import SolveResult
+from pipeline.tables import read_parquet, write_parquet
+from pipeline.workers import Workers
+
+_STEPS = ((-1, 0), (1, 0), (0, -1), (0, 1))  # up, down, left, right, as engine.rules.ACTIONS
+GRADE_CUTS = (0.2, 0.4, 0.6, 0.8)
+FEATURE_SCHEMA = {
+    "box_changes": pl.Int16, "reachable_states": pl.Int64, "dead_fraction": pl.Float32,
+    "first_push_traps": pl.Int16, "difficulty": pl.Float32, "grade": pl.Int8,
+}
+
+
+def grade(solved: Path, out: Path, workers: Workers) -> Path:
+    """Add the features, ``difficulty`` and ``grade`` columns to the solved candidates."""
+    df = read_parquet(solved)
+    # Candidates drawn from one layout share its solvable set: grade them together.
+    boards = df.select(pl.col("xsb").map_elements(_board_key, return_dtype=pl.String)
+                       .alias("board"))["board"]
+    groups: dict[str, list[int]] = {}
+    for i, key in enumerate(boards.to_list()):
+        groups.setdefault(key, []).append(i)
+    work = [[(df["xsb"][i], df["optimal_moves"][i], df["optimal_pushes"][i],
+              df["solution"][i]) for i in rows] for rows in groups.values()]
+    results = workers.map(_grade_group, work, label="grade")
+    by_row: dict[int, dict[str, Any]] = {}
+    for rows, feats in zip(groups.values(), results, strict=True):
+        by_row.update(zip(rows, feats, strict=True))
+    cols = {name: pl.Series(name, [by_row[i][name] for i in range(df.height)], dtype=dtype)
+            for name, dtype in FEATURE_SCHEMA.items()}
+    write_parquet(df.with_columns(**cols), out)
+    return out
+
+
+def level_features(level: Level, result: SolveResult, sset: SolvableSet) -> dict[str, Any]:
+    """The grading features of a solved level; ``sset`` is its board's solvable set."""
+    stats = reachable_stats(level, sset=sset)
+    feats = {
+        "n_crates": level.n_crates,
+        "optimal_moves": int(result.moves),
+        "optimal_pushes": int(result.pushes),
+        "box_changes": box_changes(level, result.solution),
+        "reachable_states": int(stats.reachable),
+        "dead_fraction": stats.dead / stats.reachable if stats.reachable else 0.0,
+        "first_push_traps": first_push_traps(level, sset),
+    }
+    feats["difficulty"] = provisional_difficulty(feats)
+    feats["grade"] = grade_of(feats["difficulty"])
+    return feats
+
+
+def provisional_difficulty(features: dict[str, Any]) -> float:
+    """PROVISIONAL: ``1 - exp(-optimal_moves / 40)``, until a calibrated model replaces it.
+
+    Monotone in the optimal length and the same in every version, so it orders a tier
+    and compares across versions, but it ignores every other feature.
+    """
+    return 1.0 - math.exp(-features["optimal_moves"] / 40.0)
+
+
+def grade_of(difficulty: float) -> int:
+    """Grade 1-5 from fixed cut points on difficulty."""
+    return 1 + sum(difficulty >= cut for cut in GRADE_CUTS)
+
+
+def box_changes(level: Level, lurd: str) -> int:
+    """How often the solution switches to pushing a different crate (0 for a single run)."""
+    crates = list(level.start.crates)
+    player = level.start.player
+    last, changes = None, 0
+    for ch, action in zip(lurd, lurd_to_actions(lurd), strict=True):
+        dr, dc = _STEPS[action]
+        target = player + dr * level.width + dc
+        if ch.isupper():
+            which = crates.index(target)
+            crates[which] = target + dr * level.width + dc
+            if last is not None and which != last:
+                changes += 1
+            last = which
+        player = target
+    return changes
+
+
+def player_reach(level: Level, state: State) -> set[int]:
+    """Cells the player can walk to in ``state`` without pushing."""
+    blocked = set(state.crates)
+    seen = {state.player}
+    stack = [state.player]
+    while stack:
+        cell = stack.pop()
+        r, c = divmod(cell, level.width)
+        for dr, dc in _STEPS:
+            rr, cc = r + dr, c + dc
+            nxt = rr * level.width + cc
+            if (0 <= rr < level.height and 0 <= cc < level.width and level.floor[rr, cc]
+                    and nxt not in blocked and nxt not in seen):
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+def first_push_traps(level: Level, sset: SolvableSet) -> int:
+    """Pushes available from the start that lead straight into an unsolvable state."""
+    start = level.start
+    reach = player_reach(level, start)
+    traps = 0
+    for crate in start.crates:
+        r, c = divmod(crate, level.width)
+        for dr, dc in _STEPS:
+            behind, ahead = (r - dr, c - dc), (r + dr, c + dc)
+            if not (0 <= ahead[0] < level.height and 0 <= ahead[1] < level.width):
+                continue
+            to = ahead[0] * level.width + ahead[1]
+            if (behind[0] * level.width + behind[1] not in reach or not level.floor[ahead]
+                    or to in start.crates):
+                continue
+            crates = tuple(sorted(x if x != crate else to for x in start.crates))
+            if not sset.is_solvable(State(crate, crates)):
+                traps += 1
+    return traps
+
+
+def _board_key(xsb: str) -> str:
+    level = parse_xsb(xsb)
+    return level.walls.tobytes().hex() + level.goals.tobytes().hex()
+
+
+def _grade_group(items: list[tuple[str, int, int, str]]) -> list[dict[str, Any]]:
+    levels = [parse_xsb(xsb) for xsb, *_ in items]
+    sset = solvable_set(levels[0])
+    return [level_features(level, SolveResult("solved", moves, pushes, lurd, 0), sset)
+            for level, (_, moves, pushes, lurd) in zip(levels, items, strict=True)]

@@ -1,0 +1,59 @@
+"""manifest.json: what a version is, how it was made, and how anyone can check it.
+
+The manifest names the spec, the seed's salted commitment (never the seed), the sha256 of
+``levels.parquet`` and the versions whose levels were excluded, so a rebuild can be compared.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from importlib.metadata import version as package_version
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import PipelineError
+from pipeline.tables import sha256_file, write_text
+
+FORMAT = 1
+_LIBRARIES = ("numpy", "numba", "ortools", "polars", "pyarrow")
+
+
+def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt: str,
+                  seed_sha256: str, levels: Path, rows: int, excluded_versions: list[str],
+                  rotated_from: str | None = None) -> dict[str, Any]:
+    """The manifest of a finished version whose levels file is ``levels``."""
+    return {
+        "format": FORMAT,
+        "version": version,
+        "game": spec["name"],
+        "spec": spec,
+        "seed_commitment": {"salt": salt, "sha256": seed_sha256},
+        "seed_source": seed_source,
+        "files": {"levels.parquet": {"sha256": sha256_file(levels), "rows": rows}},
+        "generator": {
+            "package_version": package_version("sokoforge"),
+            "method": spec["method"],
+            "libraries": {name: package_version(name) for name in _LIBRARIES},
+        },
+        "excluded_versions": excluded_versions,
+        "rotated_from": rotated_from,
+        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def write_manifest(manifest: dict[str, Any], path: Path) -> None:
+    write_text(json.dumps(manifest, indent=2) + "\n", path)
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """A version's manifest; a missing or unreadable one is a ``PipelineError``."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PipelineError(f"no manifest at {path}") from None
+    except json.JSONDecodeError as e:
+        raise PipelineError(f"manifest {path} is not valid JSON: {e}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise PipelineError(f"manifest {path}: unknown format (expected format {FORMAT})")
+    return data

@@ -1,0 +1,80 @@
+"""Version seeds: derivation of every random draw, the secret seed file and its commitment.
+
+Every draw comes from a generator keyed by (version seed, tier, slot, attempt, purpose), so
+results never depend on the order of work or on the number of workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.errors import PipelineError
+
+# Purposes of a draw, part of the key so two uses of one (tier, slot, attempt) never share a stream.
+LAYOUT = 0
+START = 1
+
+
+class SeedError(PipelineError):
+    """A seed that is malformed or disagrees with what a build recorded."""
+
+
+def parse_seed(text: str | int) -> int:
+    """A public seed from the command line: a non-negative integer."""
+    try:
+        seed = int(str(text).strip())
+    except ValueError:
+        raise SeedError(f"seed must be a non-negative integer, got {str(text)[:20]!r}") from None
+    if seed < 0:
+        raise SeedError("seed must be a non-negative integer")
+    return seed
+
+
+def derived_rng(seed: int, *key: int) -> np.random.Generator:
+    """A generator for one draw, fixed by the version seed and the draw's key."""
+    return np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=key))
+
+
+def fresh_seed() -> int:
+    """A 128-bit seed from the operating system."""
+    return secrets.randbits(128)
+
+
+def secret_path(datasets: Path, version: str) -> Path:
+    return datasets / ".secrets" / f"{version}.seed"
+
+
+def write_secret(datasets: Path, version: str, seed: int) -> Path:
+    """Store a secret seed readable by its owner only (mode 0600); never overwrite one."""
+    path = secret_path(datasets, version)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{seed}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
+def read_secret(datasets: Path, version: str) -> int | None:
+    """The stored secret seed of ``version``, or None when there is none."""
+    path = secret_path(datasets, version)
+    if not path.is_file():
+        return None
+    return parse_seed(path.read_text())
+
+
+def public_salt(seed: int) -> str:
+    """The commitment salt of a public seed: derived, so a rebuild writes the same manifest."""
+    return hashlib.sha256(f"sokoforge-salt:{seed}".encode()).hexdigest()[:32]
+
+
+def commitment(seed: int, salt: str) -> str:
+    """sha256 over salt and seed: publishing the seed later proves it was fixed in advance."""
+    return hashlib.sha256(f"{salt}:{seed}".encode()).hexdigest()

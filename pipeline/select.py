@@ -1,0 +1,119 @@
+"""Stage 4, select: exactly one candidate per slot, chosen by OR-tools CP-SAT.
+
+Constraints: the tier's crate count, the optimum inside the slot's band, no two levels sharing
+a canonical id (under the 8 symmetries) or a wall layout, no canonical id of another version.
+Objective: each optimum as close as possible to its band's centre. ``choose`` holds the model
+alone (table, slots, costs) so that other selections, such as rotation, reuse it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import polars as pl
+from ortools.sat.python import cp_model
+
+from pipeline.errors import PipelineError
+from pipeline.spec import Spec
+from pipeline.tables import read_parquet, write_parquet
+
+SOLVER_SECONDS = 60.0
+
+
+def select(graded: Path, out: Path, spec: Spec, exclude_ids: frozenset[str]) -> Path:
+    """Write the chosen levels to ``out`` in play order (tier, then difficulty), with ``index``."""
+    df = read_parquet(graded).with_row_index("row")
+    crates = {i: t.crates for i, t in enumerate(spec.tiers)}
+    eligible = df.filter(
+        (pl.col("n_crates") == pl.col("tier").replace_strict(crates, return_dtype=pl.Int8))
+        & pl.col("optimal_moves").is_between(pl.col("band_lo"), pl.col("band_hi"))
+        & ~pl.col("canonical_id").is_in(sorted(exclude_ids)))
+    # Twice the distance to the band's centre keeps the cost an integer.
+    cost = (2 * pl.col("optimal_moves").cast(pl.Int64)
+            - pl.col("band_lo").cast(pl.Int64) - pl.col("band_hi").cast(pl.Int64)).abs()
+    eligible = eligible.with_columns(cost.alias("cost"))
+    chosen = choose(eligible, spec.slots(), eligible["cost"].to_list(),
+                    enlarge="raise candidates_per_slot or max_attempts in the spec")
+    picked = eligible[chosen].drop("row", "cost")
+    ordered = picked.sort(["tier", "difficulty", "slot"], maintain_order=True)
+    ordered = ordered.with_columns(pl.int_range(0, ordered.height, dtype=pl.Int16).alias("index"))
+    write_parquet(ordered, out)
+    return out
+
+
+def choose(table: pl.DataFrame, slots: list[tuple[int, int]], costs: list[int],
+           enlarge: str) -> list[int]:
+    """Row positions of ``table``, one per (tier, slot), minimising the summed ``costs``.
+
+    ``table`` holds only eligible candidates and has columns tier, slot, canonical_id and
+    wall_layout_id; no two chosen rows share a canonical id or a wall layout. Raises
+    ``PipelineError`` naming the slots that cannot be filled and saying to ``enlarge``.
+    """
+    by_slot: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i, (tier, slot) in enumerate(zip(table["tier"].to_list(), table["slot"].to_list(),
+                                         strict=True)):
+        by_slot[(tier, slot)].append(i)
+    empty = [s for s in slots if not by_slot.get(s)]
+    if empty:
+        raise PipelineError(f"selection: no eligible candidate for {_name_slots(empty)}; "
+                            f"{enlarge}")
+    model, x = _model(table, slots, by_slot)
+    # Lexicographic tie-break on the candidate's place in its slot keeps the optimum unique.
+    rank_weight = max(len(v) for v in by_slot.values()) * len(slots) + 1
+    model.minimize(sum(
+        (costs[i] * rank_weight + k) * x[i] for s in slots for k, i in enumerate(by_slot[s])))
+    status, solver = _solve(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        unfilled = _unfillable(table, slots, by_slot)
+        raise PipelineError(
+            f"selection infeasible: {_name_slots(unfilled)} cannot get a level distinct from"
+            f" the others (canonical id or wall layout already used); {enlarge}")
+    return sorted(i for s in slots for i in by_slot[s] if solver.value(x[i]))
+
+
+def _model(table: pl.DataFrame, slots: list[tuple[int, int]],
+           by_slot: dict[tuple[int, int], list[int]], exact: bool = True
+           ) -> tuple[cp_model.CpModel, dict[int, cp_model.IntVar]]:
+    model = cp_model.CpModel()
+    x = {i: model.new_bool_var(f"x{i}") for s in slots for i in by_slot.get(s, [])}
+    for s in slots:
+        members = [x[i] for i in by_slot.get(s, [])]
+        if exact:
+            model.add_exactly_one(members)
+        else:
+            model.add_at_most_one(members)
+    for column in ("canonical_id", "wall_layout_id"):
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, key in enumerate(table[column].to_list()):
+            if i in x:
+                groups[key].append(i)
+        for members in groups.values():
+            if len(members) > 1:
+                model.add_at_most_one([x[i] for i in members])
+    return model, x
+
+
+def _solve(model: cp_model.CpModel) -> tuple[int, cp_model.CpSolver]:
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    solver.parameters.max_time_in_seconds = SOLVER_SECONDS
+    return solver.solve(model), solver
+
+
+def _unfillable(table: pl.DataFrame, slots: list[tuple[int, int]],
+                by_slot: dict[tuple[int, int], list[int]]) -> list[tuple[int, int]]:
+    """Slots left empty by the largest selection that fills as many slots as possible."""
+    model, x = _model(table, slots, by_slot, exact=False)
+    model.maximize(sum(x.values()))
+    status, solver = _solve(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return list(slots)
+    return [s for s in slots if not any(solver.value(x[i]) for i in by_slot[s])]
+
+
+def _name_slots(slots: list[tuple[int, int]]) -> str:
+    names = [f"tier {t} slot {s}" for t, s in slots[:8]]
+    more = f" and {len(slots) - 8} more" if len(slots) > 8 else ""
+    return ", ".join(names) + more

@@ -1,0 +1,169 @@
+"""Game specs: the TOML file that says how many levels of which kind a version holds.
+
+A spec is read once, checked field by field (a bad field is named in the error), and
+then handed to every stage as an immutable value; its slots carry their optimal-length bands.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.levels import MAX_CRATES, MAX_SIDE
+from pipeline.errors import PipelineError
+
+SPECS_DIR = Path(__file__).resolve().parent / "specs"
+METHODS = ("goal_first", "scatter")
+_TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
+               "budget", "tiers"}
+_TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end"}
+_BUDGET_FIELDS = {"multiple", "floor"}
+
+
+class SpecError(PipelineError):
+    """A spec that cannot be built, with the offending field named."""
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One difficulty tier: its size, crate count, wall density and band ramp."""
+
+    levels: int
+    crates: int
+    wall_density: float
+    band_start: tuple[int, int]
+    band_end: tuple[int, int]
+
+    def band(self, slot: int) -> tuple[int, int]:
+        """The optimal-moves band of ``slot``: linear from start to end, hi >= lo + 2."""
+        t = slot / (self.levels - 1) if self.levels > 1 else 0.0
+        lo = round(self.band_start[0] + t * (self.band_end[0] - self.band_start[0]))
+        hi = round(self.band_start[1] + t * (self.band_end[1] - self.band_start[1]))
+        return lo, max(hi, lo + 2)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A whole game: board size, generation method, tiers and the step-budget rule."""
+
+    name: str
+    height: int
+    width: int
+    method: str
+    candidates_per_slot: int
+    max_attempts: int
+    budget_multiple: int
+    budget_floor: int
+    tiers: tuple[Tier, ...]
+
+    @property
+    def n_levels(self) -> int:
+        return sum(t.levels for t in self.tiers)
+
+    def slots(self) -> list[tuple[int, int]]:
+        """Every (tier, slot) of the game in play order."""
+        return [(ti, s) for ti, t in enumerate(self.tiers) for s in range(t.levels)]
+
+    def max_steps(self, optimal_moves: int) -> int:
+        """The episode's step budget for a level with this optimum."""
+        return max(self.budget_floor, self.budget_multiple * optimal_moves)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as plain data, in the shape of its TOML file (for manifests)."""
+        return {
+            "name": self.name, "height": self.height, "width": self.width,
+            "method": self.method, "candidates_per_slot": self.candidates_per_slot,
+            "max_attempts": self.max_attempts,
+            "budget": {"multiple": self.budget_multiple, "floor": self.budget_floor},
+            "tiers": [{"levels": t.levels, "crates": t.crates, "wall_density": t.wall_density,
+                       "band_start": list(t.band_start), "band_end": list(t.band_end)}
+                      for t in self.tiers],
+        }
+
+
+def load_spec(name_or_path: str | Path) -> Spec:
+    """Read a spec by name (``standard`` = ``pipeline/specs/standard.toml``) or by path."""
+    path = Path(name_or_path)
+    if not path.suffix and not path.exists():
+        path = SPECS_DIR / f"{name_or_path}.toml"
+    if not path.is_file():
+        raise SpecError(f"spec {str(name_or_path)!r} not found (a name under {SPECS_DIR} "
+                        "or a path to a .toml file)")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"spec {path.name}: not valid TOML: {e}") from None
+    return spec_from_dict(data, source=path.name)
+
+
+def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
+    """Check plain data field by field and turn it into a ``Spec``."""
+    _no_unknown(data, _TOP_FIELDS, source)
+    name = _get(data, "name", str, source)
+    height = _int(data, "height", source, 3, MAX_SIDE)
+    width = _int(data, "width", source, 3, MAX_SIDE)
+    method = _get(data, "method", str, source)
+    if method not in METHODS:
+        raise SpecError(f"{source}: field 'method' is {method!r}; expected one of {METHODS}")
+    per_slot = _int(data, "candidates_per_slot", source, 1, 64)
+    attempts = _int(data, "max_attempts", source, 1, 100_000)
+    budget = _get(data, "budget", dict, source)
+    _no_unknown(budget, _BUDGET_FIELDS, f"{source} [budget]")
+    multiple = _int(budget, "multiple", f"{source} [budget]", 1, 100)
+    floor = _int(budget, "floor", f"{source} [budget]", 0, 30_000)
+    raw_tiers = _get(data, "tiers", list, source)
+    if not raw_tiers:
+        raise SpecError(f"{source}: field 'tiers' is empty; a game needs at least one tier")
+    interior = (height - 2) * (width - 2)
+    tiers = []
+    for i, raw in enumerate(raw_tiers):
+        where = f"{source} tier {i}"
+        if not isinstance(raw, dict):
+            raise SpecError(f"{where}: expected a table")
+        _no_unknown(raw, _TIER_FIELDS, where)
+        crates = _int(raw, "crates", where, 1, MAX_CRATES)
+        density = _get(raw, "wall_density", (float, int), where)
+        if not 0.0 <= density < 1.0:
+            raise SpecError(f"{where}: field 'wall_density' is {density}; expected 0 <= d < 1")
+        free = interior - round(density * interior)
+        if free < 2 * crates + 1:
+            raise SpecError(f"{where}: field 'wall_density' {density} leaves {free} floor cells"
+                            f" on {height}x{width}, too few for {crates} crates")
+        tiers.append(Tier(
+            levels=_int(raw, "levels", where, 1, 10_000), crates=crates,
+            wall_density=float(density),
+            band_start=_band(raw, "band_start", where), band_end=_band(raw, "band_end", where)))
+    return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers))
+
+
+def _no_unknown(data: dict[str, Any], known: set[str], where: str) -> None:
+    extra = sorted(set(data) - known)
+    if extra:
+        raise SpecError(f"{where}: unknown field {extra[0]!r}; known fields: {sorted(known)}")
+
+
+def _get(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in data:
+        raise SpecError(f"{where}: missing field {key!r}")
+    value = data[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise SpecError(f"{where}: field {key!r} is {value!r}; wrong type")
+    return value
+
+
+def _int(data: dict[str, Any], key: str, where: str, lo: int, hi: int) -> int:
+    value = _get(data, key, int, where)
+    if not lo <= value <= hi:
+        raise SpecError(f"{where}: field {key!r} is {value}; expected {lo}..{hi}")
+    return value
+
+
+def _band(data: dict[str, Any], key: str, where: str) -> tuple[int, int]:
+    value = _get(data, key, list, where)
+    if (len(value) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+            or not 1 <= value[0] <= value[1]):
+        raise SpecError(f"{where}: field {key!r} is {value!r}; expected [lo, hi] with"
+                        " 1 <= lo <= hi")
+    return int(value[0]), int(value[1])

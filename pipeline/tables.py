@@ -1,0 +1,58 @@
+"""Stage tables on disk: Parquet written atomically with stable bytes, and checked on reading.
+
+A table file either holds a complete table or does not exist: it is written beside its final
+name and renamed into place, so an interrupted stage never leaves a file that looks finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def write_parquet(df: pl.DataFrame, path: Path) -> str:
+    """Write ``df`` to ``path`` atomically; return the file's sha256."""
+    table = df.to_arrow()
+    # Plain (not large) strings: the type readers of the format expect, and stable bytes.
+    fields = [pa.field(f.name, pa.string()) if pa.types.is_large_string(f.type) else f
+              for f in table.schema]
+    table = table.cast(pa.schema(fields))
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp, compression="zstd", compression_level=3,
+                   write_statistics=False, store_schema=False)
+    _fsync(tmp)
+    os.replace(tmp, path)
+    return sha256_file(path)
+
+
+def write_text(text: str, path: Path) -> None:
+    """Write a small text file atomically."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    _fsync(tmp)
+    os.replace(tmp, path)
+
+
+def read_parquet(path: Path) -> pl.DataFrame:
+    return pl.read_parquet(path)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,64 @@
+"""Where stage work runs: in this process, on local joblib workers, or on a Dask cluster.
+
+Results always come back in the order of the inputs, so the output of a stage does not
+depend on how many workers computed it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import joblib
+
+from pipeline.progress import progress
+
+T = TypeVar("T")
+R = TypeVar("R")
+BACKENDS = ("loky", "dask")
+
+
+@dataclass(frozen=True)
+class Workers:
+    """How to run a stage's tasks: ``jobs`` local processes, or a Dask ``scheduler``."""
+
+    jobs: int = 1
+    backend: str = "loky"
+    scheduler: str | None = None
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.backend == "dask" and not self.scheduler:
+            raise ValueError("the dask backend needs a scheduler address (--scheduler)")
+        if self.jobs < 1:
+            raise ValueError(f"jobs must be at least 1, got {self.jobs}")
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T], label: str) -> list[R]:
+        """``[fn(x) for x in items]``, in parallel as configured, with a progress report."""
+        out: list[R] = []
+        with progress(label, len(items), self.show_progress) as bar:
+            if self.backend == "loky" and self.jobs == 1:
+                for item in items:
+                    out.append(fn(item))
+                    bar.update(1)
+                return out
+            with self._parallel() as parallel:
+                for result in parallel(joblib.delayed(fn)(item) for item in items):
+                    out.append(result)
+                    bar.update(1)
+        return out
+
+    @contextmanager
+    def _parallel(self) -> Iterator[Any]:
+        if self.backend == "dask":
+            from distributed import Client
+
+            with Client(self.scheduler, set_as_default=False) as client, \
+                    joblib.parallel_config(backend="dask", client=client):
+                yield joblib.Parallel(return_as="generator")
+        else:
+            yield joblib.Parallel(n_jobs=self.jobs, return_as="generator")

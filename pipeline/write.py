@@ -1,0 +1,41 @@
+"""Stage 5, write: ``levels.parquet`` in play order with the column types of the format.
+
+Budgets follow the spec's rule, ``max(floor, multiple * optimal_moves)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.errors import PipelineError
+from pipeline.spec import Spec
+from pipeline.tables import read_parquet, write_parquet
+
+# The columns of the format, in order, then the extra columns kept for audit and rotation.
+LEVEL_COLUMNS = {
+    "index": pl.Int16, "tier": pl.Int8, "n_crates": pl.Int8, "height": pl.Int8,
+    "width": pl.Int8, "xsb": pl.String, "optimal_moves": pl.Int16, "optimal_pushes": pl.Int16,
+    "solution": pl.String, "max_steps": pl.Int16, "difficulty": pl.Float32, "grade": pl.Int8,
+    "canonical_id": pl.String,
+    "slot": pl.Int16, "band_lo": pl.Int16, "band_hi": pl.Int16, "wall_layout_id": pl.String,
+    "box_changes": pl.Int16, "reachable_states": pl.Int64, "dead_fraction": pl.Float32,
+    "first_push_traps": pl.Int16, "states_expanded": pl.Int64,
+}
+
+
+def write(selected: Path, out: Path, spec: Spec) -> Path:
+    """Write the set's ``levels.parquet`` to ``out``; return it."""
+    df = read_parquet(selected)
+    if df.height != spec.n_levels:
+        raise PipelineError(f"write: selection holds {df.height} levels, the spec "
+                            f"{spec.name} needs {spec.n_levels}")
+    budget = pl.max_horizontal(pl.lit(spec.budget_floor, dtype=pl.Int32),
+                               spec.budget_multiple * pl.col("optimal_moves").cast(pl.Int32))
+    df = df.with_columns(budget.alias("max_steps")).sort("index")
+    if df["max_steps"].max() > 32767:
+        raise PipelineError("write: a step budget exceeds int16; lower the budget multiple")
+    levels = df.select([pl.col(name).cast(dtype) for name, dtype in LEVEL_COLUMNS.items()])
+    write_parquet(levels, out)
+    return out

@@ -1,0 +1,255 @@
+"""Building versions of the tiny spec end to end: content, determinism, resume, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from engine.levels import canonical_id, parse_xsb, wall_layout_id
+from engine.rules import replay
+from pipeline.build import STAGES, BuildFolder, build
+from pipeline.cli import main
+from pipeline.errors import PipelineError
+from pipeline.seeds import commitment, secret_path
+from pipeline.spec import load_spec, spec_from_dict
+from pipeline.tables import sha256_file
+from pipeline.verify import verify
+from pipeline.workers import Workers
+
+SEED = 11
+QUIET = Workers(show_progress=False)
+QUIET2 = Workers(jobs=2, show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_spec("tiny")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, tiny):
+    """One version ``v1`` of the tiny spec, built in one go with one worker."""
+    datasets = tmp_path_factory.mktemp("datasets")
+    result = build("v1", datasets=datasets, spec=tiny, seed=SEED, workers=QUIET)
+    return datasets, result.path
+
+
+def _levels(path: Path) -> pl.DataFrame:
+    return pl.read_parquet(path / "levels.parquet")
+
+
+def test_build_publishes_levels_and_manifest_with_the_format_types(built, tiny):
+    datasets, path = built
+    assert path == datasets / "v1"
+    assert sorted(p.name for p in path.iterdir()) == ["levels.parquet", "manifest.json", "stages"]
+    assert not (datasets / ".build" / "v1").exists()
+    schema = pq.read_schema(path / "levels.parquet")
+    expected = [("index", "int16"), ("tier", "int8"), ("n_crates", "int8"), ("height", "int8"),
+                ("width", "int8"), ("xsb", "string"), ("optimal_moves", "int16"),
+                ("optimal_pushes", "int16"), ("solution", "string"), ("max_steps", "int16"),
+                ("difficulty", "float"), ("grade", "int8"), ("canonical_id", "string")]
+    assert [(f.name, str(f.type)) for f in schema][:len(expected)] == expected
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["format"] == 1 and manifest["version"] == "v1"
+    assert manifest["game"] == "tiny" and manifest["spec"] == tiny.to_dict()
+    assert manifest["files"]["levels.parquet"] == {
+        "sha256": sha256_file(path / "levels.parquet"), "rows": tiny.n_levels}
+    assert manifest["seed_commitment"]["sha256"] == commitment(
+        SEED, manifest["seed_commitment"]["salt"])
+    assert manifest["rotated_from"] is None and manifest["excluded_versions"] == []
+    assert str(SEED) not in json.dumps(manifest["seed_commitment"])
+
+
+def test_every_stored_solution_replays_to_solved_in_optimal_moves(built):
+    df = _levels(built[1])
+    for row in df.iter_rows(named=True):
+        level = parse_xsb(row["xsb"])
+        states = replay(level, row["solution"])
+        assert len(states) - 1 == row["optimal_moves"] == len(row["solution"])
+        assert level.is_solved(states[-1])
+        assert not level.is_solved(states[0])
+        assert sum(ch.isupper() for ch in row["solution"]) == row["optimal_pushes"]
+
+
+def test_levels_follow_the_spec_bands_crates_and_budgets(built, tiny):
+    df = _levels(built[1])
+    assert df["index"].to_list() == list(range(tiny.n_levels))
+    assert df["tier"].to_list() == sorted(df["tier"].to_list())
+    for row in df.iter_rows(named=True):
+        tier = tiny.tiers[row["tier"]]
+        level = parse_xsb(row["xsb"])
+        assert row["n_crates"] == level.n_crates == tier.crates
+        assert (row["band_lo"], row["band_hi"]) == tier.band(row["slot"])
+        assert row["band_lo"] <= row["optimal_moves"] <= row["band_hi"]
+        assert row["max_steps"] == max(tiny.budget_floor,
+                                       tiny.budget_multiple * row["optimal_moves"])
+        assert row["canonical_id"] == canonical_id(level)
+        assert (row["height"], row["width"]) == (8, 8)
+        assert not any(level.goals.flat[c] for c in level.start.crates)
+    for t, tier in enumerate(tiny.tiers):
+        rows = df.filter(pl.col("tier") == t)
+        assert sorted(rows["slot"].to_list()) == list(range(tier.levels))
+        assert rows["difficulty"].to_list() == sorted(rows["difficulty"].to_list())
+
+
+def test_no_canonical_id_or_wall_layout_repeats_within_a_version(built):
+    df = _levels(built[1])
+    assert df["canonical_id"].n_unique() == df.height
+    layouts = [wall_layout_id(parse_xsb(x)) for x in df["xsb"]]
+    assert len(set(layouts)) == df.height
+
+
+def test_two_workers_give_the_same_bytes_as_one(built, tiny, tmp_path):
+    datasets, path = built
+    other = build("v1", datasets=tmp_path, spec=tiny, seed=SEED, workers=QUIET2).path
+    for name in ["levels.parquet"] + [f"stages/{s}.parquet" for s in STAGES[:-1]]:
+        assert (other / name).read_bytes() == (path / name).read_bytes(), name
+
+
+def test_a_later_version_shares_no_canonical_id_with_earlier_ones(built, tiny):
+    datasets, path = built
+    later = build("v2", datasets=datasets, spec=tiny, seed=SEED, workers=QUIET).path
+    try:
+        first, second = _levels(path), _levels(later)
+        assert not set(first["canonical_id"]) & set(second["canonical_id"])
+        assert json.loads((later / "manifest.json").read_text())["excluded_versions"] == ["v1"]
+    finally:
+        shutil.rmtree(later)
+
+
+def test_building_an_existing_version_is_refused(built, tiny):
+    datasets, path = built
+    before = sha256_file(path / "levels.parquet")
+    with pytest.raises(PipelineError, match="version v1 already exists"):
+        build("v1", datasets=datasets, spec=tiny, seed=SEED, workers=QUIET)
+    result = CliRunner().invoke(main, ["build", "v1", "--seed", "1", "--spec", "tiny",
+                                       "--datasets", str(datasets), "--quiet"])
+    assert result.exit_code == 1
+    assert result.output.strip().startswith("Error: version v1 already exists")
+    assert "Traceback" not in result.output
+    assert sha256_file(path / "levels.parquet") == before
+
+
+def test_stages_run_one_at_a_time_and_resume_after_corruption(built, tiny, tmp_path):
+    reference = sha256_file(built[1] / "levels.parquet")
+    folder = BuildFolder(tmp_path, "v1")
+    build("v1", datasets=tmp_path, spec=tiny, seed=SEED, workers=QUIET, stages=["generate"])
+    with pytest.raises(PipelineError, match="stage grade of v1 needs stage solve first"):
+        build("v1", datasets=tmp_path, workers=QUIET, stages=["grade"])
+    build("v1", datasets=tmp_path, workers=QUIET, stages=["solve"])
+    # A finished stage file that was damaged counts as not done and is made again.
+    solved = folder.output("solve")
+    solved.write_bytes(solved.read_bytes()[:100])
+    with pytest.raises(PipelineError, match="needs stage solve first"):
+        build("v1", datasets=tmp_path, workers=QUIET, stages=["grade"])
+    build("v1", datasets=tmp_path, workers=QUIET, stages=["solve"])
+    build("v1", datasets=tmp_path, workers=QUIET, stages=["grade"])
+    # A stage killed while writing leaves only its temporary file and no marker.
+    folder.output("select").with_name("select.parquet.tmp").write_bytes(b"half")
+    assert not (tmp_path / "v1").exists()
+    result = build("v1", datasets=tmp_path, workers=QUIET)
+    assert result.published and set(result.timings) == {"select", "write"}
+    assert sha256_file(tmp_path / "v1" / "levels.parquet") == reference
+
+
+def test_resume_with_another_seed_or_spec_is_refused(tiny, tmp_path):
+    build("v1", datasets=tmp_path, spec=tiny, seed=SEED, workers=QUIET, stages=["generate"])
+    with pytest.raises(PipelineError, match="with another seed is in progress"):
+        build("v1", datasets=tmp_path, seed=SEED + 1, workers=QUIET)
+    with pytest.raises(PipelineError, match="with spec 'tiny' is in progress"):
+        build("v1", datasets=tmp_path, spec=load_spec("standard"), workers=QUIET)
+
+
+def test_build_killed_mid_way_finishes_with_the_same_bytes(built, tmp_path):
+    reference = sha256_file(built[1] / "levels.parquet")
+    cmd = [sys.executable, "-c", "from pipeline.cli import main; main()", "build", "v1",
+           "--seed", str(SEED), "--spec", "tiny", "--datasets", str(tmp_path), "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    marker = BuildFolder(tmp_path, "v1").marker("generate")
+    deadline = time.monotonic() + 60
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert marker.exists() and not (tmp_path / "v1").exists()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sha256_file(tmp_path / "v1" / "levels.parquet") == reference
+
+
+def test_bad_spec_field_is_refused_with_its_name_and_nothing_written(tmp_path):
+    spec = tmp_path / "bad.toml"
+    text = (Path(__file__).resolve().parent.parent / "pipeline/specs/tiny.toml").read_text()
+    spec.write_text(text.replace("wall_density = 0.10", "wall_density = 1.5"))
+    datasets = tmp_path / "datasets"
+    result = CliRunner().invoke(main, ["build", "vx", "--seed", "3", "--spec", str(spec),
+                                       "--datasets", str(datasets), "--quiet"])
+    assert result.exit_code == 1
+    assert result.output == ("Error: bad.toml tier 0: field 'wall_density' is 1.5; "
+                             "expected 0 <= d < 1\n")
+    assert not (datasets / "vx").exists() and not (datasets / ".build" / "vx").exists()
+
+
+def test_impossible_band_names_tier_and_slot_and_leaves_nothing(tiny, tmp_path):
+    data = tiny.to_dict()
+    data["max_attempts"] = 3
+    data["tiers"][1]["band_start"] = [200, 210]
+    with pytest.raises(PipelineError, match=r"tier 1 slot 0: no layout in 3 attempts .*"
+                                            r"\[200, 210\]"):
+        build("vx", datasets=tmp_path, spec=spec_from_dict(data), seed=1, workers=QUIET)
+    assert not (tmp_path / "vx").exists() and not (tmp_path / ".build" / "vx").exists()
+
+
+def test_secret_seed_is_stored_0600_never_printed_and_committed(tiny, tmp_path):
+    result = CliRunner().invoke(main, ["build", "s1", "--spec", "tiny",
+                                       "--datasets", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    path = secret_path(tmp_path, "s1")
+    assert path.stat().st_mode & 0o777 == 0o600
+    seed = int(path.read_text())
+    assert str(seed) not in result.output
+    manifest_text = (tmp_path / "s1" / "manifest.json").read_text()
+    assert str(seed) not in manifest_text
+    assert str(seed) not in (tmp_path / "s1" / "stages" / "build.json").read_text()
+    manifest = json.loads(manifest_text)
+    assert manifest["seed_source"] == "secret"
+    assert manifest["seed_commitment"]["sha256"] == commitment(
+        seed, manifest["seed_commitment"]["salt"])
+    # Anyone given the seed later can check the version.
+    assert verify("s1", seed, datasets=tmp_path).ok
+
+
+def test_verify_accepts_the_seed_and_rejects_another(built):
+    datasets, _ = built
+    good = verify("v1", SEED, datasets=datasets)
+    assert good.ok and good.rebuilt_sha256 == good.expected_sha256
+    bad = verify("v1", SEED + 1, datasets=datasets)
+    assert not bad.commitment_matches and not bad.rebuild_matches and bad.file_matches
+    runner = CliRunner()
+    ok = runner.invoke(main, ["verify", "v1", "--seed", str(SEED), "--datasets", str(datasets)])
+    assert ok.exit_code == 0 and ok.output.endswith("v1: verified\n")
+    no = runner.invoke(main, ["verify", "v1", "--seed", "12", "--datasets", str(datasets)])
+    assert no.exit_code == 1 and "seed commitment: MISMATCH" in no.output
+    assert no.output.endswith("Error: v1 does not verify\n")
+
+
+def test_dask_cluster_gives_the_same_bytes_as_local_workers(built, tiny, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        workers = Workers(backend="dask", scheduler=cluster.scheduler_address,
+                          show_progress=False)
+        path = build("v1", datasets=tmp_path, spec=tiny, seed=SEED, workers=workers).path
+    assert sha256_file(path / "levels.parquet") == sha256_file(built[1] / "levels.parquet")
