@@ -1,0 +1,124 @@
+"""How many optimal solutions a level has, and how bushy its search is, by layered BFS.
+
+A forward breadth-first search that carries, for every state, the number of shortest action
+sequences reaching it; at the first layer holding a solved state the sum of those counts is the
+number of optimal solutions. Counts saturate at a cap. The mean number of live successors per
+expanded state is the level's branching factor. Both are difficulty features.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from engine.deadlock import frozen_kernel
+from engine.index import DenseIndex, StateSpaceTooLarge, grown, pack, rank, unpack
+from engine.levels import Level
+from engine.rules import board_array, step_kernel
+from engine.solver import all_on_goals
+
+SOLUTION_COUNT_CAP = 1_000_000_000
+# The count table holds one int32 per indexed state; larger indices are refused.
+MAX_COUNTED_STATES = 1 << 26
+
+
+class OptimalPaths(NamedTuple):
+    """Optimum (-1 if none), optimal solutions (capped), states expanded, mean live successors."""
+
+    moves: int
+    solutions: int
+    expanded: int
+    branching: float
+
+
+@njit(cache=True)
+def layered_count_kernel(board: np.ndarray, width: int, live: np.ndarray, cell_id: np.ndarray,
+                         floor_id: np.ndarray, n_floor: int, binom: np.ndarray, size: int,
+                         player: int, start: np.ndarray, cap: int) -> tuple[int, int, int, int]:
+    """Return (optimal moves or -1, optimal solutions capped at ``cap``, states expanded, live
+    successors generated)."""
+    k = start.size
+    pos = np.full(size, -1, np.int32)
+    codes = np.empty(1024, np.uint64)
+    counts = np.empty(1024, np.int64)
+    occ = np.zeros(board.size, np.uint8)
+    crates = np.empty(k, np.int64)
+    work = np.empty(k, np.int64)
+    root = rank(cell_id, floor_id, binom, n_floor, player, start)
+    if root < 0:
+        return -1, 0, 0, 0
+    pos[root] = 0
+    codes[0] = pack(player, start)
+    counts[0] = 1
+    lo, hi, tail = 0, 1, 1
+    depth = 0
+    expanded = 0
+    branches = 0
+    while lo < hi:
+        total = 0
+        found = False
+        for i in range(lo, hi):
+            unpack(codes[i], crates)
+            if all_on_goals(board, crates):
+                found = True
+                total = min(cap, total + counts[i])
+        if found:
+            return depth, total, expanded, branches
+        for i in range(lo, hi):
+            p = unpack(codes[i], crates)
+            expanded += 1
+            for a in range(4):
+                work[:] = crates
+                q, slot = step_kernel(board, width, p, work, a)
+                if q == p:
+                    continue
+                if slot >= 0:
+                    t = q + (q - p)
+                    if live[t] == 0:
+                        continue
+                    for j in range(k):
+                        occ[work[j]] = 1
+                    dead = frozen_kernel(board, live, occ, width, t)
+                    for j in range(k):
+                        occ[work[j]] = 0
+                    if dead:
+                        continue
+                branches += 1
+                idx = rank(cell_id, floor_id, binom, n_floor, q, work)
+                j = pos[idx]
+                if j < 0:
+                    codes = grown(codes, tail + 1)
+                    counts = grown(counts, tail + 1)
+                    pos[idx] = tail
+                    codes[tail] = pack(q, work)
+                    counts[tail] = counts[i]
+                    tail += 1
+                elif j >= hi:
+                    counts[j] = min(cap, counts[j] + counts[i])
+        lo, hi = hi, tail
+        depth += 1
+    return -1, 0, expanded, branches
+
+
+def optimal_paths(level: Level, cap: int = SOLUTION_COUNT_CAP) -> OptimalPaths:
+    """Count the optimal solutions of ``level`` from its start and its mean branching factor.
+
+    Raises ``StateSpaceTooLarge`` when the level's state index exceeds ``MAX_COUNTED_STATES``.
+    """
+    index = DenseIndex.for_level(level, max_size=MAX_COUNTED_STATES)
+    board = board_array(level)
+    live = np.zeros(board.size, np.uint8)
+    live[index.cells] = 1
+    start = np.array(level.start.crates, dtype=np.int64)
+    if index.index_of(level.start) < 0:
+        return OptimalPaths(-1, 0, 0, 0.0)
+    moves, solutions, expanded, branches = layered_count_kernel(
+        board, level.width, live, index.cell_id, index.floor_id, index.floor_cells.size,
+        index.binom, index.size, level.start.player, start, cap)
+    branching = branches / expanded if expanded else 0.0
+    return OptimalPaths(int(moves), int(solutions), int(expanded), float(branching))
+
+
+__all__ = ["OptimalPaths", "StateSpaceTooLarge", "optimal_paths", "SOLUTION_COUNT_CAP"]

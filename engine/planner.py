@@ -1,0 +1,316 @@
+"""Reference planner: a budgeted real-time search agent that plays one episode.
+
+At every step it runs a best-first lookahead of at most ``budget`` expanded states from the
+current state (learning real-time A*: f = moves so far + a learned heuristic that starts at
+twice the summed push distance of the crates to their nearest goals), pruning dead squares
+and 2x2 freezes, takes the first action toward the best state found and replans. Grading and
+audit measure how hard a level is for such an agent; nothing here is used to play for real.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from engine.levels import Level, State
+
+PLANNER_BUDGET = 256
+HEURISTIC_WEIGHT = 2
+_FAR = 1 << 20
+_EMPTY = -1
+
+
+class PlanResult(NamedTuple):
+    """Outcome of one planner episode: solved or not, and the steps it took."""
+
+    solved: bool
+    steps: int
+    actions: tuple[int, ...]
+
+
+@njit(cache=True)
+def push_distance(passable: np.ndarray, goal: np.ndarray, width: int) -> np.ndarray:
+    """Fewest pushes taking a lone crate from each cell to some goal (``_FAR`` if none)."""
+    n = passable.size
+    dist = np.full(n, _FAR, np.int64)
+    queue = np.empty(n, np.int64)
+    head = 0
+    tail = 0
+    for c in range(n):
+        if goal[c] and passable[c]:
+            dist[c] = 0
+            queue[tail] = c
+            tail += 1
+    offs = np.array([-width, width, -1, 1], np.int64)
+    while head < tail:
+        y = queue[head]
+        head += 1
+        for k in range(4):
+            x = y - offs[k]
+            if not passable[x] or dist[x] != _FAR:
+                continue
+            if passable[x - offs[k]]:
+                dist[x] = dist[y] + 1
+                queue[tail] = x
+                tail += 1
+    return dist
+
+
+@njit(cache=True, inline="always")
+def _slot(key: int, mask: int) -> int:
+    h = key * -7046029254386353131
+    return (h ^ (h >> 29)) & mask
+
+
+@njit(cache=True)
+def _find(keys: np.ndarray, key: int) -> int:
+    mask = keys.size - 1
+    s = _slot(key, mask)
+    while keys[s] != _EMPTY and keys[s] != key:
+        s = (s + 1) & mask
+    return s
+
+
+@njit(cache=True)
+def _crate_at(key: int, n_crates: int, cell: int) -> bool:
+    for i in range(n_crates):
+        if (key >> (8 * (i + 1))) & 255 == cell:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _successor(key: int, action: int, passable: np.ndarray, offs: np.ndarray,
+               n_crates: int) -> tuple[int, int]:
+    """Key after ``action`` and the cell a crate was pushed to (-1: no push); key unchanged on
+    a blocked move."""
+    player = key & 255
+    t = player + offs[action]
+    if not passable[t]:
+        return key, -1
+    if not _crate_at(key, n_crates, t):
+        return (key & ~255) | t, -1
+    b = t + offs[action]
+    if not passable[b] or _crate_at(key, n_crates, b):
+        return key, -1
+    cells = np.empty(n_crates, np.int64)
+    for i in range(n_crates):
+        c = (key >> (8 * (i + 1))) & 255
+        cells[i] = b if c == t else c
+    cells.sort()
+    out = t
+    for i in range(n_crates):
+        out |= cells[i] << (8 * (i + 1))
+    return out, b
+
+
+@njit(cache=True)
+def _frozen_square(key: int, cell: int, passable: np.ndarray, goal: np.ndarray, width: int,
+                   n_crates: int) -> bool:
+    """True when ``cell`` sits in a 2x2 block of walls and crates holding a crate off goal."""
+    for dr in (-width, 0):
+        for dc in (-1, 0):
+            top = cell + dr + dc
+            block = (top, top + 1, top + width, top + width + 1)
+            full = True
+            off_goal = False
+            for c in block:
+                if passable[c]:
+                    if not _crate_at(key, n_crates, c):
+                        full = False
+                        break
+                    if not goal[c]:
+                        off_goal = True
+            if full and off_goal:
+                return True
+    return False
+
+
+@njit(cache=True)
+def _estimate(key: int, gdist: np.ndarray, n_crates: int) -> int:
+    total = 0
+    for i in range(n_crates):
+        total += gdist[(key >> (8 * (i + 1))) & 255]
+    return total
+
+
+@njit(cache=True)
+def _learned(lh_keys: np.ndarray, lh_vals: np.ndarray, key: int, base: int) -> int:
+    s = _find(lh_keys, key)
+    if lh_keys[s] == key and lh_vals[s] > base:
+        return lh_vals[s]
+    return base
+
+
+@njit(cache=True)
+def _heap_push(heap: np.ndarray, size: int, item: int) -> int:
+    i = size
+    heap[i] = item
+    while i > 0:
+        p = (i - 1) >> 1
+        if heap[p] <= heap[i]:
+            break
+        heap[p], heap[i] = heap[i], heap[p]
+        i = p
+    return size + 1
+
+
+@njit(cache=True)
+def _heap_pop(heap: np.ndarray, size: int) -> tuple[int, int]:
+    top = heap[0]
+    size -= 1
+    heap[0] = heap[size]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= size:
+            break
+        m = left
+        if left + 1 < size and heap[left + 1] < heap[left]:
+            m = left + 1
+        if heap[i] <= heap[m]:
+            break
+        heap[i], heap[m] = heap[m], heap[i]
+        i = m
+    return top, size
+
+
+@njit(cache=True)
+def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: int,
+                n_crates: int, max_steps: int, budget: int, weight: int) -> tuple[bool, int,
+                                                                                  np.ndarray]:
+    """Play one episode; return (solved, steps, actions taken)."""
+    offs = np.array([-width, width, -1, 1], np.int64)
+    gdist = push_distance(passable, goal, width)
+    cap_nodes = 4 * budget + 8
+    table_size = 1
+    while table_size < 4 * cap_nodes:
+        table_size *= 2
+    t_keys = np.empty(table_size, np.int64)
+    t_node = np.empty(table_size, np.int64)
+    lh_size = 1
+    while lh_size < 4 * max_steps + 16:
+        lh_size *= 2
+    lh_keys = np.full(lh_size, _EMPTY, np.int64)
+    lh_vals = np.zeros(lh_size, np.int64)
+    n_key = np.empty(cap_nodes, np.int64)
+    n_g = np.empty(cap_nodes, np.int64)
+    n_h = np.empty(cap_nodes, np.int64)
+    n_first = np.empty(cap_nodes, np.int64)
+    n_closed = np.empty(cap_nodes, np.bool_)
+    heap = np.empty(cap_nodes * 4, np.int64)
+    actions = np.empty(max_steps, np.int8)
+    cur = start_key
+    steps = 0
+    while True:
+        h_cur = _estimate(cur, gdist, n_crates)
+        if h_cur == 0:
+            return True, steps, actions[:steps]
+        if steps >= max_steps:
+            return False, steps, actions[:steps]
+        t_keys[:] = _EMPTY
+        n_nodes = 1
+        n_key[0] = cur
+        n_g[0] = 0
+        n_h[0] = _learned(lh_keys, lh_vals, cur, weight * h_cur)
+        n_first[0] = -1
+        n_closed[0] = False
+        t_keys[_find(t_keys, cur)] = cur
+        t_node[_find(t_keys, cur)] = 0
+        size = _heap_push(heap, 0, (n_h[0] << 40) | (n_h[0] << 20))
+        expanded = 0
+        goal_node = -1
+        while size > 0 and expanded < budget:
+            item, size = _heap_pop(heap, size)
+            i = item & ((1 << 20) - 1)
+            if n_closed[i]:
+                continue
+            n_closed[i] = True
+            if _estimate(n_key[i], gdist, n_crates) == 0:
+                goal_node = i
+                break
+            expanded += 1
+            for a in range(4):
+                nk, pushed = _successor(n_key[i], a, passable, offs, n_crates)
+                if nk == n_key[i]:
+                    continue
+                if pushed >= 0:
+                    if gdist[pushed] >= _FAR:
+                        continue
+                    if _frozen_square(nk, pushed, passable, goal, width, n_crates):
+                        continue
+                ng = n_g[i] + 1
+                s = _find(t_keys, nk)
+                if t_keys[s] == nk:
+                    j = t_node[s]
+                    if n_closed[j] or ng >= n_g[j]:
+                        continue
+                else:
+                    if n_nodes >= cap_nodes:
+                        continue
+                    j = n_nodes
+                    n_nodes += 1
+                    t_keys[s] = nk
+                    t_node[s] = j
+                    n_key[j] = nk
+                    n_h[j] = _learned(lh_keys, lh_vals, nk,
+                                      weight * _estimate(nk, gdist, n_crates))
+                    n_closed[j] = False
+                n_g[j] = ng
+                n_first[j] = a if i == 0 else n_first[i]
+                size = _heap_push(heap, size, ((ng + n_h[j]) << 40) | (n_h[j] << 20) | j)
+        target = goal_node
+        if target < 0:
+            best = -1
+            for j in range(1, n_nodes):
+                if n_closed[j]:
+                    continue
+                score = ((n_g[j] + n_h[j]) << 40) | (n_h[j] << 20) | j
+                if best < 0 or score < best:
+                    best = score
+                    target = j
+            if target < 0:
+                return False, steps, actions[:steps]
+            s = _find(lh_keys, cur)
+            lh_keys[s] = cur
+            lh_vals[s] = max(n_h[0], n_g[target] + n_h[target])
+        a = n_first[target]
+        cur, _ = _successor(cur, a, passable, offs, n_crates)
+        actions[steps] = a
+        steps += 1
+
+
+def state_key(state: State) -> int:
+    """Pack a state into the planner's 64-bit key (8 bits per cell, player lowest)."""
+    key = state.player
+    for i, c in enumerate(sorted(state.crates)):
+        key |= c << (8 * (i + 1))
+    return key
+
+
+def plan(level: Level, max_steps: int, budget: int = PLANNER_BUDGET,
+         state: State | None = None) -> PlanResult:
+    """Play ``level`` from ``state`` (default: its start) with the reference planner.
+
+    Deterministic: the same level and budget always give the same episode. Cells fit the
+    8-bit key fields because boards are at most 16x16 (``MAX_SIDE``).
+    """
+    state = level.start if state is None else state
+    passable = np.ascontiguousarray(level.floor.ravel())
+    goal = np.ascontiguousarray(level.goals.ravel() & level.floor.ravel())
+    solved, steps, actions = plan_kernel(passable, goal, level.width, state_key(state),
+                                         len(state.crates), int(max_steps), int(budget),
+                                         HEURISTIC_WEIGHT)
+    return PlanResult(bool(solved), int(steps), tuple(int(a) for a in actions))
+
+
+def push_lower_bound(level: Level, state: State | None = None) -> int:
+    """Summed pushes taking each crate alone to its nearest goal: a lower bound on the pushes
+    of any solution (large when a crate sits on a dead square)."""
+    state = level.start if state is None else state
+    dist = push_distance(np.ascontiguousarray(level.floor.ravel()),
+                         np.ascontiguousarray(level.goals.ravel() & level.floor.ravel()),
+                         level.width)
+    return int(sum(int(dist[c]) for c in state.crates))

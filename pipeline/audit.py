@@ -1,0 +1,285 @@
+"""Audit of a finished version: recompute what can be recomputed and check every promise.
+
+Each check re-derives its facts from the level text itself (the solver's optimum, canonical
+ids from the board), so editing one column of one row makes exactly the matching check fail.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from engine.levels import Level, canonical_id, parse_xsb
+from engine.planner import plan
+from engine.rules import ACTIONS, step
+from engine.solver import solve
+from pipeline.spec import Spec, spec_from_dict
+from pipeline.tables import sha256_file
+
+LEVELS_FILE = "levels.parquet"
+MANIFEST_FILE = "manifest.json"
+_MAX_LISTED = 12
+
+
+@dataclass(frozen=True)
+class Check:
+    """One audit promise: its name, whether it holds, and the levels that break it."""
+
+    name: str
+    passed: bool
+    offenders: tuple[str, ...] = ()
+
+    @property
+    def status(self) -> str:
+        return "PASS" if self.passed else "FAIL"
+
+    def describe(self, limit: int = _MAX_LISTED) -> str:
+        shown = "; ".join(self.offenders[:limit])
+        more = f" (+{len(self.offenders) - limit} more)" if len(self.offenders) > limit else ""
+        return shown + more
+
+
+@dataclass
+class VersionFacts:
+    """A version's table with everything the audit recomputed, one row per level."""
+
+    name: str
+    manifest: dict[str, Any]
+    spec: Spec
+    table: pl.DataFrame
+    levels: list[Level] = field(repr=False)
+
+
+@dataclass
+class AuditResult:
+    """Facts of the audited version (and the comparison one) plus the checks."""
+
+    facts: VersionFacts
+    checks: list[Check]
+    against: VersionFacts | None = None
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+
+def load_version(root: Path, version: str) -> VersionFacts:
+    """Read a version, replay its levels through solver and planner, and collect the facts."""
+    folder = root / version
+    manifest_path = folder / MANIFEST_FILE
+    if not (folder / LEVELS_FILE).is_file() or not manifest_path.is_file():
+        raise FileNotFoundError(f"version {version!r} not found under {root} "
+                                f"(needs {LEVELS_FILE} and {MANIFEST_FILE})")
+    manifest = json.loads(manifest_path.read_text())
+    spec = spec_from_dict(manifest["spec"], source=f"{version} manifest")
+    table = pl.read_parquet(folder / LEVELS_FILE).sort("index")
+    levels = [parse_xsb(x) for x in table["xsb"]]
+    solved_moves, planner_ok, planner_steps, ids = [], [], [], []
+    for level, budget in zip(levels, table["max_steps"], strict=True):
+        result = solve(level)
+        solved_moves.append(result.moves if result.status == "solved" else None)
+        outcome = plan(level, int(budget))
+        planner_ok.append(outcome.solved)
+        planner_steps.append(outcome.steps)
+        ids.append(canonical_id(level))
+    tiers = table["tier"].to_numpy()
+    if "slot" in table.columns:
+        slots = table["slot"].to_numpy().astype(np.int64)
+    else:  # a set without slot numbers plays its slots in order
+        slots = np.zeros(len(tiers), dtype=np.int64)
+        for t in np.unique(tiers):
+            where = np.flatnonzero(tiers == t)
+            slots[where] = np.arange(where.size)
+    bands = [spec.tiers[int(t)].band(int(s)) if 0 <= int(t) < len(spec.tiers) else (-1, -1)
+             for t, s in zip(tiers, slots, strict=True)]
+    table = table.drop("slot", "band_lo", "band_hi", strict=False).with_columns(
+        pl.Series("slot", slots, dtype=pl.Int64),
+        pl.Series("band_lo", [b[0] for b in bands], dtype=pl.Int64),
+        pl.Series("band_hi", [b[1] for b in bands], dtype=pl.Int64),
+        pl.Series("solver_moves", solved_moves, dtype=pl.Int64),
+        pl.Series("planner_solved", planner_ok, dtype=pl.Boolean),
+        pl.Series("planner_steps", planner_steps, dtype=pl.Int64),
+        pl.Series("computed_id", ids, dtype=pl.String),
+    )
+    return VersionFacts(version, manifest, spec, table, levels)
+
+
+def _rows(facts: VersionFacts) -> list[dict[str, Any]]:
+    return facts.table.to_dicts()
+
+
+def check_manifest(facts: VersionFacts, root: Path) -> Check:
+    """The manifest's sha256 and row count describe the levels file on disk."""
+    entry = facts.manifest.get("files", {}).get(LEVELS_FILE, {})
+    actual = sha256_file(root / facts.name / LEVELS_FILE)
+    bad = []
+    if entry.get("sha256") != actual:
+        bad.append(f"{LEVELS_FILE}: manifest sha256 {str(entry.get('sha256'))[:12]}..., "
+                   f"file {actual[:12]}...")
+    if entry.get("rows") != facts.table.height:
+        bad.append(f"{LEVELS_FILE}: manifest rows {entry.get('rows')}, file {facts.table.height}")
+    return Check("manifest sha256 matches levels.parquet", not bad, tuple(bad))
+
+
+def check_optima(facts: VersionFacts) -> Check:
+    """Every level re-solved by the forward solver has the stored optimum."""
+    bad = [f"level {r['index']}: stored {r['optimal_moves']}, solver "
+           f"{'unsolved' if r['solver_moves'] is None else r['solver_moves']}"
+           for r in _rows(facts) if r["solver_moves"] != r["optimal_moves"]]
+    return Check("re-solved optimum equals stored optimum", not bad, tuple(bad))
+
+
+def check_solutions(facts: VersionFacts) -> Check:
+    """Every stored solution replays legally (pushes where it says so) to solved, optimally."""
+    bad = []
+    for r, level in zip(_rows(facts), facts.levels, strict=True):
+        problem = _replay_problem(level, r["solution"] or "")
+        if problem is None and r["solver_moves"] is not None \
+                and len(r["solution"]) != r["solver_moves"]:
+            problem = f"{len(r['solution'])} moves, optimum is {r['solver_moves']}"
+        if problem is None and sum(ch.isupper() for ch in r["solution"]) != r["optimal_pushes"]:
+            problem = (f"{sum(ch.isupper() for ch in r['solution'])} pushes, "
+                       f"stored {r['optimal_pushes']}")
+        if problem is not None:
+            bad.append(f"level {r['index']}: {problem}")
+    return Check("stored solution replays to solved in optimal moves", not bad, tuple(bad))
+
+
+def _replay_problem(level: Level, lurd: str) -> str | None:
+    state = level.start
+    for i, ch in enumerate(lurd):
+        if ch.lower() not in ACTIONS:
+            return f"letter {i + 1} {ch!r} is not LURD"
+        state, moved, pushed = step(level, state, ACTIONS.index(ch.lower()))
+        if not moved:
+            return f"move {i + 1} {ch!r} is blocked"
+        if pushed != ch.isupper():
+            return f"move {i + 1} {ch!r} {'pushes' if pushed else 'does not push'}"
+    return None if level.is_solved(state) else "does not end solved"
+
+
+def check_budgets(facts: VersionFacts) -> Check:
+    """Every step budget is the spec's rule applied to the level's true optimum."""
+    bad = []
+    for r in _rows(facts):
+        optimum = r["solver_moves"] if r["solver_moves"] is not None else r["optimal_moves"]
+        want = facts.spec.max_steps(optimum)
+        if r["max_steps"] != want:
+            bad.append(f"level {r['index']}: max_steps {r['max_steps']}, rule gives {want}")
+    return Check("budgets follow the spec rule", not bad, tuple(bad))
+
+
+def check_bands(facts: VersionFacts) -> Check:
+    """Every level's true optimum lies in its slot's band (bands recomputed from the spec)."""
+    bad = []
+    for r in _rows(facts):
+        optimum = r["solver_moves"] if r["solver_moves"] is not None else r["optimal_moves"]
+        if not r["band_lo"] <= optimum <= r["band_hi"]:
+            bad.append(f"level {r['index']} (tier {r['tier']} slot {r['slot']}): optimum "
+                       f"{optimum} outside {r['band_lo']}-{r['band_hi']}")
+    return Check("optima inside their slot bands", not bad, tuple(bad))
+
+
+def check_crates(facts: VersionFacts) -> Check:
+    """Tiers hold the spec's levels, each with the tier's crate count (on the board itself)."""
+    bad = []
+    for r, level in zip(_rows(facts), facts.levels, strict=True):
+        tier = r["tier"]
+        if not 0 <= tier < len(facts.spec.tiers):
+            bad.append(f"level {r['index']}: tier {tier} not in the spec")
+            continue
+        want = facts.spec.tiers[tier].crates
+        if level.n_crates != want or r["n_crates"] != want:
+            bad.append(f"level {r['index']} (tier {tier}): {level.n_crates} crates on the board,"
+                       f" {r['n_crates']} stored, tier has {want}")
+    for t, tier in enumerate(facts.spec.tiers):
+        count = int((facts.table["tier"] == t).sum())
+        if count != tier.levels:
+            bad.append(f"tier {t}: {count} levels, spec has {tier.levels}")
+    return Check("crates per tier as the spec says", not bad, tuple(bad))
+
+
+def check_difficulty_order(facts: VersionFacts) -> Check:
+    """Within each tier, difficulty never decreases along play order."""
+    bad = []
+    rows = _rows(facts)
+    for prev, cur in zip(rows, rows[1:], strict=False):
+        if prev["tier"] == cur["tier"] and cur["difficulty"] < prev["difficulty"]:
+            bad.append(f"level {cur['index']}: difficulty {cur['difficulty']:.3f} after "
+                       f"{prev['difficulty']:.3f}")
+    return Check("difficulty non-decreasing within each tier", not bad, tuple(bad))
+
+
+def check_unique_ids(facts: VersionFacts, root: Path) -> Check:
+    """No level (up to rotation and reflection) repeats in the version or in any other one."""
+    bad = []
+    first_seen: dict[str, int] = {}
+    for r in _rows(facts):
+        cid = r["computed_id"]
+        if cid in first_seen:
+            bad.append(f"level {r['index']}: same level as {first_seen[cid]} ({cid})")
+        else:
+            first_seen[cid] = r["index"]
+        if r["canonical_id"] != cid:
+            bad.append(f"level {r['index']}: stored canonical id {r['canonical_id']}, "
+                       f"board gives {cid}")
+    for other in sorted(p.name for p in root.iterdir() if p.is_dir()):
+        path = root / other / LEVELS_FILE
+        if other == facts.name or other.startswith(".") or not path.is_file():
+            continue
+        theirs = pl.read_parquet(path)
+        shared = {cid: idx for cid, idx in zip(theirs["canonical_id"], theirs["index"],
+                                               strict=True) if cid in first_seen}
+        for cid, idx in sorted(shared.items(), key=lambda kv: first_seen[kv[0]]):
+            bad.append(f"level {first_seen[cid]}: shared with {other} level {idx} ({cid})")
+    return Check("no canonical id repeated within the version or shared with another",
+                 not bad, tuple(bad))
+
+
+def audit(root: Path, version: str, against: str | None = None) -> AuditResult:
+    """Load ``version`` (and ``against``), run every check and return the result."""
+    facts = load_version(root, version)
+    checks = [
+        check_manifest(facts, root),
+        check_optima(facts),
+        check_solutions(facts),
+        check_budgets(facts),
+        check_bands(facts),
+        check_crates(facts),
+        check_difficulty_order(facts),
+        check_unique_ids(facts, root),
+    ]
+    other = load_version(root, against) if against else None
+    return AuditResult(facts, checks, other)
+
+
+def tier_summary(facts: VersionFacts) -> pl.DataFrame:
+    """One row per tier: sizes, optimum spread, pushes, budgets, difficulty, grades, planner."""
+    rows = []
+    for t, part in facts.table.group_by("tier", maintain_order=True):
+        opt = part["optimal_moves"]
+        grades = part["grade"].to_list()
+        rows.append({
+            "tier": int(t[0]),
+            "levels": part.height,
+            "crates": ",".join(str(c) for c in sorted(set(part["n_crates"].to_list()))),
+            "opt min": int(opt.min()),
+            "opt median": float(opt.median()),
+            "opt max": int(opt.max()),
+            "pushes mean": round(float(part["optimal_pushes"].mean()), 1),
+            "budget": f"{part['max_steps'].min()}-{part['max_steps'].max()}",
+            "difficulty mean": round(float(part["difficulty"].mean()), 3),
+            "difficulty range": f"{part['difficulty'].min():.3f}-{part['difficulty'].max():.3f}",
+            "grades 1-5": " ".join(str(grades.count(g)) for g in range(1, 6)),
+            "planner solved": f"{int(part['planner_solved'].sum())}/{part.height}",
+        })
+    return pl.DataFrame(rows)

@@ -1,0 +1,190 @@
+"""The audit: every check passes on a fresh build, and each tamper fails exactly its check."""
+
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from pipeline.audit import audit
+from pipeline.build import build
+from pipeline.cli import main
+from pipeline.spec import load_spec
+from pipeline.tables import sha256_file, write_parquet
+from pipeline.workers import Workers
+
+OPTIMA = "re-solved optimum equals stored optimum"
+SOLUTIONS = "stored solution replays to solved in optimal moves"
+BUDGETS = "budgets follow the spec rule"
+BANDS = "optima inside their slot bands"
+CRATES = "crates per tier as the spec says"
+ORDER = "difficulty non-decreasing within each tier"
+UNIQUE = "no canonical id repeated within the version or shared with another"
+MANIFEST = "manifest sha256 matches levels.parquet"
+
+
+@pytest.fixture(scope="module")
+def versions(tmp_path_factory):
+    root = tmp_path_factory.mktemp("datasets")
+    workers = Workers(jobs=1, show_progress=False)
+    for name, seed in (("v1", 11), ("v2", 12)):
+        build(name, datasets=root, spec=load_spec("tiny"), seed=seed, workers=workers)
+    return root
+
+
+def _tampered(versions: Path, tmp_path: Path, edit, fix_manifest: bool = True) -> Path:
+    """A copy of v1 alone in a fresh root, with ``edit`` applied to its table."""
+    root = tmp_path / "datasets"
+    shutil.copytree(versions / "v1", root / "t", ignore=shutil.ignore_patterns("report"))
+    path = root / "t" / "levels.parquet"
+    df = edit(pl.read_parquet(path))
+    write_parquet(df, path)
+    if fix_manifest:
+        manifest_path = root / "t" / "manifest.json"
+        manifest = json.loads(manifest_path.read_text())
+        manifest["files"]["levels.parquet"]["sha256"] = sha256_file(path)
+        manifest_path.write_text(json.dumps(manifest, indent=2))
+    return root
+
+
+def _failed(root: Path, version: str = "t") -> set[str]:
+    return {c.name for c in audit(root, version).failed}
+
+
+def _set(df: pl.DataFrame, row: int, column: str, value) -> pl.DataFrame:
+    values = df[column].to_list()
+    values[row] = value
+    return df.with_columns(pl.Series(column, values, dtype=df[column].dtype))
+
+
+def test_a_fresh_build_passes_every_check(versions):
+    result = audit(versions, "v1")
+    assert [c.status for c in result.checks] == ["PASS"] * 8
+    assert result.facts.table["planner_solved"].dtype == pl.Boolean
+
+
+def test_an_edited_optimum_fails_only_the_optimum_check(versions, tmp_path):
+    root = _tampered(versions, tmp_path,
+                     lambda df: _set(df, 2, "optimal_moves", df["optimal_moves"][2] + 1))
+    result = audit(root, "t")
+    assert {c.name for c in result.failed} == {OPTIMA}
+    assert result.failed[0].offenders[0].startswith("level 2:")
+
+
+def test_an_edited_solution_fails_only_the_replay_check(versions, tmp_path):
+    root = _tampered(versions, tmp_path, lambda df: _set(df, 4, "solution", df["solution"][4][:-1]))
+    result = audit(root, "t")
+    assert {c.name for c in result.failed} == {SOLUTIONS}
+    assert result.failed[0].offenders == ("level 4: does not end solved",)
+
+
+def test_an_edited_budget_fails_only_the_budget_check(versions, tmp_path):
+    root = _tampered(versions, tmp_path, lambda df: _set(df, 0, "max_steps", df["max_steps"][0] + 7))
+    assert _failed(root) == {BUDGETS}
+
+
+def test_a_duplicated_level_fails_only_the_uniqueness_check(versions, tmp_path):
+    rows = pl.read_parquet(versions / "v1" / "levels.parquet").to_dicts()
+    # The next level of the same tier, slot and all, copied over a level: difficulty ties keep
+    # the order non-decreasing, so the only broken promise is the repeat.
+    pair = next((i, i + 1) for i in range(len(rows) - 1)
+                if rows[i]["tier"] == rows[i + 1]["tier"])
+    keep = {"index"}
+
+    def duplicate(table: pl.DataFrame) -> pl.DataFrame:
+        for column in table.columns:
+            if column not in keep:
+                table = _set(table, pair[0], column, table[column][pair[1]])
+        return table
+
+    root = _tampered(versions, tmp_path, duplicate)
+    result = audit(root, "t")
+    assert {c.name for c in result.failed} == {UNIQUE}
+    assert result.failed[0].offenders[0].startswith(f"level {pair[1]}: same level as {pair[0]}")
+
+
+def test_swapped_difficulties_fail_only_the_order_check(versions, tmp_path):
+    def swap(df: pl.DataFrame) -> pl.DataFrame:
+        d = df["difficulty"].to_list()
+        d[0], d[1] = d[1] + 0.01, d[0]
+        return df.with_columns(pl.Series("difficulty", d, dtype=pl.Float32))
+
+    assert _failed(_tampered(versions, tmp_path, swap)) == {ORDER}
+
+
+def test_an_edited_file_without_a_new_manifest_fails_the_sha256_check(versions, tmp_path):
+    root = _tampered(versions, tmp_path, lambda df: _set(df, 1, "xsb", df["xsb"][1] + "\n"),
+                     fix_manifest=False)
+    assert _failed(root) == {MANIFEST}
+
+
+def test_a_copy_beside_its_original_fails_the_cross_version_check(versions, tmp_path):
+    root = tmp_path / "datasets"
+    for name in ("v1", "copy"):
+        shutil.copytree(versions / "v1", root / name, ignore=shutil.ignore_patterns("report"))
+    result = audit(root, "copy")
+    assert {c.name for c in result.failed} == {UNIQUE}
+    assert all("shared with v1" in o for o in result.failed[0].offenders)
+
+
+def test_a_level_moved_to_another_tier_fails_the_crates_check(versions, tmp_path):
+    root = _tampered(versions, tmp_path, lambda df: _set(df, 0, "n_crates", 2))
+    assert _failed(root) == {CRATES}
+
+
+def test_audit_command_writes_a_self_contained_report_and_exits_zero(versions):
+    result = CliRunner().invoke(main, ["audit", "v2", "--against", "v1",
+                                       "--datasets", str(versions)])
+    assert result.exit_code == 0, result.output
+    assert "PASS  " + UNIQUE in result.output
+    assert "against v1" in result.output
+    html = (versions / "v2" / "report" / "report.html").read_text()
+    assert html.count("src='data:image/png;base64,") == 5
+    assert "src='http" not in html and "<link" not in html
+    md = (versions / "v2" / "report" / "report.md").read_text()
+    assert "## v2 against v1" in md and "planner_solved v1" in md
+    for name in ("optima.png", "difficulty.png", "histograms.png", "contact_sheet.png"):
+        assert (versions / "v2" / "report" / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_audit_command_lists_failures_and_exits_one(versions, tmp_path):
+    root = _tampered(versions, tmp_path, lambda df: _set(df, 3, "max_steps", 999))
+    result = CliRunner().invoke(main, ["audit", "t", "--datasets", str(root)])
+    assert result.exit_code == 1
+    assert "FAIL  budgets follow the spec rule: level 3: max_steps 999" in result.output
+    assert "1 check(s) failed: budgets follow the spec rule" in result.output
+
+
+def test_audit_of_a_missing_version_is_one_readable_line(versions):
+    result = CliRunner().invoke(main, ["audit", "nope", "--datasets", str(versions)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"Error: version 'nope' not found under {versions} (needs levels.parquet and "
+        "manifest.json)"]
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian chromium")
+def test_report_renders_in_headless_chromium_with_plots_and_levels(versions, tmp_path):
+    import subprocess
+    import sys
+
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    CliRunner().invoke(main, ["audit", "v1", "--datasets", str(versions)])
+    html = versions / "v1" / "report" / "report.html"
+    shot = tmp_path / "shot.png"
+    script = Path(__file__).resolve().parent.parent / "scripts" / "screenshot_report.py"
+    subprocess.run([sys.executable, str(script), str(html), str(shot), "--height", "3000"],
+                   check=True, capture_output=True, timeout=180)
+    img = mpimg.imread(shot)[..., :3]
+    assert img.shape[:2] == (3000, 1400)
+    ink = (img < 0.9).any(axis=2)
+    rows_with_ink = ink.any(axis=1)
+    # Text, tables, plots and the contact sheet fill much of the page height...
+    assert rows_with_ink.mean() > 0.4
+    # ...and the contact sheet's levels bring the palette's crate orange onto the page.
+    crate = np.array([255, 133, 27]) / 255.0
+    assert (np.abs(img - crate) < 0.05).all(axis=2).sum() > 200

@@ -1,0 +1,79 @@
+from engine.levels import parse_xsb
+from engine.planner import PLANNER_BUDGET, plan, push_distance
+
+CORRIDOR = """
+#######
+#@    #
+# $ . #
+#     #
+#######"""
+
+TWO_CRATES = """
+########
+#  .   #
+# $$ . #
+#@ $  .#
+#      #
+########"""
+
+# The crate starts in a corner: no push can ever move it, so no plan can solve the level.
+CORNERED = """
+#####
+#$ .#
+#  @#
+#####"""
+
+
+def test_push_distance_counts_pushes_and_marks_corners_unreachable():
+    level = parse_xsb(CORNERED)
+    dist = push_distance(level.floor.ravel(), level.goals.ravel(), level.width)
+    w = level.width
+    assert dist[1 * w + 3] == 0
+    assert dist[1 * w + 2] == 1
+    assert dist[1 * w + 1] >= 1 << 20  # corner: dead square
+    assert dist[2 * w + 3] >= 1 << 20  # bottom-right corner: dead square
+
+
+def test_planner_solves_an_easy_level_in_the_optimal_three_moves():
+    result = plan(parse_xsb(CORRIDOR), max_steps=30)
+    assert result.solved and result.steps == 3
+    assert result.actions == (1, 3, 3)
+
+
+def test_planner_actions_replay_to_solved_under_the_rules():
+    from engine.rules import Game
+
+    level = parse_xsb(TWO_CRATES)
+    result = plan(level, max_steps=120)
+    assert result.solved
+    game = Game(level, max_steps=120)
+    for a in result.actions:
+        game.act(a)
+    assert game.solved and game.steps == result.steps
+
+
+def test_planner_fails_within_budget_when_the_step_budget_is_too_short():
+    result = plan(parse_xsb(TWO_CRATES), max_steps=5)
+    assert not result.solved and result.steps == 5
+
+
+def test_planner_fails_on_a_dead_start_without_using_the_budget():
+    result = plan(parse_xsb(CORNERED), max_steps=50)
+    assert not result.solved and result.steps < 50
+
+
+def test_planner_is_deterministic_and_a_bigger_budget_never_needs_more_lookahead_luck():
+    level = parse_xsb(TWO_CRATES)
+    assert plan(level, 90) == plan(level, 90)
+    tiny = plan(level, 90, budget=1)
+    full = plan(level, 90, budget=PLANNER_BUDGET)
+    assert full.solved
+    assert full.steps <= 90 and tiny.steps <= 90
+
+
+def test_push_lower_bound_sums_lone_crate_distances():
+    from engine.planner import push_lower_bound
+
+    assert push_lower_bound(parse_xsb(CORRIDOR)) == 2
+    # crates: (2,2) up+right 2, (2,3) up 1, (3,3) up twice 2
+    assert push_lower_bound(parse_xsb(TWO_CRATES)) == 5
