@@ -9,6 +9,7 @@ import click
 
 from pipeline.cli.build import build_command, stage_group, verify_command
 from pipeline.cli.levels import render_command, solve_command
+from pipeline.cli.rotate import reveal_command, rotate_command, versions_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -22,3 +23,6 @@ main.add_command(render_command)
 main.add_command(build_command)
 main.add_command(stage_group)
 main.add_command(verify_command)
+main.add_command(rotate_command)
+main.add_command(versions_command)
+main.add_command(reveal_command)
