@@ -13,16 +13,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-import numpy as np
 import polars as pl
 from ortools.sat.python import cp_model
 
 from pipeline.errors import PipelineError
-from pipeline.select import distinct_model, solve_model, unfillable_slots
+from pipeline.select import distinct_model, unfillable_slots
 from pipeline.spec import Spec
 
 OPTIMUM_TOLERANCE = 1
 COST_SCALE = 100_000  # |difficulty difference| in units of 1e-5, so costs are integers
+DETERMINISTIC_SECONDS = 20.0  # CP-SAT's own work measure: the same answer on any machine
 PLANNER_COST = 10_000  # another planner outcome than PREV's slot costs as much as 0.1 difficulty
 
 
@@ -80,9 +80,11 @@ def eligible_pairs(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable
     else:
         solved = pl.lit(None, dtype=pl.Int64)
     pairs = pairs.with_columns(cost.alias("cost"), solved.alias("solved"))
-    # A non-negative float32 orders exactly like its bit pattern read as an integer.
-    keys = np.asarray(pairs["difficulty"].to_numpy(), dtype=np.float32).view(np.int32)
-    pairs = pairs.with_columns(pl.Series("order_key", keys.astype(np.int64)))
+    # Dense ranks order exactly like the difficulties and keep CP-SAT's coefficients small
+    # (with raw float bits, around 1e9, its presolve wrongly reported feasible models
+    # infeasible).
+    pairs = pairs.with_columns(pl.col("difficulty").rank("dense").cast(pl.Int64)
+                               .alias("order_key"))
     return (pairs.select("target", "row", "cost", "order_key", "solved", "canonical_id",
                          "wall_layout_id", "tier")
             .sort(["target", "row"]))
@@ -97,8 +99,6 @@ def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (
     solved count differs from the targets' by at most that much. Raises ``MatchError``
     naming the targets that cannot be matched.
     """
-    if (goal["difficulty"] < 0).any() or (pool["difficulty"] < 0).any():
-        raise PipelineError("matching needs non-negative difficulties")
     pairs = eligible_pairs(goal, pool, exclude_ids, exclude_layouts)
     order = goal.sort("index")["index"].to_list()
     by_target: dict[int, list[int]] = defaultdict(list)
@@ -123,13 +123,19 @@ def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (
         model.add(count >= total - planner_gap)
         model.add(count <= total + planner_gap)
     # A candidate eligible for several targets appears in several pairs; distinct_model keeps
-    # it to one through its canonical id.
-    # Lexicographic tie-break on a pair's place in its target's list keeps the optimum unique.
-    weight = max(len(v) for v in by_target.values()) * len(order) + 1
+    # it to one through its canonical id. Two phases: the least total cost, then among those
+    # the pairs earliest in their targets' lists, which makes the answer unique (one weighted
+    # objective made the search far slower).
     costs = pairs["cost"].to_list()
-    model.minimize(sum((costs[k] * weight + rank) * x[k]
-                       for t in order for rank, k in enumerate(by_target[t])))
-    status, solver = solve_model(model)
+    total_cost = sum(costs[k] * x[k] for k in x)
+    model.minimize(total_cost)
+    status, solver = _solve(model)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        model.add(total_cost <= round(solver.objective_value))
+        for var in x.values():
+            model.add_hint(var, solver.value(var))
+        model.minimize(sum(rank * x[k] for t in order for rank, k in enumerate(by_target[t])))
+        status, solver = _solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         left = unfillable_slots(pairs, order, by_target)
         if left:
@@ -152,3 +158,12 @@ def describe(goal: pl.DataFrame, indices: list[int], limit: int = 8) -> str:
              for i in indices[:limit]]
     more = f" and {len(indices) - limit} more" if len(indices) > limit else ""
     return "; ".join(parts) + more
+
+
+def _solve(model: cp_model.CpModel) -> tuple[int, cp_model.CpSolver]:
+    """One worker, a fixed seed and a deterministic work limit: reproducible even when cut off."""
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    solver.parameters.max_deterministic_time = DETERMINISTIC_SECONDS
+    return solver.solve(model), solver

@@ -1,9 +1,9 @@
 """Rotation: a new version built like any other, but matched slot by slot to the one it replaces.
 
 ``rotate`` runs the ordinary build with a fresh seed and PREV's spec; its select stage is
-``matched_select``, which enlarges the candidate pool a bounded number of times until every
-level of PREV has its match, and refuses the version unless it is as hard (see
-``pipeline.equivalence``). Nothing of a refused rotation is left behind.
+``matched_select``, which enlarges the candidate pool (``pipeline.rotation_pool``) a bounded
+number of times until every level of PREV has its match, and refuses the version unless it
+is as hard (see ``pipeline.equivalence``). Nothing of a refused rotation is left behind.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from pipeline.equivalence import Equivalence, allowed_gap, compare, planner_solv
 from pipeline.errors import PipelineError
 from pipeline.manifest import read_manifest
 from pipeline.matching import MatchError, match, targets
+from pipeline.rotation_pool import draws_in_round, enlarge
 from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet, sha256_file, write_parquet, write_text
 from pipeline.workers import Workers
 
-MAX_ENLARGEMENTS = 3  # extra candidate pools drawn before a rotation gives up
-POOL = 2  # purpose key of an enlarged pool's seed (generation draws use 0 and 1)
+MAX_ENLARGEMENTS = 3  # rounds of extra candidates for the unmatched slots before giving up
 EQUIVALENCE_FILE = "equivalence.json"
 
 
@@ -103,10 +103,13 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
         plan.rotation["excluded_ids"])
     layouts = version_layouts(exclusion_root, plan.excluded_versions)
     pools = [_with_planner(read_parquet(folder.output("grade")), plan.spec)]
+    unmatched: list[int] = []
     for round_ in range(MAX_ENLARGEMENTS + 1):
         if round_:
-            graded = _enlarged_pool(folder, plan, round_, workers)
-            pools.append(_with_planner(read_parquet(graded), plan.spec))
+            wanted = goal.filter(pl.col("index").is_in(unmatched))
+            graded = enlarge(folder.stages, plan.spec, plan.seed, round_, wanted, workers)
+            if graded is not None:
+                pools.append(_with_planner(read_parquet(graded), plan.spec))
         pool = pl.concat(pools, how="vertical_relaxed")
         try:
             rows = match(goal, pool, ids, layouts, planner_gap=gap)
@@ -117,9 +120,11 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
                     f"rotation of {plan.version} from {prev}: {len(e.unmatched)} slot(s) could "
                     f"not be matched after enlarging the pool {MAX_ENLARGEMENTS} times "
                     f"({pool.height} candidates): {e}") from None
+            unmatched = sorted(set(unmatched) | set(e.unmatched))
             if workers.show_progress:
-                click.echo(f"select: {len(e.unmatched)} slot(s) unmatched in a pool of "
-                           f"{pool.height}; enlarging it", err=True)
+                click.echo(f"select: {len(unmatched)} slot(s) unmatched in a pool of "
+                           f"{pool.height}; drawing {draws_in_round(round_ + 1)} more "
+                           "candidates for each", err=True)
     # Level i of the new version stands in for level i of PREV: it takes its index and slot.
     chosen = pool[rows].drop("slot", "band_lo", "band_hi", "planner_solved").with_columns(
         goal["index"].cast(pl.Int16), goal["slot"], goal["band_lo"], goal["band_hi"])
@@ -152,21 +157,6 @@ def _with_planner(pool: pl.DataFrame, spec: Spec) -> pl.DataFrame:
     budgets = [spec.max_steps(m) for m in pool["optimal_moves"].to_list()]
     pool = pool.with_columns(pl.Series("max_steps", budgets, dtype=pl.Int32))
     return pool.with_columns(pl.Series("planner_solved", planner_solved(pool)))
-
-
-def _enlarged_pool(folder: BuildFolder, plan: Plan, round_: int, workers: Workers) -> Path:
-    """Generate, solve and grade one more pool, from a seed derived from the version's."""
-    from pipeline.generate import generate
-    from pipeline.grade import grade
-    from pipeline.solve import solve
-
-    seed = int(seeds.derived_rng(plan.seed, POOL, round_).integers(0, 2**63))
-    stem = folder.stages / f"pool{round_}"
-    generate(plan.spec, seed, stem.with_name(stem.name + "-generate.parquet"), workers)
-    solve(stem.with_name(stem.name + "-generate.parquet"),
-          stem.with_name(stem.name + "-solve.parquet"), workers)
-    return grade(stem.with_name(stem.name + "-solve.parquet"),
-                 stem.with_name(stem.name + "-grade.parquet"), workers)
 
 
 def _report(datasets: Path, new: str, prev: str, path: Path) -> RotationResult:

@@ -18,7 +18,7 @@ from pipeline.errors import PipelineError
 @click.option("--from", "prev", required=True, metavar="PREV",
               help="The version to replace; NEW is matched to it slot by slot.")
 @click.option("--exclude", "exclude", multiple=True, metavar="FILE",
-              type=click.Path(dir_okay=False, path_type=Path),
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A level file whose levels (and their rotations and reflections) NEW must "
                    "not contain, e.g. public training levels. Repeatable.")
 @click.option("--seed", default=None,
