@@ -2,6 +2,7 @@
 SHELL := /bin/bash
 VERSION ?= demo
 FROM ?=
+AGAINST ?=
 SEED ?=
 JOBS ?= 2
 
@@ -35,7 +36,7 @@ dataset: install
 	$(VENV)/bin/sokoforge build $(VERSION) --jobs $(JOBS) $(if $(SEED),--seed $(SEED),)
 
 audit: install
-	$(VENV)/bin/sokoforge audit $(VERSION)
+	$(VENV)/bin/sokoforge audit $(VERSION) $(if $(AGAINST),--against $(AGAINST),)
 
 rotate: install
 	@test -n "$(FROM)" || { echo "usage: make rotate VERSION=NEW FROM=PREV"; exit 2; }

@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit
 
 from engine.levels import Level, State
-from engine.rules import FLOOR, GOAL, board_array, delta
+from engine.rules import CRATE, FLOOR, GOAL, LIVE, board_array, delta
 
 
 @njit(cache=True)
@@ -42,51 +42,50 @@ def live_kernel(board: np.ndarray, width: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def _axis_blocked(board: np.ndarray, live: np.ndarray, cell: int, d: int) -> bool:
+def _axis_blocked(grid: np.ndarray, cell: int, d: int) -> bool:
     """Whether a crate on ``cell`` can never usefully move along ``d``: a wall at one end, or
     dead squares at both."""
-    if board[cell - d] & FLOOR == 0 or board[cell + d] & FLOOR == 0:
-        return True
-    return live[cell - d] == 0 and live[cell + d] == 0
+    a, b = grid[cell - d], grid[cell + d]
+    return a & FLOOR == 0 or b & FLOOR == 0 or (a & LIVE == 0 and b & LIVE == 0)
 
 
 @njit(cache=True)
-def _crate_blocked(board: np.ndarray, live: np.ndarray, occ: np.ndarray, cell: int, d: int,
-                   across: int) -> bool:
+def _crate_blocked(grid: np.ndarray, cell: int, d: int, across: int) -> bool:
     """Blocked along ``d`` by walls or dead squares, or by a neighbour crate that is itself
     blocked ``across`` (it cannot move along ``d`` while this crate stays)."""
-    if _axis_blocked(board, live, cell, d):
+    if _axis_blocked(grid, cell, d):
         return True
-    for n in (cell - d, cell + d):
-        if occ[n] and _axis_blocked(board, live, n, across):
-            return True
-    return False
+    if grid[cell - d] & CRATE and _axis_blocked(grid, cell - d, across):
+        return True
+    return grid[cell + d] & CRATE != 0 and _axis_blocked(grid, cell + d, across)
 
 
 @njit(cache=True)
-def frozen_kernel(board: np.ndarray, live: np.ndarray, occ: np.ndarray, width: int,
-                  cell: int) -> bool:
+def _stuck_square(grid: np.ndarray, a: int, b: int, c: int, d: int) -> bool:
+    """Whether four cells forming a 2x2 square are all walls or crates, a crate off a goal."""
+    off_goal = False
+    for x in (a, b, c, d):
+        if grid[x] & FLOOR and not grid[x] & CRATE:
+            return False
+        off_goal |= grid[x] & (CRATE | GOAL) == CRATE
+    return off_goal
+
+
+@njit(cache=True)
+def frozen_kernel(grid: np.ndarray, width: int, cell: int) -> bool:
     """Whether the crate just pushed onto ``cell`` makes the state dead.
 
-    Dead when it is frozen off a goal, or it closes a 2x2 block of walls and crates with a
-    crate off a goal. ``occ`` marks the cells holding crates.
+    ``grid`` holds the cell flags with ``LIVE`` and ``CRATE`` set. Dead when the crate is
+    frozen off a goal, or closes a 2x2 block of walls and crates with a crate off a goal.
     """
-    frozen = (_crate_blocked(board, live, occ, cell, 1, width)
-              and _crate_blocked(board, live, occ, cell, width, 1))
-    if frozen and board[cell] & GOAL == 0:
+    if (grid[cell] & GOAL == 0 and _crate_blocked(grid, cell, 1, width)
+            and _crate_blocked(grid, cell, width, 1)):
         return True
-    for dx in (-1, 1):
-        for dy in (-width, width):
-            block = True
-            off_goal = False
-            for c in (cell, cell + dx, cell + dy, cell + dx + dy):
-                if board[c] & FLOOR and not occ[c]:
-                    block = False
-                elif occ[c] and board[c] & GOAL == 0:
-                    off_goal = True
-            if block and off_goal:
-                return True
-    return False
+    w = width
+    return (_stuck_square(grid, cell, cell - 1, cell - w, cell - w - 1)
+            or _stuck_square(grid, cell, cell + 1, cell - w, cell - w + 1)
+            or _stuck_square(grid, cell, cell - 1, cell + w, cell + w - 1)
+            or _stuck_square(grid, cell, cell + 1, cell + w, cell + w + 1))
 
 
 def live_cells(level: Level) -> np.ndarray:
@@ -100,11 +99,17 @@ def dead_squares(level: Level) -> np.ndarray:
     return level.floor & ~live
 
 
+def search_grid(level: Level) -> np.ndarray:
+    """The level's cell flags with ``LIVE`` set on live cells, as the searches use them."""
+    board = board_array(level)
+    return board | live_kernel(board, level.width) * LIVE
+
+
 def is_frozen_dead(level: Level, state: State, cell: int) -> bool:
     """The cheap frozen test for the crate on ``cell`` in ``state`` (used for pruning)."""
-    occ = np.zeros(level.height * level.width, np.uint8)
-    occ[list(state.crates)] = 1
-    return bool(frozen_kernel(board_array(level), live_cells(level), occ, level.width, cell))
+    grid = search_grid(level)
+    grid[list(state.crates)] |= CRATE
+    return bool(frozen_kernel(grid, level.width, cell))
 
 
 class _Solvable(Protocol):

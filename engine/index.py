@@ -44,16 +44,29 @@ def unpack(code: np.uint64, crates: np.ndarray) -> int:
 
 
 @njit(cache=True)
-def rank(cell_id: np.ndarray, floor_id: np.ndarray, binom: np.ndarray, n_floor: int,
-         player: int, crates: np.ndarray) -> int:
-    """Dense index of a state, or -1 when a crate is off the indexed cells."""
+def crate_rank(cell_id: np.ndarray, binom: np.ndarray, crates: np.ndarray) -> int:
+    """Combinatorial rank of a sorted crate set, or -1 when a crate is off the indexed cells."""
     r = 0
     for i in range(crates.size):
         cid = cell_id[crates[i]]
         if cid < 0:
             return -1
         r += binom[i + 1, cid]
-    return r * n_floor + floor_id[player]
+    return r
+
+
+@njit(cache=True)
+def rank(cell_id: np.ndarray, floor_id: np.ndarray, binom: np.ndarray, n_floor: int,
+         player: int, crates: np.ndarray) -> int:
+    """Dense index of a state, or -1 when a crate is off the indexed cells."""
+    r = crate_rank(cell_id, binom, crates)
+    return -1 if r < 0 else r * n_floor + floor_id[player]
+
+
+@njit(cache=True)
+def with_player(code: np.uint64, player: int) -> np.uint64:
+    """A packed state with the player moved to ``player``."""
+    return (code & ~np.uint64(255)) | np.uint64(player)
 
 
 @njit(cache=True)
@@ -93,16 +106,6 @@ def has_bit(bits: np.ndarray, idx: int) -> bool:
 def set_bit(bits: np.ndarray, idx: int) -> None:
     """Add dense index ``idx`` to a ``uint64`` bitset."""
     bits[idx >> 6] |= np.uint64(1) << np.uint64(idx & 63)
-
-
-@njit(cache=True)
-def grown(a: np.ndarray, need: int) -> np.ndarray:
-    """``a`` itself when it holds ``need`` items, else a copy at least twice as long."""
-    if need <= a.size:
-        return a
-    b = np.empty(max(need, 2 * a.size), a.dtype)
-    b[:a.size] = a
-    return b
 
 
 def _binomials(n: int, k: int) -> np.ndarray:

@@ -13,10 +13,10 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from engine.deadlock import frozen_kernel
-from engine.index import DenseIndex, StateSpaceTooLarge, grown, pack, rank, unpack
+from engine.deadlock import frozen_kernel, search_grid
+from engine.index import DenseIndex, StateSpaceTooLarge, pack, rank, unpack
 from engine.levels import Level
-from engine.rules import board_array, step_kernel
+from engine.rules import CRATE, FLOOR, LIVE, NOT_CRATE, delta, moved_crate
 from engine.solver import all_on_goals
 
 SOLUTION_COUNT_CAP = 1_000_000_000
@@ -34,16 +34,16 @@ class OptimalPaths(NamedTuple):
 
 
 @njit(cache=True)
-def layered_count_kernel(board: np.ndarray, width: int, live: np.ndarray, cell_id: np.ndarray,
+def layered_count_kernel(grid: np.ndarray, width: int, cell_id: np.ndarray,
                          floor_id: np.ndarray, n_floor: int, binom: np.ndarray, size: int,
                          player: int, start: np.ndarray, cap: int) -> tuple[int, int, int, int]:
     """Return (optimal moves or -1, optimal solutions capped at ``cap``, states expanded, live
-    successors generated)."""
+    successors generated). ``grid`` holds the cell flags with ``LIVE`` set."""
     k = start.size
+    grid = grid.copy()
     pos = np.full(size, -1, np.int32)
-    codes = np.empty(1024, np.uint64)
-    counts = np.empty(1024, np.int64)
-    occ = np.zeros(board.size, np.uint8)
+    codes = np.empty(min(size, 1 << 16), np.uint64)
+    counts = np.empty(codes.size, np.int64)
     crates = np.empty(k, np.int64)
     work = np.empty(k, np.int64)
     root = rank(cell_id, floor_id, binom, n_floor, player, start)
@@ -58,48 +58,61 @@ def layered_count_kernel(board: np.ndarray, width: int, live: np.ndarray, cell_i
     branches = 0
     while lo < hi:
         total = 0
-        found = False
         for i in range(lo, hi):
             unpack(codes[i], crates)
-            if all_on_goals(board, crates):
-                found = True
+            if all_on_goals(grid, crates):
                 total = min(cap, total + counts[i])
-        if found:
+        if total > 0:
             return depth, total, expanded, branches
         for i in range(lo, hi):
             p = unpack(codes[i], crates)
             expanded += 1
+            for j in range(k):
+                grid[crates[j]] |= CRATE
             for a in range(4):
-                work[:] = crates
-                q, slot = step_kernel(board, width, p, work, a)
-                if q == p:
+                d = delta(a, width)
+                q = p + d
+                if grid[q] & FLOOR == 0:
                     continue
-                if slot >= 0:
-                    t = q + (q - p)
-                    if live[t] == 0:
+                if grid[q] & CRATE:
+                    t = q + d
+                    if grid[t] & (LIVE | CRATE) != LIVE:
                         continue
-                    for j in range(k):
-                        occ[work[j]] = 1
-                    dead = frozen_kernel(board, live, occ, width, t)
-                    for j in range(k):
-                        occ[work[j]] = 0
+                    grid[q] &= NOT_CRATE
+                    grid[t] |= CRATE
+                    dead = frozen_kernel(grid, width, t)
+                    grid[q] |= CRATE
+                    grid[t] &= NOT_CRATE
                     if dead:
                         continue
+                    moved_crate(crates, q, t, work)
+                else:
+                    work[:] = crates
                 branches += 1
                 idx = rank(cell_id, floor_id, binom, n_floor, q, work)
-                j = pos[idx]
-                if j < 0:
-                    codes = grown(codes, tail + 1)
-                    counts = grown(counts, tail + 1)
+                at = pos[idx]
+                if at < 0:
+                    if tail == codes.size:
+                        codes = _doubled(codes)
+                        counts = _doubled(counts)
                     pos[idx] = tail
                     codes[tail] = pack(q, work)
                     counts[tail] = counts[i]
                     tail += 1
-                elif j >= hi:
-                    counts[j] = min(cap, counts[j] + counts[i])
+                elif at >= hi:
+                    counts[at] = min(cap, counts[at] + counts[i])
+            for j in range(k):
+                grid[crates[j]] &= NOT_CRATE
         lo, hi = hi, tail
         depth += 1
     return -1, 0, expanded, branches
+
+
+@njit(cache=True)
+def _doubled(a: np.ndarray) -> np.ndarray:
+    b = np.empty(2 * a.size, a.dtype)
+    b[:a.size] = a
+    return b
 
 
 def optimal_paths(level: Level, cap: int = SOLUTION_COUNT_CAP) -> OptimalPaths:
@@ -108,14 +121,11 @@ def optimal_paths(level: Level, cap: int = SOLUTION_COUNT_CAP) -> OptimalPaths:
     Raises ``StateSpaceTooLarge`` when the level's state index exceeds ``MAX_COUNTED_STATES``.
     """
     index = DenseIndex.for_level(level, max_size=MAX_COUNTED_STATES)
-    board = board_array(level)
-    live = np.zeros(board.size, np.uint8)
-    live[index.cells] = 1
     start = np.array(level.start.crates, dtype=np.int64)
     if index.index_of(level.start) < 0:
         return OptimalPaths(-1, 0, 0, 0.0)
     moves, solutions, expanded, branches = layered_count_kernel(
-        board, level.width, live, index.cell_id, index.floor_id, index.floor_cells.size,
+        search_grid(level), level.width, index.cell_id, index.floor_id, index.floor_cells.size,
         index.binom, index.size, level.start.player, start, cap)
     branching = branches / expanded if expanded else 0.0
     return OptimalPaths(int(moves), int(solutions), int(expanded), float(branching))

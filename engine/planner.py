@@ -184,7 +184,7 @@ def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: i
     """Play one episode; return (solved, steps, actions taken)."""
     offs = np.array([-width, width, -1, 1], np.int64)
     gdist = push_distance(passable, goal, width)
-    cap_nodes = 4 * budget + 8
+    cap_nodes = 4 * budget + 8  # the root plus four children per expansion
     table_size = 1
     while table_size < 4 * cap_nodes:
         table_size *= 2
@@ -217,8 +217,9 @@ def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: i
         n_h[0] = _learned(lh_keys, lh_vals, cur, weight * h_cur)
         n_first[0] = -1
         n_closed[0] = False
-        t_keys[_find(t_keys, cur)] = cur
-        t_node[_find(t_keys, cur)] = 0
+        s = _find(t_keys, cur)
+        t_keys[s] = cur
+        t_node[s] = 0
         size = _heap_push(heap, 0, (n_h[0] << 40) | (n_h[0] << 20))
         expanded = 0
         goal_node = -1
@@ -248,8 +249,6 @@ def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: i
                     if n_closed[j] or ng >= n_g[j]:
                         continue
                 else:
-                    if n_nodes >= cap_nodes:
-                        continue
                     j = n_nodes
                     n_nodes += 1
                     t_keys[s] = nk

@@ -21,46 +21,60 @@ from numba import njit
 from engine.index import (
     DenseIndex,
     StateSpaceTooLarge,
-    grown,
+    crate_rank,
     has_bit,
     pack,
     rank,
     set_bit,
     unpack,
     unrank_many,
+    with_player,
 )
 from engine.levels import Level, State
-from engine.rules import board_array, delta, is_free, resort, step_kernel
+from engine.rules import (
+    CRATE,
+    FLOOR,
+    NOT_CRATE,
+    board_array,
+    delta,
+    is_free,
+    moved_crate,
+    step_kernel,
+)
 from engine.solver import DEFAULT_MAX_STATES, all_on_goals
 
 UNSEEN = 0xFFFF
+# The search holds 10 bytes per dense index (distance and queue): 2**26 of them is 640 MB.
+MAX_SET_INDEX = 2**26
 
 
 @njit(cache=True)
 def _reach(dist: np.ndarray, codes: np.ndarray, tail: int, idx: int, code: np.uint64,
-           depth: int) -> tuple[np.ndarray, int]:
-    """Record a newly seen state at ``depth`` and queue it; returns the queue and its length."""
+           depth: int) -> int:
+    """Record a newly seen state at ``depth`` and queue it; returns the queue's length."""
     if dist[idx] != UNSEEN:
-        return codes, tail
+        return tail
     dist[idx] = depth
-    codes = grown(codes, tail + 1)
     codes[tail] = code
-    return codes, tail + 1
+    return tail + 1
 
 
 @njit(cache=True)
 def backward_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_id: np.ndarray,
                     n_floor: int, binom: np.ndarray, size: int,
                     goals: np.ndarray) -> np.ndarray:
-    """Fewest-moves distance to solved of every dense index (``UNSEEN`` when unsolvable)."""
+    """Fewest-moves distance to solved of every dense index (``UNSEEN`` when unsolvable).
+
+    ``board`` holds the cell flags (a copy is used as scratch)."""
     k = goals.size
+    board = board.copy()
     dist = np.full(size, UNSEEN, np.uint16)
-    codes = np.empty(1024, np.uint64)
+    codes = np.empty(size, np.uint64)  # each state is queued at most once
     tail = 0
     for p in range(board.size):
         if is_free(board, goals, p):
             idx = rank(cell_id, floor_id, binom, n_floor, p, goals)
-            codes, tail = _reach(dist, codes, tail, idx, pack(p, goals), 0)
+            tail = _reach(dist, codes, tail, idx, pack(p, goals), 0)
     crates = np.empty(k, np.int64)
     work = np.empty(k, np.int64)
     head, depth, layer_end = 0, 0, tail
@@ -68,24 +82,28 @@ def backward_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_id
         if head == layer_end:
             depth += 1
             layer_end = tail
-        p = unpack(codes[head], crates)
+            if depth >= UNSEEN:
+                raise ValueError("a distance beyond 65534 moves does not fit the search")
+        code = codes[head]
+        p = unpack(code, crates)
         head += 1
+        for i in range(k):
+            board[crates[i]] |= CRATE
+        base = crate_rank(cell_id, binom, crates) * n_floor
         for a in range(4):
             d = delta(a, width)
-            q = p - d  # the player came from q by one step along d
-            if not is_free(board, crates, q):
+            q = p - d  # the player came from q by one step along d ...
+            if board[q] & (FLOOR | CRATE) != FLOOR:
                 continue
-            idx = rank(cell_id, floor_id, binom, n_floor, q, crates)
-            codes, tail = _reach(dist, codes, tail, idx, pack(q, crates), depth + 1)
-            if cell_id[p] < 0:
-                continue
-            for slot in range(k):
-                if crates[slot] == p + d:  # ... pushing the crate now on p + d from p
-                    work[:] = crates
-                    work[slot] = p
-                    resort(work, slot)
-                    idx = rank(cell_id, floor_id, binom, n_floor, q, work)
-                    codes, tail = _reach(dist, codes, tail, idx, pack(q, work), depth + 1)
+            idx = base + floor_id[q]
+            tail = _reach(dist, codes, tail, idx, with_player(code, q), depth + 1)
+            # ... or pushed the crate now on p + d from p
+            if board[p + d] & CRATE and cell_id[p] >= 0:
+                moved_crate(crates, p + d, p, work)
+                idx = crate_rank(cell_id, binom, work) * n_floor + floor_id[q]
+                tail = _reach(dist, codes, tail, idx, pack(q, work), depth + 1)
+        for i in range(k):
+            board[crates[i]] &= NOT_CRATE
     return dist
 
 
@@ -177,27 +195,33 @@ class SolvableSet:
         """Every solvable state exactly ``d`` moves from solved."""
         return self.index.states_of(self.indices()[self.distances == d])
 
-    def sample_start(self, rng: np.random.Generator, lo: int, hi: int,
-                     crates_off_goals: bool = True) -> State | None:
-        """A uniformly drawn state at distance in [lo, hi] (by default with no crate on a
-        goal), or None when there is none."""
+    def start_indices(self, lo: int, hi: int, crates_off_goals: bool = True) -> np.ndarray:
+        """Dense indices of the states at distance in [lo, hi] (by default with no crate on a
+        goal), ascending: the candidates a generator draws starts from."""
         candidates = self.indices()[(self.distances >= lo) & (self.distances <= hi)]
         if crates_off_goals and candidates.size:
             _, crates = self._unranked(candidates)
             candidates = candidates[~self.level.goals.ravel()[crates].any(axis=1)]
+        return candidates
+
+    def sample_start(self, rng: np.random.Generator, lo: int, hi: int,
+                     crates_off_goals: bool = True) -> State | None:
+        """A uniformly drawn state at distance in [lo, hi] (by default with no crate on a
+        goal), or None when there is none."""
+        candidates = self.start_indices(lo, hi, crates_off_goals)
         if not candidates.size:
             return None
-        return self.index.states_of(candidates[rng.integers(candidates.size):][:1])[0]
+        return self.index.states_of(candidates[[rng.integers(candidates.size)]])[0]
 
     def _unranked(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ix = self.index
         return unrank_many(indices, ix.cells, ix.floor_cells, ix.binom, ix.n_crates)
 
 
-def solvable_set(level: Level) -> SolvableSet:
+def solvable_set(level: Level, max_size: int = MAX_SET_INDEX) -> SolvableSet:
     """Backward search from every solved state; raises ``StateSpaceTooLarge`` when the level's
-    dense index would not fit."""
-    index = DenseIndex.for_level(level)
+    dense index has more than ``max_size`` states."""
+    index = DenseIndex.for_level(level, max_size=max_size)
     goals = np.array(level.goal_cells, dtype=np.int64)
     dist = backward_kernel(board_array(level), level.width, index.cell_id, index.floor_id,
                            index.floor_cells.size, index.binom, index.size, goals)
@@ -216,7 +240,7 @@ def reachable_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_i
     without pruning; solved states are terminal. (-1, -1) past ``max_states``."""
     k = start.size
     visited = np.zeros(size // 64 + 1, np.uint64)
-    codes = np.empty(1024, np.uint64)
+    codes = np.empty(min(size, max_states), np.uint64)
     crates = np.empty(k, np.int64)
     work = np.empty(k, np.int64)
     root = rank(cell_id, floor_id, binom, n_floor, player, start)
@@ -242,7 +266,6 @@ def reachable_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_i
             set_bit(visited, idx)
             if tail >= max_states:
                 return -1, -1
-            codes = grown(codes, tail + 1)
             codes[tail] = pack(q, work)
             tail += 1
     return tail, dead

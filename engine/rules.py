@@ -16,6 +16,9 @@ from engine.levels import Level, State
 ACTIONS = "udlr"
 FLOOR = np.uint8(1)
 GOAL = np.uint8(2)
+LIVE = np.uint8(4)  # set by the searches: a lone crate here can still reach a goal
+CRATE = np.uint8(8)  # set by the searches on the cells of the state being expanded
+NOT_CRATE = np.uint8(255 - 8)
 
 
 def board_array(level: Level) -> np.ndarray:
@@ -47,6 +50,18 @@ def resort(crates: np.ndarray, slot: int) -> None:
     while i + 1 < crates.size and crates[i + 1] < crates[i]:
         crates[i + 1], crates[i] = crates[i], crates[i + 1]
         i += 1
+
+
+@njit(cache=True)
+def moved_crate(crates: np.ndarray, old: int, new: int, out: np.ndarray) -> None:
+    """``out`` = sorted ``crates`` with the crate on ``old`` moved to ``new``."""
+    slot = 0
+    for i in range(crates.size):
+        out[i] = crates[i]
+        if crates[i] == old:
+            slot = i
+    out[slot] = new
+    resort(out, slot)
 
 
 @njit(cache=True)
@@ -91,7 +106,7 @@ def step(level: Level, state: State, action: int) -> tuple[State, bool, bool]:
 
 
 def _step_on(board: np.ndarray, width: int, state: State, action: int) -> tuple[State, bool, bool]:
-    if action not in (0, 1, 2, 3):
+    if isinstance(action, bool) or action not in (0, 1, 2, 3):
         raise ValueError(f"action must be 0 (up), 1 (down), 2 (left) or 3 (right), not {action!r}")
     crates = np.array(state.crates, dtype=np.int64)
     player, slot = step_kernel(board, width, state.player, crates, action)

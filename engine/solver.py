@@ -13,10 +13,20 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from engine.deadlock import frozen_kernel
-from engine.index import DenseIndex, StateSpaceTooLarge, grown, has_bit, pack, rank, set_bit, unpack
+from engine.deadlock import frozen_kernel, search_grid
+from engine.index import (
+    DenseIndex,
+    StateSpaceTooLarge,
+    crate_rank,
+    has_bit,
+    pack,
+    rank,
+    set_bit,
+    unpack,
+    with_player,
+)
 from engine.levels import Level, State
-from engine.rules import ACTIONS, GOAL, board_array, step_kernel
+from engine.rules import ACTIONS, CRATE, FLOOR, GOAL, LIVE, NOT_CRATE, delta, moved_crate
 
 DEFAULT_MAX_STATES = 5_000_000
 SOLVED, UNSOLVABLE, TOO_LARGE = 0, 1, 2
@@ -59,23 +69,25 @@ def _path(parent: np.ndarray, action: np.ndarray, node: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def bfs_kernel(board: np.ndarray, width: int, live: np.ndarray, cell_id: np.ndarray,
+def bfs_kernel(grid: np.ndarray, width: int, cell_id: np.ndarray,
                floor_id: np.ndarray, n_floor: int, binom: np.ndarray, size: int,
                player: int, start: np.ndarray, max_states: int) -> tuple[int, int, np.ndarray]:
     """Breadth-first search from (player, start crates) to any all-on-goals state.
 
-    Returns (status, states expanded, actions of one optimal solution with the push flag in
-    bit 2). Pushes onto non-live cells and frozen-off-goal pushes are not followed.
+    ``grid`` holds the cell flags with ``LIVE`` set (a copy is used as scratch). Returns
+    (status, states expanded, actions of one optimal solution with the push flag in bit 2).
+    Pushes onto non-live cells and frozen-off-goal pushes are not followed.
     """
     k = start.size
     empty = np.empty(0, np.int8)
-    if all_on_goals(board, start):
+    if all_on_goals(grid, start):
         return SOLVED, 0, empty
+    grid = grid.copy()
     visited = np.zeros(size // 64 + 1, np.uint64)
-    codes = np.empty(1024, np.uint64)
-    parent = np.empty(1024, np.int64)
-    action = np.empty(1024, np.int8)
-    occ = np.zeros(board.size, np.uint8)
+    capacity = min(size, max_states)  # distinct states never outnumber the index
+    codes = np.empty(capacity, np.uint64)
+    parent = np.empty(capacity, np.int32)
+    action = np.empty(capacity, np.int8)
     crates = np.empty(k, np.int64)
     work = np.empty(k, np.int64)
     root = rank(cell_id, floor_id, binom, n_floor, player, start)
@@ -86,38 +98,47 @@ def bfs_kernel(board: np.ndarray, width: int, live: np.ndarray, cell_id: np.ndar
     parent[0] = -1
     head, tail = 0, 1
     while head < tail:
-        p = unpack(codes[head], crates)
+        code = codes[head]
+        p = unpack(code, crates)
+        for i in range(k):
+            grid[crates[i]] |= CRATE
+        base = crate_rank(cell_id, binom, crates) * n_floor
         for a in range(4):
-            work[:] = crates
-            q, slot = step_kernel(board, width, p, work, a)
-            if q == p:
+            d = delta(a, width)
+            q = p + d
+            if grid[q] & FLOOR == 0:
                 continue
-            if slot >= 0:
-                t = q + (q - p)
-                if live[t] == 0:
+            pushed = grid[q] & CRATE != 0
+            if pushed:
+                t = q + d
+                if grid[t] & (LIVE | CRATE) != LIVE:
                     continue
-                for i in range(k):
-                    occ[work[i]] = 1
-                dead = frozen_kernel(board, live, occ, width, t)
-                for i in range(k):
-                    occ[work[i]] = 0
+                grid[q] &= NOT_CRATE
+                grid[t] |= CRATE
+                dead = frozen_kernel(grid, width, t)
+                grid[q] |= CRATE
+                grid[t] &= NOT_CRATE
                 if dead:
                     continue
-            idx = rank(cell_id, floor_id, binom, n_floor, q, work)
+                moved_crate(crates, q, t, work)
+                idx = crate_rank(cell_id, binom, work) * n_floor + floor_id[q]
+                child = pack(q, work)
+            else:
+                idx = base + floor_id[q]
+                child = with_player(code, q)
             if has_bit(visited, idx):
                 continue
             set_bit(visited, idx)
             if tail >= max_states:
                 return TOO_LARGE, head, empty
-            codes = grown(codes, tail + 1)
-            parent = grown(parent, tail + 1)
-            action = grown(action, tail + 1)
-            codes[tail] = pack(q, work)
+            codes[tail] = child
             parent[tail] = head
-            action[tail] = a | (4 if slot >= 0 else 0)
-            if slot >= 0 and all_on_goals(board, work):
+            action[tail] = a | (4 if pushed else 0)
+            if pushed and all_on_goals(grid, work):
                 return SOLVED, head + 1, _path(parent, action, tail)
             tail += 1
+        for i in range(k):
+            grid[crates[i]] &= NOT_CRATE
         head += 1
     return UNSOLVABLE, head, empty
 
@@ -126,18 +147,24 @@ def solve(level: Level, state: State | None = None,
           max_states: int = DEFAULT_MAX_STATES) -> SolveResult:
     """Fewest-moves solution of ``level`` from ``state`` (default: its start)."""
     state = level.start if state is None else state
+    _check_state(level, state)
     try:
         index = DenseIndex.for_level(level)
     except StateSpaceTooLarge:
         return SolveResult("too_large", None, None, None, 0)
-    board = board_array(level)
-    live = np.zeros(board.size, np.uint8)
-    live[index.cells] = 1
     start = np.array(state.crates, dtype=np.int64)
     status, expanded, path = bfs_kernel(
-        board, level.width, live, index.cell_id, index.floor_id, index.floor_cells.size,
+        search_grid(level), level.width, index.cell_id, index.floor_id, index.floor_cells.size,
         index.binom, index.size, state.player, start, max_states)
     if status != SOLVED:
         return SolveResult(_STATUS[status], None, None, None, int(expanded))
     lurd = "".join(ACTIONS[a & 3].upper() if a & 4 else ACTIONS[a & 3] for a in path.tolist())
     return SolveResult("solved", len(lurd), sum(ch.isupper() for ch in lurd), lurd, int(expanded))
+
+
+def _check_state(level: Level, state: State) -> None:
+    floor = level.floor.ravel()
+    cells = (state.player, *state.crates)
+    if (len(state.crates) != level.n_crates or len(set(cells)) != len(cells)
+            or not all(0 <= c < floor.size and floor[c] for c in cells)):
+        raise ValueError(f"not a state of this level: {state}")

@@ -21,6 +21,8 @@ def main() -> None:
     import numpy as np
 
     from engine.deadlock import dead_squares, is_frozen_dead
+    from engine.optimal_paths import optimal_paths
+    from engine.planner import plan, push_lower_bound
     from engine.reverse import reachable_stats, solvable_set
     from engine.rules import Game, replay
     from engine.solver import solve
@@ -35,6 +37,9 @@ def main() -> None:
     reachable_stats(level, sset=sset)
     dead_squares(level)
     is_frozen_dead(level, level.start, level.start.crates[0])
+    plan(level, 3 * (result.moves or 10))
+    push_lower_bound(level)
+    optimal_paths(level)
 
 
 if __name__ == "__main__":

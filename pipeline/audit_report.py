@@ -106,23 +106,31 @@ def contact_sheet(facts: VersionFacts, per_row: int = 10, scale: int = 2) -> byt
     n = len(facts.levels)
     per_row = max(1, min(per_row, n))
     rows = max(1, -(-n // per_row))
-    tile = 64 * scale
-    fig, axes = plt.subplots(rows, per_row, figsize=(per_row * 1.45, rows * 1.62),
-                             squeeze=False)
-    for ax in axes.flat:
-        ax.axis("off")
-    for i, (level, r) in enumerate(zip(facts.levels, facts.table.iter_rows(named=True),
-                                       strict=True)):
-        img = np.repeat(np.repeat(render(level), scale, axis=0), scale, axis=1)
-        ax = axes.flat[i]
-        ax.imshow(img, interpolation="nearest", extent=(0, tile, tile, 0))
-        mark = "" if r["planner_solved"] else " x"
-        ax.set_title(f"#{r['index']} opt {r['optimal_moves']} g{r['grade']}{mark}",
-                     fontsize=8, color=_colour(r["tier"]), pad=2)
+    tile, gap, label = 64 * scale, 8, 22
+    cell_w, cell_h = tile + gap, tile + gap + label
+    sheet = np.full((rows * cell_h, per_row * cell_w, 3), 255, dtype=np.uint8)
+    for i, level in enumerate(facts.levels):
+        r, c = divmod(i, per_row)
+        y, x = r * cell_h + label, c * cell_w + gap // 2
+        sheet[y:y + tile, x:x + tile] = np.kron(render(level), np.ones((scale, scale, 1),
+                                                                        dtype=np.uint8))
+    dpi = 100
+    fig = plt.figure(figsize=(sheet.shape[1] / dpi, sheet.shape[0] / dpi + 0.4), dpi=dpi)
+    ax = fig.add_axes((0, 0, 1, sheet.shape[0] / (sheet.shape[0] + 40)))
+    ax.imshow(sheet, interpolation="nearest")
+    ax.axis("off")
+    for i, r in enumerate(facts.table.iter_rows(named=True)):
+        row, col = divmod(i, per_row)
+        mark = " x" if not r["planner_solved"] else ""
+        ax.text(col * cell_w + gap // 2 + tile / 2, row * cell_h + label - 5,
+                f"#{r['index']} opt {r['optimal_moves']} g{r['grade']}{mark}", ha="center",
+                va="bottom", fontsize=9, color=_colour(r["tier"]))
     fig.suptitle(f"{facts.name}: every level as the agent sees it "
-                 "(#index, optimal moves, grade; x = planner failed)", fontsize=10)
-    fig.subplots_adjust(wspace=0.08, hspace=0.32, top=1 - 0.5 / rows)
-    return _png(fig)
+                 "(#index, optimal moves, grade; x = planner failed)", fontsize=11, y=0.995)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return buf.getvalue()
 
 
 def _md_table(df: pl.DataFrame) -> str:

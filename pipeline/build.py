@@ -216,6 +216,7 @@ def _publish(folder: BuildFolder, plan: Plan) -> None:
         version=plan.version, spec=rec["spec"], seed_source=plan.seed_source, salt=plan.salt,
         seed_sha256=rec["seed_sha256"], levels=levels, rows=rows,
         excluded_versions=list(plan.excluded_versions),
+        public_seed=plan.seed if plan.seed_source == "public" else None,
         rotated_from=plan.rotation["from"] if plan.rotation else None)
     if plan.rotation is not None:
         manifest["rotation"] = plan.rotation
@@ -248,8 +249,9 @@ def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None,
                     f"without --seed or remove {folder.root}")
             seed = seeds.read_secret(folder.datasets, folder.version)
             if seed is None:
+                missing = seeds.secret_path(folder.datasets, folder.version)
                 raise PipelineError(f"the secret seed of the build of {folder.version} is "
-                                    f"missing ({seeds.secret_path(folder.datasets, folder.version)})")
+                                    f"missing ({missing})")
         if rotation is not None and rotation != rec.get("rotation"):
             raise PipelineError(
                 f"a build of {folder.version} that is not this rotation is in progress "

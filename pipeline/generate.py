@@ -1,22 +1,25 @@
 """Stage 1, generate: candidate levels for every slot of a spec.
 
 Goal-first (default): each layout (walls + goals) is enumerated once with the engine's backward
-search and offers a start state, at exact distance inside the band, to each of the
-``candidates_per_slot`` slots around its own; so every slot sees several layouts and one
-enumeration serves several slots. Scatter: random boards kept when the forward optimum fits.
+search and offers a start state, at exact distance inside the band (at its centre when the
+layout has one), to each of the ``candidates_per_slot`` slots around its own; so every slot
+sees several layouts and one enumeration serves several slots. Scatter: random boards, kept
+when the forward optimum lands in the band.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
-from engine.levels import Level, canonical_id, to_xsb, wall_layout_id
-from engine.reverse import solvable_set
+from engine.levels import Level, State, canonical_id, to_xsb, wall_layout_id
+from engine.reverse import SolvableSet, solvable_set
 from engine.solver import solve as forward_solve
 from pipeline.errors import PipelineError
 from pipeline.layouts import goal_layout, scatter_level
@@ -74,7 +77,7 @@ def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]
         rows = []
         for slot in window(unit.index, tier.levels, spec.candidates_per_slot):
             s_lo, s_hi = tier.band(slot)
-            start = sset.sample_start(rng, s_lo, s_hi)
+            start = _near_centre(sset, rng, s_lo, s_hi)
             if start is None:
                 if slot == unit.index:
                     break
@@ -87,6 +90,13 @@ def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]
         f"tier {unit.tier} slot {unit.index}: no layout in {spec.max_attempts} attempts has a "
         f"start state with optimum in [{lo}, {hi}] ({tier.crates} crates, wall density "
         f"{tier.wall_density}); widen the band or raise max_attempts")
+
+
+def _near_centre(sset: SolvableSet, rng: np.random.Generator, lo: int, hi: int) -> State | None:
+    """A start at the band's centre distance when the layout has one, else anywhere in it."""
+    centre = (lo + hi) / 2
+    start = sset.sample_start(rng, math.floor(centre), math.ceil(centre))
+    return start if start is not None else sset.sample_start(rng, lo, hi)
 
 
 def _scatter_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]]:

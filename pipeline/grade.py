@@ -1,36 +1,53 @@
 """Stage 3, grade: the features of every candidate, and its difficulty and grade.
 
 ``level_features`` is the one place features are computed, so that calibration and audit
-score levels exactly as the pipeline does. Until a calibrated model exists,
-``provisional_difficulty`` (a fixed, monotone map of the optimal length) fills ``difficulty``.
+score levels exactly as the pipeline does; ``difficulty`` and ``grade`` come from the
+calibrated model in ``pipeline/specs/difficulty.json`` (see ``pipeline.difficulty``).
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from engine.levels import Level, State, parse_xsb
-from engine.reverse import SolvableSet, reachable_stats, solvable_set
+from engine.optimal_paths import optimal_paths
+from engine.planner import push_lower_bound
+from engine.reverse import SolvableSet, solvable_set
 from engine.rules import lurd_to_actions
 from engine.solver import SolveResult
+from pipeline.difficulty import score_levels
+from pipeline.reachable import push_reachable_stats
 from pipeline.tables import read_parquet, write_parquet
 from pipeline.workers import Workers
 
 _STEPS = ((-1, 0), (1, 0), (0, -1), (0, 1))  # up, down, left, right, as engine.rules.ACTIONS
-GRADE_CUTS = (0.2, 0.4, 0.6, 0.8)
 FEATURE_SCHEMA = {
     "box_changes": pl.Int16, "reachable_states": pl.Int64, "dead_fraction": pl.Float32,
-    "first_push_traps": pl.Int16, "difficulty": pl.Float32, "grade": pl.Int8,
+    "first_push_traps": pl.Int16, "detour_pushes": pl.Int16, "optimal_solutions": pl.Int64,
+    "branching_factor": pl.Float32,
 }
 
 
 def grade(solved: Path, out: Path, workers: Workers) -> Path:
     """Add the features, ``difficulty`` and ``grade`` columns to the solved candidates."""
-    df = read_parquet(solved)
+    df = with_features(read_parquet(solved), workers)
+    difficulty, grades = score_levels(df)
+    write_parquet(df.with_columns(pl.Series("difficulty", difficulty, dtype=pl.Float32),
+                                  pl.Series("grade", grades, dtype=pl.Int8)), out)
+    return out
+
+
+def grade_features(solved: Path, out: Path, workers: Workers) -> Path:
+    """Add the feature columns alone: calibration fits the model that then scores them."""
+    write_parquet(with_features(read_parquet(solved), workers), out)
+    return out
+
+
+def with_features(df: pl.DataFrame, workers: Workers) -> pl.DataFrame:
+    """``df`` (solved candidates) with every feature column of ``FEATURE_SCHEMA``."""
     # Candidates drawn from one layout share its solvable set: grade them together.
     boards = df.select(pl.col("xsb").map_elements(_board_key, return_dtype=pl.String)
                        .alias("board"))["board"]
@@ -45,14 +62,14 @@ def grade(solved: Path, out: Path, workers: Workers) -> Path:
         by_row.update(zip(rows, feats, strict=True))
     cols = {name: pl.Series(name, [by_row[i][name] for i in range(df.height)], dtype=dtype)
             for name, dtype in FEATURE_SCHEMA.items()}
-    write_parquet(df.with_columns(**cols), out)
-    return out
+    return df.with_columns(**cols)
 
 
 def level_features(level: Level, result: SolveResult, sset: SolvableSet) -> dict[str, Any]:
     """The grading features of a solved level; ``sset`` is its board's solvable set."""
-    stats = reachable_stats(level, sset=sset)
-    feats = {
+    stats = push_reachable_stats(level, sset)
+    paths = optimal_paths(level)
+    return {
         "n_crates": level.n_crates,
         "optimal_moves": int(result.moves),
         "optimal_pushes": int(result.pushes),
@@ -60,24 +77,11 @@ def level_features(level: Level, result: SolveResult, sset: SolvableSet) -> dict
         "reachable_states": int(stats.reachable),
         "dead_fraction": stats.dead / stats.reachable if stats.reachable else 0.0,
         "first_push_traps": first_push_traps(level, sset),
+        # pushes beyond taking every crate alone to its nearest goal: detours and re-routing
+        "detour_pushes": int(result.pushes) - push_lower_bound(level),
+        "optimal_solutions": paths.solutions,
+        "branching_factor": paths.branching,
     }
-    feats["difficulty"] = provisional_difficulty(feats)
-    feats["grade"] = grade_of(feats["difficulty"])
-    return feats
-
-
-def provisional_difficulty(features: dict[str, Any]) -> float:
-    """PROVISIONAL: ``1 - exp(-optimal_moves / 40)``, until a calibrated model replaces it.
-
-    Monotone in the optimal length and the same in every version, so it orders a tier
-    and compares across versions, but it ignores every other feature.
-    """
-    return 1.0 - math.exp(-features["optimal_moves"] / 40.0)
-
-
-def grade_of(difficulty: float) -> int:
-    """Grade 1-5 from fixed cut points on difficulty."""
-    return 1 + sum(difficulty >= cut for cut in GRADE_CUTS)
 
 
 def box_changes(level: Level, lurd: str) -> int:

@@ -21,9 +21,14 @@ _LIBRARIES = ("numpy", "numba", "ortools", "polars", "pyarrow")
 
 def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt: str,
                   seed_sha256: str, levels: Path, rows: int, excluded_versions: list[str],
-                  rotated_from: str | None = None) -> dict[str, Any]:
-    """The manifest of a finished version whose levels file is ``levels``."""
-    return {
+                  public_seed: int | None = None, rotated_from: str | None = None
+                  ) -> dict[str, Any]:
+    """The manifest of a finished version whose levels file is ``levels``.
+
+    ``public_seed`` is written only for versions built from a seed that was public from the
+    start (demos, tests); a secret seed appears only as its commitment.
+    """
+    manifest = {
         "format": FORMAT,
         "version": version,
         "game": spec["name"],
@@ -40,6 +45,9 @@ def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt:
         "rotated_from": rotated_from,
         "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    if public_seed is not None:
+        manifest["public_seed"] = str(public_seed)
+    return manifest
 
 
 def write_manifest(manifest: dict[str, Any], path: Path) -> None:

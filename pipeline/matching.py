@@ -17,12 +17,11 @@ import polars as pl
 from ortools.sat.python import cp_model
 
 from pipeline.errors import PipelineError
-from pipeline.select import distinct_model, unfillable_slots
+from pipeline.select import distinct_model, solve_model, unfillable_slots
 from pipeline.spec import Spec
 
 OPTIMUM_TOLERANCE = 1
 COST_SCALE = 100_000  # |difficulty difference| in units of 1e-5, so costs are integers
-DETERMINISTIC_SECONDS = 20.0  # CP-SAT's own work measure: the same answer on any machine
 PLANNER_COST = 10_000  # another planner outcome than PREV's slot costs as much as 0.1 difficulty
 
 
@@ -129,13 +128,13 @@ def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (
     costs = pairs["cost"].to_list()
     total_cost = sum(costs[k] * x[k] for k in x)
     model.minimize(total_cost)
-    status, solver = _solve(model)
+    status, solver = solve_model(model)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         model.add(total_cost <= round(solver.objective_value))
         for var in x.values():
             model.add_hint(var, solver.value(var))
         model.minimize(sum(rank * x[k] for t in order for rank, k in enumerate(by_target[t])))
-        status, solver = _solve(model)
+        status, solver = solve_model(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         left = unfillable_slots(pairs, order, by_target)
         if left:
@@ -159,11 +158,3 @@ def describe(goal: pl.DataFrame, indices: list[int], limit: int = 8) -> str:
     more = f" and {len(indices) - limit} more" if len(indices) > limit else ""
     return "; ".join(parts) + more
 
-
-def _solve(model: cp_model.CpModel) -> tuple[int, cp_model.CpSolver]:
-    """One worker, a fixed seed and a deterministic work limit: reproducible even when cut off."""
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = 0
-    solver.parameters.max_deterministic_time = DETERMINISTIC_SECONDS
-    return solver.solve(model), solver

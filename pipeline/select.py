@@ -19,7 +19,7 @@ from pipeline.errors import PipelineError
 from pipeline.spec import Spec
 from pipeline.tables import read_parquet, write_parquet
 
-SOLVER_SECONDS = 60.0
+SOLVER_BUDGET = 30.0  # CP-SAT deterministic time units (about seconds)
 
 
 def select(graded: Path, out: Path, spec: Spec, exclude_ids: frozenset[str]) -> Path:
@@ -60,10 +60,7 @@ def choose(table: pl.DataFrame, slots: list[tuple[int, int]], costs: list[int],
         raise PipelineError(f"selection: no eligible candidate for {_name_slots(empty)}; "
                             f"{enlarge}")
     model, x = distinct_model(table, slots, by_slot)
-    # Lexicographic tie-break on the candidate's place in its slot keeps the optimum unique.
-    rank_weight = max(len(v) for v in by_slot.values()) * len(slots) + 1
-    model.minimize(sum(
-        (costs[i] * rank_weight + k) * x[i] for s in slots for k, i in enumerate(by_slot[s])))
+    model.minimize(sum(costs[i] * var for i, var in x.items()))
     status, solver = solve_model(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         unfilled = unfillable_slots(table, slots, by_slot)
@@ -100,11 +97,13 @@ def distinct_model(table: pl.DataFrame, slots: Sequence[Hashable],
 
 
 def solve_model(model: cp_model.CpModel) -> tuple[int, cp_model.CpSolver]:
-    """Solve on one worker with a fixed seed, so the same model gives the same answer."""
+    """Solve reproducibly: the same model gets the same answer on any machine."""
     solver = cp_model.CpSolver()
+    # One worker, a fixed seed and a deterministic (not wall-clock) limit: the same model
+    # always gets the same answer, however loaded the machine is.
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
-    solver.parameters.max_time_in_seconds = SOLVER_SECONDS
+    solver.parameters.max_deterministic_time = SOLVER_BUDGET
     return solver.solve(model), solver
 
 

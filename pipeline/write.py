@@ -21,7 +21,8 @@ LEVEL_COLUMNS = {
     "canonical_id": pl.String,
     "slot": pl.Int16, "band_lo": pl.Int16, "band_hi": pl.Int16, "wall_layout_id": pl.String,
     "box_changes": pl.Int16, "reachable_states": pl.Int64, "dead_fraction": pl.Float32,
-    "first_push_traps": pl.Int16, "states_expanded": pl.Int64,
+    "first_push_traps": pl.Int16, "detour_pushes": pl.Int16, "optimal_solutions": pl.Int64,
+    "branching_factor": pl.Float32, "states_expanded": pl.Int64,
 }
 
 

@@ -81,7 +81,8 @@ def test_an_edited_solution_fails_only_the_replay_check(versions, tmp_path):
 
 
 def test_an_edited_budget_fails_only_the_budget_check(versions, tmp_path):
-    root = _tampered(versions, tmp_path, lambda df: _set(df, 0, "max_steps", df["max_steps"][0] + 7))
+    root = _tampered(versions, tmp_path,
+                     lambda df: _set(df, 0, "max_steps", df["max_steps"][0] + 7))
     assert _failed(root) == {BUDGETS}
 
 

@@ -253,3 +253,43 @@ def test_dask_cluster_gives_the_same_bytes_as_local_workers(built, tiny, tmp_pat
                           show_progress=False)
         path = build("v1", datasets=tmp_path, spec=tiny, seed=SEED, workers=workers).path
     assert sha256_file(path / "levels.parquet") == sha256_file(built[1] / "levels.parquet")
+
+
+def test_stage_commands_run_in_order_and_report_progress_as_plain_lines(tmp_path):
+    runner = CliRunner()
+    base = ["--datasets", str(tmp_path)]
+    early = runner.invoke(main, ["stage", "solve", "st", *base])
+    assert early.exit_code == 1
+    assert "no build of st in progress: run `sokoforge stage generate st` first" in early.output
+    first = runner.invoke(main, ["stage", "generate", "st", "--seed", "5", "--spec", "tiny",
+                                 *base])
+    assert first.exit_code == 0, first.output
+    assert first.stdout == f"st: generate done in {tmp_path / '.build' / 'st'}\n"
+    assert "generate: 8/8" in first.stderr and "generate: " in first.stderr
+    for stage in ("solve", "grade", "select"):
+        assert runner.invoke(main, ["stage", stage, "st", *base]).exit_code == 0
+    again = runner.invoke(main, ["stage", "select", "st", *base])
+    assert "select: done earlier, kept" in again.stderr
+    last = runner.invoke(main, ["stage", "write", "st", *base])
+    assert last.exit_code == 0 and last.stdout == f"st: published at {tmp_path / 'st'}\n"
+    assert (tmp_path / "st" / "manifest.json").is_file()
+
+
+def test_scatter_method_builds_levels_inside_their_bands(tmp_path):
+    data = load_spec("tiny").to_dict()
+    data.update(method="scatter", max_attempts=2000, tiers=data["tiers"][:2])
+    spec = spec_from_dict(data)
+    df = _levels(build("sc", datasets=tmp_path, spec=spec, seed=3, workers=QUIET).path)
+    assert df.height == spec.n_levels
+    for row in df.iter_rows(named=True):
+        level = parse_xsb(row["xsb"])
+        assert row["band_lo"] <= row["optimal_moves"] <= row["band_hi"]
+        assert level.n_crates == spec.tiers[row["tier"]].crates
+        assert level.is_solved(replay(level, row["solution"])[-1])
+
+
+def test_dask_backend_without_a_scheduler_is_refused(tmp_path):
+    result = CliRunner().invoke(main, ["build", "vd", "--backend", "dask",
+                                       "--datasets", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output == "Error: --backend dask needs --scheduler ADDRESS\n"

@@ -77,3 +77,40 @@ def test_push_lower_bound_sums_lone_crate_distances():
     assert push_lower_bound(parse_xsb(CORRIDOR)) == 2
     # crates: (2,2) up+right 2, (2,3) up 1, (3,3) up twice 2
     assert push_lower_bound(parse_xsb(TWO_CRATES)) == 5
+
+
+def _random_level(seed):
+    """A 7x7 enclosed board with random interior walls, 1-3 crates and goals, or None."""
+    import numpy as np
+
+    from engine.levels import Level, State
+
+    rng = np.random.default_rng(seed)
+    walls = np.ones((7, 7), dtype=bool)
+    walls[1:-1, 1:-1] = rng.random((5, 5)) < 0.15
+    free = [int(r * 7 + c) for r in range(1, 6) for c in range(1, 6) if not walls[r, c]]
+    k = int(rng.integers(1, 4))
+    if len(free) < 2 * k + 1:
+        return None
+    cells = rng.choice(free, size=2 * k + 1, replace=False)
+    goals = np.zeros((7, 7), dtype=bool)
+    goals.flat[cells[:k]] = True
+    return Level(7, 7, walls, goals, State(int(cells[-1]), tuple(sorted(map(int, cells[k:2 * k])))))
+
+
+def test_planner_episodes_are_legal_play_under_the_rules():
+    from engine.rules import Game
+
+    played = 0
+    for seed in range(60):
+        level = _random_level(seed)
+        if level is None or not level.floor.flat[level.start.player]:
+            continue
+        result = plan(level, 40)
+        game = Game(level, max_steps=40)
+        for a in result.actions:
+            game.act(a)
+        assert game.steps == result.steps <= 40
+        assert game.solved == result.solved
+        played += 1
+    assert played >= 40

@@ -72,9 +72,10 @@ def test_crates_stay_sorted_after_a_push_past_another_crate():
     assert after.crates == (at(2, 4), at(3, 2), at(3, 4))
 
 
-def test_an_action_outside_0_to_3_is_rejected():
+@pytest.mark.parametrize("action", [4, -1, True, 1.5, "1"])
+def test_an_action_outside_0_to_3_is_rejected(action):
     with pytest.raises(ValueError):
-        step(BOARD, BOARD.start, 4)
+        step(BOARD, BOARD.start, action)
 
 
 def test_lurd_round_trips_and_marks_pushes_upper_case():

@@ -1,7 +1,7 @@
 """The numba searches against a deliberately simple pure-Python breadth-first oracle.
 
-The oracle below shares no code with the engine: it plays Sokoban on (row, col) tuples and
-explores every state without pruning.
+The oracle (tests/oracle.py) shares no code with the engine: it plays Sokoban on (row, col)
+tuples and explores every state without pruning.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracle import MOVES, oracle_solve, oracle_successors
 
 from engine.deadlock import dead_squares, is_dead, is_frozen_dead
 from engine.index import StateSpaceTooLarge
@@ -19,45 +20,6 @@ from engine.levels import Level, State, parse_xsb
 from engine.reverse import reachable_stats, solvable_set
 from engine.rules import replay
 from engine.solver import solve
-
-MOVES = {"u": (-1, 0), "d": (1, 0), "l": (0, -1), "r": (0, 1)}
-
-
-def oracle_successors(level: Level, player: tuple, crates: frozenset):
-    """(letter, player, crates) for every action that changes the state."""
-    for letter, (dr, dc) in MOVES.items():
-        nxt = (player[0] + dr, player[1] + dc)
-        if level.walls[nxt]:
-            continue
-        if nxt in crates:
-            beyond = (nxt[0] + dr, nxt[1] + dc)
-            if level.walls[beyond] or beyond in crates:
-                continue
-            yield letter.upper(), nxt, (crates - {nxt}) | {beyond}
-        else:
-            yield letter, nxt, crates
-
-
-def oracle_solve(level: Level, state: State | None = None) -> int | None:
-    """Fewest moves to put every crate on a goal, or None when impossible."""
-    state = level.start if state is None else state
-    goals = {tuple(int(x) for x in g) for g in np.argwhere(level.goals)}
-    w = level.width
-    start = (divmod(state.player, w), frozenset(divmod(c, w) for c in state.crates))
-    if start[1] <= goals:
-        return 0
-    seen = {start}
-    queue = deque([(start, 0)])
-    while queue:
-        (player, crates), dist = queue.popleft()
-        for _, p2, c2 in oracle_successors(level, player, crates):
-            if (p2, c2) in seen:
-                continue
-            if c2 <= goals:
-                return dist + 1
-            seen.add((p2, c2))
-            queue.append(((p2, c2), dist + 1))
-    return None
 
 
 def random_level(rng: np.random.Generator, side: int, n_crates: int, density: float) -> Level:
@@ -271,3 +233,22 @@ def test_a_four_crate_8x8_solvable_set_is_well_under_a_megabyte():
     sset = solvable_set(level)
     assert sset.distance(level.start) == solve(level).moves
     assert sset.nbytes < 500_000
+
+
+def test_a_16x16_board_with_6_crates_solves_when_its_state_space_fits():
+    rows = ["################",
+            "#@$.  $.  $.   #",
+            "#   $.  $.  $. #"] + ["################"] * 13
+    level = parse_xsb("\n".join(rows))
+    assert (level.height, level.width, level.n_crates) == (16, 16, 6)
+    result = solve(level)
+    assert result.status == "solved"
+    assert level.is_solved(replay(level, result.solution)[-1])
+    assert result.moves == 16
+    assert solvable_set(level).distance(level.start) == result.moves
+
+
+def test_solving_a_state_that_is_not_of_the_level_is_refused():
+    level = LEVELS[0]
+    with pytest.raises(ValueError):
+        solve(level, State(level.start.player, level.start.crates[:0]))

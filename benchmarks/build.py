@@ -1,0 +1,135 @@
+"""Build speed: the standard 100-level game built in a fresh process, stage by stage.
+
+A tiny build runs first so the numba cache is warm; then each configuration is built in its
+own new Python process (interpreter start and imports included in "process"), side by side in
+one run: one worker against two, and with ``--scatter`` the goal-first generator against the
+classic scatter procedure on the standard game's first two tiers.
+
+    .venv/bin/python benchmarks/build.py [--seed S] [--jobs 1 2] [--scatter]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_SECONDS = 5.0
+
+# Runs in the fresh process: build one version, print the stage timings as JSON.
+_RUNNER = """
+import json, sys, time
+began = time.perf_counter()
+from pathlib import Path
+from pipeline.build import build
+from pipeline.spec import load_spec, spec_from_dict
+from pipeline.workers import Workers
+datasets, spec_json, seed, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+spec = spec_from_dict(json.loads(spec_json))
+imported = time.perf_counter()
+result = build("bench", datasets=Path(datasets), spec=spec, seed=seed,
+               workers=Workers(jobs=jobs, show_progress=False))
+done = time.perf_counter()
+print(json.dumps({"imports": imported - began, "build": done - imported,
+                  "stages": result.timings,
+                  "levels": str(result.path / "levels.parquet")}))
+"""
+
+
+def run_build(spec: dict, seed: int, jobs: int) -> dict:
+    """Build ``spec`` in a new process; its timings plus the process's wall time."""
+    with tempfile.TemporaryDirectory(prefix="sokoforge-bench-") as tmp:
+        cpu_before = _children_cpu()
+        began = time.perf_counter()
+        out = subprocess.run(
+            [sys.executable, "-c", _RUNNER, tmp, json.dumps(spec), str(seed), str(jobs)],
+            cwd=ROOT, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - began
+        cpu = _children_cpu() - cpu_before
+        if out.returncode != 0:
+            sys.exit(f"build failed:\n{out.stderr.strip()}")
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        result["process"] = wall
+        result["cpu"] = cpu
+        result["sha256"] = _sha256(Path(result.pop("levels")))
+    return result
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of every finished child process (workers included)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _row(label: str, r: dict, stages: list[str]) -> str:
+    cells = "".join(f"{r['stages'].get(s, 0.0):>10.2f}" for s in stages)
+    return (f"{label:<22}{r['process']:>9.2f}{r['cpu']:>9.2f}{r['imports']:>9.2f}"
+            f"{r['build']:>9.2f}{cells}"
+            f"  {r['sha256'][:12]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--scatter", action="store_true",
+                        help="also time scatter against goal-first on tiers 0-1")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from pipeline.build import STAGES
+    from pipeline.spec import load_spec
+
+    standard = load_spec("standard").to_dict()
+    tiny = load_spec("tiny").to_dict()
+    run_build(tiny, 1, 1)  # warm the numba cache; not reported
+
+    stages = list(STAGES)
+    head = f"{'build':<22}{'process':>9}{'cpu':>9}{'imports':>9}{'build':>9}" + "".join(
+        f"{s:>10}" for s in stages) + "  levels sha256"
+    load = os.getloadavg()[0]
+    print(f"seconds; process = fresh interpreter to exit (wall); cpu = its CPU time, workers "
+          f"included; imports = package imports; load average {load:.1f} on "
+          f"{os.cpu_count()} cores")
+    print(head)
+    results = {}
+    for jobs in args.jobs:
+        results[jobs] = run_build(standard, args.seed, jobs)
+        print(_row(f"standard, {jobs} job(s)", results[jobs], stages))
+    same = len({r["sha256"] for r in results.values()}) == 1
+    print(f"identical levels.parquet across job counts: {'yes' if same else 'NO'}")
+    if len(args.jobs) > 1:
+        a, b = min(args.jobs), max(args.jobs)
+        print(f"speed-up {b} jobs vs {a}: {results[a]['process'] / results[b]['process']:.2f}x"
+              " (process wall)")
+    best = min(r["process"] for r in results.values())
+    print(f"best end-to-end: {best:.2f} s (target <= {TARGET_SECONDS:.0f} s: "
+          f"{'met' if best <= TARGET_SECONDS else 'NOT met'})")
+
+    if args.scatter:
+        two = dict(standard, tiers=standard["tiers"][:2], max_attempts=5000)
+        jobs = max(args.jobs)
+        goal = run_build(two, args.seed, jobs)
+        scatter = run_build(dict(two, method="scatter"), args.seed, jobs)
+        print(f"\ntiers 0-1 (50 levels, 1-2 crates), {jobs} job(s)")
+        print(head)
+        print(_row("goal_first", goal, stages))
+        print(_row("scatter", scatter, stages))
+        print(f"generate stage, scatter / goal_first: "
+              f"{scatter['stages']['generate'] / goal['stages']['generate']:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""Server speed: N concurrent sessions of random actions on loopback, actions/s and latency.
+
+Starts ``sokoforge serve`` as a child process (its own core, its own store file), then drives
+N = 1, 8 and 32 sessions from this process for a fixed time each and prints actions/s and
+p50/p99 latency of ``act``. Every action is committed to the store before it is answered.
+
+    python benchmarks/serve.py [--version demo] [--seconds 10] [--sync full|normal] [--no-gzip]
+
+Without the version folder it serves a small set written from the test levels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parent.parent
+# this file's folder holds engine.py and serve.py scripts: import the packages instead
+sys.path[0] = str(ROOT)
+
+
+def start_server(root: Path, version: str, db: Path, sync: str) -> tuple[subprocess.Popen, str]:
+    code = "from pipeline.cli import main; main()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "serve", "--root", str(root), "--version", version,
+         "--db", str(db), "--port", "0", "--sync", sync, "--sessions-per-key", "1000",
+         "--sessions-total", "1000", "--scorecards-per-day", "100000"],
+        stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    line = ""
+    deadline = time.monotonic() + 120
+    while "serving" not in line:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"server did not start: {line}{proc.stderr.read()}")
+        if select.select([proc.stderr], [], [], 1.0)[0]:
+            line = proc.stderr.readline()
+    print(line.strip())
+    return proc, line.split(" on ")[1].split(" ")[0]
+
+
+class Wire:
+    """A minimal keep-alive HTTP/1.1 client, so the client's own cost stays small beside the
+    server's on a shared 2-core machine."""
+
+    def __init__(self, base: str, key: str, gzip: bool) -> None:
+        self.host, port = base.removeprefix("http://").split(":")
+        self.port = int(port)
+        self.head = (f"Host: {self.host}\r\nX-API-Key: {key}\r\nContent-Type: application/json"
+                     f"\r\nAccept-Encoding: {'gzip' if gzip else 'identity'}\r\n")
+
+    async def open(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+
+    async def post(self, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        self.writer.write(f"POST {path} HTTP/1.1\r\n{self.head}Content-Length: {len(body)}"
+                          f"\r\n\r\n".encode() + body)
+        status = int((await self.reader.readline()).split()[1])
+        length, gzipped = 0, False
+        while (line := await self.reader.readline()) != b"\r\n":
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+            elif name.lower() == "content-encoding":
+                gzipped = "gzip" in value
+        data = await self.reader.readexactly(length)
+        return status, zlib.decompress(data, 31) if gzipped else data
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def drive(base: str, key: str, n: int, seconds: float, gzip: bool) -> dict:
+    """N workers, one connection and one session each, random actions until the deadline."""
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+
+    async def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        wire = Wire(base, key, gzip)
+        await wire.open()
+        try:
+            while time.perf_counter() < deadline:
+                sid = json.loads((await wire.post("/api/scorecards"))[1])["scorecard_id"]
+                start = f"/api/scorecards/{sid}/games/standard/start"
+                gid = json.loads((await wire.post(start))[1])["session_id"]
+                over = False
+                # random actions need no observation: the body is read, not decoded
+                while not over and time.perf_counter() < deadline:
+                    t0 = time.perf_counter()
+                    status, body = await wire.post(f"/api/sessions/{gid}/act",
+                                                   b'{"action":%d}' % rng.randrange(4))
+                    latencies.append(time.perf_counter() - t0)
+                    if status != 200:
+                        raise SystemExit(f"act answered {status}: {body[:200]!r}")
+                    over = b'"state":"GAME_OVER"' in body
+        finally:
+            wire.close()
+
+    return await timed(n, worker, latencies)
+
+
+async def timed(n: int, worker, latencies: list[float]) -> dict:
+    """Run ``worker(0)`` .. ``worker(n-1)`` at once; actions/s and p50/p99 of the latencies
+    (seconds) they appended."""
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(i) for i in range(n)))
+    elapsed = time.perf_counter() - t0
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        return 1000 * latencies[min(len(latencies) - 1, int(p * len(latencies)))]
+
+    return {"n": n, "actions": len(latencies), "per_s": len(latencies) / elapsed,
+            "p50": pct(0.50), "p99": pct(0.99)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def register(base: str) -> str:
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{base}/api/keys", json={"name": f"bench {os.getpid()}"}) as r:
+            return (await r.json())["api_key"]
+
+
+def dataset(root: Path, version: str, tmp: Path) -> tuple[Path, str]:
+    """``root/version`` if it is built, else a set written from the test levels into ``tmp``."""
+    if (root / version / "levels.parquet").is_file():
+        return root, version
+    sys.path.insert(0, str(ROOT / "tests"))
+    from serve_support import LEVELS, write_dataset
+
+    write_dataset(tmp, "bench", LEVELS * 17)
+    print(f"no {root}/{version}: serving {len(LEVELS) * 17} test levels")
+    return tmp, "bench"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--version", default="demo")
+    parser.add_argument("--root", default=str(ROOT / "datasets"))
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--sessions", default="1,8,32")
+    parser.add_argument("--sync", choices=["normal", "full"], default="normal")
+    parser.add_argument("--no-gzip", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root, version = dataset(Path(args.root), args.version, Path(tmp))
+        proc, base = start_server(root, version, Path(tmp) / "bench.sqlite", args.sync)
+        try:
+            key = asyncio.run(register(base))
+            print(f"store synchronous={args.sync.upper()}, gzip={'off' if args.no_gzip else 'on'}"
+                  f", {args.seconds:g} s per row, {os.cpu_count()} cores")
+            print(f"{'sessions':>8} {'actions':>8} {'actions/s':>10} {'p50 ms':>8} {'p99 ms':>8}"
+                  f" {'server CPU us/action':>21}")
+            for n in (int(x) for x in args.sessions.split(",")):
+                cpu = cpu_seconds(proc.pid)
+                r = asyncio.run(drive(base, key, n, args.seconds, not args.no_gzip))
+                cpu = cpu_seconds(proc.pid) - cpu
+                print(f"{r['n']:>8} {r['actions']:>8} {r['per_s']:>10.0f} {r['p50']:>8.2f} "
+                      f"{r['p99']:>8.2f} {1e6 * cpu / max(1, r['actions']):>21.0f}", flush=True)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""``sokoforge serve`` and ``sokoforge play``: the server of a version and its reference client."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from pipeline.cli.errors import CliError
+
+DB_ENV = "SOKOFORGE_DB"
+
+
+@click.command("serve")
+@click.option("--version", "version", default="demo", show_default=True,
+              help="Dataset version to serve (a folder under --root).")
+@click.option("--root", default="datasets", show_default=True, type=click.Path(file_okay=False),
+              help="Folder holding the dataset versions.")
+@click.option("--db", default=None, type=click.Path(dir_okay=False),
+              help=f"SQLite file of the store [default: ${DB_ENV} or ./sokoforge.sqlite].")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+              help="0 picks a free port (printed at start-up).")
+@click.option("--sync", "synchronous", type=click.Choice(["normal", "full"]),
+              default="normal", show_default=True,
+              help="SQLite synchronous mode. Both commit every action before answering, "
+              "which survives a killed server; full also syncs the disk at each "
+              "commit, which survives power loss, at a cost in speed.")
+@click.option("--trust-proxy", multiple=True, metavar="ADDR[/BITS]",
+              help="Proxy whose X-Forwarded-For is believed (repeatable).")
+@click.option("--keys-per-address", default=5, show_default=True, type=click.IntRange(0),
+              help="New keys per client address per UTC day.")
+@click.option("--scorecards-per-day", default=24, show_default=True, type=click.IntRange(0),
+              help="Scorecards opened per key per UTC day.")
+@click.option("--sessions-per-key", default=3, show_default=True, type=click.IntRange(0),
+              help="Sessions in flight per key.")
+@click.option("--sessions-total", default=200, show_default=True, type=click.IntRange(0),
+              help="Sessions in flight in the whole server.")
+@click.option("--idle-minutes", default=60.0, show_default=True, type=click.FloatRange(0.01),
+              help="A session expires after this long without an action.")
+@click.option("--max-parallel", default=32, show_default=True, type=click.IntRange(1, 32),
+              help="Largest parallel= a session may ask for.")
+def serve_command(version: str, root: str, db: str | None, host: str, port: int,
+                  synchronous: str, trust_proxy: tuple[str, ...], keys_per_address: int,
+                  scorecards_per_day: int, sessions_per_key: int, sessions_total: int,
+                  idle_minutes: float, max_parallel: int) -> None:
+    """Serve one dataset version over the agent protocol (see /api/docs once running)."""
+    from serve.dataset import DatasetError
+    from serve.limits import Limits, parse_networks
+    from serve.run import serve_forever
+
+    try:
+        proxies = parse_networks(trust_proxy)
+    except ValueError as e:
+        raise CliError(f"--trust-proxy: {e}", 2) from None
+    limits = Limits(keys_per_address_per_day=keys_per_address,
+                    scorecards_per_key_per_day=scorecards_per_day,
+                    sessions_per_key=sessions_per_key, sessions_total=sessions_total,
+                    idle_seconds=idle_minutes * 60, max_parallel=max_parallel,
+                    trusted_proxies=proxies)
+    db_path = db or os.environ.get(DB_ENV) or "sokoforge.sqlite"
+    try:
+        serve_forever(root, version, db_path, host, port, limits, synchronous.upper())
+    except DatasetError as e:
+        raise CliError(f"cannot serve {version!r}: {e}", 2) from None
+    except OSError as e:
+        raise CliError(f"cannot listen on {host}:{port} or open {db_path}: "
+                       f"{e.strerror or e}", 1) from None
+
+
+@click.command("play")
+@click.option("--url", required=True, help="Server base URL, e.g. http://127.0.0.1:8000")
+@click.option("--register", "name", default=None, help="Create a key bound to this name.")
+@click.option("--key", default=None, envvar="SOKOFORGE_KEY",
+              help="An existing key [env SOKOFORGE_KEY].")
+@click.option("--agent", "agent_spec", default="random", show_default=True,
+              help="'random' or module:Class with reset() and act(obs, goal, history) -> int.")
+@click.option("--parallel", default=1, show_default=True, type=click.IntRange(1, 32),
+              help="Episodes played at once, one connection and one agent each.")
+@click.option("--seed", default=None, type=int, help="Seed of the random agent.")
+def play_command(url: str, name: str | None, key: str | None, agent_spec: str, parallel: int,
+                 seed: int | None) -> None:
+    """Play the whole served game with an agent, close the scorecard, print the Score."""
+    import asyncio
+    import json
+
+    from serve.client import ClientError, load_agent, play
+
+    if (name is None) == (key is None):
+        raise CliError("give exactly one of --register NAME or --key KEY", 2)
+    try:
+        factory = load_agent(agent_spec, seed)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise CliError(f"--agent {agent_spec}: {e}", 2) from None
+    try:
+        outcome = asyncio.run(play(url, factory, name=name, key=key, parallel=parallel,
+                                   echo=lambda line: click.echo(line, err=True)))
+    except ClientError as e:
+        raise CliError(str(e), 1) from None
+    click.echo(json.dumps(outcome["score"], indent=2))
+    click.echo(f"replay: {outcome['replay_url']}")

@@ -1,0 +1,119 @@
+"""The aiohttp application: the protocol faces, the documentation and the two HTML pages.
+
+``build_app`` wires an ``Arena`` (game logic over a store) to the routes; start-up opens the
+store and restores open sessions, a background task expires idle ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from importlib import resources
+
+from aiohttp import web
+
+from serve import arc, native, pages
+from serve.play import Arena
+from serve.schema import Route, openapi
+from serve.web import ARENA, bind, errors_as_json, reply, reply_bytes
+
+MAX_BODY = 64 * 1024
+EXPIRY_SWEEP_SECONDS = 30.0
+
+PAGE_ROUTES = [
+    Route("openapi", "GET", "/api/openapi.json", "This schema.", tag="documentation",
+          responses={200: "the OpenAPI document"}),
+    Route("docs", "GET", "/api/docs", "An interactive page built from the schema.",
+          tag="documentation", json_response=False, responses={200: "HTML"}),
+    Route("landing", "GET", "/", "What is served and how to connect.", tag="pages",
+          json_response=False, responses={200: "HTML"}),
+    Route("leaderboard_page", "GET", "/leaderboard", "The leaderboard as an HTML table.",
+          tag="pages", json_response=False,
+          query=native.LEADERBOARD_QUERY, responses={200: "HTML", 422: "bad version or limit"}),
+]
+
+
+# each protocol face is a module with ROUTES (declarations) and HANDLERS (by operation), and
+# maybe its own ``bind`` (the ARC-AGI-3 face answers refusals in its API's shape)
+FACES = (native, arc)
+
+
+def all_routes() -> list[Route]:
+    return [r for face in FACES for r in face.ROUTES] + PAGE_ROUTES
+
+
+def build_app(arena: Arena) -> web.Application:
+    """The application serving ``arena``; its store is opened and closed with the app."""
+    # ARC-AGI-3 clients join base URL and path verbatim: a base ending in '/' asks for
+    # '//api/...', which is redirected (308: method and body kept) to the merged path
+    merge_slashes = web.normalize_path_middleware(append_slash=False, merge_slashes=True)
+    app = web.Application(middlewares=[errors_as_json, merge_slashes], client_max_size=MAX_BODY)
+    app[ARENA] = arena
+    for face in FACES:
+        for route in face.ROUTES:
+            getattr(face, "bind", bind)(app, route, face.HANDLERS[route.operation])
+    handlers = {"openapi": _openapi, "docs": _docs, "landing": _landing,
+                "leaderboard_page": _leaderboard_page}
+    for route in PAGE_ROUTES:
+        bind(app, route, handlers[route.operation])
+    app.router.add_get("/api/docs/{asset:docs\\.(?:js|css)}", _asset)
+    app.cleanup_ctx.append(_lifetime)
+    return app
+
+
+async def _lifetime(app: web.Application):
+    arena: Arena = app[ARENA]
+    await arena.store.start()
+    await arena.restore()
+
+    async def sweep() -> None:
+        while True:
+            await asyncio.sleep(EXPIRY_SWEEP_SECONDS)
+            await arena.expire_idle()
+
+    task = asyncio.create_task(sweep())
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await arena.store.close()
+
+
+async def _openapi(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+    doc = openapi(all_routes(), title=f"sokoforge: {arena.version.version}",
+                  version=arena.version.version,
+                  description="The agent protocol over one hidden dataset version: keys, "
+                              "scorecards, sessions of rendered frames, scores, leaderboard.")
+    return reply(request, doc)
+
+
+def _static(name: str) -> bytes:
+    return resources.files("serve").joinpath("static", name).read_bytes()
+
+
+async def _docs(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+    return reply_bytes(request, _static("docs.html"), "text/html")
+
+
+async def _asset(request: web.Request) -> web.Response:
+    name = request.match_info["asset"]
+    kind = "application/javascript" if name.endswith(".js") else "text/css"
+    return reply_bytes(request, _static(name), kind)
+
+
+async def _landing(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+    spec = {**arena.version.spec(), "limits": arena.limits.public()}
+    return reply_bytes(request, pages.landing(spec, str(request.url.origin())).encode(),
+                       "text/html")
+
+
+async def _leaderboard_page(request: web.Request, arena: Arena, key: None,
+                            args: dict) -> web.Response:
+    board = await arena.leaderboard(args["version"], args["limit"])
+    return reply_bytes(request, pages.leaderboard(board).encode(), "text/html")
+
+
+def dump_openapi() -> str:
+    """The schema as text, without a running server (for docs and tests)."""
+    return json.dumps(openapi(all_routes(), "sokoforge", "any", ""), indent=2)

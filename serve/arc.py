@@ -1,0 +1,247 @@
+"""The ARC-AGI-3 face: the served version as one ARC game for agents built on the arc-agi toolkit.
+
+Handlers translate the ARC-AGI-3 REST calls into the ``serve.play.Arena`` operations of the
+native protocol (same keys, scorecards, sessions, budgets, scores and leaderboard) and answer
+in the API's shapes (``serve.arc_wire``); refusals are ``{"error": CODE, "message"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from serve import arc_wire as w
+from serve.play import IN_PROGRESS, WAIT, Arena, Conflict, KeyRecord, PlayError, Session
+from serve.schema import INT, STR, Field, Invalid, Route
+from serve.web import ARENA, api_key, client_ip, reply, reply_bytes
+
+TAG = "arc-agi-3"
+ANON_PREFIX = "anon-"
+_GAME_ID = Field("game_id", STR, "the game: its full id from GET /api/games, or the base id "
+                 "'sokoban'")
+_GUID = Field("guid", STR, "the session id a RESET returned")
+_XY = (Field("x", INT, "accepted for ACTION6 and ignored", required=False, minimum=0,
+             maximum=63),
+       Field("y", INT, "accepted for ACTION6 and ignored", required=False, minimum=0,
+             maximum=63))
+_CMD_ERRORS = {200: "FrameData", 400: "bad body, or the game is over", 401: "missing or unknown "
+               "key", 404: "unknown game, scorecard or guid (or another key's)"}
+
+ROUTES = [
+    Route("arc_games", "GET", "/api/games", "ARC-AGI-3: the games served (one per version).",
+          tag=TAG, responses={200: "list of game objects"}),
+    Route("arc_anonkey", "GET", "/api/games/anonkey",
+          "ARC-AGI-3: a new key under an anonymous name (counts against the per-address "
+          "key limit).", tag=TAG, responses={200: "{api_key}", 429: "too many keys today"}),
+    Route("arc_game", "GET", "/api/games/{game_id}",
+          "ARC-AGI-3: one game by full or base id.", tag=TAG,
+          responses={200: "the game object", 404: "unknown game"}),
+    Route("arc_open", "POST", "/api/scorecard/open",
+          "ARC-AGI-3: open a scorecard (tags, source_url, opaque, competition_mode are "
+          "accepted and ignored; play is always without retries).", auth=True, body=(),
+          tag=TAG, responses={200: "{card_id}", 401: "missing or unknown key",
+                              429: "daily scorecard limit reached"}),
+    Route("arc_close", "POST", "/api/scorecard/close",
+          "ARC-AGI-3: close, score and post a scorecard to the leaderboard; again returns the "
+          "same scorecard.", auth=True, tag=TAG,
+          body=(Field("card_id", STR, "the scorecard to close"),),
+          responses={200: "the scorecard", 400: "bad body", 401: "missing or unknown key",
+                     404: "unknown scorecard (or another key's)"}),
+    Route("arc_scorecard", "GET", "/api/scorecard/{card_id}",
+          "ARC-AGI-3: the scorecard, live or closed.", auth=True, tag=TAG,
+          responses={200: "the scorecard", 401: "missing or unknown key",
+                     404: "unknown scorecard (or another key's)"}),
+    Route("arc_reset", "POST", "/api/cmd/RESET",
+          "ARC-AGI-3: start the game on a scorecard, or (once started) its current frame; "
+          "nothing is replayed.", auth=True, tag=TAG,
+          body=(Field("card_id", STR, "the scorecard"), _GAME_ID,
+                Field("guid", STR, "the session, once started", required=False)),
+          responses=_CMD_ERRORS),
+    *[Route(f"arc_action{n}", "POST", f"/api/cmd/ACTION{n}",
+            f"ARC-AGI-3: {'move ' + 'up down left right'.split()[n - 1] if n in w.MOVES else
+                          'a no-op that uses a step'}.", auth=True, tag=TAG,
+            body=(_GAME_ID, _GUID, *_XY), responses=_CMD_ERRORS) for n in range(1, 8)],
+]
+
+
+def _served_game(arena: Arena, requested: str) -> str:
+    if not w.is_game(requested, arena.version.version):
+        raise w.ArcError(404, w.GAME_NOT_AVAILABLE_ERROR,
+                         f"game {requested!r} is not served here; GET /api/games lists "
+                         f"{w.game_id(arena.version.version)!r}")
+    if arena.version.episodes > w.MAX_LEVELS:
+        raise w.ArcError(404, w.GAME_NOT_AVAILABLE_ERROR,
+                         f"this version has {arena.version.episodes} levels, more than the "
+                         f"{w.MAX_LEVELS} an ARC game can count; use the native protocol")
+    return w.game_id(arena.version.version)
+
+
+def _info(arena: Arena) -> dict:
+    v = arena.version
+    return w.game_info(v.version, v.game, [lv.optimal_moves for lv in v.levels])
+
+
+def _frame(request: web.Request, session: Session, grids: list[bytes], action: int, data: dict,
+           reasoning: Any, full_reset: bool) -> web.Response:
+    solved = sum(e.solved for e in session.episodes)
+    body = w.frame_data(game=w.game_id(session.version.version), guid=session.id, grids=grids,
+                        state=w.arc_state(session.state == IN_PROGRESS, solved,
+                                          len(session.episodes)),
+                        levels_completed=solved, win_levels=len(session.episodes),
+                        action=action, data=data, reasoning=reasoning, full_reset=full_reset)
+    return reply_bytes(request, body, "application/json")
+
+
+def _current(session: Session) -> list[bytes]:
+    """The picture the agent is looking at: the episode in play, or the last one played."""
+    if session.in_flight:
+        run = session.episodes[session.in_flight[0]]
+    else:
+        played = [e for e in session.episodes if e.game is not None]
+        run = played[-1] if played else session.episodes[-1]
+    return [w.grid(run.served.level, run.game.state if run.game is not None else None)]
+
+
+async def _run(arena: Arena, key: KeyRecord, session_id: str | None) -> list[dict]:
+    """The ARC runs of a scorecard's game: none until it is started."""
+    game = w.game_id(arena.version.version)
+    if session_id is None:
+        return []
+    replay = await arena.replay(session_id, key)
+    episodes = replay["episodes"]
+    solved = sum(e["solved"] for e in episodes)
+    state = w.arc_state(replay["state"] == IN_PROGRESS, solved, len(episodes))
+    return [w.run(game, session_id, state, episodes)]
+
+
+async def _scorecard(arena: Arena, key: KeyRecord, card_id: str) -> dict:
+    view = await arena.scorecard_view(key, card_id)
+    session_id = view["games"][arena.game]["session_id"]
+    return w.scorecard(card_id, await _run(arena, key, session_id), name=view["name"],
+                       version=view["version"], closed=view["closed"], result=view["score"])
+
+
+# -- handlers --------------------------------------------------------------------------------
+async def games(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+    playable = arena.version.episodes <= w.MAX_LEVELS
+    return reply(request, [_info(arena)] if playable else [])
+
+
+async def anonkey(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+    address = client_ip(request, arena.limits.trusted_proxies)
+    api = await arena.create_key(ANON_PREFIX + secrets.token_hex(6), address)
+    return reply(request, {"api_key": api})
+
+
+async def game(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+    _served_game(arena, request.match_info["game_id"])
+    return reply(request, _info(arena))
+
+
+async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
+                         args: dict) -> web.Response:
+    card, _ = await arena.open_scorecard(key)
+    return reply(request, {"card_id": card.record.id})
+
+
+async def close_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
+                          args: dict) -> web.Response:
+    await arena.close(key, args["card_id"])
+    return reply(request, await _scorecard(arena, key, args["card_id"]))
+
+
+async def get_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
+                        args: dict) -> web.Response:
+    return reply(request, await _scorecard(arena, key, request.match_info["card_id"]))
+
+
+async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
+    game = _served_game(arena, args["game_id"])
+    card_id, guid = args["card_id"], args["guid"]
+    view = await arena.scorecard_view(key, card_id)
+    if view["closed"]:
+        raise w.ArcError(400, w.VALIDATION_ERROR,
+                         f"scorecard {card_id} is closed; open a new one to play again")
+    started = view["games"][arena.game]["session_id"]
+    full_reset = False
+    if guid is not None and guid != started:
+        raise w.ArcError(404, w.GAME_NOT_STARTED_ERROR,
+                         f"no game {guid!r} on scorecard {card_id}; send RESET without a guid "
+                         "to start one")
+    if started is None:
+        try:
+            session = await arena.start(key, card_id, arena.game, 1)
+            full_reset = True
+        except Conflict:  # a concurrent RESET started it first
+            view = await arena.scorecard_view(key, card_id)
+            started = view["games"][arena.game]["session_id"]
+            if started is None:
+                raise
+    if not full_reset:
+        session = arena.session_of(key, started)
+        if session is None:
+            raise w.ArcError(404, w.GAME_NOT_STARTED_ERROR, f"game {started} is no longer live")
+    return _frame(request, session, _current(session), 0, {"game_id": game}, None, full_reset)
+
+
+def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
+    """The handler of ``POST /api/cmd/ACTION{number}``."""
+    move = w.MOVES.get(number, WAIT)
+
+    async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict,
+                  reasoning: Any) -> web.Response:
+        game = _served_game(arena, args["game_id"])
+        session, outcome = await arena.act(key, args["guid"], move, None)
+        run = session.episodes[outcome.episode]
+        grids = [w.grid(run.served.level, run.game.state)]
+        if outcome.episode_done and session.in_flight:
+            nxt = session.episodes[session.in_flight[0]]
+            grids.append(w.grid(nxt.served.level, nxt.game.state))
+        data = {"game_id": game}
+        if number == 6:
+            data.update({k: args[k] for k in ("x", "y") if args[k] is not None})
+        return _frame(request, session, grids, number, data, reasoning, False)
+
+    return act
+
+
+HANDLERS: dict[str, Callable[..., Awaitable[web.Response]]] = {
+    "arc_games": games, "arc_anonkey": anonkey, "arc_game": game,
+    "arc_open": open_scorecard, "arc_close": close_scorecard, "arc_scorecard": get_scorecard,
+    "arc_reset": reset, **{f"arc_action{n}": action_handler(n) for n in range(1, 8)}}
+
+
+def _refusal(request: web.Request, error: w.ArcError) -> web.Response:
+    return reply(request, error.body(), status=error.status)
+
+
+def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[Any]]) -> None:
+    """Register an ARC route: declared inputs checked, every refusal in the API's shape."""
+    not_found = w.GAME_NOT_STARTED_ERROR if route.path.startswith("/api/cmd/") else (
+        w.NOT_FOUND_ERROR)
+
+    async def endpoint(request: web.Request) -> web.StreamResponse:
+        arena = request.app[ARENA]
+        try:
+            key = await arena.identify(api_key(request)) if route.auth else None
+            if route.body is None:
+                return await handler(request, arena, key, {})
+            raw = await request.read()
+            args = route.parse_body(raw)
+            if not route.operation.startswith("arc_action"):
+                return await handler(request, arena, key, args)
+            return await handler(request, arena, key, args,
+                                 w.check_reasoning(json.loads(raw).get("reasoning")))
+        except w.ArcError as e:
+            return _refusal(request, e)
+        except PlayError as e:
+            return _refusal(request, w.ArcError.from_status(e.status, e.detail, not_found))
+        except Invalid as e:
+            return _refusal(request, w.ArcError(400, w.VALIDATION_ERROR, str(e)))
+
+    endpoint.__name__ = route.operation
+    app.router.add_route(route.method, route.path, endpoint, name=route.operation)

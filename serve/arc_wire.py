@@ -1,0 +1,181 @@
+"""The ARC-AGI-3 wire shapes of sokoforge's games: game objects, FrameData, scorecards, errors.
+
+Pure functions from the served levels and episode outcomes to the JSON the ``arc-agi`` toolkit
+validates (``arcengine.FrameData``, ``arc_agi.EnvironmentScorecard``), kept apart from HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from engine.levels import Level, State
+from engine.render import render_indices
+
+BASE_ID = "sokoban"
+MAX_LEVELS = 254  # FrameData bounds levels_completed and win_levels to 0-254
+MAX_REASONING_BYTES = 16 * 1024
+ACTION_NAMES = ("RESET",) + tuple(f"ACTION{n}" for n in range(1, 8))
+# ACTION1-4 are the four moves (engine actions 0 up, 1 down, 2 left, 3 right);
+# ACTION5-7 are answered as no-op steps.
+MOVES = {1: 0, 2: 1, 3: 2, 4: 3}
+AVAILABLE_ACTIONS = (1, 2, 3, 4)
+NOT_PLAYED, NOT_FINISHED, WIN, GAME_OVER = "NOT_PLAYED", "NOT_FINISHED", "WIN", "GAME_OVER"
+
+VALIDATION_ERROR = "VALIDATION_ERROR"
+AUTHENTICATION_ERROR = "AUTHENTICATION_ERROR"
+NOT_FOUND_ERROR = "NOT_FOUND_ERROR"
+GAME_NOT_AVAILABLE_ERROR = "GAME_NOT_AVAILABLE_ERROR"
+GAME_NOT_STARTED_ERROR = "GAME_NOT_STARTED_ERROR"
+RATE_LIMIT_ERROR = "RATE_LIMIT_ERROR"
+SERVER_ERROR = "SERVER_ERROR"
+
+# The toolkit treats any non-2xx as fatal and the API answers only 400, 401, 404 (and 429 for
+# limits), so the native 409 and 422 both become 400.
+_STATUS = {400: 400, 401: 401, 404: 404, 409: 400, 422: 400, 429: 429}
+_CODE = {400: VALIDATION_ERROR, 401: AUTHENTICATION_ERROR, 404: NOT_FOUND_ERROR,
+         429: RATE_LIMIT_ERROR}
+
+
+class ArcError(Exception):
+    """A refusal in the API's shape: HTTP status, error code and a message saying what to do."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+    @classmethod
+    def from_status(cls, status: int, message: str, not_found: str = NOT_FOUND_ERROR) -> ArcError:
+        """The ARC refusal for a native status (``not_found`` names what a 404 is about)."""
+        arc_status = _STATUS.get(status, status if status >= 500 else 400)
+        code = not_found if arc_status == 404 else _CODE.get(arc_status, SERVER_ERROR)
+        return cls(arc_status, code, message)
+
+    def body(self) -> dict:
+        return {"error": self.code, "message": self.message}
+
+
+def game_id(version: str) -> str:
+    """The ARC game id of a served version; the toolkit splits it at the first ``-``."""
+    return f"{BASE_ID}-{version}"
+
+
+def is_game(requested: str, version: str) -> bool:
+    """Whether ``requested`` names the served game, by its base id or its full id."""
+    return requested in (BASE_ID, game_id(version))
+
+
+def game_info(version: str, game: str, optimal_moves: Sequence[int]) -> dict:
+    """The game object of ``GET /api/games`` and ``GET /api/games/{id}``."""
+    return {"game_id": game_id(version), "title": f"Sokoban {game} ({version})",
+            "tags": [BASE_ID, game], "baseline_actions": [int(m) for m in optimal_moves],
+            "class_name": "Sokoban", "default_fps": 5}
+
+
+def arc_state(in_progress: bool, solved: int, episodes: int) -> str:
+    """NOT_FINISHED while episodes remain; then WIN if every one was solved, else GAME_OVER."""
+    if in_progress:
+        return NOT_FINISHED
+    return WIN if solved == episodes else GAME_OVER
+
+
+def _grid_tokens() -> np.ndarray:
+    # each cell as ',' and its one or two digits, padded with 0 bytes to three
+    tokens = np.zeros((16, 3), dtype=np.uint8)
+    for v in range(16):
+        text = f",{v}".encode()
+        tokens[v, :len(text)] = list(text)
+    tokens.flags.writeable = False
+    return tokens
+
+
+_TOKENS = _grid_tokens()
+
+
+def grid_json(indices: np.ndarray) -> bytes:
+    """A grid of values 0-15 as compact JSON (rows first), the bytes ``json.dumps`` would give.
+
+    Built with array operations: a frame is 4096 numbers and this runs per action.
+    """
+    h, wd = indices.shape
+    rows = np.zeros((h, 3 * wd + 3), dtype=np.uint8)
+    rows[:, 0] = ord("[")
+    rows[:, 1:-2] = _TOKENS.take(indices, axis=0).reshape(h, 3 * wd)
+    rows[:, 1] = 0  # no comma before a row's first number
+    rows[:, -2] = ord("]")
+    rows[:-1, -1] = ord(",")
+    flat = rows.reshape(-1)
+    return b"[" + flat[flat != 0].tobytes() + b"]"
+
+
+def grid(level: Level, state: State | None) -> bytes:
+    """One 64x64 frame of palette indices 0-15 as JSON, rows first."""
+    return grid_json(render_indices(level, state))
+
+
+def check_reasoning(reasoning: Any) -> Any:
+    """The client's reasoning blob if it is JSON of at most 16 KB, else a 400 refusal."""
+    if reasoning is None:
+        return None
+    size = len(json.dumps(reasoning, separators=(",", ":")).encode("utf-8"))
+    if size > MAX_REASONING_BYTES:
+        raise ArcError(400, VALIDATION_ERROR,
+                       f"reasoning is {size} bytes of JSON; at most {MAX_REASONING_BYTES}")
+    return reasoning
+
+
+def frame_data(*, game: str, guid: str, grids: list[bytes], state: str,
+               levels_completed: int, win_levels: int, action: int, data: dict,
+               reasoning: Any, full_reset: bool) -> bytes:
+    """The JSON body of the FrameData answer to a RESET or ACTIONn command (``grids`` from
+    ``grid``)."""
+    head = json.dumps({
+        "game_id": game, "guid": guid, "state": state,
+        "levels_completed": min(levels_completed, MAX_LEVELS),
+        "win_levels": min(win_levels, MAX_LEVELS),
+        "action_input": {"id": action, "data": data, "reasoning": reasoning},
+        "available_actions": list(AVAILABLE_ACTIONS), "full_reset": full_reset},
+        separators=(",", ":")).encode()
+    return head[:-1] + b',"frame":[' + b",".join(grids) + b"]}"
+
+
+def level_score(optimal: int, steps: int) -> float:
+    """The API's per-level score: (baseline / actions)^2 * 100, capped at 115."""
+    return min(115.0, (optimal / steps) ** 2 * 100.0) if steps > 0 else 0.0
+
+
+def run(game: str, guid: str | None, state: str, episodes: Sequence[dict]) -> dict:
+    """One run of the game: ``episodes`` are ``{solved, steps, optimal}`` in play order.
+
+    The score weights level i (1-based) by i, as the API does, so later (harder) levels count
+    more; an unsolved level scores 0.
+    """
+    scores = [level_score(e["optimal"], e["steps"]) if e["solved"] else 0.0 for e in episodes]
+    weights = range(1, len(scores) + 1)
+    total = sum(weights)
+    score = sum(w * s for w, s in zip(weights, scores, strict=True)) / total if total else 0.0
+    return {"id": game, "guid": guid, "score": round(score, 4),
+            "levels_completed": sum(bool(e["solved"]) for e in episodes),
+            "actions": sum(int(e["steps"]) for e in episodes), "resets": 0, "state": state,
+            "completed": state == WIN, "level_scores": [round(s, 4) for s in scores],
+            "level_actions": [int(e["steps"]) for e in episodes],
+            "level_baseline_actions": [int(e["optimal"]) for e in episodes]}
+
+
+def scorecard(card_id: str, runs: list[dict], *, name: str, version: str, closed: bool,
+              result: dict | None) -> dict:
+    """The scorecard object: one environment per played game, each with its run.
+
+    ``result`` is the leaderboard Score of the native protocol once closed; the ARC fields
+    beside it are what the toolkit reads.
+    """
+    environments = [{"id": r["id"], "runs": [r]} for r in runs]
+    score = sum(r["score"] for r in runs) / len(runs) if runs else 0.0
+    return {"card_id": card_id, "score": round(score, 4), "environments": environments,
+            "tags_scores": [], "name": name, "version": version, "closed": closed,
+            "result": result}

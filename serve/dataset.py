@@ -1,0 +1,187 @@
+"""One served dataset version: its checked levels and what play needs of each, computed once.
+
+Loading refuses a version whose ``levels.parquet`` is missing, altered (sha256 against the
+manifest) or of an unknown format, so the server never plays levels nobody committed to.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.levels import Level, LevelError, parse_xsb
+from serve.framezip import Picture
+
+FORMATS = (1,)
+COLUMNS = ("index", "tier", "n_crates", "xsb", "optimal_moves", "max_steps")
+
+
+class DatasetError(ValueError):
+    """A version that cannot be served, with the reason and the fix in one line."""
+
+
+@dataclass(frozen=True, eq=False)
+class ServedLevel:
+    """One level as play sees it: the board, its budget, and precomputed images and states."""
+
+    index: int
+    tier: int
+    n_crates: int
+    level: Level
+    optimal_moves: int
+    max_steps: int
+    goal: Picture
+    start: Picture
+    solvable: Any
+
+    def is_dead(self, state: Any) -> bool:
+        """Whether the level can no longer be solved from ``state`` (exact: backward search)."""
+        return not self.solvable.is_solvable(state)
+
+
+@dataclass(frozen=True, eq=False)
+class ServedVersion:
+    """The levels of one version in play order, grouped into tiers of consecutive levels."""
+
+    version: str
+    game: str
+    manifest: dict
+    levels: tuple[ServedLevel, ...]
+    tiers: tuple[tuple[int, int], ...]
+    sha256: str
+
+    @property
+    def episodes(self) -> int:
+        return len(self.levels)
+
+    def tier_of(self, index: int) -> int:
+        """Position of the tier (run of levels) that holds episode ``index``."""
+        return next(t for t, (lo, hi) in enumerate(self.tiers) if lo <= index <= hi)
+
+    def spec(self) -> dict:
+        """The public numbers of the served set: counts and budgets, never layouts."""
+        spec = self.manifest.get("spec") or {}
+        tiers = []
+        for t, (lo, hi) in enumerate(self.tiers):
+            block = self.levels[lo:hi + 1]
+            moves = [lv.optimal_moves for lv in block]
+            steps = [lv.max_steps for lv in block]
+            tiers.append({
+                "index": t, "levels": len(block), "range": [lo, hi],
+                "crates": block[0].n_crates,
+                "optimal_moves": {"min": min(moves), "max": max(moves),
+                                  "mean": round(float(np.mean(moves)), 2)},
+                "max_steps": {"min": min(steps), "max": max(steps)}})
+        sizes = sorted({(lv.level.height, lv.level.width) for lv in self.levels})
+        return {
+            "version": self.version, "game": self.game, "games": [self.game],
+            "episodes": self.episodes, "tiers": tiers,
+            "boards": [list(s) for s in sizes],
+            "observation": {"shape": [64, 64, 3], "dtype": "uint8", "encoding": "base64-raw"},
+            "actions": {"0": "up", "1": "down", "2": "left", "3": "right"},
+            "step_budget": spec.get("budget") or {},
+            "levels_sha256": self.sha256,
+            "seed_commitment": (self.manifest.get("seed_commitment") or {}).get("sha256"),
+            "rotated_from": self.manifest.get("rotated_from"),
+        }
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_version(root: Path, version: str) -> ServedVersion:
+    """Read and check ``root/version``, then precompute start states, images and solvable sets."""
+    folder = Path(root) / version
+    manifest_path = folder / "manifest.json"
+    levels_path = folder / "levels.parquet"
+    if not folder.is_dir():
+        raise DatasetError(f"no dataset version {version!r} in {root}: build it first "
+                           f"(make dataset VERSION={version})")
+    if not manifest_path.is_file():
+        raise DatasetError(f"{manifest_path} is missing: the version is unfinished or damaged")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise DatasetError(f"{manifest_path} is not valid JSON ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") not in FORMATS:
+        got = manifest.get("format") if isinstance(manifest, dict) else None
+        raise DatasetError(f"{manifest_path}: unknown format {got!r}; this server reads format "
+                           f"{', '.join(map(str, FORMATS))}")
+    if not levels_path.is_file():
+        raise DatasetError(f"{levels_path} is missing: the version is unfinished or damaged")
+    expected = ((manifest.get("files") or {}).get("levels.parquet") or {}).get("sha256")
+    if not expected:
+        raise DatasetError(f"{manifest_path} has no files.levels.parquet.sha256 to check against")
+    actual = file_sha256(levels_path)
+    if actual != expected:
+        raise DatasetError(f"{levels_path} does not match its manifest (sha256 {actual[:12]}..., "
+                           f"manifest says {expected[:12]}...): refusing to serve altered levels")
+    rows = _read_rows(levels_path)
+    levels = tuple(_served_level(row) for row in rows)
+    return ServedVersion(version=str(manifest.get("version", version)),
+                         game=str(manifest.get("game") or "standard"), manifest=manifest,
+                         levels=levels, tiers=_tier_ranges([lv.tier for lv in levels]),
+                         sha256=actual)
+
+
+def _read_rows(path: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as e:  # pyarrow raises several types for a damaged file
+        raise DatasetError(f"{path} cannot be read as Parquet ({e})") from None
+    missing = [c for c in COLUMNS if c not in table.column_names]
+    if missing:
+        raise DatasetError(f"{path} lacks the column(s) {', '.join(missing)}")
+    rows = table.select(list(COLUMNS)).to_pylist()
+    if not rows:
+        raise DatasetError(f"{path} holds no levels")
+    if [r["index"] for r in rows] != list(range(len(rows))):
+        raise DatasetError(f"{path}: the index column is not 0..{len(rows) - 1} in order")
+    return rows
+
+
+def _served_level(row: dict) -> ServedLevel:
+    from engine.render import render, render_goal
+    from engine.reverse import solvable_set
+
+    try:
+        level = parse_xsb(row["xsb"])
+    except LevelError as e:
+        raise DatasetError(f"level {row['index']}: {e}") from None
+    solvable = solvable_set(level)
+    if not solvable.is_solvable(level.start):
+        raise DatasetError(f"level {row['index']} cannot be solved from its start")
+    return ServedLevel(
+        index=int(row["index"]), tier=int(row["tier"]), n_crates=int(row["n_crates"]),
+        level=level, optimal_moves=int(row["optimal_moves"]), max_steps=int(row["max_steps"]),
+        goal=Picture(encode_image(render_goal(level))), start=Picture(encode_image(render(level))),
+        solvable=solvable)
+
+
+def encode_image(image: np.ndarray) -> str:
+    """Base64 of the raw C-order bytes of a (64, 64, 3) uint8 image."""
+    return base64.b64encode(np.ascontiguousarray(image, dtype=np.uint8).tobytes()).decode("ascii")
+
+
+def _tier_ranges(tiers: list[int]) -> tuple[tuple[int, int], ...]:
+    """Inclusive index ranges of the runs of equal tier numbers, in play order."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(tiers) + 1):
+        if i == len(tiers) or tiers[i] != tiers[start]:
+            out.append((start, i - 1))
+            start = i
+    return tuple(out)

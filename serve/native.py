@@ -1,0 +1,209 @@
+"""The native agent protocol (PROTOCOL.md): its route declarations, frames and handlers.
+
+Handlers only translate: declared inputs in, ``serve.play.Arena`` calls, JSON shapes out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from aiohttp import web
+
+from serve import framezip
+from serve.framezip import Picture
+from serve.play import IN_PROGRESS, Arena, EpisodeRun, KeyRecord, Outcome, Session
+from serve.schema import INT, STR, Field, Route
+from serve.web import accepts_gzip, api_key, client_ip, reply
+
+NAME_PATTERN = r"[A-Za-z0-9_.\-][A-Za-z0-9_. \-]{0,38}[A-Za-z0-9_.\-]"
+SHAPE = [64, 64, 3]
+_TOKEN = re.compile(r"\\u0000(\d+)")
+
+LEADERBOARD_QUERY = (
+    Field("version", STR, "must be a dataset version name (default: the served one)",
+          required=False, pattern=r"[A-Za-z0-9_.\-]{1,64}"),
+    Field("limit", INT, "how many entries", required=False, minimum=1, maximum=1000,
+          default=100))
+
+ROUTES = [
+    Route("create_key", "POST", "/api/keys",
+          "Create a key bound to a unique leaderboard name; the key is shown once.",
+          body=(Field("name", STR, "must be 2-40 letters, digits, '_', '.', '-' or spaces, not "
+                      "starting or ending with a space", pattern=NAME_PATTERN),),
+          responses={201: "the new key (shown once)", 409: "name taken", 422: "bad name",
+                     429: "too many keys from this address today"}),
+    Route("open_scorecard", "POST", "/api/scorecards",
+          "Open a scorecard; it counts against the key's daily allowance.", auth=True,
+          responses={200: "the new scorecard", 401: "missing or unknown key",
+                              429: "daily scorecard limit reached"}),
+    Route("start_game", "POST", "/api/scorecards/{scorecard_id}/games/{game}/start",
+          "Start the one session of a game on a scorecard; returns the first Frame.", auth=True,
+          query=(Field("parallel", INT, "episodes of the current tier kept in flight",
+                       required=False, minimum=1, maximum=32, default=1),),
+          responses={200: "the first Frame", 401: "missing or unknown key",
+                     404: "unknown scorecard or game (or another key's)",
+                     409: "game already started, or scorecard closed", 422: "bad parallel",
+                     429: "too many sessions in flight"}),
+    Route("act", "POST", "/api/sessions/{session_id}/act",
+          "Play one action (0 up, 1 down, 2 left, 3 right); returns the next Frame.", auth=True,
+          body=(Field("action", INT, "0 up, 1 down, 2 left, 3 right", minimum=0, maximum=3),
+                Field("episode", INT, "the episode the action is for (required when several "
+                      "are in flight)", required=False, minimum=0)),
+          responses={200: "the next Frame", 400: "several episodes in flight and none named",
+                     401: "missing or unknown key",
+                     404: "unknown or expired session (or another key's)",
+                     409: "session over, or episode not in flight",
+                     422: "malformed body or action"}),
+    Route("get_scorecard", "GET", "/api/scorecards/{scorecard_id}",
+          "Live per-game progress of an open or closed scorecard.", auth=True,
+          responses={200: "the scorecard", 401: "missing or unknown key",
+                     404: "unknown scorecard (or another key's)"}),
+    Route("close_scorecard", "POST", "/api/scorecards/{scorecard_id}/close",
+          "Lock, score and post a scorecard; unfinished episodes count as unsolved. "
+          "Closing again returns the same Score.", auth=True,
+          responses={200: "the Score", 401: "missing or unknown key",
+                     404: "unknown scorecard (or another key's)"}),
+    Route("get_replay", "GET", "/api/replays/{session_id}",
+          "Per-episode outcomes of a session; the action strings only for the key that played.",
+          responses={200: "the replay", 404: "unknown session"}),
+    Route("get_leaderboard", "GET", "/api/leaderboard",
+          "Each name's best closed scorecard of a version, ranked.",
+          query=LEADERBOARD_QUERY,
+          responses={200: "the ranking", 422: "bad version or limit"}),
+    Route("get_spec", "GET", "/api/spec", "The live numbers of the served set, read from the data.",
+          responses={200: "the spec"}),
+]
+
+
+def observation(run: EpisodeRun, images: list[Picture] | None = None) -> dict:
+    """The observation object; with ``images``, the base64 strings are left as tokens that
+    ``frame_pieces`` splices back in (JSON-encoding 16 KB strings costs more than the rest)."""
+    assert run.obs is not None
+    if images is None:
+        return {"obs": run.obs.b64, "goal": run.served.goal.b64, "shape": SHAPE,
+                "dtype": "uint8", "encoding": "base64-raw"}
+    images += (run.obs, run.served.goal)
+    return {"obs": f"\x00{len(images) - 2}", "goal": f"\x00{len(images) - 1}", "shape": SHAPE,
+            "dtype": "uint8", "encoding": "base64-raw"}
+
+
+def _episode(run: EpisodeRun, of: int) -> dict:
+    return {"index": run.index, "of": of, "steps_used": run.steps,
+            "max_steps": run.served.max_steps}
+
+
+def frame(session: Session, outcome: Outcome | None,
+          images: list[Picture] | None = None) -> dict:
+    """The Frame after ``outcome`` (None on start): serial or parallel shape by the session."""
+    over = session.state != IN_PROGRESS
+    of = len(session.episodes)
+    out: dict[str, Any] = {"session_id": session.id, "game": session.record.game,
+                           "state": "GAME_OVER" if over else "IN_PROGRESS"}
+    if session.parallel == 1:
+        index = session.in_flight[0] if session.in_flight else (
+            outcome.episode if outcome else of - 1)
+        run = session.episodes[index]
+        out["episode"] = _episode(run, of)
+        out["observation"] = None if over else observation(run, images)
+    else:
+        tiers = session.version.tiers
+        t = min(session.tier, len(tiers) - 1)
+        out["episodes"] = [{**_episode(session.episodes[i], of),
+                            "observation": observation(session.episodes[i], images)}
+                           for i in session.in_flight]
+        out["tier"] = {"index": t, "of": len(tiers), "range": list(tiers[t])}
+        out["finished"] = session.finished
+        out["acted_episode"] = outcome.episode if outcome else None
+    if outcome is None:
+        out["last"] = None
+    else:
+        out["last"] = {"action": outcome.action, "moved": outcome.moved,
+                       "pushed": outcome.pushed, "solved": outcome.solved,
+                       "episode_done": outcome.episode_done}
+        if session.parallel > 1:
+            out["last"]["episode"] = outcome.episode
+    out["result"] = session.score() if over else {}
+    return out
+
+
+def frame_pieces(session: Session, outcome: Outcome | None) -> list[bytes | Picture]:
+    """The Frame as JSON text pieces and the pictures between them: base64 is ASCII without
+    quotes or backslashes, so it stands in JSON as it is."""
+    images: list[Picture] = []
+    pieces: list[Any] = _TOKEN.split(
+        json.dumps(frame(session, outcome, images), separators=(",", ":")))
+    for i in range(0, len(pieces), 2):
+        pieces[i] = pieces[i].encode()
+    for i in range(1, len(pieces), 2):
+        pieces[i] = images[int(pieces[i])]
+    return pieces
+
+
+def reply_frame(request: web.Request, session: Session, outcome: Outcome | None) -> web.Response:
+    pieces = frame_pieces(session, outcome)
+    if accepts_gzip(request):
+        return web.Response(body=framezip.gzipped(pieces), content_type="application/json",
+                            headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
+    return web.Response(body=framezip.plain(pieces), content_type="application/json",
+                        headers={"Vary": "Accept-Encoding"})
+
+
+async def create_key(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+    address = client_ip(request, arena.limits.trusted_proxies)
+    api_key = await arena.create_key(args["name"], address)
+    return reply(request, {"api_key": api_key, "name": args["name"],
+                           "note": "Keep this key: it is shown once and stored only as a hash. "
+                                   "Send it as the X-API-Key header."}, status=201)
+
+
+async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
+                         args: dict) -> web.Response:
+    card, opened = await arena.open_scorecard(key)
+    return reply(request, {"scorecard_id": card.record.id, "games": [arena.game],
+                           "episodes_per_game": arena.version.episodes,
+                           "version": arena.version.version, "opened_today": opened,
+                           "daily_limit": arena.limits.scorecards_per_key_per_day})
+
+
+async def start_game(request: web.Request, arena: Arena, key: KeyRecord,
+                     args: dict) -> web.Response:
+    session = await arena.start(key, request.match_info["scorecard_id"],
+                                request.match_info["game"], args["parallel"])
+    return reply_frame(request, session, None)
+
+
+async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
+    session, outcome = await arena.act(key, request.match_info["session_id"], args["action"],
+                                       args["episode"])
+    return reply_frame(request, session, outcome)
+
+
+async def get_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
+                        args: dict) -> web.Response:
+    return reply(request, await arena.scorecard_view(key, request.match_info["scorecard_id"]))
+
+
+async def close_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
+                          args: dict) -> web.Response:
+    return reply(request, await arena.close(key, request.match_info["scorecard_id"]))
+
+
+async def get_replay(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+    viewer = await arena.owner_of(api_key(request))
+    return reply(request, await arena.replay(request.match_info["session_id"], viewer))
+
+
+async def get_leaderboard(request: web.Request, arena: Arena, key: None,
+                          args: dict) -> web.Response:
+    return reply(request, await arena.leaderboard(args["version"], args["limit"]))
+
+
+async def get_spec(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+    return reply(request, {**arena.version.spec(), "limits": arena.limits.public()})
+
+
+HANDLERS = {"create_key": create_key, "open_scorecard": open_scorecard, "start_game": start_game,
+            "act": act, "get_scorecard": get_scorecard, "close_scorecard": close_scorecard,
+            "get_replay": get_replay, "get_leaderboard": get_leaderboard, "get_spec": get_spec}

@@ -1,0 +1,48 @@
+"""Running the server process: load the version, open the store, listen until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+from aiohttp import web
+
+from serve.app import build_app
+from serve.dataset import load_version
+from serve.limits import Limits
+from serve.play import Arena
+from serve.sqlite_store import SQLiteStore
+
+
+def serve_forever(root: str | Path, version: str, db: str, host: str, port: int,
+                  limits: Limits, synchronous: str = "NORMAL") -> None:
+    """Load ``version`` from ``root`` and serve it until SIGINT or SIGTERM."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    t0 = time.perf_counter()
+    served = load_version(Path(root), version)
+    loaded = time.perf_counter() - t0
+    arena = Arena(served, SQLiteStore(db, synchronous), limits)
+    asyncio.run(_serve(build_app(arena), host, port, loaded, served.episodes, db))
+
+
+async def _serve(app: web.Application, host: str, port: int, loaded: float, episodes: int,
+                 db: str) -> None:
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1] if site._server else port  # port 0 -> real
+    print(f"serving {episodes} levels on http://{host}:{bound} (loaded in {loaded:.2f} s, "
+          f"store {db})", file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await runner.cleanup()

@@ -1,0 +1,116 @@
+"""HTTP plumbing shared by every face: JSON replies (gzip when accepted), keys, errors, binding.
+
+Declared routes are bound here so that each handler receives inputs already checked against
+its ``serve.schema.Route``; every refusal leaves as JSON ``{"detail": ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import zlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from serve.limits import Network, client_address
+from serve.play import PlayError
+from serve.schema import Invalid, Route
+
+log = logging.getLogger("sokoforge.serve")
+GZIP_MIN_BYTES = 1024
+ARENA = web.AppKey("arena", object)
+
+Handler = Callable[[web.Request, Any, Any, dict], Awaitable[web.StreamResponse]]
+
+
+def accepts_gzip(request: web.Request) -> bool:
+    """Whether ``Accept-Encoding`` allows gzip (by name or ``*``) with a weight above zero."""
+    for part in request.headers.get("Accept-Encoding", "").lower().split(","):
+        coding, *params = (p.strip() for p in part.split(";"))
+        if coding in ("gzip", "*"):
+            weight = next((p[2:] for p in params if p.startswith("q=")), "1")
+            try:
+                return float(weight) > 0
+            except ValueError:
+                return False
+    return False
+
+
+def _gzip(data: bytes) -> bytes:
+    # level 1: the frames are highly repetitive, so fast compression already shrinks them ~10x
+    z = zlib.compressobj(1, zlib.DEFLATED, 31)
+    return z.compress(data) + z.flush()
+
+
+def reply_bytes(request: web.Request, body: bytes, content_type: str,
+                status: int = 200) -> web.Response:
+    headers = {"Vary": "Accept-Encoding"}
+    if len(body) >= GZIP_MIN_BYTES and accepts_gzip(request):
+        body = _gzip(body)
+        headers["Content-Encoding"] = "gzip"
+    return web.Response(body=body, status=status, content_type=content_type, headers=headers)
+
+
+def reply(request: web.Request, data: Any, status: int = 200) -> web.Response:
+    """``data`` as JSON, compressed when the client accepts gzip and the body is worth it."""
+    body = json.dumps(data, separators=(",", ":")).encode()
+    return reply_bytes(request, body, "application/json", status)
+
+
+def api_key(request: web.Request) -> str | None:
+    """The key from ``X-API-Key`` or ``Authorization: Bearer``."""
+    key = request.headers.get("X-API-Key")
+    if key:
+        return key.strip()
+    auth = request.headers.get("Authorization", "")
+    scheme, _, token = auth.partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def client_ip(request: web.Request, proxies: tuple[Network, ...]) -> str:
+    return client_address(request.remote, request.headers.get("X-Forwarded-For"), proxies)
+
+
+def error(request: web.Request, status: int, detail: str) -> web.Response:
+    return reply(request, {"detail": detail}, status=status)
+
+
+@web.middleware
+async def errors_as_json(request: web.Request, handler: Callable) -> web.StreamResponse:
+    """Every refusal as JSON ``{"detail"}``; an unexpected fault is logged and answered 500."""
+    try:
+        return await handler(request)
+    except PlayError as e:
+        response = error(request, e.status, e.detail)
+        if hasattr(e, "retry_after"):
+            response.headers["Retry-After"] = str(e.retry_after)
+        return response
+    except Invalid as e:
+        return error(request, 422, str(e))
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        detail = {404: f"no route {request.path}; see /api/docs",
+                  405: f"{request.method} is not allowed on {request.path}",
+                  413: "request body too large"}.get(e.status, e.reason)
+        return error(request, e.status, detail)
+    except Exception:
+        log.exception("unexpected fault on %s %s", request.method, request.path)
+        return error(request, 500, "internal error; retry, and report it if it persists")
+
+
+def bind(app: web.Application, route: Route, handler: Handler) -> None:
+    """Register ``handler`` for ``route``; it gets the key record (if the route needs one)
+    and the body and query values checked against the route's declarations."""
+    async def endpoint(request: web.Request) -> web.StreamResponse:
+        arena = request.app[ARENA]
+        key = await arena.identify(api_key(request)) if route.auth else None
+        args = route.parse_query(request.query) if route.query else {}
+        if route.body is not None:
+            args.update(route.parse_body(await request.read()))
+        return await handler(request, arena, key, args)
+
+    endpoint.__name__ = route.operation
+    app.router.add_route(route.method, route.path, endpoint, name=route.operation)

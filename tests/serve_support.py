@@ -1,0 +1,221 @@
+"""Test support for the server: a small dataset written from XSB levels, and a running server.
+
+The dataset is built here from a handful of levels solved by the engine, so the server tests
+do not depend on the pipeline; the server runs in a thread on 127.0.0.1 and a free port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import http.client
+import json
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from engine.levels import canonical_id, parse_xsb
+from engine.solver import solve
+
+# Two tiers: three one-crate levels, then three two-crate levels, easiest first.
+LEVELS = [
+    """
+########
+#      #
+#@ $  .#
+#      #
+########""",
+    """
+#######
+#.    #
+#  $  #
+#   @ #
+#######""",
+    """
+######
+#@   #
+# $  #
+#  # #
+#.   #
+######""",
+    """
+#######
+#.  . #
+# $$  #
+#  @  #
+#######""",
+    """
+########
+#@     #
+# $ $  #
+#   ## #
+#.    .#
+########""",
+    """
+#######
+#  .  #
+# $#$ #
+#  .@ #
+#######""",
+]
+STEP_MULTIPLE = 3
+
+
+def write_dataset(root: Path, version: str = "t1", levels: list[str] = LEVELS) -> dict:
+    """Write ``root/version`` (levels.parquet with DESIGN.md's columns, and manifest.json)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    for text in levels:
+        level = parse_xsb(text.strip("\n"))
+        result = solve(level)
+        assert result.status == "solved", text
+        rows.append((level, result))
+    rows.sort(key=lambda r: (r[0].n_crates, r[1].moves))
+    tier_of = {n: t for t, n in enumerate(sorted({lv.n_crates for lv, _ in rows}))}
+    cols: dict[str, tuple[list, Any]] = {
+        "index": ([i for i in range(len(rows))], pa.int16()),
+        "tier": ([tier_of[lv.n_crates] for lv, _ in rows], pa.int8()),
+        "n_crates": ([lv.n_crates for lv, _ in rows], pa.int8()),
+        "height": ([lv.height for lv, _ in rows], pa.int8()),
+        "width": ([lv.width for lv, _ in rows], pa.int8()),
+        "xsb": ([levels_xsb(lv) for lv, _ in rows], pa.string()),
+        "optimal_moves": ([r.moves for _, r in rows], pa.int16()),
+        "optimal_pushes": ([r.pushes for _, r in rows], pa.int16()),
+        "solution": ([r.solution for _, r in rows], pa.string()),
+        "max_steps": ([STEP_MULTIPLE * r.moves for _, r in rows], pa.int16()),
+        "difficulty": ([float(r.moves) for _, r in rows], pa.float32()),
+        "grade": ([tier_of[lv.n_crates] for lv, _ in rows], pa.int8()),
+        "canonical_id": ([canonical_id(lv) for lv, _ in rows], pa.string()),
+    }
+    table = pa.table({k: pa.array(v, type=t) for k, (v, t) in cols.items()})
+    folder = root / version
+    folder.mkdir(parents=True)
+    pq.write_table(table, folder / "levels.parquet")
+    digest = hashlib.sha256((folder / "levels.parquet").read_bytes()).hexdigest()
+    manifest = {"format": 1, "version": version, "game": "standard",
+                "spec": {"budget": {"multiple": STEP_MULTIPLE, "floor": 0}},
+                "seed_commitment": {"salt": "00", "sha256": "0" * 64},
+                "files": {"levels.parquet": {"sha256": digest, "rows": len(rows)}},
+                "generator": {"package_version": "test"}, "rotated_from": None}
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return {"rows": table.to_pylist(), "manifest": manifest}
+
+
+def levels_xsb(level: Any) -> str:
+    from engine.levels import to_xsb
+
+    return to_xsb(level)
+
+
+class Api:
+    """A blocking JSON client for tests: ``call`` returns (status, parsed body)."""
+
+    def __init__(self, base: str, key: str | None = None) -> None:
+        self.host, self.port = base.removeprefix("http://").split(":")
+        self.key = key
+        self.seen: list[str] = []  # every raw body, for leak checks
+
+    def raw(self, method: str, path: str, body: Any = None, headers: dict | None = None,
+            data: bytes | None = None) -> tuple[int, dict, bytes]:
+        conn = http.client.HTTPConnection(self.host, int(self.port), timeout=30)
+        hdrs = {"Content-Type": "application/json"}
+        if self.key:
+            hdrs["X-API-Key"] = self.key
+        hdrs.update(headers or {})
+        payload = data if data is not None else (None if body is None else json.dumps(body))
+        conn.request(method, path, body=payload, headers=hdrs)
+        res = conn.getresponse()
+        raw = res.read()
+        out = (res.status, dict(res.getheaders()), raw)
+        conn.close()
+        return out
+
+    def call(self, method: str, path: str, body: Any = None, **kw: Any) -> tuple[int, Any]:
+        status, headers, raw = self.raw(method, path, body, **kw)
+        text = raw.decode()
+        self.seen.append(text)
+        ctype = headers.get("Content-Type", "")
+        return status, json.loads(text) if ctype.startswith("application/json") else text
+
+    def ok(self, method: str, path: str, body: Any = None, status: int = 200, **kw: Any) -> Any:
+        got, data = self.call(method, path, body, **kw)
+        assert got == status, (method, path, got, data)
+        return data
+
+
+class ServerThread:
+    """The aiohttp app on 127.0.0.1 and a free port, in a thread with its own event loop."""
+
+    def __init__(self, arena: Any) -> None:
+        from serve.app import build_app
+
+        self.app = build_app(arena)
+        self.arena = arena
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.base = ""
+
+    def _run(self) -> None:
+        from aiohttp import web
+
+        asyncio.set_event_loop(self.loop)
+        self.runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        self.loop.run_until_complete(self.runner.setup())
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        self.loop.run_until_complete(site.start())
+        self.base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+        self.ready.set()
+        self.loop.run_forever()
+        self.loop.run_until_complete(self.runner.cleanup())
+        self.loop.close()
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        assert self.ready.wait(30)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(30)
+
+
+@contextmanager
+def server(served: Any, db: Path, clock: Any = None, **limits: Any):
+    """A running server over ``served`` with store ``db``, limit overrides and maybe a clock."""
+    import time
+
+    from serve.limits import Limits
+    from serve.play import Arena
+    from serve.sqlite_store import SQLiteStore
+
+    arena = Arena(served, SQLiteStore(db, "NORMAL"), Limits(**limits), clock=clock or time.time)
+    with ServerThread(arena) as running:
+        yield running
+
+
+class SolutionAgent:
+    """An agent that knows the stored solutions: it recognises the level by its goal image
+    and plays the solution step by step (``solutions`` is filled in by the test)."""
+
+    solutions: dict[bytes, list[int]] = {}
+
+    def reset(self) -> None:
+        pass
+
+    def act(self, obs: Any, goal: Any, action_history: list[int]) -> int:
+        return self.solutions[goal.tobytes()][len(action_history)]
+
+
+def solutions_by_goal(rows: list[dict]) -> dict[bytes, list[int]]:
+    """Each level's goal image (raw bytes) mapped to its stored solution as actions."""
+    from engine.render import render_goal
+    from engine.rules import lurd_to_actions
+
+    out = {render_goal(parse_xsb(r["xsb"])).tobytes(): lurd_to_actions(r["solution"])
+           for r in rows}
+    assert len(out) == len(rows), "goal images must tell the levels apart"
+    return out

@@ -1,0 +1,138 @@
+"""The reference client: the CLI plays whole games with any agent and retries what it should."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from aiohttp import web
+from click.testing import CliRunner
+from serve_support import SolutionAgent, server, solutions_by_goal, write_dataset
+
+from pipeline.cli import main
+from serve.client import ClientError, Connection
+from serve.dataset import load_version
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory):
+    root = tmp_path_factory.mktemp("datasets")
+    info = write_dataset(root, "t1")
+    SolutionAgent.solutions = solutions_by_goal(info["rows"])
+    db = tmp_path_factory.mktemp("db") / "store.sqlite"
+    with server(load_version(root, "t1"), db, keys_per_address_per_day=100) as running:
+        yield running
+
+
+@pytest.mark.parametrize("parallel", [1, 3])
+def test_play_command_with_a_module_class_agent_scores_what_the_agent_earns(srv, parallel):
+    result = CliRunner().invoke(main, [
+        "play", "--url", srv.base + "/", "--register", f"knower {parallel}",
+        "--agent", "serve_support:SolutionAgent", "--parallel", str(parallel)])
+    assert result.exit_code == 0, result.output
+    score = json.loads(result.stdout.split("replay:")[0])
+    assert score["success_rate"] == 1.0 and score["move_efficiency"] == 1.0
+    assert f"replay: {srv.base}/api/replays/gs-" in result.stdout
+    assert "episodes finished: 6/6" in result.stderr
+
+
+def test_play_command_with_an_existing_key_and_the_random_agent(srv):
+    runner = CliRunner()
+    first = runner.invoke(main, ["play", "--url", srv.base, "--register", "keeper",
+                                 "--agent", "random", "--seed", "1"])
+    assert first.exit_code == 0, first.output
+    key = next(w for w in first.stderr.split() if w.startswith("lsk-"))
+    again = runner.invoke(main, ["play", "--url", srv.base, "--key", key, "--agent", "random"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout.split("replay:")[0])["episodes"] == 6
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--register", "refused", "--agent", "nowhere:Agent"], "No module named"),
+    (["--register", "refused", "--agent", "json:dumps"], "no reset() method"),
+    (["--key", "lsk-unknown", "--agent", "random"], "401"),
+    (["--agent", "random"], "exactly one of"),
+])
+def test_play_command_refusals_are_one_line(srv, args, message):
+    result = CliRunner().invoke(main, ["play", "--url", srv.base, *args])
+    assert result.exit_code != 0 and message in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def flaky_server(failures: list[int], retry_after: str | None = None):
+    """An app answering the given statuses first, then 200; returns (base, hits, stop)."""
+    hits = []
+
+    async def handle(request: web.Request) -> web.Response:
+        hits.append(request.path)
+        if failures:
+            headers = {"Retry-After": retry_after} if retry_after else None
+            return web.json_response({"detail": "busy"}, status=failures.pop(0),
+                                     headers=headers)
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_post("/x", handle)
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    box = {}
+
+    def run():
+        runner = web.AppRunner(app)
+        loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        loop.run_until_complete(site.start())
+        box["base"] = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+        ready.set()
+        loop.run_forever()
+        loop.run_until_complete(runner.cleanup())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    ready.wait(10)
+
+    def stop():
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+    return box["base"], hits, stop
+
+
+async def call_once(base: str, retries: int) -> dict:
+    conn = Connection(base, retries=retries, backoff=0.01)
+    try:
+        return await conn.call("POST", "/x", {})
+    finally:
+        await conn.close()
+
+
+def test_client_retries_429_and_5xx_with_backoff_but_not_other_4xx():
+    base, hits, stop = flaky_server([429, 503, 500])
+    try:
+        assert asyncio.run(call_once(base, retries=3)) == {"ok": True} and len(hits) == 4
+    finally:
+        stop()
+    base, hits, stop = flaky_server([404])
+    try:
+        with pytest.raises(ClientError, match="404"):
+            asyncio.run(call_once(base, retries=3))
+        assert len(hits) == 1
+    finally:
+        stop()
+
+
+def test_client_does_not_wait_out_a_long_retry_after():
+    base, hits, stop = flaky_server([429], retry_after="86400")
+    try:
+        with pytest.raises(ClientError, match="429"):
+            asyncio.run(call_once(base, retries=3))
+        assert len(hits) == 1
+    finally:
+        stop()
+
+
+def test_client_retries_network_faults_then_gives_up():
+    with pytest.raises(ClientError, match="gave up after 2 retries"):
+        asyncio.run(call_once("http://127.0.0.1:9", retries=2))
