@@ -1,8 +1,8 @@
 """Whether a rotated version is as hard as the one it replaces, in figures and as a verdict.
 
-Both versions are compared level by level (same play-order index) and tier by tier; the
-rotation is accepted only if no level changes crate count or grade and the reference planner's
-solved counts differ by at most ``allowed_gap`` levels (3 per 100, rounded up).
+Both versions are compared slot by slot (same tier and slot) and tier by tier; the rotation
+is accepted only if no slot changes crate count or grade and the reference planner's solved
+counts differ by at most ``allowed_gap`` levels (3 per 100, rounded up).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from engine.levels import parse_xsb
 from engine.planner import plan
 
 GAP_PER_HUNDRED = 3
-_COLUMNS = ("index", "tier", "n_crates", "optimal_moves", "difficulty", "grade",
+_COLUMNS = ("index", "tier", "slot", "n_crates", "optimal_moves", "difficulty", "grade",
             "planner_solved")
 
 
@@ -92,10 +92,10 @@ class Equivalence:
         opt, diff = self.largest["optimal_moves"], self.largest["difficulty"]
         verdict = "accepted" if self.accepted else "REFUSED: " + "; ".join(self.reasons())
         return [f"{b} against {a}: {verdict}", *table,
-                f"largest slot difference: optimum {opt['difference']} move(s) at level "
-                f"{opt['index']} ({opt['prev']} -> {opt['new']}); difficulty "
-                f"{diff['difference']:.4f} at level {diff['index']} ({diff['prev']:.4f} -> "
-                f"{diff['new']:.4f})",
+                f"largest slot difference: optimum {opt['difference']} move(s) in tier "
+                f"{opt['tier']} slot {opt['slot']} ({opt['prev']} -> {opt['new']}); difficulty "
+                f"{diff['difference']:.4f} in tier {diff['tier']} slot {diff['slot']} "
+                f"({diff['prev']:.4f} -> {diff['new']:.4f})",
                 f"reference planner solved: {a} {self.solved['prev']}/{self.solved['levels']}, "
                 f"{b} {self.solved['new']}/{self.solved['levels']} (allowed gap "
                 f"{self.solved['allowed_gap']})"]
@@ -103,12 +103,13 @@ class Equivalence:
 
 def compare(prev_name: str, prev: pl.DataFrame, new_name: str, new: pl.DataFrame
             ) -> Equivalence:
-    """Compare two versions' tables (with a ``planner_solved`` column), index by index."""
-    if prev.height != new.height or prev["index"].sort().to_list() != \
-            new["index"].sort().to_list():
-        raise ValueError(f"{new_name} and {prev_name} do not have the same levels indices")
+    """Compare two versions' tables (with a ``planner_solved`` column), slot by slot."""
+    keys = ["tier", "slot"]
+    if prev.height != new.height or prev.select(keys).sort(keys).rows() != \
+            new.select(keys).sort(keys).rows():
+        raise ValueError(f"{new_name} and {prev_name} do not have the same tiers and slots")
     both = (prev.select(_COLUMNS).sort("index")
-            .join(new.select(_COLUMNS), on="index", suffix="_new", maintain_order="left"))
+            .join(new.select(_COLUMNS), on=keys, suffix="_new", maintain_order="left"))
     tiers = []
     for (tier,), part in both.group_by("tier", maintain_order=True):
         tiers.append({
@@ -121,9 +122,10 @@ def compare(prev_name: str, prev: pl.DataFrame, new_name: str, new: pl.DataFrame
             "new_planner_solved": int(part["planner_solved_new"].sum()),
         })
     mismatches = [
-        f"level {r['index']}: {what} {r[col]} in {prev_name}, {r[col + '_new']} in {new_name}"
+        f"tier {r['tier']} slot {r['slot']}: {what} {r[col]} in {prev_name}, "
+        f"{r[col + '_new']} in {new_name}"
         for r in both.iter_rows(named=True)
-        for col, what in (("tier", "tier"), ("n_crates", "crates"), ("grade", "grade"))
+        for col, what in (("n_crates", "crates"), ("grade", "grade"))
         if r[col] != r[col + "_new"]]
     return Equivalence(
         prev=prev_name, new=new_name, tiers=tiers,
@@ -140,9 +142,11 @@ def _mean(s: pl.Series) -> float:
 
 
 def _largest(both: pl.DataFrame, column: str) -> dict[str, Any]:
-    """The level whose ``column`` differs most between the versions (first one on ties)."""
+    """The slot whose ``column`` differs most between the versions (first one on ties)."""
     diff = (both[f"{column}_new"].cast(pl.Float64) - both[column].cast(pl.Float64)).abs()
     at = int(diff.arg_max())
     cast = int if column == "optimal_moves" else float
-    return {"index": int(both["index"][at]), "prev": cast(both[column][at]),
-            "new": cast(both[f"{column}_new"][at]), "difference": cast(diff[at])}
+    return {"tier": int(both["tier"][at]), "slot": int(both["slot"][at]),
+            "prev_index": int(both["index"][at]), "new_index": int(both["index_new"][at]),
+            "prev": cast(both[column][at]), "new": cast(both[f"{column}_new"][at]),
+            "difference": cast(diff[at])}

@@ -1,11 +1,10 @@
-"""Matched selection for rotation: one candidate per level of the previous version, alike in kind.
+"""Matched selection for rotation: one candidate per slot of the previous version, alike in kind.
 
-Each target (a level of PREV, in play order) takes a candidate of its tier with the same crate
-count and grade, an optimum within one move of PREV's and inside the slot's band; CP-SAT
-minimises the summed |difficulty difference| and keeps PREV's difficulty order within each
-tier, so level i of the new version stands in for level i of the old one. When both tables
-carry the reference planner's outcome (``planner_solved``), a slot prefers a candidate with
-PREV's outcome and the total solved count stays within a given gap of PREV's.
+Each target (a level of PREV) takes a candidate with the same tier, crate count and grade, an
+optimum within one move of PREV's and inside the slot's band; CP-SAT minimises the summed
+|difficulty difference|. The new level takes PREV's slot, so the versions compare slot by
+slot. When both tables carry the reference planner's outcome (``planner_solved``), a slot
+prefers a candidate with PREV's outcome and the solved count can be held near PREV's.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ PLANNER_COST = 10_000  # another planner outcome than PREV's slot costs as much 
 
 
 class MatchError(PipelineError):
-    """Some targets cannot get a candidate; ``unmatched`` holds their play-order indices."""
+    """Some targets cannot get a candidate; ``unmatched`` holds their PREV indices."""
 
     def __init__(self, message: str, unmatched: list[int]) -> None:
         super().__init__(message)
@@ -34,12 +33,16 @@ class MatchError(PipelineError):
 
 
 def targets(prev: pl.DataFrame, spec: Spec) -> pl.DataFrame:
-    """PREV's levels in play order with ``slot`` (place within the tier) and its band.
+    """PREV's levels in play order with their ``slot`` and that slot's band from the spec.
 
-    The band is the spec's band of that place, the one the audit checks every level against.
+    The slot is PREV's own (a set without one plays its slots in order); the new level takes
+    the same slot, so the audit checks both against the same band.
     """
     prev = prev.sort("index")
-    slots = prev.select(pl.int_range(pl.len()).over("tier").alias("slot"))["slot"].to_list()
+    if "slot" in prev.columns:
+        slots = prev["slot"].to_list()
+    else:
+        slots = prev.select(pl.int_range(pl.len()).over("tier"))[:, 0].to_list()
     bands = [spec.tiers[t].band(s) for t, s in zip(prev["tier"].to_list(), slots, strict=True)]
     return prev.with_columns(
         pl.Series("slot", slots, dtype=pl.Int16),
@@ -52,8 +55,8 @@ def eligible_pairs(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable
     """Every (target, candidate row) pair that satisfies the per-slot rules, with its cost.
 
     ``goal`` is ``targets(...)``; ``pool`` the graded candidates. Columns: target (PREV
-    index), row (position in ``pool``), cost, order_key (difficulty as an exactly ordered int),
-    solved (the candidate's planner outcome, when known).
+    index), row (position in ``pool``), cost, and, when the planner's outcomes are known,
+    solved (the candidate's) and same_outcome (whether it is PREV's).
     """
     planner = "planner_solved" in goal.columns and "planner_solved" in pool.columns
     extra = ["planner_solved"] if planner else []
@@ -70,28 +73,24 @@ def eligible_pairs(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable
         ((pl.col("optimal_moves").cast(pl.Int32) - pl.col("prev_moves").cast(pl.Int32)).abs()
          <= OPTIMUM_TOLERANCE)
         & pl.col("optimal_moves").is_between(pl.col("band_lo"), pl.col("band_hi")))
-    diff = (pl.col("difficulty").cast(pl.Float64) - pl.col("prev_difficulty").cast(pl.Float64))
+    diff = pl.col("difficulty").cast(pl.Float64) - pl.col("prev_difficulty").cast(pl.Float64)
     cost = (diff.abs() * COST_SCALE).round().cast(pl.Int64)
     if planner:
-        cost = cost + pl.when(pl.col("planner_solved") != pl.col("prev_planner_solved")).then(
-            PLANNER_COST).otherwise(0)
-        solved = pl.col("planner_solved").cast(pl.Int64)
+        differs = pl.col("planner_solved") != pl.col("prev_planner_solved")
+        cost = cost + pl.when(differs).then(PLANNER_COST).otherwise(0)
+        solved, same = pl.col("planner_solved").cast(pl.Int64), ~differs
     else:
-        solved = pl.lit(None, dtype=pl.Int64)
-    pairs = pairs.with_columns(cost.alias("cost"), solved.alias("solved"))
-    # Dense ranks order exactly like the difficulties and keep CP-SAT's coefficients small
-    # (with raw float bits, around 1e9, its presolve wrongly reported feasible models
-    # infeasible).
-    pairs = pairs.with_columns(pl.col("difficulty").rank("dense").cast(pl.Int64)
-                               .alias("order_key"))
-    return (pairs.select("target", "row", "cost", "order_key", "solved", "canonical_id",
-                         "wall_layout_id", "tier")
+        solved, same = pl.lit(None, dtype=pl.Int64), pl.lit(None, dtype=pl.Boolean)
+    pairs = pairs.with_columns(cost.alias("cost"), solved.alias("solved"),
+                               same.alias("same_outcome"))
+    return (pairs.select("target", "row", "cost", "solved", "same_outcome", "canonical_id",
+                         "wall_layout_id")
             .sort(["target", "row"]))
 
 
 def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (),
           exclude_layouts: Iterable[str] = (), planner_gap: int | None = None) -> list[int]:
-    """Rows of ``pool`` chosen for the targets, in the targets' play order.
+    """Rows of ``pool`` chosen for the targets, in the targets' order of ``index``.
 
     No two chosen rows share a canonical id or a wall layout, and none carries an excluded
     one. With ``planner_gap`` (both tables need ``planner_solved``) the chosen rows' planner
@@ -106,13 +105,9 @@ def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (
     empty = [t for t in order if not by_target.get(t)]
     if empty:
         raise MatchError(f"no candidate fits {describe(goal, empty)}", empty)
+    # A candidate eligible for several targets appears in several pairs; distinct_model keeps
+    # it to one through its canonical id.
     model, x = distinct_model(pairs, order, by_target)
-    tier = dict(zip(goal["index"].to_list(), goal["tier"].to_list(), strict=True))
-    keys = pairs["order_key"].to_list()
-    for a, b in zip(order, order[1:], strict=False):
-        if tier[a] == tier[b]:
-            model.add(sum(keys[k] * x[k] for k in by_target[a])
-                      <= sum(keys[k] * x[k] for k in by_target[b]))
     if planner_gap is not None:
         solved = pairs["solved"].to_list()
         if None in solved:
@@ -121,10 +116,8 @@ def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (
         count = sum(solved[k] * x[k] for k in x)
         model.add(count >= total - planner_gap)
         model.add(count <= total + planner_gap)
-    # A candidate eligible for several targets appears in several pairs; distinct_model keeps
-    # it to one through its canonical id. Two phases: the least total cost, then among those
-    # the pairs earliest in their targets' lists, which makes the answer unique (one weighted
-    # objective made the search far slower).
+    # Two phases: the least total cost, then among those the pairs earliest in their targets'
+    # lists, which makes the answer unique (one weighted objective made the search far slower).
     costs = pairs["cost"].to_list()
     total_cost = sum(costs[k] * x[k] for k in x)
     model.minimize(total_cost)
@@ -140,10 +133,11 @@ def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (
         if left:
             raise MatchError(f"no distinct candidate is left for {describe(goal, left)} "
                              "(canonical id or wall layout taken by another slot)", left)
-        raise MatchError("every slot has a candidate, but no assignment keeps the previous "
-                         "version's difficulty order within each tier"
-                         + ("" if planner_gap is None else " and the reference planner's "
-                            f"solved count within {planner_gap}"), list(order))
+        same = pairs["same_outcome"].to_list()
+        lacking = [t for t in order if not any(same[k] for k in by_target[t])] or order
+        raise MatchError(f"the reference planner's solved count cannot be kept within "
+                         f"{planner_gap} of the previous version's; slots without a candidate"
+                         f" the planner judges alike: {describe(goal, lacking)}", lacking)
     rows = pairs["row"].to_list()
     return [next(rows[k] for k in by_target[t] if solver.value(x[k])) for t in order]
 

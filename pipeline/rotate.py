@@ -125,11 +125,14 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
                 click.echo(f"select: {len(unmatched)} slot(s) unmatched in a pool of "
                            f"{pool.height}; drawing {draws_in_round(round_ + 1)} more "
                            "candidates for each", err=True)
-    # Level i of the new version stands in for level i of PREV: it takes its index and slot.
-    chosen = pool[rows].drop("slot", "band_lo", "band_hi", "planner_solved").with_columns(
-        goal["index"].cast(pl.Int16), goal["slot"], goal["band_lo"], goal["band_hi"])
+    # Each new level takes the slot (and band) of the PREV level it stands in for; play order
+    # is then easiest first within each tier, as in an ordinary build.
+    chosen = (pool[rows].drop("slot", "band_lo", "band_hi", "planner_solved")
+              .with_columns(goal["slot"], goal["band_lo"], goal["band_hi"])
+              .sort(["tier", "difficulty", "slot"], maintain_order=True))
+    chosen = chosen.with_columns(pl.int_range(0, chosen.height, dtype=pl.Int16).alias("index"))
     # The verdict replays the planner on the chosen levels rather than trusting the pool's.
-    verdict = compare(prev, prev_levels, plan.version,
+    verdict = compare(prev, goal, plan.version,
                       chosen.with_columns(pl.Series("planner_solved", planner_solved(chosen))))
     if not verdict.accepted:
         raise PipelineError(f"rotation of {plan.version} from {prev} refused: "

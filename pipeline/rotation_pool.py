@@ -1,7 +1,8 @@
 """Enlarging a rotation's candidate pool where the match failed: goal-first draws aimed at a slot.
 
-For each level of PREV left unmatched, fresh layouts of its tier are drawn and a start state
-is sampled at an exact distance within one move of PREV's optimum and inside the slot's band.
+For each level of PREV left unmatched, fresh layouts of its tier are drawn and a few start
+states are sampled at exact distances within one move of PREV's optimum and inside the slot's
+band (several per layout, since grade also depends on the start).
 Every draw is keyed by (version seed, round, level, attempt), so the pool depends neither on
 order nor on workers; the candidates then pass through the ordinary solve and grade stages.
 """
@@ -27,12 +28,13 @@ from pipeline.tables import write_parquet
 from pipeline.workers import Workers
 
 ENLARGE = 2  # purpose key of an enlargement draw (generation uses LAYOUT and START under it)
-FIRST_DRAWS = 8  # candidates sought per unmatched level in round 1, doubled each round
+FIRST_LAYOUTS = 8  # layouts sought per unmatched level in round 1, doubled each round
+STARTS_PER_LAYOUT = 4
 
 
 def draws_in_round(round_: int) -> int:
     """How many candidates each unmatched level seeks in enlargement ``round_`` (1-based)."""
-    return FIRST_DRAWS << (round_ - 1)
+    return (FIRST_LAYOUTS << (round_ - 1)) * STARTS_PER_LAYOUT
 
 
 def enlarge(stages: Path, spec: Spec, seed: int, round_: int, wanted: pl.DataFrame,
@@ -62,7 +64,7 @@ def _draw(spec: Spec, seed: int, round_: int, wanted: int,
     lo, hi = max(band_lo, moves - OPTIMUM_TOLERANCE), min(band_hi, moves + OPTIMUM_TOLERANCE)
     rows: list[tuple[Any, ...]] = []
     for attempt in range(spec.max_attempts):
-        if len(rows) == wanted or lo > hi:
+        if len(rows) >= wanted or lo > hi:
             break
         key = (ENLARGE, round_, index, attempt)
         board = goal_layout(derived_rng(seed, *key, LAYOUT), spec.height, spec.width,
@@ -70,11 +72,11 @@ def _draw(spec: Spec, seed: int, round_: int, wanted: int,
         if board is None:
             continue
         sset = solvable_set(board)
-        start = sset.sample_start(derived_rng(seed, *key, START), lo, hi)
-        if start is None:
-            continue
-        level = board.with_start(start)
-        rows.append((tier_no, slot, index, attempt, band_lo, band_hi, level.n_crates,
-                     level.height, level.width, to_xsb(level), sset.distance(start),
-                     canonical_id(level), wall_layout_id(level)))
+        rng = derived_rng(seed, *key, START)
+        starts = {sset.sample_start(rng, lo, hi) for _ in range(STARTS_PER_LAYOUT)} - {None}
+        for start in sorted(starts, key=lambda st: (st.player, st.crates)):
+            level = board.with_start(start)
+            rows.append((tier_no, slot, index, attempt, band_lo, band_hi, level.n_crates,
+                         level.height, level.width, to_xsb(level), sset.distance(start),
+                         canonical_id(level), wall_layout_id(level)))
     return rows

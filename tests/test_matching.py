@@ -42,6 +42,13 @@ def test_targets_carry_the_band_of_their_place_in_the_tier():
                                                                 (2, 8, 12)]
 
 
+def test_targets_keep_the_slots_the_previous_version_recorded():
+    played = PREV.select("index", "tier", "n_crates", "optimal_moves", "grade", "difficulty")
+    shuffled = targets(played.with_columns(pl.Series("slot", [2, 0, 1], dtype=pl.Int16)), SPEC)
+    assert shuffled.select("slot", "band_lo", "band_hi").rows() == [(2, 8, 12), (0, 4, 8),
+                                                                    (1, 6, 10)]
+
+
 def test_match_takes_the_candidate_closest_in_difficulty_for_each_slot():
     pool = _pool([(6, 1, 0.20, "a", "A"), (7, 1, 0.11, "b", "B"), (8, 2, 0.31, "c", "C"),
                   (9, 2, 0.45, "d", "D"), (10, 3, 0.52, "e", "E"), (11, 3, 0.50, "f", "F")])
@@ -79,15 +86,39 @@ def test_match_never_uses_an_excluded_id_or_layout_or_one_twice():
     assert chosen == [0, 4, 5]
 
 
-def test_match_keeps_the_previous_difficulty_order_within_a_tier():
-    # Closest per slot would be 0.33 then 0.29: inverted. The order costs a worse slot 1.
-    prev = _prev([(6, 1, 0.30), (8, 2, 0.31), (10, 3, 0.50)])
-    pool = _pool([(6, 1, 0.33, "a", "A"), (8, 2, 0.29, "b", "B"), (8, 2, 0.40, "c", "C"),
-                  (10, 3, 0.50, "e", "E")])
-    chosen = match(prev, pool)
-    assert chosen == [0, 2, 3]
-    picked = pool[chosen]["difficulty"].to_list()
-    assert picked == sorted(picked)
+def _judged(table: pl.DataFrame, solved: list[bool]) -> pl.DataFrame:
+    return table.with_columns(pl.Series("planner_solved", solved))
+
+
+def test_match_prefers_the_planner_outcome_of_the_previous_slot():
+    prev = _judged(PREV, [True, False, True])
+    pool = _judged(_pool([(6, 1, 0.10, "a", "A"), (8, 2, 0.30, "c", "C"),
+                          (8, 2, 0.33, "d", "D"), (10, 3, 0.50, "e", "E")]),
+                   [True, True, False, True])
+    assert match(prev, pool) == [0, 2, 3]
+
+
+def test_match_holds_the_planner_solved_count_within_the_gap():
+    # Each slot's closest candidate is one the planner fails; the solved ones are 0.15 away.
+    prev = _judged(PREV, [True, True, True])
+    pool = _judged(_pool([(6, 1, 0.10, "a", "A"), (6, 1, 0.25, "b", "B"),
+                          (8, 2, 0.30, "c", "C"), (8, 2, 0.45, "d", "D"),
+                          (10, 3, 0.50, "e", "E"), (10, 3, 0.64, "f", "F")]),
+                   [False, True, False, True, False, True])
+    assert match(prev, pool) == [0, 2, 4]
+    chosen = match(prev, pool, planner_gap=1)
+    assert sum(pool["planner_solved"][chosen]) >= 2
+    assert match(prev, pool, planner_gap=0) == [1, 3, 5]
+
+
+def test_match_names_the_slots_without_a_candidate_the_planner_judges_alike():
+    prev = _judged(PREV, [True, True, True])
+    pool = _judged(_pool([(6, 1, 0.10, "a", "A"), (8, 2, 0.30, "c", "C"),
+                          (10, 3, 0.50, "e", "E")]), [True, False, True])
+    with pytest.raises(MatchError) as err:
+        match(prev, pool, planner_gap=0)
+    assert err.value.unmatched == [1]
+    assert "planner's solved count cannot be kept within 0" in str(err.value)
 
 
 def test_match_names_the_slots_left_without_a_distinct_candidate():
