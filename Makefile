@@ -4,7 +4,7 @@ VERSION ?= demo
 FROM ?=
 AGAINST ?=
 SEED ?=
-JOBS ?= 2
+JOBS ?= 1
 
 # python3.12, wherever this machine keeps it (PATH, then pyenv).
 PYTHON312 ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12; do \
@@ -47,6 +47,7 @@ serve: install
 
 bench: install
 	$(PY) benchmarks/engine.py
+	$(PY) benchmarks/planner.py
 	$(PY) benchmarks/build.py
 	$(PY) benchmarks/serve.py
 

@@ -5,7 +5,7 @@ own new Python process (interpreter start and imports included in "process"), si
 one run: one worker against two, and with ``--scatter`` the goal-first generator against the
 classic scatter procedure on the standard game's first two tiers.
 
-    .venv/bin/python benchmarks/build.py [--seed S] [--jobs 1 2] [--scatter]
+    .venv/bin/python benchmarks/build.py [--seed S] [--jobs 1 2] [--pool K] [--scatter]
 """
 
 from __future__ import annotations
@@ -85,6 +85,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--pool", type=int, default=0, metavar="K",
+                        help="also time the standard game with K candidates per slot")
     parser.add_argument("--scatter", action="store_true",
                         help="also time scatter against goal-first on tiers 0-1")
     args = parser.parse_args()
@@ -117,6 +119,17 @@ def main() -> None:
     best = min(r["process"] for r in results.values())
     print(f"best end-to-end: {best:.2f} s (target <= {TARGET_SECONDS:.0f} s: "
           f"{'met' if best <= TARGET_SECONDS else 'NOT met'})")
+
+    if args.pool:
+        big = dict(standard, candidates_per_slot=args.pool)
+        print(f"\nstandard game, {args.pool} candidates per slot")
+        print(head)
+        pool = {jobs: run_build(big, args.seed, jobs) for jobs in args.jobs}
+        for jobs, r in pool.items():
+            print(_row(f"pool {args.pool}, {jobs} job(s)", r, stages))
+        if len(args.jobs) > 1:
+            a, b = min(args.jobs), max(args.jobs)
+            print(f"speed-up {b} jobs vs {a}: {pool[a]['process'] / pool[b]['process']:.2f}x")
 
     if args.scatter:
         two = dict(standard, tiers=standard["tiers"][:2], max_attempts=5000)

@@ -181,6 +181,7 @@ def comparison_slots(result: AuditResult) -> pl.DataFrame:
     right = b.table.select(cols)
     joined = left.join(right, on=["tier", "slot"], how="full", suffix=f" {b.name}",
                        coalesce=True, maintain_order="left_right")
+    joined = joined.sort(["tier", "slot"], maintain_order=True)
     return joined.rename({c: f"{c} {a.name}" for c in cols[2:]}).with_columns(
         pl.col(f"difficulty {a.name}").round(3), pl.col(f"difficulty {b.name}").round(3))
 
@@ -240,14 +241,15 @@ class Report:
             parts.append(f"<li><b class='{c.status.lower()}'>{c.status}</b> "
                          f"{html.escape(c.name)}{detail}</li>")
         parts.append("</ul>")
+        if r.against is not None:
+            parts += [f"<h2>{html.escape(r.facts.name)} against {html.escape(r.against.name)}"
+                      "</h2>", _html_table(comparison_tiers(r))]
         for name, (caption, png) in self.images.items():
             data = base64.b64encode(png).decode("ascii")
             parts.append(f"<h2>{html.escape(caption)}</h2>"
                          f"<img alt='{html.escape(name)}' src='data:image/png;base64,{data}'>")
         if r.against is not None:
-            parts += [f"<h2>{html.escape(r.facts.name)} against {html.escape(r.against.name)}"
-                      "</h2>", _html_table(comparison_tiers(r)), "<h3>Slot by slot</h3>",
-                      _html_table(comparison_slots(r))]
+            parts += ["<h2>Slot by slot</h2>", _html_table(comparison_slots(r))]
         style = ("body{font-family:sans-serif;max-width:1400px;margin:1em auto;padding:0 1em}"
                  "table{border-collapse:collapse;font-size:13px}"
                  "td,th{border:1px solid #bbb;padding:3px 7px;text-align:right}"

@@ -19,6 +19,7 @@ import polars as pl
 from engine.levels import parse_xsb
 from engine.planner import HEURISTIC_WEIGHT, PLANNER_BUDGET, plan
 from pipeline.difficulty import FEATURES, DifficultyModel, transformed
+from pipeline.errors import PipelineError
 from pipeline.generate import generate
 from pipeline.grade import grade_features
 from pipeline.logistic import fit_logistic, log_loss
@@ -62,10 +63,28 @@ def pool_spec(template: Spec, per_tier: int) -> Spec:
     return spec_from_dict(data, source="calibration pool")
 
 
+# Lookahead budgets either side of the reference one: how often a level's outcome survives a
+# small change of budget bounds how well any level feature can predict that outcome.
+NEARBY_BUDGETS = (PLANNER_BUDGET - 16, PLANNER_BUDGET + 16)
+
+
 def _play(item: tuple[str, int]) -> tuple[bool, int]:
-    xsb, budget = item
-    result = plan(parse_xsb(xsb), budget)
+    xsb, steps = item
+    result = plan(parse_xsb(xsb), steps)
     return result.solved, result.steps
+
+
+def _stable(item: tuple[str, int, bool]) -> bool:
+    xsb, steps, solved = item
+    level = parse_xsb(xsb)
+    return all(plan(level, steps, budget=b).solved == solved for b in NEARBY_BUDGETS)
+
+
+def outcome_stability(table: pl.DataFrame, workers: Workers) -> float:
+    """Share of levels whose planner outcome is the same at every budget of NEARBY_BUDGETS."""
+    items = list(zip(table["xsb"].to_list(), table["max_steps"].to_list(),
+                     table["planner_solved"].to_list(), strict=True))
+    return float(np.mean(workers.map(_stable, items, label="stability")))
 
 
 def build_pool(spec: Spec, seed: int, folder: Path, workers: Workers) -> pl.DataFrame:
@@ -111,14 +130,23 @@ def validation(model: DifficultyModel, table: pl.DataFrame) -> dict[str, Any]:
                  "planner_failures": int(failed[crates == k].sum())}
         for k in sorted(set(crates.tolist()))
     }
+    both = 0 < failed.sum() < failed.size
+
+    def auc(scores: np.ndarray) -> float | None:
+        return round(roc_auc(scores, failed), 4) if both else None
+
+    def rho(other: np.ndarray) -> float | None:
+        r = spearman(d, other)
+        return None if np.isnan(r) else round(r, 4)
+
     return {
         "levels": int(table.height),
         "planner_failures": int(failed.sum()),
-        "auc": round(roc_auc(d, failed), 4),
-        "auc_optimal_moves": round(roc_auc(moves, failed), 4),
-        "auc_n_crates": round(roc_auc(crates, failed), 4),
-        "spearman_optimal_moves": round(spearman(d, moves), 4),
-        "spearman_n_crates": round(spearman(d, crates), 4),
+        "auc": auc(d),
+        "auc_optimal_moves": auc(moves),
+        "auc_n_crates": auc(crates),
+        "spearman_optimal_moves": rho(moves),
+        "spearman_n_crates": rho(crates),
         "log_loss": round(log_loss(d, failed), 4),
         "log_loss_base_rate": round(log_loss(np.full(d.size, failed.mean()), failed), 4),
         "by_crates": per_crates,
@@ -134,6 +162,12 @@ def calibrate(template: Spec, seed: int, size: PoolSize, work: Path,
     held = build_pool(pool_spec(template, size.held_out_per_tier), held_seed,
                       work / "held_out", workers)
     held = held.filter(~pl.col("canonical_id").is_in(fit_pool["canonical_id"].to_list()))
+    failures = int((~fit_pool["planner_solved"]).sum())
+    if failures in (0, fit_pool.height):
+        raise PipelineError(
+            f"calibration: the planner {'solved' if failures == 0 else 'failed'} every one of "
+            f"the {fit_pool.height} fit-pool levels, so there is nothing to fit; enlarge the "
+            "pool or use a template with more crates")
     model = fit_model(fit_pool)
     info = {
         "target": "reference planner fails within the level's step budget",
@@ -147,7 +181,9 @@ def calibrate(template: Spec, seed: int, size: PoolSize, work: Path,
                  "fit_per_tier": size.fit_per_tier,
                  "held_out_per_tier": size.held_out_per_tier},
         "fit": validation(model, fit_pool),
-        "held_out": validation(model, held),
+        "held_out": {**validation(model, held),
+                     "outcome_same_at_budgets": list(NEARBY_BUDGETS),
+                     "outcome_stability": round(outcome_stability(held, workers), 4)},
     }
     model = DifficultyModel(model.columns, model.transforms, model.means, model.scales,
                             model.weights, model.intercept, model.grade_cuts, info)

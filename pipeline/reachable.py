@@ -56,84 +56,72 @@ def push_reach_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_
                       words: np.ndarray, max_nodes: int) -> tuple[int, int]:
     """(reachable states, dead ones) from (player, start); (-1, -1) past ``max_nodes``.
 
-    A node is entered at one cell and floods its region once; a push landing on a state
-    already marked belongs to a known region and costs one bit test. The board has a closed
-    wall ring, so flooding never leaves the array.
+    The queue holds entry states (the player just after a push). Expanding one floods its
+    region once, counting and marking every state of it in ``flooded``; an entry state that a
+    flood already marked belongs to a counted region and is dropped with one bit test. The
+    board has a closed wall ring, so flooding never leaves the array.
     """
     k = start.size
     n = board.size
     occ = np.zeros(n, np.uint8)
-    here = np.zeros(n, np.int64)
-    there = np.zeros(n, np.int64)
+    mark = np.zeros(n, np.int64)
     stack = np.empty(n, np.int64)
-    visited = np.zeros(size // 64 + 1, np.uint64)
+    flooded = np.zeros(size // 64 + 1, np.uint64)
+    queued = np.zeros(size // 64 + 1, np.uint64)
     codes = np.empty(min(size, max_nodes), np.uint64)
     crates = np.empty(k, np.int64)
     moved = np.empty(k, np.int64)
-    solved = True
-    for i in range(k):
-        if board[start[i]] & GOAL == 0:
-            solved = False
-    if solved:
+    if _all_on_goals(board, start):
         return 1, 0
-    for i in range(k):
-        occ[start[i]] = 1
-    root = rank(cell_id, floor_id, binom, n_floor, player, start)
-    reachable = flood_kernel(board, width, occ, player, there, 1, stack, visited,
-                             root - floor_id[player], floor_id)
-    dead = reachable if _is_dead(live_id, floor_id, live_binom, n_floor, words, player,
-                                 start) else 0
-    for i in range(k):
-        occ[start[i]] = 0
+    set_bit(queued, rank(cell_id, floor_id, binom, n_floor, player, start))
     codes[0] = pack(player, start)
-    head, tail, stamp = 0, 1, 1
+    head, tail, stamp, reachable, dead = 0, 1, 0, 0, 0
     while head < tail:
         p = unpack(codes[head], crates)
         head += 1
+        idx = rank(cell_id, floor_id, binom, n_floor, p, crates)
+        if has_bit(flooded, idx):
+            continue
+        if _all_on_goals(board, crates):
+            # Solved states are terminal: only the state entered is reached.
+            reachable += 1
+            continue
         for i in range(k):
             occ[crates[i]] = 1
         stamp += 1
-        node = stamp
-        base = rank(cell_id, floor_id, binom, n_floor, p, crates) - floor_id[p]
-        flood_kernel(board, width, occ, p, here, node, stack, visited, base, floor_id)
+        cells = flood_kernel(board, width, occ, p, mark, stamp, stack, flooded,
+                             idx - floor_id[p], floor_id)
+        reachable += cells
+        if _is_dead(live_id, floor_id, live_binom, n_floor, words, p, crates):
+            dead += cells
         for i in range(k):
             c = crates[i]
             for d in (-width, width, -1, 1):
                 to = c + d
-                if here[c - d] != node or board[to] & FLOOR == 0 or occ[to] != 0:
+                if mark[c - d] != stamp or board[to] & FLOOR == 0 or occ[to] != 0:
                     continue
                 moved[:] = crates
                 moved[i] = to
                 resort(moved, i)
-                idx = rank(cell_id, floor_id, binom, n_floor, c, moved)
-                if has_bit(visited, idx):
+                nxt = rank(cell_id, floor_id, binom, n_floor, c, moved)
+                if has_bit(queued, nxt) or has_bit(flooded, nxt):
                     continue
-                done = True
-                for j in range(k):
-                    if board[moved[j]] & GOAL == 0:
-                        done = False
-                if done:
-                    # Solved states are terminal: only the state entered is reached.
-                    set_bit(visited, idx)
-                    reachable += 1
-                    continue
-                occ[c] = 0
-                occ[to] = 1
-                stamp += 1
-                cells = flood_kernel(board, width, occ, c, there, stamp, stack, visited,
-                                     idx - floor_id[c], floor_id)
-                occ[to] = 0
-                occ[c] = 1
-                reachable += cells
-                if _is_dead(live_id, floor_id, live_binom, n_floor, words, c, moved):
-                    dead += cells
-                if tail >= max_nodes:
+                set_bit(queued, nxt)
+                if tail >= codes.size:
                     return -1, -1
                 codes[tail] = pack(c, moved)
                 tail += 1
         for i in range(k):
             occ[crates[i]] = 0
     return reachable, dead
+
+
+@njit(cache=True)
+def _all_on_goals(board: np.ndarray, crates: np.ndarray) -> bool:
+    for i in range(crates.size):
+        if board[crates[i]] & GOAL == 0:
+            return False
+    return True
 
 
 def push_reachable_stats(level: Level, sset: SolvableSet, state: State | None = None,

@@ -22,14 +22,20 @@ from pipeline.tables import read_parquet, write_parquet
 SOLVER_BUDGET = 30.0  # CP-SAT deterministic time units (about seconds)
 
 
-def select(graded: Path, out: Path, spec: Spec, exclude_ids: frozenset[str]) -> Path:
-    """Write the chosen levels to ``out`` in play order (tier, then difficulty), with ``index``."""
+def select(graded: Path, out: Path, spec: Spec, exclude_ids: frozenset[str],
+           exclude_layouts: frozenset[str] = frozenset()) -> Path:
+    """Write the chosen levels to ``out`` in play order (tier, then difficulty), with ``index``.
+
+    Candidates whose canonical id is in ``exclude_ids`` or wall layout in ``exclude_layouts``
+    are never chosen.
+    """
     df = read_parquet(graded).with_row_index("row")
     crates = {i: t.crates for i, t in enumerate(spec.tiers)}
     eligible = df.filter(
         (pl.col("n_crates") == pl.col("tier").replace_strict(crates, return_dtype=pl.Int8))
         & pl.col("optimal_moves").is_between(pl.col("band_lo"), pl.col("band_hi"))
-        & ~pl.col("canonical_id").is_in(sorted(exclude_ids)))
+        & ~pl.col("canonical_id").is_in(sorted(exclude_ids))
+        & ~pl.col("wall_layout_id").is_in(sorted(exclude_layouts)))
     # Twice the distance to the band's centre keeps the cost an integer.
     cost = (2 * pl.col("optimal_moves").cast(pl.Int64)
             - pl.col("band_lo").cast(pl.Int64) - pl.col("band_hi").cast(pl.Int64)).abs()

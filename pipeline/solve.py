@@ -32,10 +32,11 @@ def solve(candidates: Path, out: Path, workers: Workers) -> Path:
     bad = solved.filter(pl.col("optimal_moves") != pl.col("distance"))
     if bad.height:
         row = bad.row(0, named=True)
+        found = (f"optimum is {row['optimal_moves']} moves" if row["optimal_moves"] >= 0
+                 else "search found no solution")
         raise PipelineError(
             f"tier {row['tier']} slot {row['slot']} layout {row['layout']}: the forward solver's "
-            f"optimum is {row['optimal_moves']} moves but the generator claimed "
-            f"{row['distance']}:\n{row['xsb']}")
+            f"{found} but the generator claimed {row['distance']}:\n{row['xsb']}")
     write_parquet(solved, out)
     return out
 

@@ -28,6 +28,8 @@ def find_browser() -> str | None:
 def screenshot(html: Path, out: Path, width: int = 1400, height: int = 6000,
                timeout: float = 120.0) -> Path:
     """Render ``html`` (a local file, no network) to the PNG ``out``; return ``out``."""
+    if not html.is_file():
+        raise RuntimeError(f"{html} does not exist (run `sokoforge audit VERSION` first)")
     browser = find_browser()
     if browser is None:
         raise RuntimeError("no chromium on PATH (Debian: apt-get install -y chromium)")

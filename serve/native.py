@@ -56,6 +56,11 @@ ROUTES = [
                      404: "unknown or expired session (or another key's)",
                      409: "session over, or episode not in flight",
                      422: "malformed body or action"}),
+    Route("get_session", "GET", "/api/sessions/{session_id}",
+          "The session's current Frame (last is null), for a client that lost an answer.",
+          auth=True, responses={200: "the current Frame", 401: "missing or unknown key",
+                                404: "unknown or expired session (or another key's)",
+                                409: "session over (its scorecard is closed)"}),
     Route("get_scorecard", "GET", "/api/scorecards/{scorecard_id}",
           "Live per-game progress of an open or closed scorecard.", auth=True,
           responses={200: "the scorecard", 401: "missing or unknown key",
@@ -180,6 +185,11 @@ async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) ->
     return reply_frame(request, session, outcome)
 
 
+async def get_session(request: web.Request, arena: Arena, key: KeyRecord,
+                      args: dict) -> web.Response:
+    return reply_frame(request, await arena.current(key, request.match_info["session_id"]), None)
+
+
 async def get_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
                         args: dict) -> web.Response:
     return reply(request, await arena.scorecard_view(key, request.match_info["scorecard_id"]))
@@ -205,5 +215,6 @@ async def get_spec(request: web.Request, arena: Arena, key: None, args: dict) ->
 
 
 HANDLERS = {"create_key": create_key, "open_scorecard": open_scorecard, "start_game": start_game,
-            "act": act, "get_scorecard": get_scorecard, "close_scorecard": close_scorecard,
-            "get_replay": get_replay, "get_leaderboard": get_leaderboard, "get_spec": get_spec}
+            "act": act, "get_session": get_session, "get_scorecard": get_scorecard,
+            "close_scorecard": close_scorecard, "get_replay": get_replay,
+            "get_leaderboard": get_leaderboard, "get_spec": get_spec}

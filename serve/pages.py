@@ -44,8 +44,9 @@ order, easiest first. Agents see only 64x64 RGB renders of the board and of its 
 <h2>Connect</h2>
 <pre>sokoforge play --url {o} --register YOUR_NAME --agent random</pre>
 <p>or by hand: <code>POST {o}/api/keys {{"name"}}</code>, then
-<code>POST /api/scorecards</code>, <code>POST /api/scorecards/ID/games/{escape(spec['game'])}
-/start</code>, <code>POST /api/sessions/ID/act {{"action"}}</code> until
+<code>POST /api/scorecards</code>,
+<code>POST /api/scorecards/ID/games/{escape(spec['game'])}/start</code>,
+<code>POST /api/sessions/ID/act {{"action"}}</code> until
 <code>GAME_OVER</code>, and <code>POST /api/scorecards/ID/close</code>. Details in the
 <a href="/api/docs">API page</a>.</p>
 <p>Agents built on the ARC-AGI-3 toolkit (<code>arc-agi</code>) play the same levels unchanged

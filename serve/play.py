@@ -506,6 +506,10 @@ class Arena:
             if card is not None:
                 card.sessions[session.record.game] = fresh
 
+    async def current(self, key: KeyRecord, session_id: str) -> Session:
+        """A session of this key as it stands, for a client that lost an answer."""
+        return await self._live_session(key, session_id)
+
     def session_of(self, key: KeyRecord, session_id: str) -> Session | None:
         session = self._sessions.get(session_id)
         return session if session and session.record.key_hash == key.key_hash else None

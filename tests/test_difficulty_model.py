@@ -112,3 +112,41 @@ def test_features_stage_leaves_scoring_to_the_model(pool):
     table = pl.read_parquet(pool / "features.parquet")
     assert set(c for c, _ in FEATURES) <= set(table.columns)
     assert "difficulty" not in table.columns
+
+
+def test_calibrate_command_writes_a_model_and_reports_its_figures(tmp_path):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    out = tmp_path / "model.json"
+    result = CliRunner().invoke(main, ["calibrate", "--spec", "tiny", "--fit-per-tier", "5",
+                                       "--held-out-per-tier", "3", "--jobs", "1", "--seed", "5",
+                                       "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    model = load_model(out)
+    assert model.info["pool"]["seed"] == 5 and model.info["fit"]["levels"] >= 10
+    assert "held_out: " in result.output and "AUC" in result.output
+
+
+def test_calibrate_command_refuses_an_unknown_template_in_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    result = CliRunner().invoke(main, ["calibrate", "--spec", "nosuch", "--out",
+                                       str(tmp_path / "m.json")])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: spec 'nosuch' not found")
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_calibration_refuses_a_pool_the_planner_always_solves(tmp_path):
+    from pipeline.errors import PipelineError
+    from pipeline.spec import spec_from_dict
+
+    data = load_spec("tiny").to_dict()
+    data["tiers"] = data["tiers"][:1]  # one crate: the planner never fails
+    with pytest.raises(PipelineError, match="solved every one of the 4 fit-pool levels"):
+        calibrate(spec_from_dict(data), 3, PoolSize(4, 2), tmp_path, WORKERS)

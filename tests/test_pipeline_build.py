@@ -293,3 +293,39 @@ def test_dask_backend_without_a_scheduler_is_refused(tmp_path):
                                        "--datasets", str(tmp_path)])
     assert result.exit_code == 2
     assert result.output == "Error: --backend dask needs --scheduler ADDRESS\n"
+
+
+def test_solve_stage_stops_naming_a_level_whose_claimed_optimum_is_wrong(built, tmp_path):
+    from pipeline.solve import solve
+
+    candidates = pl.read_parquet(built[1] / "stages" / "generate.parquet")
+    lied = candidates.with_columns(
+        pl.when(pl.int_range(pl.len()) == 4).then(pl.col("distance") + 1)
+        .otherwise(pl.col("distance")).alias("distance"))
+    lied.write_parquet(tmp_path / "generate.parquet")
+    row = candidates.row(4, named=True)
+    with pytest.raises(PipelineError) as info:
+        solve(tmp_path / "generate.parquet", tmp_path / "solve.parquet", QUIET)
+    assert str(info.value).startswith(
+        f"tier {row['tier']} slot {row['slot']} layout {row['layout']}: the forward solver's "
+        f"optimum is {row['distance']} moves but the generator claimed {row['distance'] + 1}")
+    assert row["xsb"] in str(info.value)
+    assert not (tmp_path / "solve.parquet").exists()
+
+
+def test_select_keeps_excluded_ids_and_layouts_out(built, tiny, tmp_path):
+    from pipeline.select import select
+
+    graded = built[1] / "stages" / "grade.parquet"
+    first = pl.read_parquet(built[1] / "levels.parquet")
+    banned = first.filter(pl.col("tier") == 0)
+    select(graded, tmp_path / "a.parquet", tiny, frozenset(banned["canonical_id"]))
+    a = pl.read_parquet(tmp_path / "a.parquet")
+    assert a.height == tiny.n_levels
+    assert not set(a["canonical_id"]) & set(banned["canonical_id"])
+    # Tier 1 of the tiny game has three slots and three layouts: banning one leaves two.
+    layout = first.filter(pl.col("tier") == 1)["wall_layout_id"][0]
+    with pytest.raises(PipelineError, match=r"^selection infeasible: tier 1 slot \d cannot get"):
+        select(graded, tmp_path / "b.parquet", tiny, frozenset(),
+               exclude_layouts=frozenset([layout]))
+    assert not (tmp_path / "b.parquet").exists()

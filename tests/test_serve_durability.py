@@ -133,6 +133,8 @@ def test_kill_9_mid_session_then_restart_finishes_with_the_uninterrupted_score(d
         client = Api(second.base, client.key)
         view = client.ok("GET", f"/api/scorecards/{sid}")["games"]["standard"]
         assert view["total_actions"] == half and view["state"] == "IN_PROGRESS"
+        now = client.ok("GET", f"/api/sessions/{frame['session_id']}")
+        assert now == {**frame, "last": None}  # the same episode, steps and images
         frame = play(client, rows, frame)
         got = client.ok("POST", f"/api/scorecards/{sid}/close")
         replay = client.ok("GET", f"/api/replays/{frame['session_id']}")

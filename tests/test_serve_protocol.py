@@ -65,6 +65,8 @@ def test_solution_agent_scores_full_success_and_move_efficiency(srv, data):
     assert frame["state"] == "GAME_OVER" and frame["observation"] is None
     assert frame["result"]["success_rate"] == 1.0
     assert frame["result"]["move_efficiency"] == 1.0
+    status, body = client.call("POST", f"/api/sessions/{frame['session_id']}/act", {"action": 0})
+    assert status == 409 and "over" in body["detail"]
     score = client.ok("POST", f"/api/scorecards/{sid}/close")
     assert score["success_rate"] == 1.0 and score["move_efficiency"] == 1.0
     assert score["games"]["standard"] == frame["result"] and score["closed"] is True
@@ -219,6 +221,7 @@ def test_every_error_status_with_its_cause(srv):
         (bob.call("POST", f"/api/scorecards/{a_sid}/games/standard/start"), 404, "no scorecard"),
         (bob.call("POST", f"/api/sessions/{gid}/act", {"action": 1}), 404, "no session"),
         (alice.call("POST", "/api/sessions/gs-nope/act", {"action": 1}), 404, "no session"),
+        (bob.call("GET", f"/api/sessions/{gid}"), 404, "no session"),
         (alice.call("POST", f"/api/scorecards/{a_sid}/games/standard/start"), 409,
          "already started"),
         (alice.call("POST", f"/api/scorecards/{a_sid}/games/chess/start"), 404, "unknown game"),

@@ -46,9 +46,14 @@ def calibrate_command(seed: int | None, fit_per_tier: int, held_out_per_tier: in
     target = MODEL_PATH if out is None else out
     save_model(model, target)
     for pool in ("fit", "held_out"):
-        m = model.info[pool]
+        m = {k: "n/a" if v is None else f"{v:.3f}" if isinstance(v, float) else v
+             for k, v in model.info[pool].items()}
         click.echo(f"{pool}: {m['levels']} levels, {m['planner_failures']} planner failures; "
-                   f"AUC {m['auc']:.3f} (optimal length alone {m['auc_optimal_moves']:.3f}, "
-                   f"crates alone {m['auc_n_crates']:.3f}); Spearman with optimal length "
-                   f"{m['spearman_optimal_moves']:.3f}, with crates {m['spearman_n_crates']:.3f}")
+                   f"AUC {m['auc']} (optimal length alone {m['auc_optimal_moves']}, "
+                   f"crates alone {m['auc_n_crates']}); Spearman with optimal length "
+                   f"{m['spearman_optimal_moves']}, with crates {m['spearman_n_crates']}")
+    held = model.info["held_out"]
+    click.echo(f"held-out planner outcomes unchanged at lookahead budgets "
+               f"{' and '.join(map(str, held['outcome_same_at_budgets']))}: "
+               f"{100 * held['outcome_stability']:.1f}% (how noisy the per-level label is)")
     click.echo(f"grade cut points {list(model.grade_cuts)}; model written to {target}")
