@@ -113,14 +113,15 @@ def existing_versions(datasets: Path) -> list[str]:
                   if not p.name.startswith(".") and (p / "manifest.json").is_file())
 
 
-def version_ids(datasets: Path, versions: Sequence[str]) -> frozenset[str]:
-    """Canonical ids of every level of the named versions."""
+def version_ids(datasets: Path, versions: Sequence[str], column: str = "canonical_id"
+                ) -> frozenset[str]:
+    """Canonical ids (or another id ``column``, e.g. wall_layout_id) of the named versions."""
     ids: set[str] = set()
     for name in versions:
         path = datasets / name / "levels.parquet"
         if not path.is_file():
             raise PipelineError(f"version {name} is listed for exclusion but {path} is missing")
-        ids.update(pl.read_parquet(path, columns=["canonical_id"])["canonical_id"].to_list())
+        ids.update(pl.read_parquet(path, columns=[column])[column].to_list())
     return frozenset(ids)
 
 

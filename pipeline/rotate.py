@@ -101,7 +101,7 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     gap = allowed_gap(goal.height)
     ids = version_ids(exclusion_root, plan.excluded_versions) | set(
         plan.rotation["excluded_ids"])
-    layouts = version_layouts(exclusion_root, plan.excluded_versions)
+    layouts = version_ids(exclusion_root, plan.excluded_versions, "wall_layout_id")
     pools = [_with_planner(read_parquet(folder.output("grade")), plan.spec)]
     unmatched: list[int] = []
     for round_ in range(MAX_ENLARGEMENTS + 1):
@@ -141,18 +141,6 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     out = folder.output("select")
     write_parquet(chosen, out)
     return out
-
-
-def version_layouts(root: Path, versions: Sequence[str]) -> frozenset[str]:
-    """Wall layout ids of every level of the named versions."""
-    layouts: set[str] = set()
-    for name in versions:
-        path = root / name / "levels.parquet"
-        if not path.is_file():
-            raise PipelineError(f"version {name} is listed for exclusion but {path} is missing")
-        layouts.update(pl.read_parquet(path, columns=["wall_layout_id"])["wall_layout_id"]
-                       .to_list())
-    return frozenset(layouts)
 
 
 def _with_planner(pool: pl.DataFrame, spec: Spec) -> pl.DataFrame:
