@@ -218,11 +218,12 @@ class Report:
     def _model_note(self) -> str:
         model = load_model()
         held = model.info.get("held_out", {})
+        fit = model.info.get("fit", {})
         return (f"difficulty = probability that the reference planner fails, from the model in "
                 f"pipeline/specs/difficulty.json (fitted {model.info.get('fit_date', '?')} on "
-                f"{model.info.get('fit', {}).get('levels', '?')} levels; held-out AUC "
-                f"{held.get('auc', '?')}, optimal length alone {held.get('auc_optimal_moves', '?')})"
-                f"; grade cut points {list(model.grade_cuts)}")
+                f"{fit.get('levels', '?')} levels; held-out AUC {held.get('auc', '?')}, optimal "
+                f"length alone {held.get('auc_optimal_moves', '?')}); grade cut points "
+                f"{list(model.grade_cuts)}")
 
     def markdown(self) -> str:
         r = self.result
