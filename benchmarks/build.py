@@ -38,7 +38,7 @@ result = build("bench", datasets=Path(datasets), spec=spec, seed=seed,
                workers=Workers(jobs=jobs, show_progress=False))
 done = time.perf_counter()
 print(json.dumps({"imports": imported - began, "build": done - imported,
-                  "stages": result.timings,
+                  "stages": result.timings, "stage_cpu": result.cpu,
                   "levels": str(result.path / "levels.parquet")}))
 """
 
@@ -110,6 +110,10 @@ def main() -> None:
     for jobs in args.jobs:
         results[jobs] = run_build(standard, args.seed, jobs)
         print(_row(f"standard, {jobs} job(s)", results[jobs], stages))
+    if 1 in results:
+        r = results[1]
+        print(f"{'  cpu of 1 job':<22}{'':>9}{'':>9}{'':>9}{sum(r['stage_cpu'].values()):>9.2f}"
+              + "".join(f"{r['stage_cpu'].get(s, 0.0):>10.2f}" for s in stages))
     same = len({r["sha256"] for r in results.values()}) == 1
     print(f"identical levels.parquet across job counts: {'yes' if same else 'NO'}")
     if len(args.jobs) > 1:

@@ -22,11 +22,12 @@ from pathlib import Path
 import click
 import polars as pl
 
+from engine.index import StateSpaceTooLarge
 from pipeline import seeds
 from pipeline.errors import PipelineError
 from pipeline.manifest import make_manifest, write_manifest
 from pipeline.spec import Spec, load_spec, spec_from_dict
-from pipeline.tables import sha256_file, write_text
+from pipeline.tables import fsync_path, sha256_file, write_text
 from pipeline.workers import Workers
 
 STAGES = ("generate", "solve", "grade", "select", "write")
@@ -60,11 +61,16 @@ class Plan:
 
 @dataclass
 class BuildResult:
-    """Where the version is (once published) and how long each stage run here took."""
+    """Where the version is (once published) and how long each stage run here took.
+
+    ``timings`` are wall seconds; ``cpu`` the CPU seconds of this process alone (workers'
+    time is not in it), which a loaded machine does not inflate.
+    """
 
     path: Path
     published: bool
     timings: dict[str, float] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)
 
 
 class BuildFolder:
@@ -162,15 +168,19 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
                 continue
             for later in STAGES[STAGES.index(stage):]:
                 folder.forget(later)
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             try:
                 _run(stage, folder, plan, workers, exclusion_root)
-            except PipelineError:
+            except (PipelineError, StateSpaceTooLarge) as e:
                 # The same inputs would fail the same way: keep nothing that blocks a new start.
                 shutil.rmtree(folder.root, ignore_errors=True)
-                raise
+                if isinstance(e, PipelineError):
+                    raise
+                raise PipelineError(f"{stage}: a level's state space is too large for the "
+                                    f"engine ({e}); use a smaller board or fewer crates") from e
             folder.mark_done(stage)
             result.timings[stage] = time.perf_counter() - began
+            result.cpu[stage] = time.process_time() - began_cpu
             _say(workers, f"{stage}: {result.timings[stage]:.2f} s")
         if folder.is_done("write"):
             _publish(folder, plan)
@@ -223,7 +233,7 @@ def _publish(folder: BuildFolder, plan: Plan) -> None:
         manifest["rotation"] = plan.rotation
     write_manifest(manifest, folder.root / "manifest.json")
     os.rename(folder.root, folder.final)
-    _fsync_dir(folder.datasets)
+    fsync_path(folder.datasets)
 
 
 def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None,
@@ -291,14 +301,6 @@ def _locked(folder: BuildFolder) -> Iterator[None]:
         except BlockingIOError:
             raise PipelineError(f"another build of {folder.version} is running") from None
         yield
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _say(workers: Workers, line: str) -> None:

@@ -34,31 +34,40 @@ def draw_walls(rng: np.random.Generator, height: int, width: int,
 def goal_layout(rng: np.random.Generator, height: int, width: int, density: float,
                 crates: int) -> Level | None:
     """A board with goals and the crates parked on them (a solved configuration)."""
-    walls = draw_walls(rng, height, width, density)
-    if walls is None:
+    drawn = _board_and_cells(rng, height, width, density, crates + 1)
+    if drawn is None:
         return None
-    floor = np.flatnonzero(~walls.ravel())
-    picks = rng.choice(len(floor), size=crates + 1, replace=False)
-    goals_flat = np.zeros(height * width, dtype=bool)
-    goal_cells = sorted(int(floor[i]) for i in picks[:crates])
-    goals_flat[goal_cells] = True
-    player = int(floor[picks[crates]])
-    return Level(height, width, walls, goals_flat.reshape(height, width),
-                 State(player, tuple(goal_cells)))
+    walls, cells = drawn
+    goals = sorted(cells[:crates])
+    start = State(cells[crates], tuple(goals))
+    return Level(height, width, walls, _mask(goals, walls.shape), start)
 
 
 def scatter_level(rng: np.random.Generator, height: int, width: int, density: float,
                   crates: int) -> Level | None:
     """Walls, goals, crates (off goals) and the player all dropped at random."""
+    drawn = _board_and_cells(rng, height, width, density, 2 * crates + 1)
+    if drawn is None:
+        return None
+    walls, cells = drawn
+    state = State(cells[2 * crates], tuple(sorted(cells[crates:2 * crates])))
+    return Level(height, width, walls, _mask(cells[:crates], walls.shape), state)
+
+
+def _board_and_cells(rng: np.random.Generator, height: int, width: int, density: float,
+                     n: int) -> tuple[np.ndarray, list[int]] | None:
+    """Walls drawn as ``draw_walls`` does and ``n`` distinct floor cells in random order."""
     walls = draw_walls(rng, height, width, density)
     if walls is None:
         return None
     floor = np.flatnonzero(~walls.ravel())
-    picks = [int(floor[i]) for i in rng.choice(len(floor), size=2 * crates + 1, replace=False)]
-    goals_flat = np.zeros(height * width, dtype=bool)
-    goals_flat[picks[:crates]] = True
-    state = State(picks[2 * crates], tuple(sorted(picks[crates:2 * crates])))
-    return Level(height, width, walls, goals_flat.reshape(height, width), state)
+    return walls, [int(floor[i]) for i in rng.choice(len(floor), size=n, replace=False)]
+
+
+def _mask(cells: list[int], shape: tuple[int, int]) -> np.ndarray:
+    flat = np.zeros(shape[0] * shape[1], dtype=bool)
+    flat[cells] = True
+    return flat.reshape(shape)
 
 
 def _connected(open_cells: np.ndarray) -> bool:

@@ -14,7 +14,8 @@ from numba import njit
 from engine.index import DenseIndex, StateSpaceTooLarge, has_bit, pack, rank, set_bit, unpack
 from engine.levels import Level, State
 from engine.reverse import ReachableStats, SolvableSet
-from engine.rules import FLOOR, GOAL, board_array, resort
+from engine.rules import FLOOR, board_array, resort
+from engine.solver import all_on_goals
 
 MAX_NODES = 20_000_000
 
@@ -71,7 +72,7 @@ def push_reach_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_
     codes = np.empty(min(size, max_nodes), np.uint64)
     crates = np.empty(k, np.int64)
     moved = np.empty(k, np.int64)
-    if _all_on_goals(board, start):
+    if all_on_goals(board, start):
         return 1, 0
     set_bit(queued, rank(cell_id, floor_id, binom, n_floor, player, start))
     codes[0] = pack(player, start)
@@ -82,7 +83,7 @@ def push_reach_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_
         idx = rank(cell_id, floor_id, binom, n_floor, p, crates)
         if has_bit(flooded, idx):
             continue
-        if _all_on_goals(board, crates):
+        if all_on_goals(board, crates):
             # Solved states are terminal: only the state entered is reached.
             reachable += 1
             continue
@@ -114,14 +115,6 @@ def push_reach_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_
         for i in range(k):
             occ[crates[i]] = 0
     return reachable, dead
-
-
-@njit(cache=True)
-def _all_on_goals(board: np.ndarray, crates: np.ndarray) -> bool:
-    for i in range(crates.size):
-        if board[crates[i]] & GOAL == 0:
-            return False
-    return True
 
 
 def push_reachable_stats(level: Level, sset: SolvableSet, state: State | None = None,

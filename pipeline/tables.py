@@ -25,7 +25,7 @@ def write_parquet(df: pl.DataFrame, path: Path) -> str:
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(table, tmp, compression="zstd", compression_level=3,
                    write_statistics=False, store_schema=False)
-    _fsync(tmp)
+    fsync_path(tmp)
     os.replace(tmp, path)
     return sha256_file(path)
 
@@ -34,7 +34,7 @@ def write_text(text: str, path: Path) -> None:
     """Write a small text file atomically."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
-    _fsync(tmp)
+    fsync_path(tmp)
     os.replace(tmp, path)
 
 
@@ -50,7 +50,8 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _fsync(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """Flush a file, or a folder's entries (after a rename), to the disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -329,3 +329,13 @@ def test_select_keeps_excluded_ids_and_layouts_out(built, tiny, tmp_path):
         select(graded, tmp_path / "b.parquet", tiny, frozenset(),
                exclude_layouts=frozenset([layout]))
     assert not (tmp_path / "b.parquet").exists()
+
+
+def test_a_state_space_too_large_for_the_engine_is_a_readable_refusal(tmp_path):
+    data = load_spec("tiny").to_dict()
+    data.update(height=16, width=16, max_attempts=1, tiers=[
+        {"levels": 1, "crates": 6, "wall_density": 0.0, "band_start": [10, 20],
+         "band_end": [10, 20]}])
+    with pytest.raises(PipelineError, match=r"^generate: a level's state space is too large"):
+        build("big", datasets=tmp_path, spec=spec_from_dict(data), seed=1, workers=QUIET)
+    assert not (tmp_path / "big").exists() and not (tmp_path / ".build" / "big").exists()
