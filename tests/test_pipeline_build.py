@@ -364,3 +364,10 @@ def test_verify_of_a_missing_version_says_so(tmp_path):
                                        "--datasets", str(tmp_path)])
     assert result.exit_code == 1
     assert result.output == f"Error: no manifest at {tmp_path / 'nope' / 'manifest.json'}\n"
+
+
+def test_cli_stage_commands_are_the_pipeline_stages():
+    from pipeline.cli import build as cli_build
+
+    assert cli_build.STAGES == STAGES
+    assert sorted(main.commands["stage"].commands) == sorted(STAGES)
