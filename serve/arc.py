@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -31,40 +32,40 @@ _XY = (Field("x", INT, "accepted for ACTION6 and ignored", required=False, minim
 _CMD_ERRORS = {200: "FrameData", 400: "bad body, or the game is over", 401: "missing or unknown "
                "key", 404: "unknown game, scorecard or guid (or another key's)"}
 
+_route = partial(Route, tag=TAG, error_schema="ArcError")
+
 ROUTES = [
-    Route("arc_games", "GET", "/api/games", "ARC-AGI-3: the games served (one per version).",
-          tag=TAG, responses={200: "list of game objects"}),
-    Route("arc_anonkey", "GET", "/api/games/anonkey",
-          "ARC-AGI-3: a new key under an anonymous name (counts against the per-address "
-          "key limit).", tag=TAG, responses={200: "{api_key}", 429: "too many keys today"}),
-    Route("arc_game", "GET", "/api/games/{game_id}",
-          "ARC-AGI-3: one game by full or base id.", tag=TAG,
-          responses={200: "the game object", 404: "unknown game"}),
-    Route("arc_open", "POST", "/api/scorecard/open",
-          "ARC-AGI-3: open a scorecard (tags, source_url, opaque, competition_mode are "
-          "accepted and ignored; play is always without retries).", auth=True, body=(),
-          tag=TAG, responses={200: "{card_id}", 401: "missing or unknown key",
-                              429: "daily scorecard limit reached"}),
-    Route("arc_close", "POST", "/api/scorecard/close",
-          "ARC-AGI-3: close, score and post a scorecard to the leaderboard; again returns the "
-          "same scorecard.", auth=True, tag=TAG,
-          body=(Field("card_id", STR, "the scorecard to close"),),
-          responses={200: "the scorecard", 400: "bad body", 401: "missing or unknown key",
-                     404: "unknown scorecard (or another key's)"}),
-    Route("arc_scorecard", "GET", "/api/scorecard/{card_id}",
-          "ARC-AGI-3: the scorecard, live or closed.", auth=True, tag=TAG,
-          responses={200: "the scorecard", 401: "missing or unknown key",
-                     404: "unknown scorecard (or another key's)"}),
-    Route("arc_reset", "POST", "/api/cmd/RESET",
-          "ARC-AGI-3: start the game on a scorecard, or (once started) its current frame; "
-          "nothing is replayed.", auth=True, tag=TAG,
-          body=(Field("card_id", STR, "the scorecard"), _GAME_ID,
-                Field("guid", STR, "the session, once started", required=False)),
-          responses=_CMD_ERRORS),
-    *[Route(f"arc_action{n}", "POST", f"/api/cmd/ACTION{n}",
-            f"ARC-AGI-3: {'move ' + 'up down left right'.split()[n - 1] if n in w.MOVES else
-                          'a no-op that uses a step'}.", auth=True, tag=TAG,
-            body=(_GAME_ID, _GUID, *_XY), responses=_CMD_ERRORS) for n in range(1, 8)],
+    _route("arc_games", "GET", "/api/games", "ARC-AGI-3: the games served (one per version).",
+           responses={200: "list of game objects"}),
+    _route("arc_anonkey", "GET", "/api/games/anonkey",
+           "ARC-AGI-3: a new key under an anonymous name (counts against the per-address "
+           "key limit).", responses={200: "{api_key}", 429: "too many keys today"}),
+    _route("arc_game", "GET", "/api/games/{game_id}", "ARC-AGI-3: one game by full or base id.",
+           responses={200: "the game object", 404: "unknown game"}),
+    _route("arc_open", "POST", "/api/scorecard/open",
+           "ARC-AGI-3: open a scorecard (tags, source_url, opaque, competition_mode are "
+           "accepted and ignored; play is always without retries).", auth=True, body=(),
+           responses={200: "{card_id}", 401: "missing or unknown key",
+                      429: "daily scorecard limit reached"}),
+    _route("arc_close", "POST", "/api/scorecard/close",
+           "ARC-AGI-3: close, score and post a scorecard to the leaderboard; again returns the "
+           "same scorecard.", auth=True, body=(Field("card_id", STR, "the scorecard to close"),),
+           responses={200: "the scorecard", 400: "bad body", 401: "missing or unknown key",
+                      404: "unknown scorecard (or another key's)"}),
+    _route("arc_scorecard", "GET", "/api/scorecard/{card_id}",
+           "ARC-AGI-3: the scorecard, live or closed.", auth=True,
+           responses={200: "the scorecard", 401: "missing or unknown key",
+                      404: "unknown scorecard (or another key's)"}),
+    _route("arc_reset", "POST", "/api/cmd/RESET",
+           "ARC-AGI-3: start the game on a scorecard, or (once started) its current frame; "
+           "nothing is replayed.", auth=True,
+           body=(Field("card_id", STR, "the scorecard"), _GAME_ID,
+                 Field("guid", STR, "the session, once started", required=False)),
+           responses=_CMD_ERRORS),
+    *[_route(f"arc_action{n}", "POST", f"/api/cmd/ACTION{n}",
+             f"ARC-AGI-3: {'move ' + 'up down left right'.split()[n - 1] if n in w.MOVES else
+                           'a no-op that uses a step'}.", auth=True,
+             body=(_GAME_ID, _GUID, *_XY), responses=_CMD_ERRORS) for n in range(1, 8)],
 ]
 
 

@@ -84,6 +84,7 @@ class Route:
     responses: dict[int, str] = field(default_factory=dict)
     tag: str = "protocol"
     json_response: bool = True
+    error_schema: str = "Error"  # the components schema its refusals follow
 
     def parse_body(self, raw: bytes) -> dict[str, Any]:
         """Decode and check the JSON body; unknown fields are ignored, as clients add their own."""
@@ -166,7 +167,7 @@ def openapi(routes: list[Route], title: str, version: str, description: str) -> 
             str(code): ({"description": text, "content": {media: {"schema": {"type": "object"}}}}
                         if code < 400 else
                         {"description": text, "content": {"application/json": {
-                            "schema": {"$ref": "#/components/schemas/Error"}}}})
+                            "schema": {"$ref": f"#/components/schemas/{r.error_schema}"}}}})
             for code, text in sorted(r.responses.items())}
         paths.setdefault(r.path, {})[r.method.lower()] = op
     return {
@@ -177,6 +178,11 @@ def openapi(routes: list[Route], title: str, version: str, description: str) -> 
             "securitySchemes": {
                 "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
                 "Bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {"Error": {"type": "object", "required": ["detail"], "properties": {
-                "detail": {"type": "string", "description": "what was wrong and what to do"}}}}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["detail"], "properties": {
+                    "detail": {"type": "string", "description": "what was wrong and what to do"}}},
+                "ArcError": {"type": "object", "required": ["error", "message"], "properties": {
+                    "error": {"type": "string", "description": "the ARC-AGI-3 API's error code"},
+                    "message": {"type": "string",
+                                "description": "what was wrong and what to do"}}}}},
     }

@@ -152,6 +152,20 @@ def test_reset_on_a_running_game_returns_its_frame_and_changes_nothing(served):
     assert view["environments"][0]["runs"][0]["actions"] == 1
 
 
+def test_openapi_documents_the_arc_routes_and_their_error_shape(served):
+    url, _ = served
+    doc = requests.get(f"{url}/api/openapi.json", timeout=10).json()
+    for n in range(1, 8):
+        op = doc["paths"][f"/api/cmd/ACTION{n}"]["post"]
+        assert op["responses"]["404"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ArcError"}
+    assert {"card_id", "game_id"} <= set(doc["paths"]["/api/cmd/RESET"]["post"]["requestBody"][
+        "content"]["application/json"]["schema"]["required"])
+    assert doc["components"]["schemas"]["ArcError"]["required"] == ["error", "message"]
+    native = doc["paths"]["/api/scorecards"]["post"]["responses"]["401"]
+    assert native["content"]["application/json"]["schema"]["$ref"].endswith("/Error")
+
+
 def test_landing_page_tells_arc_agents_how_to_connect(served):
     url, _ = served
     page = requests.get(url + "/", timeout=10).text
@@ -234,3 +248,17 @@ def test_no_op_actions_survive_a_restart_of_the_server(data, tmp_path):
                             headers={"X-API-Key": key}, timeout=10).json()
         assert view["environments"][0]["runs"][0]["level_actions"][0] == (
             3 + first_level["optimal_moves"])
+
+
+def test_limits_refuse_with_429_in_the_api_error_shape(data, tmp_path):
+    with server(data["served"], tmp_path / "store.sqlite", keys_per_address_per_day=1,
+                scorecards_per_key_per_day=1) as running:
+        url = running.base
+        first = requests.get(f"{url}/api/games/anonkey", timeout=10)
+        assert first.status_code == 200 and first.json()["api_key"].startswith("lsk-")
+        again = requests.get(f"{url}/api/games/anonkey", timeout=10)
+        assert again.status_code == 429 and again.json()["error"] == w.RATE_LIMIT_ERROR
+        key = first.json()["api_key"]
+        assert _post(url, "/api/scorecard/open", key, {}).status_code == 200
+        second = _post(url, "/api/scorecard/open", key, {})
+        assert second.status_code == 429 and second.json()["error"] == w.RATE_LIMIT_ERROR
