@@ -142,13 +142,13 @@ def check_solutions(facts: VersionFacts) -> Check:
     """Every stored solution replays legally (pushes where it says so) to solved, optimally."""
     bad = []
     for r, level in zip(_rows(facts), facts.levels, strict=True):
-        problem = _replay_problem(level, r["solution"] or "")
-        if problem is None and r["solver_moves"] is not None \
-                and len(r["solution"]) != r["solver_moves"]:
-            problem = f"{len(r['solution'])} moves, optimum is {r['solver_moves']}"
-        if problem is None and sum(ch.isupper() for ch in r["solution"]) != r["optimal_pushes"]:
-            problem = (f"{sum(ch.isupper() for ch in r['solution'])} pushes, "
-                       f"stored {r['optimal_pushes']}")
+        lurd = r["solution"] or ""
+        problem = _replay_problem(level, lurd)
+        if problem is None and r["solver_moves"] is not None and len(lurd) != r["solver_moves"]:
+            problem = f"{len(lurd)} moves, optimum is {r['solver_moves']}"
+        pushes = sum(ch.isupper() for ch in lurd)
+        if problem is None and pushes != r["optimal_pushes"]:
+            problem = f"{pushes} pushes, stored {r['optimal_pushes']}"
         if problem is not None:
             bad.append(f"level {r['index']}: {problem}")
     return Check("stored solution replays to solved in optimal moves", not bad, tuple(bad))
@@ -236,7 +236,7 @@ def check_unique_ids(facts: VersionFacts, root: Path) -> Check:
         path = root / other / LEVELS_FILE
         if other == facts.name or other.startswith(".") or not path.is_file():
             continue
-        theirs = pl.read_parquet(path)
+        theirs = pl.read_parquet(path, columns=["index", "canonical_id"])
         shared = {cid: idx for cid, idx in zip(theirs["canonical_id"], theirs["index"],
                                                strict=True) if cid in first_seen}
         for cid, idx in sorted(shared.items(), key=lambda kv: first_seen[kv[0]]):

@@ -215,9 +215,20 @@ class Report:
         return (f"{r.facts.table.height} levels, game {r.facts.spec.name}; "
                 f"reference planner solves {solved}/{r.facts.table.height}; {verdict}")
 
+    def _model_note(self) -> str:
+        model = load_model()
+        held = model.info.get("held_out", {})
+        fit = model.info.get("fit", {})
+        return (f"difficulty = probability that the reference planner fails, from the model in "
+                f"pipeline/specs/difficulty.json (fitted {model.info.get('fit_date', '?')} on "
+                f"{fit.get('levels', '?')} levels; held-out AUC {held.get('auc', '?')}, optimal "
+                f"length alone {held.get('auc_optimal_moves', '?')}); grade cut points "
+                f"{list(model.grade_cuts)}")
+
     def markdown(self) -> str:
         r = self.result
-        out = [f"# {self._title()}", "", self._headline(), "", "## Tiers", "",
+        out = [f"# {self._title()}", "", self._headline(), "", self._model_note(), "",
+               "## Tiers", "",
                _md_table(self.tiers), "", "## Checks", ""]
         for c in r.checks:
             out.append(f"- **{c.status}** {c.name}" + (f": {c.describe(50)}" if not c.passed
@@ -235,6 +246,7 @@ class Report:
         r = self.result
         parts = [f"<h1>{html.escape(self._title())}</h1>",
                  f"<p class='head'>{html.escape(self._headline())}</p>",
+                 f"<p>{html.escape(self._model_note())}</p>",
                  "<h2>Tiers</h2>", _html_table(self.tiers), "<h2>Checks</h2><ul>"]
         for c in r.checks:
             detail = f": {html.escape(c.describe(50))}" if not c.passed else ""

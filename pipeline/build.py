@@ -44,12 +44,16 @@ class Plan:
     seed_source: str
     salt: str
     excluded_versions: tuple[str, ...]
+    # A rotation (pipeline.rotate): {"from": PREV, "excluded_files": [...], ...}, else None.
+    rotation: dict | None = None
 
     def record(self) -> dict:
         rec = {"version": self.version, "spec": self.spec.to_dict(),
                "seed_source": self.seed_source, "salt": self.salt,
                "seed_sha256": seeds.commitment(self.seed, self.salt),
                "excluded_versions": list(self.excluded_versions)}
+        if self.rotation is not None:
+            rec["rotation"] = self.rotation
         if self.seed_source == "public":
             rec["public_seed"] = str(self.seed)
         return rec
@@ -115,26 +119,28 @@ def existing_versions(datasets: Path) -> list[str]:
                   if not p.name.startswith(".") and (p / "manifest.json").is_file())
 
 
-def version_ids(datasets: Path, versions: Sequence[str]) -> frozenset[str]:
-    """Canonical ids of every level of the named versions."""
+def version_ids(datasets: Path, versions: Sequence[str], column: str = "canonical_id"
+                ) -> frozenset[str]:
+    """Canonical ids (or another id ``column``, e.g. wall_layout_id) of the named versions."""
     ids: set[str] = set()
     for name in versions:
         path = datasets / name / "levels.parquet"
         if not path.is_file():
             raise PipelineError(f"version {name} is listed for exclusion but {path} is missing")
-        ids.update(pl.read_parquet(path, columns=["canonical_id"])["canonical_id"].to_list())
+        ids.update(pl.read_parquet(path, columns=[column])[column].to_list())
     return frozenset(ids)
 
 
 def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int | None = None,
           workers: Workers | None = None, stages: Sequence[str] = STAGES,
-          exclusion_root: Path | None = None, excluded_versions: Sequence[str] | None = None
-          ) -> BuildResult:
+          exclusion_root: Path | None = None, excluded_versions: Sequence[str] | None = None,
+          rotation: dict | None = None) -> BuildResult:
     """Run ``stages`` of ``version`` (all by default), resuming a build in progress.
 
     ``seed`` None draws a secret seed (or reuses the build's own); ``exclusion_root`` is where
     the versions whose levels must not repeat live (``datasets`` by default) and
-    ``excluded_versions`` which of them (all finished ones by default).
+    ``excluded_versions`` which of them (all finished ones by default). ``rotation`` makes
+    the build a rotation (see ``pipeline.rotate``), whose select stage is the matched one.
     """
     check_version_name(version)
     unknown = [s for s in stages if s not in STAGES]
@@ -148,7 +154,7 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
             raise PipelineError(f"version {version} already exists ({folder.final}); a finished"
                                 " version is immutable: build under a new name")
         first = STAGES.index(stages[0])
-        plan = _open_plan(folder, spec, seed, may_start=first == 0,
+        plan = _open_plan(folder, spec, seed, rotation, may_start=first == 0,
                           excluded=lambda: list(excluded_versions) if excluded_versions
                           is not None else existing_versions(exclusion_root))
         missing = [s for s in STAGES[:first] if not folder.is_done(s)]
@@ -202,6 +208,9 @@ def _run(stage: str, folder: BuildFolder, plan: Plan, workers: Workers,
         solve(folder.output("generate"), out, workers)
     elif stage == "grade":
         grade(folder.output("solve"), out, workers)
+    elif stage == "select" and plan.rotation is not None:
+        from pipeline.rotate import matched_select
+        matched_select(folder, plan, workers, exclusion_root)
     elif stage == "select":
         select(folder.output("grade"), out, plan.spec,
                version_ids(exclusion_root, plan.excluded_versions))
@@ -218,14 +227,17 @@ def _publish(folder: BuildFolder, plan: Plan) -> None:
         version=plan.version, spec=rec["spec"], seed_source=plan.seed_source, salt=plan.salt,
         seed_sha256=rec["seed_sha256"], levels=levels, rows=rows,
         excluded_versions=list(plan.excluded_versions),
-        public_seed=plan.seed if plan.seed_source == "public" else None)
+        public_seed=plan.seed if plan.seed_source == "public" else None,
+        rotated_from=plan.rotation["from"] if plan.rotation else None)
+    if plan.rotation is not None:
+        manifest["rotation"] = plan.rotation
     write_manifest(manifest, folder.root / "manifest.json")
     os.rename(folder.root, folder.final)
     fsync_path(folder.datasets)
 
 
-def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None, may_start: bool,
-               excluded) -> Plan:
+def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None,
+               rotation: dict | None, may_start: bool, excluded) -> Plan:
     """The recorded plan of a build in progress, checked against the arguments, or a new one."""
     if folder.plan_file.is_file():
         rec = json.loads(folder.plan_file.read_text())
@@ -251,11 +263,15 @@ def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None, may_sta
                 missing = seeds.secret_path(folder.datasets, folder.version)
                 raise PipelineError(f"the secret seed of the build of {folder.version} is "
                                     f"missing ({missing})")
+        if rotation is not None and rotation != rec.get("rotation"):
+            raise PipelineError(
+                f"a build of {folder.version} that is not this rotation is in progress "
+                f"({folder.root}); resume it as it was started or remove that folder")
         if seeds.commitment(seed, rec["salt"]) != rec["seed_sha256"]:
             raise PipelineError(f"the seed does not match the build of {folder.version} in "
                                 f"progress ({folder.root}); remove that folder to start over")
         return Plan(folder.version, recorded, seed, rec["seed_source"], rec["salt"],
-                    tuple(rec["excluded_versions"]))
+                    tuple(rec["excluded_versions"]), rec.get("rotation"))
     if not may_start:
         raise PipelineError(f"no build of {folder.version} in progress: run "
                             f"`sokoforge stage generate {folder.version}` first")
@@ -268,7 +284,7 @@ def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None, may_sta
         if seed is None:
             seed = seeds.fresh_seed()
             seeds.write_secret(folder.datasets, folder.version, seed)
-    plan = Plan(folder.version, spec, seed, source, salt, tuple(excluded()))
+    plan = Plan(folder.version, spec, seed, source, salt, tuple(excluded()), rotation)
     folder.stages.mkdir(parents=True, exist_ok=True)
     write_text(json.dumps(plan.record(), indent=2) + "\n", folder.plan_file)
     return plan

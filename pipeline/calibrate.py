@@ -35,6 +35,10 @@ L2 = 1e-3
 # Grades are bands of planner-failure probability: below 1 in 20, 1 in 5, even, 4 in 5, above.
 GRADE_CUTS = (0.05, 0.2, 0.5, 0.8)
 
+# Lookahead budgets either side of the reference one: how often a level's outcome survives a
+# small change of budget bounds how well any level feature can predict that outcome.
+NEARBY_BUDGETS = (PLANNER_BUDGET - 16, PLANNER_BUDGET + 16)
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -62,10 +66,6 @@ def pool_spec(template: Spec, per_tier: int) -> Spec:
         tier["levels"] = per_tier
     return spec_from_dict(data, source="calibration pool")
 
-
-# Lookahead budgets either side of the reference one: how often a level's outcome survives a
-# small change of budget bounds how well any level feature can predict that outcome.
-NEARBY_BUDGETS = (PLANNER_BUDGET - 16, PLANNER_BUDGET + 16)
 
 
 def _play(item: tuple[str, int]) -> tuple[bool, int]:

@@ -9,6 +9,7 @@ alone (table, slots, costs) so that other selections, such as rotation, reuse it
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -64,20 +65,24 @@ def choose(table: pl.DataFrame, slots: list[tuple[int, int]], costs: list[int],
     if empty:
         raise PipelineError(f"selection: no eligible candidate for {_name_slots(empty)}; "
                             f"{enlarge}")
-    model, x = _model(table, slots, by_slot)
+    model, x = distinct_model(table, slots, by_slot)
     model.minimize(sum(costs[i] * var for i, var in x.items()))
-    status, solver = _solve(model)
+    status, solver = solve_model(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        unfilled = _unfillable(table, slots, by_slot)
+        unfilled = unfillable_slots(table, slots, by_slot)
         raise PipelineError(
             f"selection infeasible: {_name_slots(unfilled)} cannot get a level distinct from"
             f" the others (canonical id or wall layout already used); {enlarge}")
     return sorted(i for s in slots for i in by_slot[s] if solver.value(x[i]))
 
 
-def _model(table: pl.DataFrame, slots: list[tuple[int, int]],
-           by_slot: dict[tuple[int, int], list[int]], exact: bool = True
-           ) -> tuple[cp_model.CpModel, dict[int, cp_model.IntVar]]:
+def distinct_model(table: pl.DataFrame, slots: Sequence[Hashable],
+                   by_slot: Mapping[Hashable, list[int]], exact: bool = True
+                   ) -> tuple[cp_model.CpModel, dict[int, cp_model.IntVar]]:
+    """One boolean per row of ``by_slot``'s lists: one (or at most one) per slot, distinct.
+
+    No two true rows share ``table``'s canonical_id or wall_layout_id; rotation reuses it.
+    """
     model = cp_model.CpModel()
     x = {i: model.new_bool_var(f"x{i}") for s in slots for i in by_slot.get(s, [])}
     for s in slots:
@@ -97,7 +102,8 @@ def _model(table: pl.DataFrame, slots: list[tuple[int, int]],
     return model, x
 
 
-def _solve(model: cp_model.CpModel) -> tuple[int, cp_model.CpSolver]:
+def solve_model(model: cp_model.CpModel) -> tuple[int, cp_model.CpSolver]:
+    """Solve reproducibly: the same model gets the same answer on any machine."""
     solver = cp_model.CpSolver()
     # One worker, a fixed seed and a deterministic (not wall-clock) limit: the same model
     # always gets the same answer, however loaded the machine is.
@@ -107,12 +113,12 @@ def _solve(model: cp_model.CpModel) -> tuple[int, cp_model.CpSolver]:
     return solver.solve(model), solver
 
 
-def _unfillable(table: pl.DataFrame, slots: list[tuple[int, int]],
-                by_slot: dict[tuple[int, int], list[int]]) -> list[tuple[int, int]]:
+def unfillable_slots(table: pl.DataFrame, slots: Sequence[Hashable],
+                     by_slot: Mapping[Hashable, list[int]]) -> list[Hashable]:
     """Slots left empty by the largest selection that fills as many slots as possible."""
-    model, x = _model(table, slots, by_slot, exact=False)
+    model, x = distinct_model(table, slots, by_slot, exact=False)
     model.maximize(sum(x.values()))
-    status, solver = _solve(model)
+    status, solver = solve_model(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return list(slots)
     return [s for s in slots if not any(solver.value(x[i]) for i in by_slot[s])]

@@ -49,7 +49,8 @@ def verify(version: str, seed: int, *, datasets: Path, workers: Workers | None =
         result = build(version, datasets=Path(tmp), spec=spec, seed=seed,
                        workers=workers or Workers(show_progress=False),
                        exclusion_root=datasets,
-                       excluded_versions=manifest.get("excluded_versions", []))
+                       excluded_versions=manifest.get("excluded_versions", []),
+                       rotation=manifest.get("rotation"))
         rebuilt = sha256_file(result.path / "levels.parquet")
     return Verification(
         commitment_matches=seeds.commitment(seed, commit["salt"]) == commit["sha256"],

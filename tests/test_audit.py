@@ -189,3 +189,21 @@ def test_report_renders_in_headless_chromium_with_plots_and_levels(versions, tmp
     # ...and the contact sheet's levels bring the palette's crate orange onto the page.
     crate = np.array([255, 133, 27]) / 255.0
     assert (np.abs(img - crate) < 0.05).all(axis=2).sum() > 200
+
+
+def test_a_longer_legal_solution_fails_only_the_replay_check_as_not_optimal(versions, tmp_path):
+    from engine.levels import parse_xsb
+    from engine.rules import step
+
+    row = pl.read_parquet(versions / "v1" / "levels.parquet").row(1, named=True)
+    level = parse_xsb(row["xsb"])
+    back = {"u": "d", "d": "u", "l": "r", "r": "l"}
+    # a step aside and back again: still legal and still solving, two moves too long
+    detour = next(a + back[a] for i, a in enumerate("udlr")
+                  if step(level, level.start, i)[1] and not step(level, level.start, i)[2])
+    root = _tampered(versions, tmp_path, lambda df: _set(df, 1, "solution",
+                                                         detour + df["solution"][1]))
+    result = audit(root, "t")
+    assert {c.name for c in result.failed} == {SOLUTIONS}
+    assert result.failed[0].offenders == (
+        f"level 1: {row['optimal_moves'] + 2} moves, optimum is {row['optimal_moves']}",)

@@ -1,0 +1,93 @@
+"""``sokoforge rotate``, ``sokoforge versions`` and ``sokoforge reveal``: a version's life after
+its build: replaced by an equally hard one, listed, and its seed published when a round closes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pipeline.cli.build import datasets_option
+from pipeline.cli.errors import CliError
+from pipeline.errors import PipelineError
+
+
+@click.command("rotate")
+@click.argument("version")
+@click.option("--from", "prev", required=True, metavar="PREV",
+              help="The version to replace; NEW is matched to it slot by slot.")
+@click.option("--exclude", "exclude", multiple=True, metavar="FILE",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A level file whose levels (and their rotations and reflections) NEW must "
+                   "not contain, e.g. public training levels. Repeatable.")
+@click.option("--seed", default=None,
+              help="Public seed (tests, demos). Without it a secret seed is drawn and kept in "
+                   "DATASETS/.secrets/VERSION.seed.")
+@click.option("--jobs", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Local worker processes.")
+@click.option("--quiet", is_flag=True, help="No progress or timing lines.")
+@datasets_option
+def rotate_command(version: str, prev: str, exclude: tuple[Path, ...], seed: str | None,
+                   jobs: int, quiet: bool, datasets: Path) -> None:
+    """Build VERSION to replace PREV: same stages, fresh seed, matched slot by slot.
+
+    Each level of VERSION has PREV's crate count and grade, an optimum within one move and
+    the closest difficulty. VERSION is created only if the reference planner's solved counts
+    differ by at most 3 per 100 levels; the audit against PREV is written to its report/.
+    """
+    from pipeline.rotate import rotate
+    from pipeline.seeds import parse_seed
+    from pipeline.workers import Workers
+
+    try:
+        outcome = rotate(version, prev, datasets=datasets, exclude=exclude,
+                         seed=parse_seed(seed) if seed is not None else None,
+                         workers=Workers(jobs=jobs, show_progress=not quiet))
+    except PipelineError as e:
+        raise CliError(str(e)) from None
+    except OSError as e:
+        raise CliError(f"{e.strerror or e}: {e.filename}") from None
+    click.echo("\n".join(outcome.equivalence.lines()))
+    click.echo(f"{version}: published at {outcome.path}; report in {outcome.path / 'report'}")
+    if not outcome.audit_passed:
+        raise CliError(f"{version}: audit against {prev} failed: "
+                       + "; ".join(outcome.failed_checks))
+
+
+@click.command("versions")
+@datasets_option
+def versions_command(datasets: Path) -> None:
+    """List every version: game, levels, created, rotated from, seed, audit, sha256."""
+    from pipeline.versions import COLUMNS, version_table
+
+    try:
+        rows = version_table(datasets)
+    except PipelineError as e:
+        raise CliError(str(e)) from None
+    if not rows:
+        click.echo(f"no versions under {datasets}")
+        return
+    cells = [list(COLUMNS)] + [[r[c] for c in COLUMNS] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
+    for row in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+@click.command("reveal")
+@click.argument("version")
+@datasets_option
+def reveal_command(version: str, datasets: Path) -> None:
+    """Print VERSION's secret seed and record the reveal in VERSION/reveal.json.
+
+    For when a round closes: anyone can then run `sokoforge verify VERSION --seed SEED`.
+    """
+    from pipeline.versions import reveal
+
+    try:
+        outcome = reveal(datasets, version)
+    except PipelineError as e:
+        raise CliError(str(e)) from None
+    click.echo(str(outcome.seed))
+    note = "recorded in" if outcome.first_time else "already recorded in"
+    click.echo(f"{version}: seed revealed, {note} {outcome.path}", err=True)

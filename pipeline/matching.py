@@ -1,0 +1,154 @@
+"""Matched selection for rotation: one candidate per slot of the previous version, alike in kind.
+
+Each target (a level of PREV) takes a candidate with the same tier, crate count and grade, an
+optimum within one move of PREV's and inside the slot's band; CP-SAT minimises the summed
+|difficulty difference|. The new level takes PREV's slot, so the versions compare slot by
+slot. When both tables carry the reference planner's outcome (``planner_solved``), a slot
+prefers a candidate with PREV's outcome and the solved count can be held near PREV's.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+import polars as pl
+from ortools.sat.python import cp_model
+
+from pipeline.errors import PipelineError
+from pipeline.select import distinct_model, solve_model, unfillable_slots
+from pipeline.spec import Spec
+
+OPTIMUM_TOLERANCE = 1
+COST_SCALE = 100_000  # |difficulty difference| in units of 1e-5, so costs are integers
+PLANNER_COST = 10_000  # another planner outcome than PREV's slot costs as much as 0.1 difficulty
+
+
+class MatchError(PipelineError):
+    """Some targets cannot get a candidate; ``unmatched`` holds their PREV indices."""
+
+    def __init__(self, message: str, unmatched: list[int]) -> None:
+        super().__init__(message)
+        self.unmatched = unmatched
+
+
+def targets(prev: pl.DataFrame, spec: Spec) -> pl.DataFrame:
+    """PREV's levels in play order with their ``slot`` and that slot's band from the spec.
+
+    The slot is PREV's own (a set without one plays its slots in order); the new level takes
+    the same slot, so the audit checks both against the same band.
+    """
+    prev = prev.sort("index")
+    if "slot" in prev.columns:
+        slots = prev["slot"].to_list()
+    else:
+        slots = prev.select(pl.int_range(pl.len()).over("tier"))[:, 0].to_list()
+    bands = [spec.tiers[t].band(s) for t, s in zip(prev["tier"].to_list(), slots, strict=True)]
+    return prev.with_columns(
+        pl.Series("slot", slots, dtype=pl.Int16),
+        pl.Series("band_lo", [b[0] for b in bands], dtype=pl.Int16),
+        pl.Series("band_hi", [b[1] for b in bands], dtype=pl.Int16))
+
+
+def eligible_pairs(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str],
+                   exclude_layouts: Iterable[str]) -> pl.DataFrame:
+    """Every (target, candidate row) pair that satisfies the per-slot rules, with its cost.
+
+    ``goal`` is ``targets(...)``; ``pool`` the graded candidates. Columns: target (PREV
+    index), row (position in ``pool``), cost, and, when the planner's outcomes are known,
+    solved (the candidate's) and same_outcome (whether it is PREV's).
+    """
+    planner = "planner_solved" in goal.columns and "planner_solved" in pool.columns
+    extra = ["planner_solved"] if planner else []
+    cand = (pool.select("tier", "n_crates", "grade", "optimal_moves", "difficulty",
+                        "canonical_id", "wall_layout_id", *extra)
+            .with_row_index("row")
+            .filter(~pl.col("canonical_id").is_in(sorted(set(exclude_ids)))
+                    & ~pl.col("wall_layout_id").is_in(sorted(set(exclude_layouts)))))
+    want = goal.select(pl.col("index").alias("target"), "tier", "n_crates", "grade",
+                       pl.col("optimal_moves").alias("prev_moves"),
+                       pl.col("difficulty").alias("prev_difficulty"), "band_lo", "band_hi",
+                       *[pl.col(c).alias(f"prev_{c}") for c in extra])
+    pairs = want.join(cand, on=["tier", "n_crates", "grade"], how="inner").filter(
+        ((pl.col("optimal_moves").cast(pl.Int32) - pl.col("prev_moves").cast(pl.Int32)).abs()
+         <= OPTIMUM_TOLERANCE)
+        & pl.col("optimal_moves").is_between(pl.col("band_lo"), pl.col("band_hi")))
+    diff = pl.col("difficulty").cast(pl.Float64) - pl.col("prev_difficulty").cast(pl.Float64)
+    cost = (diff.abs() * COST_SCALE).round().cast(pl.Int64)
+    if planner:
+        differs = pl.col("planner_solved") != pl.col("prev_planner_solved")
+        cost = cost + pl.when(differs).then(PLANNER_COST).otherwise(0)
+        solved, same = pl.col("planner_solved").cast(pl.Int64), ~differs
+    else:
+        solved, same = pl.lit(None, dtype=pl.Int64), pl.lit(None, dtype=pl.Boolean)
+    pairs = pairs.with_columns(cost.alias("cost"), solved.alias("solved"),
+                               same.alias("same_outcome"))
+    return (pairs.select("target", "row", "cost", "solved", "same_outcome", "canonical_id",
+                         "wall_layout_id")
+            .sort(["target", "row"]))
+
+
+def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (),
+          exclude_layouts: Iterable[str] = (), planner_gap: int | None = None) -> list[int]:
+    """Rows of ``pool`` chosen for the targets, in the targets' order of ``index``.
+
+    No two chosen rows share a canonical id or a wall layout, and none carries an excluded
+    one. With ``planner_gap`` (both tables need ``planner_solved``) the chosen rows' planner
+    solved count differs from the targets' by at most that much. Raises ``MatchError``
+    naming the targets that cannot be matched.
+    """
+    pairs = eligible_pairs(goal, pool, exclude_ids, exclude_layouts)
+    order = goal.sort("index")["index"].to_list()
+    by_target: dict[int, list[int]] = defaultdict(list)
+    for k, t in enumerate(pairs["target"].to_list()):
+        by_target[t].append(k)
+    empty = [t for t in order if not by_target.get(t)]
+    if empty:
+        raise MatchError(f"no candidate fits {describe(goal, empty)}", empty)
+    # A candidate eligible for several targets appears in several pairs; distinct_model keeps
+    # it to one through its canonical id.
+    model, x = distinct_model(pairs, order, by_target)
+    if planner_gap is not None:
+        solved = pairs["solved"].to_list()
+        if None in solved:
+            raise PipelineError("a planner gap needs planner_solved in both tables")
+        total = int(goal["planner_solved"].sum())
+        count = sum(solved[k] * x[k] for k in x)
+        model.add(count >= total - planner_gap)
+        model.add(count <= total + planner_gap)
+    # Two phases: the least total cost, then among those the pairs earliest in their targets'
+    # lists, which makes the answer unique (one weighted objective made the search far slower).
+    costs = pairs["cost"].to_list()
+    total_cost = sum(costs[k] * x[k] for k in x)
+    model.minimize(total_cost)
+    status, solver = solve_model(model)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        model.add(total_cost <= round(solver.objective_value))
+        for var in x.values():
+            model.add_hint(var, solver.value(var))
+        model.minimize(sum(rank * x[k] for t in order for rank, k in enumerate(by_target[t])))
+        status, solver = solve_model(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        left = unfillable_slots(pairs, order, by_target)
+        if left:
+            raise MatchError(f"no distinct candidate is left for {describe(goal, left)} "
+                             "(canonical id or wall layout taken by another slot)", left)
+        same = pairs["same_outcome"].to_list()
+        lacking = [t for t in order if not any(same[k] for k in by_target[t])] or order
+        raise MatchError(f"the reference planner's solved count cannot be kept within "
+                         f"{planner_gap} of the previous version's; slots without a candidate"
+                         f" the planner judges alike: {describe(goal, lacking)}", lacking)
+    rows = pairs["row"].to_list()
+    return [next(rows[k] for k in by_target[t] if solver.value(x[k])) for t in order]
+
+
+def describe(goal: pl.DataFrame, indices: list[int], limit: int = 8) -> str:
+    """Name targets the way a maintainer looks them up: level, tier, slot and what it needs."""
+    rows = {r["index"]: r for r in goal.iter_rows(named=True)}
+    parts = [f"level {i} (tier {rows[i]['tier']} slot {rows[i]['slot']}: "
+             f"{rows[i]['n_crates']} crates, optimum {rows[i]['optimal_moves']} in band "
+             f"{rows[i]['band_lo']}-{rows[i]['band_hi']}, grade {rows[i]['grade']})"
+             for i in indices[:limit]]
+    more = f" and {len(indices) - limit} more" if len(indices) > limit else ""
+    return "; ".join(parts) + more
+

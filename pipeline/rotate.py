@@ -1,0 +1,172 @@
+"""Rotation: a new version built like any other, but matched slot by slot to the one it replaces.
+
+``rotate`` runs the ordinary build with a fresh seed and PREV's spec; its select stage is
+``matched_select``, which enlarges the candidate pool (``pipeline.rotation_pool``) a bounded
+number of times until every level of PREV has its match, and refuses the version unless it
+is as hard (see ``pipeline.equivalence``). Nothing of a refused rotation is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import polars as pl
+
+from engine.levels import LevelError, canonical_id, parse_levels
+from pipeline import seeds
+from pipeline.build import BuildFolder, Plan, build, version_ids
+from pipeline.equivalence import Equivalence, allowed_gap, compare, planner_solved
+from pipeline.errors import PipelineError
+from pipeline.manifest import read_manifest
+from pipeline.matching import MatchError, match, targets
+from pipeline.rotation_pool import draws_in_round, enlarge
+from pipeline.spec import Spec, spec_from_dict
+from pipeline.tables import read_parquet, sha256_file, write_parquet, write_text
+from pipeline.workers import Workers
+
+MAX_ENLARGEMENTS = 3  # rounds of extra candidates for the unmatched slots before giving up
+EQUIVALENCE_FILE = "equivalence.json"
+
+
+@dataclass
+class RotationResult:
+    """The published version, its audit against PREV and the equivalence figures."""
+
+    path: Path
+    equivalence: Equivalence
+    audit_passed: bool
+    failed_checks: list[str]
+
+
+def excluded_levels(paths: Sequence[Path]) -> tuple[list[dict], list[str]]:
+    """The records (name, sha256, levels) of ``--exclude`` files and their canonical ids.
+
+    Canonical ids are invariant under the 8 symmetries, so rotations and reflections of a
+    listed level are excluded with it.
+    """
+    files, ids = [], set()
+    for path in paths:
+        try:
+            levels = parse_levels(Path(path).read_text())
+        except OSError as e:
+            raise PipelineError(f"cannot read --exclude file {path}: {e.strerror}") from None
+        except (LevelError, UnicodeDecodeError) as e:
+            raise PipelineError(f"--exclude file {path} is not a level file: {e}") from None
+        files.append({"name": Path(path).name, "sha256": sha256_file(Path(path)),
+                      "levels": len(levels)})
+        ids.update(canonical_id(level) for level in levels)
+    return files, sorted(ids)
+
+
+def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
+           seed: int | None = None, workers: Workers | None = None) -> RotationResult:
+    """Build ``new`` matched to ``prev``, audit it against ``prev`` and report equivalence.
+
+    ``seed`` None draws a secret seed (kept under ``datasets/.secrets``); a given seed is
+    public (tests, demos). A refused or impossible rotation raises ``PipelineError`` and leaves
+    neither the version, its build folder nor its secret behind.
+    """
+    prev_folder = datasets / prev
+    if not (prev_folder / "levels.parquet").is_file():
+        raise PipelineError(f"no version {prev!r} to rotate from under {datasets}")
+    manifest = read_manifest(prev_folder / "manifest.json")
+    spec = spec_from_dict(manifest["spec"], source=f"manifest of {prev}")
+    files, ids = excluded_levels(exclude)
+    rotation = {"from": prev, "excluded_files": files, "excluded_ids": ids}
+    secret = seeds.secret_path(datasets, new)
+    had_secret = secret.exists()
+    try:
+        result = build(new, datasets=datasets, spec=spec, seed=seed, workers=workers,
+                       rotation=rotation)
+    except PipelineError:
+        # A failed stage removed the build folder; its fresh secret would only be reused.
+        if seed is None and not had_secret and not BuildFolder(datasets, new).root.exists():
+            secret.unlink(missing_ok=True)
+        raise
+    return _report(datasets, new, prev, result.path)
+
+
+def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_root: Path
+                   ) -> Path:
+    """The select stage of a rotation: write the matched levels, or refuse the rotation."""
+    prev = plan.rotation["from"]
+    prev_levels = read_parquet(exclusion_root / prev / "levels.parquet")
+    prev_levels = prev_levels.with_columns(
+        pl.Series("planner_solved", planner_solved(prev_levels)))
+    goal = targets(prev_levels, plan.spec)
+    gap = allowed_gap(goal.height)
+    ids = version_ids(exclusion_root, plan.excluded_versions) | set(
+        plan.rotation["excluded_ids"])
+    layouts = version_ids(exclusion_root, plan.excluded_versions, "wall_layout_id")
+    pools = [_with_planner(read_parquet(folder.output("grade")), plan.spec)]
+    unmatched: list[int] = []
+    for round_ in range(MAX_ENLARGEMENTS + 1):
+        if round_:
+            wanted = goal.filter(pl.col("index").is_in(unmatched))
+            graded = enlarge(folder.stages, plan.spec, plan.seed, round_, wanted, workers)
+            if graded is not None:
+                pools.append(_with_planner(read_parquet(graded), plan.spec))
+        pool = pl.concat(pools, how="vertical_relaxed")
+        try:
+            rows = match(goal, pool, ids, layouts, planner_gap=gap)
+            break
+        except MatchError as e:
+            if round_ == MAX_ENLARGEMENTS:
+                raise PipelineError(
+                    f"rotation of {plan.version} from {prev}: {len(e.unmatched)} slot(s) could "
+                    f"not be matched after enlarging the pool {MAX_ENLARGEMENTS} times "
+                    f"({pool.height} candidates): {e}") from None
+            unmatched = sorted(set(unmatched) | set(e.unmatched))
+            if workers.show_progress:
+                click.echo(f"select: {len(unmatched)} slot(s) unmatched in a pool of "
+                           f"{pool.height}; drawing {draws_in_round(round_ + 1)} more "
+                           "candidates for each", err=True)
+    # Each new level takes the slot (and band) of the PREV level it stands in for; play order
+    # is then easiest first within each tier, as in an ordinary build.
+    chosen = (pool[rows].drop("slot", "band_lo", "band_hi", "planner_solved")
+              .with_columns(goal["slot"], goal["band_lo"], goal["band_hi"])
+              .sort(["tier", "difficulty", "slot"], maintain_order=True))
+    chosen = chosen.with_columns(pl.int_range(0, chosen.height, dtype=pl.Int16).alias("index"))
+    # The verdict replays the planner on the chosen levels rather than trusting the pool's.
+    verdict = compare(prev, goal, plan.version,
+                      chosen.with_columns(pl.Series("planner_solved", planner_solved(chosen))))
+    if not verdict.accepted:
+        raise PipelineError(f"rotation of {plan.version} from {prev} refused: "
+                            + "; ".join(verdict.reasons()))
+    write_text(json.dumps(verdict.to_dict(), indent=2) + "\n", folder.stages / EQUIVALENCE_FILE)
+    out = folder.output("select")
+    write_parquet(chosen, out)
+    return out
+
+
+def _with_planner(pool: pl.DataFrame, spec: Spec) -> pl.DataFrame:
+    """The candidates with their step budget and the reference planner's outcome."""
+    budgets = [spec.max_steps(m) for m in pool["optimal_moves"].to_list()]
+    pool = pool.with_columns(pl.Series("max_steps", budgets, dtype=pl.Int32))
+    return pool.with_columns(pl.Series("planner_solved", planner_solved(pool)))
+
+
+def _report(datasets: Path, new: str, prev: str, path: Path) -> RotationResult:
+    """Write the equivalence figures and the audit of ``new`` against ``prev`` to its report/.
+
+    The figures are those the select stage accepted; an audit that cannot run is reported as
+    a failed check rather than hiding them.
+    """
+    from pipeline.audit import audit
+    from pipeline.audit_report import Report
+
+    text = (path / "stages" / EQUIVALENCE_FILE).read_text()
+    figures = Equivalence.from_dict(json.loads(text))
+    folder = path / "report"
+    folder.mkdir(exist_ok=True)
+    write_text(text, folder / EQUIVALENCE_FILE)
+    try:
+        result = audit(datasets, new, prev)
+        Report(result).write(folder)
+    except (OSError, KeyError, ValueError, PipelineError) as e:
+        return RotationResult(path, figures, False, [f"audit could not run: {e}"])
+    return RotationResult(path, figures, result.passed, [c.name for c in result.failed])

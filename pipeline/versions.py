@@ -1,0 +1,114 @@
+"""The versions a datasets folder holds, and revealing a version's secret seed.
+
+A version's ``levels.parquet`` and ``manifest.json`` never change, so a reveal is recorded in
+its own file, ``reveal.json``, beside the manifest: the published seed, when, and the
+commitment it opens. Anyone can check it against the manifest; nothing checksummed is touched.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pipeline import seeds
+from pipeline.build import existing_versions
+from pipeline.errors import PipelineError
+from pipeline.manifest import read_manifest
+from pipeline.tables import sha256_file, write_text
+
+REVEAL_FILE = "reveal.json"
+COLUMNS = ("version", "game", "levels", "created", "rotated from", "seed", "audit", "sha256")
+
+
+def read_reveal(folder: Path) -> dict[str, Any] | None:
+    """The reveal record of a version folder, or None when its seed was never revealed."""
+    path = folder / REVEAL_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise PipelineError(f"{path} is not valid JSON: {e}") from None
+
+
+def seed_status(folder: Path, manifest: dict[str, Any]) -> str:
+    """``public`` (built from a public seed), ``revealed`` or ``committed`` (still secret)."""
+    if manifest.get("seed_source") == "public":
+        return "public"
+    reveal = read_reveal(folder)
+    if reveal is None:
+        return "committed"
+    commit = manifest["seed_commitment"]
+    opens = seeds.commitment(int(reveal["seed"]), commit["salt"]) == commit["sha256"]
+    return "revealed" if opens else "revealed (MISMATCH)"
+
+
+def audit_status(folder: Path) -> str:
+    """What the last audit report said: ``pass``, ``FAIL`` or ``not audited``."""
+    report = folder / "report" / "report.md"
+    if not report.is_file():
+        return "not audited"
+    head = report.read_text(encoding="utf-8")[:2000]
+    if "all checks pass" in head:
+        return "pass"
+    return "FAIL" if "FAIL" in head else "unknown"
+
+
+def version_table(datasets: Path) -> list[dict[str, str]]:
+    """One row per finished version, sorted by name, with the columns of ``COLUMNS``."""
+    rows = []
+    for name in existing_versions(datasets):
+        folder = datasets / name
+        manifest = read_manifest(folder / "manifest.json")
+        entry = manifest["files"]["levels.parquet"]
+        levels = folder / "levels.parquet"
+        digest = entry["sha256"][:12]
+        if not levels.is_file() or sha256_file(levels) != entry["sha256"]:
+            digest += " (file differs)"
+        rows.append({
+            "version": name, "game": str(manifest.get("game", "?")),
+            "levels": str(entry.get("rows", "?")), "created": str(manifest.get("created", "?")),
+            "rotated from": manifest.get("rotated_from") or "-",
+            "seed": seed_status(folder, manifest), "audit": audit_status(folder),
+            "sha256": digest})
+    return rows
+
+
+@dataclass(frozen=True)
+class Reveal:
+    """A revealed seed, where it was recorded, and whether this call recorded it."""
+
+    seed: int
+    path: Path
+    first_time: bool
+
+
+def reveal(datasets: Path, version: str) -> Reveal:
+    """Publish ``version``'s secret seed: check it opens the commitment, record it, return it."""
+    folder = datasets / version
+    if version.startswith(".") or not (folder / "manifest.json").is_file():
+        raise PipelineError(f"no version {version!r} under {datasets}")
+    manifest = read_manifest(folder / "manifest.json")
+    if manifest.get("seed_source") == "public":
+        raise PipelineError(f"{version} was built from a public seed: nothing to reveal")
+    seed = seeds.read_secret(datasets, version)
+    if seed is None:
+        raise PipelineError(f"the secret seed of {version} is not on this machine "
+                            f"({seeds.secret_path(datasets, version)})")
+    commit = manifest["seed_commitment"]
+    if seeds.commitment(seed, commit["salt"]) != commit["sha256"]:
+        raise PipelineError(f"the stored seed of {version} does not open its manifest's "
+                            "commitment; refusing to reveal it")
+    path = folder / REVEAL_FILE
+    recorded = read_reveal(folder)
+    if recorded is not None and int(recorded["seed"]) == seed:
+        return Reveal(seed, path, first_time=False)
+    write_text(json.dumps({
+        "format": 1, "version": version, "seed": str(seed),
+        "seed_commitment": commit,
+        "revealed": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }, indent=2) + "\n", path)
+    return Reveal(seed, path, first_time=True)

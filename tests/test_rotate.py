@@ -1,0 +1,275 @@
+"""Rotating a small demo version twice, and the refusals that leave nothing behind."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from engine.levels import canonical_id, parse_xsb
+from engine.planner import plan
+from pipeline import rotate as rotate_module
+from pipeline.build import build
+from pipeline.cli import main
+from pipeline.difficulty import MODEL_PATH
+from pipeline.equivalence import allowed_gap
+from pipeline.errors import PipelineError
+from pipeline.rotate import EQUIVALENCE_FILE, rotate
+from pipeline.seeds import commitment, secret_path
+from pipeline.spec import load_spec
+from pipeline.verify import verify
+from pipeline.versions import REVEAL_FILE, version_table
+from pipeline.workers import Workers
+
+QUIET = Workers(show_progress=False)
+
+
+def _levels(datasets: Path, version: str) -> pl.DataFrame:
+    return pl.read_parquet(datasets / version / "levels.parquet").sort("index")
+
+
+def _manifest(datasets: Path, version: str) -> dict:
+    return json.loads((datasets / version / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """A demo version of the tiny spec (8 levels in 3 tiers), public seed."""
+    datasets = tmp_path_factory.mktemp("datasets")
+    build("demo", datasets=datasets, spec=load_spec("tiny"), seed=11, workers=QUIET)
+    return datasets
+
+
+@pytest.fixture(scope="module")
+def rotated(demo):
+    """demo rotated to r1 (public seed), then r1 to r2 through the CLI with a secret seed."""
+    first = rotate("r1", "demo", datasets=demo, seed=21, workers=QUIET)
+    out = CliRunner().invoke(main, ["rotate", "r2", "--from", "r1", "--datasets", str(demo),
+                                    "--quiet"])
+    return demo, first, out
+
+
+def _fresh_copy(demo: Path, tmp_path: Path) -> Path:
+    """A datasets folder holding only a copy of the demo version."""
+    datasets = tmp_path / "datasets"
+    datasets.mkdir()
+    shutil.copytree(demo / "demo", datasets / "demo")
+    return datasets
+
+
+def test_rotations_share_no_level_or_wall_layout_with_any_other_version(rotated):
+    datasets, _, out = rotated
+    assert out.exit_code in (0, 1), out.output  # 1 only when the audit itself cannot run
+    tables = {v: _levels(datasets, v) for v in ("demo", "r1", "r2")}
+    for a in tables:
+        for b in tables:
+            if a < b:
+                assert not set(tables[a]["canonical_id"]) & set(tables[b]["canonical_id"])
+                assert not set(tables[a]["wall_layout_id"]) & set(tables[b]["wall_layout_id"])
+    for table in tables.values():
+        ids = [canonical_id(parse_xsb(x)) for x in table["xsb"]]
+        assert ids == table["canonical_id"].to_list() and len(set(ids)) == len(ids)
+
+
+def _slot_pairs(old: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
+    return old.join(new, on=["tier", "slot"], suffix="_new", how="full", coalesce=True)
+
+
+@pytest.mark.parametrize(("prev", "new"), [("demo", "r1"), ("r1", "r2")])
+def test_rotation_matches_every_slot_of_the_version_it_replaces(rotated, prev, new):
+    datasets, _, _ = rotated
+    spec = load_spec("tiny")
+    old, fresh = _levels(datasets, prev), _levels(datasets, new)
+    assert fresh.height == old.height == spec.n_levels
+    pairs = _slot_pairs(old, fresh)
+    assert pairs.height == old.height and pairs["index_new"].null_count() == 0
+    assert pairs["n_crates"].to_list() == pairs["n_crates_new"].to_list()
+    assert pairs["grade"].to_list() == pairs["grade_new"].to_list()
+    gaps = (pairs["optimal_moves_new"].cast(pl.Int32) - pairs["optimal_moves"].cast(pl.Int32))
+    assert gaps.abs().max() <= 1
+    for row in fresh.iter_rows(named=True):
+        lo, hi = spec.tiers[row["tier"]].band(row["slot"])
+        assert lo <= row["optimal_moves"] <= hi
+    for _, part in fresh.group_by("tier", maintain_order=True):
+        assert part["difficulty"].to_list() == sorted(part["difficulty"].to_list())
+    # Same grades slot by slot and easiest first: the grade ramp is the same level by level.
+    assert fresh["grade"].to_list() == old["grade"].to_list()
+    assert fresh["n_crates"].to_list() == old["n_crates"].to_list()
+    assert _manifest(datasets, new)["rotated_from"] == prev
+
+
+def test_equivalence_report_agrees_with_the_parquet_files(rotated):
+    datasets, first, _ = rotated
+    report = json.loads((datasets / "r1" / "report" / EQUIVALENCE_FILE).read_text())
+    old, new = _levels(datasets, "demo"), _levels(datasets, "r1")
+    assert report["accepted"] and first.equivalence.accepted
+    for t in report["tiers"]:
+        o, n = old.filter(pl.col("tier") == t["tier"]), new.filter(pl.col("tier") == t["tier"])
+        assert t["levels"] == o.height == n.height
+        assert t["prev_mean_optimum"] == pytest.approx(o["optimal_moves"].mean())
+        assert t["new_mean_optimum"] == pytest.approx(n["optimal_moves"].mean())
+        assert t["prev_mean_difficulty"] == pytest.approx(o["difficulty"].mean(), abs=1e-6)
+        assert t["new_mean_difficulty"] == pytest.approx(n["difficulty"].mean(), abs=1e-6)
+    pairs = _slot_pairs(old.sort("index"), new)
+    opt_gap = (pairs["optimal_moves_new"].cast(pl.Int32)
+               - pairs["optimal_moves"].cast(pl.Int32)).abs()
+    diff_gap = (pairs["difficulty_new"].cast(pl.Float64)
+                - pairs["difficulty"].cast(pl.Float64)).abs()
+    largest = report["largest_slot_difference"]
+    assert largest["optimal_moves"]["difference"] == opt_gap.max()
+    assert largest["difficulty"]["difference"] == pytest.approx(diff_gap.max(), abs=1e-6)
+    at = int(diff_gap.arg_max())
+    assert (largest["difficulty"]["tier"], largest["difficulty"]["slot"]) == (
+        pairs["tier"][at], pairs["slot"][at])
+
+    def solved(table: pl.DataFrame) -> int:
+        return sum(plan(parse_xsb(x), int(b)).solved
+                   for x, b in zip(table["xsb"], table["max_steps"], strict=True))
+
+    counts = report["planner_solved"]
+    assert (counts["prev"], counts["new"]) == (solved(old), solved(new))
+    assert abs(counts["prev"] - counts["new"]) <= allowed_gap(old.height) == 1
+    printed = "\n".join(first.equivalence.lines())
+    assert f"demo {counts['prev']}/8, r1 {counts['new']}/8" in printed
+
+
+@pytest.mark.skipif(not MODEL_PATH.is_file(), reason="needs the calibrated difficulty model")
+def test_rotation_writes_the_audit_against_the_previous_version(rotated):
+    datasets, first, _ = rotated
+    report = (datasets / "r1" / "report" / "report.md").read_text()
+    assert "against demo" in report
+    assert first.audit_passed, first.failed_checks
+
+
+def test_secret_rotation_keeps_its_seed_private_until_revealed(rotated):
+    datasets, _, out = rotated
+    path = secret_path(datasets, "r2")
+    seed = path.read_text().strip()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert seed not in out.output
+    manifest = _manifest(datasets, "r2")
+    assert seed not in json.dumps(manifest)
+    assert manifest["seed_commitment"]["sha256"] == commitment(
+        int(seed), manifest["seed_commitment"]["salt"])
+    rows = {r["version"]: r for r in version_table(datasets)}
+    assert rows["r2"]["seed"] == "committed" and rows["demo"]["seed"] == "public"
+
+    before = (datasets / "r2" / "manifest.json").read_bytes()
+    shown = CliRunner().invoke(main, ["reveal", "r2", "--datasets", str(datasets)])
+    assert shown.exit_code == 0 and shown.stdout.strip() == seed
+    record = json.loads((datasets / "r2" / REVEAL_FILE).read_text())
+    assert record["seed"] == seed and record["seed_commitment"] == manifest["seed_commitment"]
+    assert (datasets / "r2" / "manifest.json").read_bytes() == before
+    assert {r["version"]: r for r in version_table(datasets)}["r2"]["seed"] == "revealed"
+    again = CliRunner().invoke(main, ["reveal", "r2", "--datasets", str(datasets)])
+    assert again.exit_code == 0 and "already recorded" in again.stderr
+    assert json.loads((datasets / "r2" / REVEAL_FILE).read_text()) == record
+    # With the published seed anyone can rebuild the rotation and get the same bytes.
+    assert verify("r2", int(seed), datasets=datasets, workers=QUIET).ok
+
+
+def test_versions_lists_each_version_with_its_origin_and_checksum(rotated):
+    datasets, _, _ = rotated
+    out = CliRunner().invoke(main, ["versions", "--datasets", str(datasets)])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[0].split() == ["version", "game", "levels", "created", "rotated", "from",
+                                "seed", "audit", "sha256"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert set(rows) == {"demo", "r1", "r2"}
+    assert rows["r1"][1:3] == ["tiny", "8"] and rows["r1"][4] == "demo"
+    assert rows["demo"][4] == "-"
+    assert rows["r1"][-1] == _manifest(datasets, "r1")["files"]["levels.parquet"]["sha256"][:12]
+
+
+def test_a_pool_that_cannot_be_matched_fails_naming_the_slots_and_leaves_nothing(
+        demo, tmp_path, monkeypatch):
+    datasets = _fresh_copy(demo, tmp_path)
+    # Level 0 asks for grade 5 with one crate and a handful of moves: no candidate has it.
+    levels = _levels(datasets, "demo").with_columns(
+        pl.when(pl.col("index") == 0).then(5).otherwise(pl.col("grade")).cast(pl.Int8)
+        .alias("grade"))
+    levels.write_parquet(datasets / "demo" / "levels.parquet")
+    manifest = _manifest(datasets, "demo")
+    manifest["spec"]["candidates_per_slot"] = 1
+    (datasets / "demo" / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setattr(rotate_module, "MAX_ENLARGEMENTS", 1)
+    out = CliRunner().invoke(main, ["rotate", "x", "--from", "demo", "--datasets",
+                                    str(datasets), "--quiet"])
+    assert out.exit_code == 1
+    assert "could not be matched after enlarging the pool 1 times" in out.output
+    assert "level 0 (tier 0 slot 0: 1 crates" in out.output and "grade 5)" in out.output
+    assert "Traceback" not in out.output
+    assert not (datasets / "x").exists() and not (datasets / ".build" / "x").exists()
+    assert not secret_path(datasets, "x").exists()
+
+
+def test_a_rotation_refused_by_its_verdict_leaves_nothing(demo, tmp_path, monkeypatch):
+    datasets = _fresh_copy(demo, tmp_path)
+    real = rotate_module.compare
+
+    def harder(*args):
+        verdict = real(*args)
+        return type(verdict)(verdict.prev, verdict.new, verdict.tiers, verdict.largest,
+                             {**verdict.solved, "new": verdict.solved["prev"] - 5},
+                             verdict.mismatches)
+
+    monkeypatch.setattr(rotate_module, "compare", harder)
+    with pytest.raises(PipelineError, match="refused: the reference planner solves"):
+        rotate("y", "demo", datasets=datasets, workers=QUIET)
+    assert sorted(p.name for p in datasets.iterdir() if not p.name.startswith(".")) == ["demo"]
+    assert not (datasets / ".build" / "y").exists() and not secret_path(datasets, "y").exists()
+
+
+def _symmetric(xsb: str, turns: int, mirror: bool) -> str:
+    """The level turned by ``turns`` quarter turns, then mirrored left to right."""
+    rows = xsb.split("\n")
+    width = max(len(r) for r in rows)
+    grid = np.rot90(np.array([list(r.ljust(width)) for r in rows]), turns)
+    if mirror:
+        grid = grid[:, ::-1]
+    return "\n".join("".join(r).rstrip() for r in grid)
+
+
+def test_exclude_keeps_the_listed_levels_and_their_symmetries_out(demo, tmp_path):
+    datasets = _fresh_copy(demo, tmp_path)
+    rotate("a", "demo", datasets=datasets, seed=5, workers=QUIET)
+    taken = _levels(datasets, "a")
+    shutil.rmtree(datasets / "a")
+    variants = [_symmetric(x, i % 4, i % 2 == 1) for i, x in enumerate(taken["xsb"])]
+    assert [canonical_id(parse_xsb(v)) for v in variants] == taken["canonical_id"].to_list()
+    assert variants != taken["xsb"].to_list()
+    listed = tmp_path / "public.xsb"
+    listed.write_text("\n\n".join(f"; {i}\n{v}" for i, v in enumerate(variants)) + "\n")
+    out = CliRunner().invoke(main, ["rotate", "b", "--from", "demo", "--seed", "5",
+                                    "--exclude", str(listed), "--datasets", str(datasets),
+                                    "--quiet"])
+    assert out.exit_code in (0, 1), out.output
+    again = _levels(datasets, "b")
+    assert not set(again["canonical_id"]) & set(taken["canonical_id"])
+    files = _manifest(datasets, "b")["rotation"]["excluded_files"]
+    assert [(f["name"], f["levels"]) for f in files] == [("public.xsb", taken.height)]
+
+
+def test_rotate_refusals_are_one_readable_line(rotated, tmp_path):
+    datasets, _, _ = rotated
+    runner = CliRunner()
+    cases = [
+        (["rotate", "z", "--from", "nope"], "no version 'nope' to rotate from"),
+        (["rotate", "r1", "--from", "demo"], "version r1 already exists"),
+        (["rotate", "z", "--from", "demo", "--exclude", str(tmp_path / "missing.xsb")],
+         "does not exist"),
+        (["reveal", "demo"], "demo was built from a public seed: nothing to reveal"),
+        (["reveal", "nope"], "no version 'nope'"),
+    ]
+    for args, message in cases:
+        out = runner.invoke(main, [*args, "--datasets", str(datasets)])
+        assert out.exit_code != 0, args
+        assert message in out.output and "Traceback" not in out.output, out.output
+    assert not (datasets / "z").exists() and not secret_path(datasets, "z").exists()
