@@ -30,7 +30,8 @@ _XY = (Field("x", INT, "accepted for ACTION6 and ignored", required=False, minim
        Field("y", INT, "accepted for ACTION6 and ignored", required=False, minimum=0,
              maximum=63))
 _CMD_ERRORS = {200: "FrameData", 400: "bad body, or the game is over", 401: "missing or unknown "
-               "key", 404: "unknown game, scorecard or guid (or another key's)"}
+               "key", 404: "unknown game, scorecard or guid (or another key's)",
+               429: "too many games in flight"}
 
 _route = partial(Route, tag=TAG, error_schema="ArcError")
 
@@ -193,8 +194,7 @@ def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
     """The handler of ``POST /api/cmd/ACTION{number}``."""
     move = w.MOVES.get(number, WAIT)
 
-    async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict,
-                  reasoning: Any) -> web.Response:
+    async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
         game = _served_game(arena, args["game_id"])
         session, outcome = await arena.act(key, args["guid"], move, None)
         run = session.episodes[outcome.episode]
@@ -205,7 +205,7 @@ def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
         data = {"game_id": game}
         if number == 6:
             data.update({k: args[k] for k in ("x", "y") if args[k] is not None})
-        return _frame(request, session, grids, number, data, reasoning, False)
+        return _frame(request, session, grids, number, data, args["reasoning"], False)
 
     return act
 
@@ -221,7 +221,11 @@ def _refusal(request: web.Request, error: w.ArcError) -> web.Response:
 
 
 def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[Any]]) -> None:
-    """Register an ARC route: declared inputs checked, every refusal in the API's shape."""
+    """Register an ARC route: declared inputs checked (plus the optional ``reasoning`` of any
+    body), every refusal in the API's shape.
+
+    The native ``serve.web.bind`` answers ``{"detail"}``, which ARC clients do not read.
+    """
     not_found = w.GAME_NOT_STARTED_ERROR if route.path.startswith("/api/cmd/") else (
         w.NOT_FOUND_ERROR)
 
@@ -233,10 +237,10 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
                 return await handler(request, arena, key, {})
             raw = await request.read()
             args = route.parse_body(raw)
-            if not route.operation.startswith("arc_action"):
-                return await handler(request, arena, key, args)
-            return await handler(request, arena, key, args,
-                                 w.check_reasoning(json.loads(raw).get("reasoning")))
+            # the reasoning blob is any JSON, echoed back verbatim: taken as it came
+            args["reasoning"] = w.check_reasoning(json.loads(raw).get("reasoning") if args
+                                                  else None)
+            return await handler(request, arena, key, args)
         except w.ArcError as e:
             return _refusal(request, e)
         except PlayError as e:

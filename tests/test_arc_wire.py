@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from arc_agi import EnvironmentScorecard
+from arc_agi.scorecard import Scorecard
 from arcengine import FrameData, GameAction, GameState
 
 from engine.levels import parse_xsb
@@ -101,6 +102,8 @@ def test_scorecard_is_accepted_by_the_toolkit_model():
     assert card.total_levels_completed == 1 and card.total_actions == 16
     assert card.total_levels == 2 and card.total_environments_completed == 0
     assert card.environments[0].runs[0].state is GameState.GAME_OVER
+    # the ARC-AGI-3-Agents swarm reads a close answer with the toolkit's Scorecard model
+    assert Scorecard.model_validate(body).card_id == "sc-1"
 
 
 def test_native_refusals_map_to_the_api_statuses():
