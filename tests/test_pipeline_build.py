@@ -339,3 +339,35 @@ def test_a_state_space_too_large_for_the_engine_is_a_readable_refusal(tmp_path):
     with pytest.raises(PipelineError, match=r"^generate: a level's state space is too large"):
         build("big", datasets=tmp_path, spec=spec_from_dict(data), seed=1, workers=QUIET)
     assert not (tmp_path / "big").exists() and not (tmp_path / ".build" / "big").exists()
+
+
+def test_a_second_build_of_the_same_version_at_once_is_refused(tiny, tmp_path):
+    import fcntl
+
+    (tmp_path / ".build").mkdir()
+    with open(tmp_path / ".build" / "vl.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(PipelineError, match="another build of vl is running"):
+            build("vl", datasets=tmp_path, spec=tiny, seed=1, workers=QUIET)
+    assert not (tmp_path / ".build" / "vl").exists()
+
+
+@pytest.mark.parametrize("name", ["../escape", ".hidden", "a/b", "", "x" * 65])
+def test_unsafe_version_names_are_refused(tmp_path, name):
+    with pytest.raises(PipelineError, match="is not allowed"):
+        build(name, datasets=tmp_path, seed=1, workers=QUIET)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_verify_of_a_missing_version_says_so(tmp_path):
+    result = CliRunner().invoke(main, ["verify", "nope", "--seed", "1",
+                                       "--datasets", str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.output == f"Error: no manifest at {tmp_path / 'nope' / 'manifest.json'}\n"
+
+
+def test_cli_stage_commands_are_the_pipeline_stages():
+    from pipeline.cli import build as cli_build
+
+    assert cli_build.STAGES == STAGES
+    assert sorted(main.commands["stage"].commands) == sorted(STAGES)
