@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
+import numpy as np
 import polars as pl
 
 from engine.levels import LevelError, canonical_id, parse_levels
 from pipeline import seeds
 from pipeline.build import BuildFolder, Plan, build, version_ids
+from pipeline.difficulty import MODEL_PATH, score_levels
 from pipeline.equivalence import Equivalence, allowed_gap, compare, planner_solved
 from pipeline.errors import PipelineError
 from pipeline.manifest import read_manifest
@@ -30,6 +32,7 @@ from pipeline.workers import Workers
 
 MAX_ENLARGEMENTS = 3  # rounds of extra candidates for the unmatched slots before giving up
 EQUIVALENCE_FILE = "equivalence.json"
+DIFFICULTY_TOLERANCE = 1e-6
 
 
 @dataclass
@@ -95,6 +98,7 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     """The select stage of a rotation: write the matched levels, or refuse the rotation."""
     prev = plan.rotation["from"]
     prev_levels = read_parquet(exclusion_root / prev / "levels.parquet")
+    check_graded_alike(prev, prev_levels)
     prev_levels = prev_levels.with_columns(
         pl.Series("planner_solved", planner_solved(prev_levels)))
     goal = targets(prev_levels, plan.spec)
@@ -141,6 +145,28 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     out = folder.output("select")
     write_parquet(chosen, out)
     return out
+
+
+def check_graded_alike(name: str, levels: pl.DataFrame) -> None:
+    """Refuse a PREV whose difficulty and grade are not those of the shipped model.
+
+    Matching compares difficulties across versions, which means something only when both
+    were scored by the same model; a version graded before a recalibration is not.
+    """
+    try:
+        scored, grades = score_levels(levels)
+    except KeyError as e:
+        raise PipelineError(f"{name} lacks grade features ({e}); it cannot be matched") from None
+    stored = levels["difficulty"].to_numpy().astype(np.float64)
+    off = np.flatnonzero((np.abs(stored - scored) > DIFFICULTY_TOLERANCE)
+                         | (levels["grade"].to_numpy() != grades))
+    if off.size:
+        i = int(off[0])
+        raise PipelineError(
+            f"{name} was graded by another difficulty model than {MODEL_PATH.name} "
+            f"({off.size} levels differ, e.g. level {levels['index'][i]}: stored "
+            f"{stored[i]:.4f}, model {scored[i]:.4f}); its difficulties are not comparable, "
+            "so it cannot be rotated")
 
 
 def _with_planner(pool: pl.DataFrame, spec: Spec) -> pl.DataFrame:
