@@ -2,6 +2,7 @@
 SHELL := /bin/bash
 VERSION ?= demo
 FROM ?=
+EXCLUDE ?=
 AGAINST ?=
 SEED ?=
 JOBS ?= 1
@@ -39,8 +40,8 @@ audit: install
 	$(VENV)/bin/sokoforge audit $(VERSION) $(if $(AGAINST),--against $(AGAINST),)
 
 rotate: install
-	@test -n "$(FROM)" || { echo "usage: make rotate VERSION=NEW FROM=PREV"; exit 2; }
-	$(VENV)/bin/sokoforge rotate $(VERSION) --from $(FROM)
+	@test -n "$(FROM)" || { echo "usage: make rotate VERSION=NEW FROM=PREV [EXCLUDE=files]"; exit 2; }
+	$(VENV)/bin/sokoforge rotate $(VERSION) --from $(FROM) --jobs $(JOBS) $(foreach f,$(EXCLUDE),--exclude $(f))
 
 serve: install
 	$(VENV)/bin/sokoforge serve --version $(VERSION)

@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit
 
 from engine.levels import Level, State
-from engine.rules import CRATE, FLOOR, GOAL, LIVE, board_array, delta
+from engine.rules import CRATE, FLOOR, GOAL, LIVE, NOT_CRATE, board_array, delta
 
 
 @njit(cache=True)
@@ -87,6 +87,20 @@ def frozen_kernel(grid: np.ndarray, width: int, cell: int) -> bool:
             or _stuck_square(grid, cell, cell - 1, cell + w, cell + w - 1)
             or _stuck_square(grid, cell, cell + 1, cell + w, cell + w + 1))
 
+
+
+@njit(cache=True)
+def push_pruned(grid: np.ndarray, width: int, src: int, dst: int) -> bool:
+    """Whether the searches skip pushing the crate on ``src`` to ``dst``: the push is blocked
+    (wall or crate), lands on a dead square, or freezes the crate off a goal."""
+    if grid[dst] & (LIVE | CRATE) != LIVE:
+        return True
+    grid[src] &= NOT_CRATE
+    grid[dst] |= CRATE
+    dead = frozen_kernel(grid, width, dst)
+    grid[src] |= CRATE
+    grid[dst] &= NOT_CRATE
+    return dead
 
 def live_cells(level: Level) -> np.ndarray:
     """Flat ``uint8`` mask of live cells (a lone crate there can still reach a goal)."""

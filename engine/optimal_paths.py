@@ -13,10 +13,10 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from engine.deadlock import frozen_kernel, search_grid
+from engine.deadlock import push_pruned, search_grid
 from engine.index import DenseIndex, StateSpaceTooLarge, pack, rank, unpack
 from engine.levels import Level
-from engine.rules import CRATE, FLOOR, LIVE, NOT_CRATE, delta, moved_crate
+from engine.rules import CRATE, FLOOR, NOT_CRATE, delta, moved_crate
 from engine.solver import all_on_goals
 
 SOLUTION_COUNT_CAP = 1_000_000_000
@@ -76,14 +76,7 @@ def layered_count_kernel(grid: np.ndarray, width: int, cell_id: np.ndarray,
                     continue
                 if grid[q] & CRATE:
                     t = q + d
-                    if grid[t] & (LIVE | CRATE) != LIVE:
-                        continue
-                    grid[q] &= NOT_CRATE
-                    grid[t] |= CRATE
-                    dead = frozen_kernel(grid, width, t)
-                    grid[q] |= CRATE
-                    grid[t] &= NOT_CRATE
-                    if dead:
+                    if push_pruned(grid, width, q, t):
                         continue
                     moved_crate(crates, q, t, work)
                 else:

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from engine.deadlock import frozen_kernel, search_grid
+from engine.deadlock import push_pruned, search_grid
 from engine.index import (
     DenseIndex,
     StateSpaceTooLarge,
@@ -26,7 +26,7 @@ from engine.index import (
     with_player,
 )
 from engine.levels import Level, State
-from engine.rules import ACTIONS, CRATE, FLOOR, GOAL, LIVE, NOT_CRATE, delta, moved_crate
+from engine.rules import ACTIONS, CRATE, FLOOR, GOAL, NOT_CRATE, delta, moved_crate
 
 DEFAULT_MAX_STATES = 5_000_000
 SOLVED, UNSOLVABLE, TOO_LARGE = 0, 1, 2
@@ -111,14 +111,7 @@ def bfs_kernel(grid: np.ndarray, width: int, cell_id: np.ndarray,
             pushed = grid[q] & CRATE != 0
             if pushed:
                 t = q + d
-                if grid[t] & (LIVE | CRATE) != LIVE:
-                    continue
-                grid[q] &= NOT_CRATE
-                grid[t] |= CRATE
-                dead = frozen_kernel(grid, width, t)
-                grid[q] |= CRATE
-                grid[t] &= NOT_CRATE
-                if dead:
+                if push_pruned(grid, width, q, t):
                     continue
                 moved_crate(crates, q, t, work)
                 idx = crate_rank(cell_id, binom, work) * n_floor + floor_id[q]

@@ -93,7 +93,9 @@ def reveal(datasets: Path, version: str) -> Reveal:
         raise PipelineError(f"no version {version!r} under {datasets}")
     manifest = read_manifest(folder / "manifest.json")
     if manifest.get("seed_source") == "public":
-        raise PipelineError(f"{version} was built from a public seed: nothing to reveal")
+        seed = manifest.get("public_seed", "given in its build")
+        raise PipelineError(f"{version} was built from the public seed {seed}: nothing to "
+                            "reveal")
     seed = seeds.read_secret(datasets, version)
     if seed is None:
         raise PipelineError(f"the secret seed of {version} is not on this machine "

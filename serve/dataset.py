@@ -7,7 +7,6 @@ manifest) or of an unknown format, so the server never plays levels nobody commi
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from engine.levels import Level, LevelError, parse_xsb
+from pipeline.tables import sha256_file
 from serve.framezip import Picture
 
 FORMATS = (1,)
@@ -92,14 +92,6 @@ class ServedVersion:
         }
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def load_version(root: Path, version: str) -> ServedVersion:
     """Read and check ``root/version``, then precompute start states, images and solvable sets."""
     folder = Path(root) / version
@@ -123,7 +115,7 @@ def load_version(root: Path, version: str) -> ServedVersion:
     expected = ((manifest.get("files") or {}).get("levels.parquet") or {}).get("sha256")
     if not expected:
         raise DatasetError(f"{manifest_path} has no files.levels.parquet.sha256 to check against")
-    actual = file_sha256(levels_path)
+    actual = sha256_file(levels_path)
     if actual != expected:
         raise DatasetError(f"{levels_path} does not match its manifest (sha256 {actual[:12]}..., "
                            f"manifest says {expected[:12]}...): refusing to serve altered levels")

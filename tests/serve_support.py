@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from engine.levels import canonical_id, parse_xsb
+from engine.levels import canonical_id, parse_xsb, to_xsb
 from engine.solver import solve
 
 # Two tiers: three one-crate levels, then three two-crate levels, easiest first.
@@ -81,7 +81,7 @@ def write_dataset(root: Path, version: str = "t1", levels: list[str] = LEVELS) -
         "n_crates": ([lv.n_crates for lv, _ in rows], pa.int8()),
         "height": ([lv.height for lv, _ in rows], pa.int8()),
         "width": ([lv.width for lv, _ in rows], pa.int8()),
-        "xsb": ([levels_xsb(lv) for lv, _ in rows], pa.string()),
+        "xsb": ([to_xsb(lv) for lv, _ in rows], pa.string()),
         "optimal_moves": ([r.moves for _, r in rows], pa.int16()),
         "optimal_pushes": ([r.pushes for _, r in rows], pa.int16()),
         "solution": ([r.solution for _, r in rows], pa.string()),
@@ -102,12 +102,6 @@ def write_dataset(root: Path, version: str = "t1", levels: list[str] = LEVELS) -
                 "generator": {"package_version": "test"}, "rotated_from": None}
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return {"rows": table.to_pylist(), "manifest": manifest}
-
-
-def levels_xsb(level: Any) -> str:
-    from engine.levels import to_xsb
-
-    return to_xsb(level)
 
 
 class Api:

@@ -191,23 +191,42 @@ def test_versions_lists_each_version_with_its_origin_and_checksum(rotated):
 def test_a_pool_that_cannot_be_matched_fails_naming_the_slots_and_leaves_nothing(
         demo, tmp_path, monkeypatch):
     datasets = _fresh_copy(demo, tmp_path)
-    # Level 0 asks for grade 5 with one crate and a handful of moves: no candidate has it.
-    levels = _levels(datasets, "demo").with_columns(
-        pl.when(pl.col("index") == 0).then(5).otherwise(pl.col("grade")).cast(pl.Int8)
-        .alias("grade"))
-    levels.write_parquet(datasets / "demo" / "levels.parquet")
+    # A tiny pool whose tier 0 candidates all take 2-4 moves: no tier 0 level of demo (6 moves
+    # and more) has a candidate within one move, and enlarging cannot draw outside the band.
     manifest = _manifest(datasets, "demo")
     manifest["spec"]["candidates_per_slot"] = 1
+    manifest["spec"]["tiers"][0].update(band_start=[2, 2], band_end=[2, 2])
     (datasets / "demo" / "manifest.json").write_text(json.dumps(manifest))
+    assert _levels(datasets, "demo").filter(pl.col("tier") == 0)["optimal_moves"].min() >= 6
     monkeypatch.setattr(rotate_module, "MAX_ENLARGEMENTS", 1)
     out = CliRunner().invoke(main, ["rotate", "x", "--from", "demo", "--datasets",
                                     str(datasets), "--quiet"])
     assert out.exit_code == 1
-    assert "could not be matched after enlarging the pool 1 times" in out.output
-    assert "level 0 (tier 0 slot 0: 1 crates" in out.output and "grade 5)" in out.output
-    assert "Traceback" not in out.output
+    assert "3 slot(s) could not be matched after enlarging the pool 1 times" in out.output
+    for slot in range(3):
+        assert f"(tier 0 slot {slot}: 1 crates, optimum" in out.output
+    assert "in band 2-4" in out.output and "Traceback" not in out.output
     assert not (datasets / "x").exists() and not (datasets / ".build" / "x").exists()
     assert not secret_path(datasets, "x").exists()
+
+
+def test_rotation_bytes_do_not_depend_on_the_number_of_workers(rotated, tmp_path):
+    datasets, first, _ = rotated
+    again = _fresh_copy(datasets, tmp_path)
+    twin = rotate("r1", "demo", datasets=again, seed=21,
+                  workers=Workers(jobs=2, show_progress=False))
+    assert (twin.path / "levels.parquet").read_bytes() == \
+        (first.path / "levels.parquet").read_bytes()
+
+
+def test_a_version_graded_by_another_model_is_not_rotated(demo, tmp_path):
+    datasets = _fresh_copy(demo, tmp_path)
+    levels = _levels(datasets, "demo")
+    levels.with_columns(pl.col("difficulty") * 0.5).write_parquet(
+        datasets / "demo" / "levels.parquet")
+    with pytest.raises(PipelineError, match="demo was graded by another difficulty model"):
+        rotate("w", "demo", datasets=datasets, seed=3, workers=QUIET)
+    assert not (datasets / "w").exists() and not (datasets / ".build" / "w").exists()
 
 
 def test_a_rotation_refused_by_its_verdict_leaves_nothing(demo, tmp_path, monkeypatch):
@@ -263,9 +282,10 @@ def test_rotate_refusals_are_one_readable_line(rotated, tmp_path):
     cases = [
         (["rotate", "z", "--from", "nope"], "no version 'nope' to rotate from"),
         (["rotate", "r1", "--from", "demo"], "version r1 already exists"),
+        (["rotate", "r2", "--from", "demo"], "version r2 already exists"),
         (["rotate", "z", "--from", "demo", "--exclude", str(tmp_path / "missing.xsb")],
          "does not exist"),
-        (["reveal", "demo"], "demo was built from a public seed: nothing to reveal"),
+        (["reveal", "demo"], "demo was built from the public seed 11: nothing to reveal"),
         (["reveal", "nope"], "no version 'nope'"),
     ]
     for args, message in cases:
@@ -273,3 +293,4 @@ def test_rotate_refusals_are_one_readable_line(rotated, tmp_path):
         assert out.exit_code != 0, args
         assert message in out.output and "Traceback" not in out.output, out.output
     assert not (datasets / "z").exists() and not secret_path(datasets, "z").exists()
+    assert secret_path(datasets, "r2").is_file()  # a refused rotation onto r2 keeps r2's seed

@@ -86,11 +86,11 @@ def play(client: Api, rows: list[dict], frame: dict, limit: int | None = None) -
 class Process:
     """``sokoforge serve`` as a child process, on a free port it reports at start-up."""
 
-    def __init__(self, root, db) -> None:
+    def __init__(self, root, db, *extra: str) -> None:
         code = "from pipeline.cli import main; main()"
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code, "serve", "--root", str(root), "--version", "t1",
-             "--db", str(db), "--port", "0", "--sync", "normal"],
+             "--db", str(db), "--port", "0", "--sync", "normal", *extra],
             stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         line = ""
@@ -117,10 +117,11 @@ def test_kill_9_mid_session_then_restart_finishes_with_the_uninterrupted_score(d
         expected_replay = calm.ok("GET", f"/api/replays/{frame['session_id']}")
 
     db = tmp_path / "crash.sqlite"
-    first = Process(data["root"], db)
+    first = Process(data["root"], db, "--keys-per-address", "1")
     try:
         client = Api(first.base)
         client.key = client.ok("POST", "/api/keys", {"name": "crash"}, status=201)["api_key"]
+        assert Api(first.base).call("POST", "/api/keys", {"name": "second"})[0] == 429
         sid = client.ok("POST", "/api/scorecards")["scorecard_id"]
         frame = client.ok("POST", f"/api/scorecards/{sid}/games/standard/start")
         half = expected["total_actions"] // 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 
@@ -124,7 +125,12 @@ def test_idle_sessions_expire_after_the_configured_time_and_stop_counting(data, 
         clock.now += 601
         status, body = client.call("POST", path, {"action": 1})
         assert status == 404 and "expired" in body["detail"]
-        assert start(client)[0] == 200
+        second = start(client)[1]
+        clock.now += 601  # the background sweep expires idle sessions nobody touches
+        swept = asyncio.run_coroutine_threadsafe(s.arena.expire_idle(), s.loop).result(10)
+        assert swept == 1 and start(client)[0] == 200
+        status, _ = client.call("GET", f"/api/sessions/{second['session_id']}")
+        assert status == 404
 
 
 def test_parallel_above_the_configured_maximum_is_422(data, tmp_path):
