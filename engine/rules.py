@@ -14,6 +14,7 @@ from numba import njit
 from engine.levels import Level, State
 
 ACTIONS = "udlr"
+WAIT = 4  # not a move: an action that only uses a step (the ARC-AGI-3 face's ACTION5-7)
 FLOOR = np.uint8(1)
 GOAL = np.uint8(2)
 LIVE = np.uint8(4)  # set by the searches: a lone crate here can still reach a goal
@@ -185,3 +186,11 @@ class Game:
         self.steps += 1
         self.actions.append(int(action))
         return StepResult(moved, pushed, self.solved, self.done)
+
+    def wait(self) -> StepResult:
+        """Use one step without moving, like a blocked move; ``ValueError`` after the end."""
+        if self.done:
+            raise ValueError("the episode is over: no more actions")
+        self.steps += 1
+        self.actions.append(WAIT)
+        return StepResult(False, False, self.solved, self.done)

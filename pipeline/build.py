@@ -48,6 +48,7 @@ class Plan:
     rotation: dict | None = None
 
     def record(self) -> dict:
+        """The plan as stored in ``stages/build.json``: a secret seed only as its commitment."""
         rec = {"version": self.version, "spec": self.spec.to_dict(),
                "seed_source": self.seed_source, "salt": self.salt,
                "seed_sha256": seeds.commitment(self.seed, self.salt),
@@ -92,20 +93,24 @@ class BuildFolder:
         return self.stages / f"{stage}.sha256"
 
     def is_done(self, stage: str) -> bool:
+        """Whether ``stage``'s output exists and still has the sha256 its marker recorded."""
         out, marker = self.output(stage), self.marker(stage)
         if not (out.is_file() and marker.is_file()):
             return False
         return marker.read_text().strip() == sha256_file(out)
 
     def mark_done(self, stage: str) -> None:
+        """Record the finished output's sha256; written after the output, so it comes last."""
         write_text(sha256_file(self.output(stage)) + "\n", self.marker(stage))
 
     def forget(self, stage: str) -> None:
+        """Drop a stage's marker, then its output (a stage that is redone)."""
         for path in (self.marker(stage), self.output(stage)):
             path.unlink(missing_ok=True)
 
 
 def check_version_name(version: str) -> None:
+    """Refuse names that could escape ``datasets/`` or hide (a leading dot) as a folder."""
     if not _VERSION.match(version):
         raise PipelineError(f"version name {version[:70]!r} is not allowed: use letters, digits,"
                             " '.', '_' or '-', starting with a letter or digit")

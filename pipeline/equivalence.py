@@ -15,6 +15,7 @@ import polars as pl
 
 from engine.levels import parse_xsb
 from engine.planner import plan
+from pipeline.workers import Workers
 
 GAP_PER_HUNDRED = 3
 _COLUMNS = ("index", "tier", "slot", "n_crates", "optimal_moves", "difficulty", "grade",
@@ -30,11 +31,14 @@ def allowed_gap(levels: int) -> int:
     return math.ceil(GAP_PER_HUNDRED * levels / 100)
 
 
-def planner_solved(table: pl.DataFrame) -> list[bool]:
+def planner_solved(table: pl.DataFrame, workers: Workers | None = None) -> list[bool]:
     """The reference planner's outcome on every row (``xsb`` within ``max_steps``)."""
-    return [plan(parse_xsb(xsb), int(budget)).solved
-            for xsb, budget in zip(table["xsb"].to_list(), table["max_steps"].to_list(),
-                                   strict=True)]
+    items = list(zip(table["xsb"].to_list(), table["max_steps"].to_list(), strict=True))
+    return (workers or Workers(show_progress=False)).map(_plays, items, label="planner")
+
+
+def _plays(item: tuple[str, int]) -> bool:
+    return plan(parse_xsb(item[0]), int(item[1])).solved
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt:
 
 
 def write_manifest(manifest: dict[str, Any], path: Path) -> None:
+    """Write the manifest atomically, as indented JSON."""
     write_text(json.dumps(manifest, indent=2) + "\n", path)
 
 

@@ -14,6 +14,8 @@ import click
 
 
 class Progress(Protocol):
+    """Anything that counts finished units of work."""
+
     def update(self, n: int) -> None: ...
 
 

@@ -80,15 +80,15 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     spec = spec_from_dict(manifest["spec"], source=f"manifest of {prev}")
     files, ids = excluded_levels(exclude)
     rotation = {"from": prev, "excluded_files": files, "excluded_ids": ids}
-    secret = seeds.secret_path(datasets, new)
-    had_secret = secret.exists()
     try:
         result = build(new, datasets=datasets, spec=spec, seed=seed, workers=workers,
                        rotation=rotation)
     except PipelineError:
-        # A failed stage removed the build folder; its fresh secret would only be reused.
-        if seed is None and not had_secret and not BuildFolder(datasets, new).root.exists():
-            secret.unlink(missing_ok=True)
+        # A failed stage removed the build folder: a secret left with neither a version nor a
+        # build would only be reused by the next attempt, to fail the same way.
+        folder = BuildFolder(datasets, new)
+        if seed is None and not folder.final.exists() and not folder.root.exists():
+            seeds.secret_path(datasets, new).unlink(missing_ok=True)
         raise
     return _report(datasets, new, prev, result.path)
 
@@ -100,20 +100,20 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     prev_levels = read_parquet(exclusion_root / prev / "levels.parquet")
     check_graded_alike(prev, prev_levels)
     prev_levels = prev_levels.with_columns(
-        pl.Series("planner_solved", planner_solved(prev_levels)))
+        pl.Series("planner_solved", planner_solved(prev_levels, workers)))
     goal = targets(prev_levels, plan.spec)
     gap = allowed_gap(goal.height)
     ids = version_ids(exclusion_root, plan.excluded_versions) | set(
         plan.rotation["excluded_ids"])
     layouts = version_ids(exclusion_root, plan.excluded_versions, "wall_layout_id")
-    pools = [_with_planner(read_parquet(folder.output("grade")), plan.spec)]
+    pools = [_with_planner(read_parquet(folder.output("grade")), plan.spec, workers)]
     unmatched: list[int] = []
     for round_ in range(MAX_ENLARGEMENTS + 1):
         if round_:
             wanted = goal.filter(pl.col("index").is_in(unmatched))
             graded = enlarge(folder.stages, plan.spec, plan.seed, round_, wanted, workers)
             if graded is not None:
-                pools.append(_with_planner(read_parquet(graded), plan.spec))
+                pools.append(_with_planner(read_parquet(graded), plan.spec, workers))
         pool = pl.concat(pools, how="vertical_relaxed")
         try:
             rows = match(goal, pool, ids, layouts, planner_gap=gap)
@@ -137,7 +137,8 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     chosen = chosen.with_columns(pl.int_range(0, chosen.height, dtype=pl.Int16).alias("index"))
     # The verdict replays the planner on the chosen levels rather than trusting the pool's.
     verdict = compare(prev, goal, plan.version,
-                      chosen.with_columns(pl.Series("planner_solved", planner_solved(chosen))))
+                      chosen.with_columns(pl.Series("planner_solved",
+                                                    planner_solved(chosen, workers))))
     if not verdict.accepted:
         raise PipelineError(f"rotation of {plan.version} from {prev} refused: "
                             + "; ".join(verdict.reasons()))
@@ -169,11 +170,11 @@ def check_graded_alike(name: str, levels: pl.DataFrame) -> None:
             "so it cannot be rotated")
 
 
-def _with_planner(pool: pl.DataFrame, spec: Spec) -> pl.DataFrame:
+def _with_planner(pool: pl.DataFrame, spec: Spec, workers: Workers) -> pl.DataFrame:
     """The candidates with their step budget and the reference planner's outcome."""
     budgets = [spec.max_steps(m) for m in pool["optimal_moves"].to_list()]
     pool = pool.with_columns(pl.Series("max_steps", budgets, dtype=pl.Int32))
-    return pool.with_columns(pl.Series("planner_solved", planner_solved(pool)))
+    return pool.with_columns(pl.Series("planner_solved", planner_solved(pool, workers)))
 
 
 def _report(datasets: Path, new: str, prev: str, path: Path) -> RotationResult:

@@ -46,6 +46,7 @@ def fresh_seed() -> int:
 
 
 def secret_path(datasets: Path, version: str) -> Path:
+    """Where the secret seed of ``version`` is kept (``datasets/.secrets`` is never committed)."""
     return datasets / ".secrets" / f"{version}.seed"
 
 

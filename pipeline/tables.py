@@ -39,10 +39,12 @@ def write_text(text: str, path: Path) -> None:
 
 
 def read_parquet(path: Path) -> pl.DataFrame:
+    """A stage table as a polars DataFrame."""
     return pl.read_parquet(path)
 
 
 def sha256_file(path: Path) -> str:
+    """The sha256 of a file's bytes, read in chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

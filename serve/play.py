@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.levels import State
 from engine.render import render
-from engine.rules import Game, StepResult
+from engine.rules import WAIT, Game, StepResult
 from serve.dataset import ServedLevel, ServedVersion, encode_image
 from serve.framezip import Picture
 from serve.limits import Limits
@@ -34,7 +34,6 @@ from serve.store import (
 )
 
 LETTERS = "UDLR"
-WAIT = 4  # a no-op that uses a step: the ARC-AGI-3 face's ACTION5-7
 PLAYED = LETTERS + "."  # a stored action string's letter for each action, the wait included
 IN_PROGRESS, GAME_OVER, EXPIRED = "IN_PROGRESS", "GAME_OVER", "EXPIRED"
 KEY_PREFIX = "lsk-"
@@ -131,13 +130,7 @@ class EpisodeRun:
 
     def play(self, action: int) -> StepResult:
         """One action of the episode: a move 0-3, or ``WAIT``, which only uses up a step."""
-        if action == WAIT:
-            if self.game.done:
-                raise ValueError("the episode is over: no more actions")
-            self.game.steps += 1
-            step = StepResult(False, False, self.game.solved, self.game.done)
-        else:
-            step = self.game.act(action)
+        step = self.game.wait() if action == WAIT else self.game.act(action)
         self.actions.append(PLAYED[action])
         return step
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+from pathlib import Path
 
 import pytest
 import requests
@@ -262,3 +263,23 @@ def test_limits_refuse_with_429_in_the_api_error_shape(data, tmp_path):
         assert _post(url, "/api/scorecard/open", key, {}).status_code == 200
         second = _post(url, "/api/scorecard/open", key, {})
         assert second.status_code == 429 and second.json()["error"] == w.RATE_LIMIT_ERROR
+
+
+@pytest.mark.slow
+def test_the_committed_demo_set_is_won_whole_through_the_toolkit(tmp_path):
+    import pyarrow.parquet as pq
+
+    root = Path(__file__).resolve().parent.parent / "datasets"
+    rows = pq.read_table(root / "demo" / "levels.parquet").to_pylist()
+    with server(load_version(root, "demo"), tmp_path / "store.sqlite") as running:
+        arc = arcade(running.base, new_key(running.base, "arc-demo"))
+        env = arc.make("sokoban")
+        assert env.observation_space.win_levels == len(rows) == 100
+        plan = iter(LETTER_ACTION[c.lower()] for row in rows for c in row["solution"])
+        frames = play_until_over(env, lambda frame: next(plan))
+        assert frames[-1].state is GameState.WIN and frames[-1].levels_completed == 100
+        card = arc.close_scorecard()
+        assert card.score == 100.0 and card.total_levels_completed == 100
+        board = requests.get(f"{running.base}/api/leaderboard", timeout=10).json()
+        assert [(e["name"], e["success_rate"], e["move_efficiency"])
+                for e in board["entries"]] == [("arc-demo", 1.0, 1.0)]

@@ -171,12 +171,13 @@ def test_resume_with_another_seed_or_spec_is_refused(tiny, tmp_path):
         build("v1", datasets=tmp_path, spec=load_spec("standard"), workers=QUIET)
 
 
-def test_build_killed_mid_way_finishes_with_the_same_bytes(built, tmp_path):
+@pytest.mark.parametrize("after", ["generate", "solve"])
+def test_build_killed_mid_way_finishes_with_the_same_bytes(built, tmp_path, after):
     reference = sha256_file(built[1] / "levels.parquet")
     cmd = [sys.executable, "-c", "from pipeline.cli import main; main()", "build", "v1",
            "--seed", str(SEED), "--spec", "tiny", "--datasets", str(tmp_path), "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    marker = BuildFolder(tmp_path, "v1").marker("generate")
+    marker = BuildFolder(tmp_path, "v1").marker(after)
     deadline = time.monotonic() + 60
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipeline.spec import SPECS_DIR, SpecError, load_spec, spec_from_dict
 
@@ -68,3 +70,18 @@ def test_unknown_spec_name_and_broken_toml(tmp_path):
     broken.write_text("name = \n")
     with pytest.raises(SpecError, match="broken.toml: not valid TOML"):
         load_spec(broken)
+
+
+@given(levels=st.integers(1, 60), lo0=st.integers(1, 40), w0=st.integers(0, 10),
+       lo1=st.integers(1, 40), w1=st.integers(0, 10))
+def test_every_band_lies_between_its_ends_and_is_at_least_three_wide(levels, lo0, w0, lo1, w1):
+    tier = spec_from_dict({**load_spec("tiny").to_dict(), "tiers": [
+        {"levels": levels, "crates": 1, "wall_density": 0.1, "band_start": [lo0, lo0 + w0],
+         "band_end": [lo1, lo1 + w1]}]}).tiers[0]
+    bands = [tier.band(s) for s in range(levels)]
+    assert bands[0][0] == lo0
+    for lo, hi in bands:
+        assert hi >= lo + 2
+        assert min(lo0, lo1) <= lo <= max(lo0, lo1)
+    los = [lo for lo, _ in bands]
+    assert los == sorted(los) or los == sorted(los, reverse=True)

@@ -210,6 +210,15 @@ def test_a_pool_that_cannot_be_matched_fails_naming_the_slots_and_leaves_nothing
     assert not secret_path(datasets, "x").exists()
 
 
+def test_rotation_bytes_do_not_depend_on_the_number_of_workers(rotated, tmp_path):
+    datasets, first, _ = rotated
+    again = _fresh_copy(datasets, tmp_path)
+    twin = rotate("r1", "demo", datasets=again, seed=21,
+                  workers=Workers(jobs=2, show_progress=False))
+    assert (twin.path / "levels.parquet").read_bytes() == \
+        (first.path / "levels.parquet").read_bytes()
+
+
 def test_a_version_graded_by_another_model_is_not_rotated(demo, tmp_path):
     datasets = _fresh_copy(demo, tmp_path)
     levels = _levels(datasets, "demo")
@@ -273,6 +282,7 @@ def test_rotate_refusals_are_one_readable_line(rotated, tmp_path):
     cases = [
         (["rotate", "z", "--from", "nope"], "no version 'nope' to rotate from"),
         (["rotate", "r1", "--from", "demo"], "version r1 already exists"),
+        (["rotate", "r2", "--from", "demo"], "version r2 already exists"),
         (["rotate", "z", "--from", "demo", "--exclude", str(tmp_path / "missing.xsb")],
          "does not exist"),
         (["reveal", "demo"], "demo was built from the public seed 11: nothing to reveal"),
@@ -283,3 +293,4 @@ def test_rotate_refusals_are_one_readable_line(rotated, tmp_path):
         assert out.exit_code != 0, args
         assert message in out.output and "Traceback" not in out.output, out.output
     assert not (datasets / "z").exists() and not secret_path(datasets, "z").exists()
+    assert secret_path(datasets, "r2").is_file()  # a refused rotation onto r2 keeps r2's seed

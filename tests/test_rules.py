@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.levels import State, parse_xsb
-from engine.rules import Game, actions_to_lurd, lurd_to_actions, replay, step
+from engine.rules import WAIT, Game, StepResult, actions_to_lurd, lurd_to_actions, replay, step
 
 UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3
 
@@ -120,3 +120,13 @@ def test_game_rejects_a_bad_action_without_spending_a_step():
     with pytest.raises(ValueError):
         game.act(7)
     assert game.steps == 0
+
+
+def test_wait_uses_a_step_and_changes_nothing():
+    level = parse_xsb("#####\n#@$.#\n#####")
+    game = Game(level, 2)
+    assert game.wait() == StepResult(False, False, False, False)
+    assert (game.state, game.steps, game.actions) == (level.start, 1, [WAIT])
+    assert game.act(3).solved and game.done
+    with pytest.raises(ValueError, match="over"):
+        game.wait()

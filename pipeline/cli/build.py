@@ -17,6 +17,7 @@ STAGES = ("generate", "solve", "grade", "select", "write")
 
 
 def datasets_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``--datasets`` option every command on versions shares."""
     return click.option(
         "--datasets", type=click.Path(file_okay=False, path_type=Path), default="datasets",
         envvar="SOKOFORGE_DATASETS", show_default=True,
