@@ -114,16 +114,16 @@ async def drive(base: str, key: str, n: int, seconds: float, gzip: bool) -> dict
 async def timed(n: int, worker, latencies: list[float]) -> dict:
     """Run ``worker(0)`` .. ``worker(n-1)`` at once; actions/s and p50/p99 of the latencies
     (seconds) they appended."""
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker(i) for i in range(n)))
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     latencies.sort()
 
     def pct(p: float) -> float:
         return 1000 * latencies[min(len(latencies) - 1, int(p * len(latencies)))]
 
     return {"n": n, "actions": len(latencies), "per_s": len(latencies) / elapsed,
-            "p50": pct(0.50), "p99": pct(0.99)}
+            "p50": pct(0.50), "p99": pct(0.99), "client_cpu": cpu / elapsed}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -167,13 +167,14 @@ def main() -> None:
             print(f"store synchronous={args.sync.upper()}, gzip={'off' if args.no_gzip else 'on'}"
                   f", {args.seconds:g} s per row, {os.cpu_count()} cores")
             print(f"{'sessions':>8} {'actions':>8} {'actions/s':>10} {'p50 ms':>8} {'p99 ms':>8}"
-                  f" {'server CPU us/action':>21}")
+                  f" {'server CPU us/action':>21} {'client CPU':>10}")
             for n in (int(x) for x in args.sessions.split(",")):
                 cpu = cpu_seconds(proc.pid)
                 r = asyncio.run(drive(base, key, n, args.seconds, not args.no_gzip))
                 cpu = cpu_seconds(proc.pid) - cpu
                 print(f"{r['n']:>8} {r['actions']:>8} {r['per_s']:>10.0f} {r['p50']:>8.2f} "
-                      f"{r['p99']:>8.2f} {1e6 * cpu / max(1, r['actions']):>21.0f}", flush=True)
+                      f"{r['p99']:>8.2f} {1e6 * cpu / max(1, r['actions']):>21.0f} "
+                      f"{r['client_cpu']:>10.0%}", flush=True)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)

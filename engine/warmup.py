@@ -23,6 +23,7 @@ def main() -> None:
     from engine.deadlock import dead_squares, is_frozen_dead
     from engine.optimal_paths import optimal_paths
     from engine.planner import plan, push_lower_bound
+    from engine.reachable import push_reachable_stats
     from engine.reverse import reachable_stats, solvable_set
     from engine.rules import Game, replay
     from engine.solver import solve
@@ -35,6 +36,7 @@ def main() -> None:
     sset.distance(level.start)
     sset.sample_start(np.random.default_rng(0), 1, sset.max_distance)
     reachable_stats(level, sset=sset)
+    push_reachable_stats(level, sset=sset)
     dead_squares(level)
     is_frozen_dead(level, level.start, level.start.crates[0])
     plan(level, 3 * (result.moves or 10))

@@ -15,11 +15,11 @@ import polars as pl
 from engine.levels import Level, State, parse_xsb
 from engine.optimal_paths import optimal_paths
 from engine.planner import push_lower_bound
+from engine.reachable import push_reachable_stats
 from engine.reverse import SolvableSet, solvable_set
 from engine.rules import lurd_to_actions
 from engine.solver import SolveResult
 from pipeline.difficulty import score_levels
-from pipeline.reachable import push_reachable_stats
 from pipeline.tables import read_parquet, write_parquet
 from pipeline.workers import Workers
 

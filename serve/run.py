@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import sys
@@ -26,6 +27,7 @@ def serve_forever(root: str | Path, version: str, db: str, host: str, port: int,
     t0 = time.perf_counter()
     served = load_version(Path(root), version)
     loaded = time.perf_counter() - t0
+    gc.freeze()  # the loaded levels live as long as the process: keep them out of collections
     arena = Arena(served, SQLiteStore(db, synchronous), limits)
     asyncio.run(_serve(build_app(arena), host, port, loaded, served.episodes, db))
 

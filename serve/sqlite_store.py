@@ -35,6 +35,7 @@ from serve.store import (
 
 SCHEMA_VERSION = 1
 MAX_BATCH = 1024
+CHECKPOINT_SECONDS = 1.0
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
@@ -104,14 +105,32 @@ class SQLiteStore(Store):
                                         daemon=True)
         self._thread.start()
         await asyncio.wrap_future(ready)
+        self._stop_checkpoints = threading.Event()
+        self._checkpointer = threading.Thread(target=self._checkpoints, daemon=True,
+                                              name="sqlite-checkpoint")
+        self._checkpointer.start()
 
     async def close(self) -> None:
         if self._thread is not None:
             if self._pending:
                 self._hand_over()
             self._jobs.put([_STOP])
-            await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+            self._stop_checkpoints.set()
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, self._thread.join)
+            await loop.run_in_executor(None, self._checkpointer.join)
             self._thread = None
+
+    def _checkpoints(self) -> None:
+        """Copy the log into the database now and then, without blocking the writer."""
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        while not self._stop_checkpoints.wait(CHECKPOINT_SECONDS):
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        conn.close()
 
     def _run(self, ready: Future) -> None:
         try:
@@ -119,6 +138,9 @@ class SQLiteStore(Store):
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute("PRAGMA foreign_keys=OFF")
+            # checkpoints (which sync the database file) run on their own thread, off the
+            # commit path, so a commit never waits for one
+            conn.execute("PRAGMA wal_autocheckpoint=0")
             conn.executescript(SCHEMA)
             row = conn.execute("SELECT v FROM meta WHERE k='schema'").fetchone()
             if row is None:

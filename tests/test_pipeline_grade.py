@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from engine.levels import State, parse_xsb
+from engine.reachable import push_reachable_stats
 from engine.reverse import reachable_stats, solvable_set
 from engine.rules import replay
 from engine.solver import solve
@@ -16,7 +17,6 @@ from pipeline.grade import (
     player_reach,
 )
 from pipeline.layouts import goal_layout
-from pipeline.reachable import push_reachable_stats
 
 TWO = parse_xsb("""
 #######
