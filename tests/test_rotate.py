@@ -152,7 +152,7 @@ def test_secret_rotation_keeps_its_seed_private_until_revealed(rotated):
     path = secret_path(datasets, "r2")
     seed = path.read_text().strip()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert seed not in out.output
+    assert seed not in out.output and "r2 against r1: accepted" in out.output
     manifest = _manifest(datasets, "r2")
     assert seed not in json.dumps(manifest)
     assert manifest["seed_commitment"]["sha256"] == commitment(
@@ -210,9 +210,14 @@ def test_a_pool_that_cannot_be_matched_fails_naming_the_slots_and_leaves_nothing
     assert not secret_path(datasets, "x").exists()
 
 
-def test_rotation_bytes_do_not_depend_on_the_number_of_workers(rotated, tmp_path):
+def test_rotation_bytes_depend_neither_on_workers_nor_on_an_interruption(rotated, tmp_path):
     datasets, first, _ = rotated
     again = _fresh_copy(datasets, tmp_path)
+    # Stopped after grade (as if killed), then resumed on two workers.
+    build("r1", datasets=again, spec=load_spec("tiny"), seed=21, workers=QUIET,
+          stages=("generate", "solve", "grade"),
+          rotation={"from": "demo", "excluded_files": [], "excluded_ids": []})
+    assert (again / ".build" / "r1" / "stages" / "grade.parquet").is_file()
     twin = rotate("r1", "demo", datasets=again, seed=21,
                   workers=Workers(jobs=2, show_progress=False))
     assert (twin.path / "levels.parquet").read_bytes() == \
