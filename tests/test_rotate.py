@@ -159,6 +159,7 @@ def test_secret_rotation_keeps_its_seed_private_until_revealed(rotated):
         int(seed), manifest["seed_commitment"]["salt"])
     rows = {r["version"]: r for r in version_table(datasets)}
     assert rows["r2"]["seed"] == "committed" and rows["demo"]["seed"] == "public"
+    assert rows["r1"]["audit"] == "pass" and rows["demo"]["audit"] == "not audited"
 
     before = (datasets / "r2" / "manifest.json").read_bytes()
     shown = CliRunner().invoke(main, ["reveal", "r2", "--datasets", str(datasets)])
@@ -186,6 +187,21 @@ def test_versions_lists_each_version_with_its_origin_and_checksum(rotated):
     assert rows["r1"][1:3] == ["tiny", "8"] and rows["r1"][4] == "demo"
     assert rows["demo"][4] == "-"
     assert rows["r1"][-1] == _manifest(datasets, "r1")["files"]["levels.parquet"]["sha256"][:12]
+
+
+def test_versions_flags_a_changed_file_and_lists_a_broken_manifest(demo, tmp_path):
+    datasets = _fresh_copy(demo, tmp_path)
+    shutil.copytree(datasets / "demo", datasets / "edited")
+    with open(datasets / "edited" / "levels.parquet", "ab") as f:
+        f.write(b"\0")
+    (datasets / "broken").mkdir()
+    (datasets / "broken" / "manifest.json").write_text("{")
+    rows = {r["version"]: r for r in version_table(datasets)}
+    assert rows["demo"]["sha256"] == _manifest(datasets, "demo")["files"]["levels.parquet"][
+        "sha256"][:12]
+    assert rows["edited"]["sha256"].endswith("(file differs)")
+    assert rows["broken"]["sha256"].startswith("manifest unreadable")
+    assert rows["demo"]["audit"] == "not audited"
 
 
 def test_a_pool_that_cannot_be_matched_fails_naming_the_slots_and_leaves_nothing(
