@@ -117,17 +117,19 @@ def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (
         model.add(count >= total - planner_gap)
         model.add(count <= total + planner_gap)
     # Two phases: the least total cost, then among those the pairs earliest in their targets'
-    # lists, which makes the answer unique (one weighted objective made the search far slower).
+    # lists (the first pool before its enlargements). Full linearisation gives this
+    # assignment-like model a tight LP bound: optimal in a second where the default took
+    # minutes on a 100-level set.
     costs = pairs["cost"].to_list()
     total_cost = sum(costs[k] * x[k] for k in x)
     model.minimize(total_cost)
-    status, solver = solve_model(model)
+    status, solver = solve_model(model, linearization_level=2)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         model.add(total_cost <= round(solver.objective_value))
         for var in x.values():
             model.add_hint(var, solver.value(var))
         model.minimize(sum(rank * x[k] for t in order for rank, k in enumerate(by_target[t])))
-        status, solver = solve_model(model)
+        status, solver = solve_model(model, linearization_level=2)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         left = unfillable_slots(pairs, order, by_target)
         if left:

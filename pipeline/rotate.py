@@ -33,6 +33,7 @@ from pipeline.workers import Workers
 MAX_ENLARGEMENTS = 3  # rounds of extra candidates for the unmatched slots before giving up
 EQUIVALENCE_FILE = "equivalence.json"
 DIFFICULTY_TOLERANCE = 1e-6
+REFINE_GAP = 0.05  # a slot whose difficulty differs more gets one more draw once matched
 
 
 @dataclass
@@ -125,10 +126,20 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
                     f"not be matched after enlarging the pool {MAX_ENLARGEMENTS} times "
                     f"({pool.height} candidates): {e}") from None
             unmatched = sorted(set(unmatched) | set(e.unmatched))
-            if workers.show_progress:
-                click.echo(f"select: {len(unmatched)} slot(s) unmatched in a pool of "
-                           f"{pool.height}; drawing {draws_in_round(round_ + 1)} more "
-                           "candidates for each", err=True)
+            _say(workers, f"select: {len(unmatched)} slot(s) unmatched in a pool of "
+                          f"{pool.height}; drawing {draws_in_round(round_ + 1)} more "
+                          "candidates for each")
+    # One more draw for the slots matched loosely; the match can then only get closer.
+    loose = _loose(goal, pool, rows)
+    if loose:
+        _say(workers, f"select: {len(loose)} slot(s) differ by more than {REFINE_GAP} in "
+                      f"difficulty; drawing {draws_in_round(round_ + 1)} more candidates for each")
+        wanted = goal.filter(pl.col("index").is_in(loose))
+        graded = enlarge(folder.stages, plan.spec, plan.seed, round_ + 1, wanted, workers)
+        if graded is not None:
+            pool = pl.concat([pool, _with_planner(read_parquet(graded), plan.spec, workers)],
+                             how="vertical_relaxed")
+            rows = match(goal, pool, ids, layouts, planner_gap=gap)
     # Each new level takes the slot (and band) of the PREV level it stands in for; play order
     # is then easiest first within each tier, as in an ordinary build.
     chosen = (pool[rows].drop("slot", "band_lo", "band_hi", "planner_solved")
@@ -168,6 +179,19 @@ def check_graded_alike(name: str, levels: pl.DataFrame) -> None:
             f"({off.size} levels differ, e.g. level {levels['index'][i]}: stored "
             f"{stored[i]:.4f}, model {scored[i]:.4f}); its difficulties are not comparable, "
             "so it cannot be rotated")
+
+
+def _loose(goal: pl.DataFrame, pool: pl.DataFrame, rows: list[int]) -> list[int]:
+    """Targets (PREV indices) whose chosen candidate differs by more than REFINE_GAP."""
+    gaps = (pool["difficulty"][rows].cast(pl.Float64).to_numpy()
+            - goal["difficulty"].cast(pl.Float64).to_numpy())
+    return [int(i) for i, g in zip(goal["index"].to_list(), gaps, strict=True)
+            if abs(g) > REFINE_GAP]
+
+
+def _say(workers: Workers, line: str) -> None:
+    if workers.show_progress:
+        click.echo(line, err=True)
 
 
 def _with_planner(pool: pl.DataFrame, spec: Spec, workers: Workers) -> pl.DataFrame:

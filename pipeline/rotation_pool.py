@@ -5,6 +5,7 @@ states are sampled at exact distances within one move of PREV's optimum and insi
 band (several per layout, since grade also depends on the start).
 Every draw is keyed by (version seed, round, level, attempt), so the pool depends neither on
 order nor on workers; the candidates then pass through the ordinary solve and grade stages.
+Draws are goal-first whatever the spec's method: only the backward search can aim at a distance.
 """
 
 from __future__ import annotations

@@ -38,11 +38,14 @@ def seed_status(folder: Path, manifest: dict[str, Any]) -> str:
     """``public`` (built from a public seed), ``revealed`` or ``committed`` (still secret)."""
     if manifest.get("seed_source") == "public":
         return "public"
-    reveal = read_reveal(folder)
-    if reveal is None:
-        return "committed"
-    commit = manifest["seed_commitment"]
-    opens = seeds.commitment(int(reveal["seed"]), commit["salt"]) == commit["sha256"]
+    try:
+        reveal = read_reveal(folder)
+        if reveal is None:
+            return "committed"
+        commit = manifest["seed_commitment"]
+        opens = seeds.commitment(int(reveal["seed"]), commit["salt"]) == commit["sha256"]
+    except (PipelineError, KeyError, TypeError, ValueError):
+        return "revealed (unreadable)"
     return "revealed" if opens else "revealed (MISMATCH)"
 
 
@@ -62,11 +65,18 @@ def version_table(datasets: Path) -> list[dict[str, str]]:
     rows = []
     for name in existing_versions(datasets):
         folder = datasets / name
-        manifest = read_manifest(folder / "manifest.json")
-        entry = manifest["files"]["levels.parquet"]
+        try:
+            manifest = read_manifest(folder / "manifest.json")
+            entry = manifest["files"]["levels.parquet"]
+            expected = str(entry["sha256"])
+        except (PipelineError, KeyError, TypeError) as e:
+            # One broken version must not hide the others: it is listed as such.
+            rows.append(dict.fromkeys(COLUMNS, "?") | {
+                "version": name, "sha256": f"manifest unreadable ({type(e).__name__})"})
+            continue
         levels = folder / "levels.parquet"
-        digest = entry["sha256"][:12]
-        if not levels.is_file() or sha256_file(levels) != entry["sha256"]:
+        digest = expected[:12]
+        if not levels.is_file() or sha256_file(levels) != expected:
             digest += " (file differs)"
         rows.append({
             "version": name, "game": str(manifest.get("game", "?")),
