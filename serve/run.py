@@ -7,6 +7,7 @@ import contextlib
 import gc
 import logging
 import signal
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -32,12 +33,24 @@ def serve_forever(root: str | Path, version: str, db: str, host: str, port: int,
     asyncio.run(_serve(build_app(arena), host, port, loaded, served.episodes, db))
 
 
+class StartError(RuntimeError):
+    """The store could not be opened or the address not bound; the message says which."""
+
+
 async def _serve(app: web.Application, host: str, port: int, loaded: float, episodes: int,
                  db: str) -> None:
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
+    try:
+        await runner.setup()  # opens the store and restores open sessions
+    except (OSError, sqlite3.Error, RuntimeError) as e:
+        raise StartError(f"cannot open the store {db}: {getattr(e, 'strerror', None) or e}"
+                         ) from None
     site = web.TCPSite(runner, host, port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as e:
+        await runner.cleanup()
+        raise StartError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
     bound = site._server.sockets[0].getsockname()[1] if site._server else port  # port 0 -> real
     print(f"serving {episodes} levels on http://{host}:{bound} (loaded in {loaded:.2f} s, "
           f"store {db})", file=sys.stderr, flush=True)

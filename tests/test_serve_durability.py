@@ -199,3 +199,12 @@ def test_rotation_starts_a_new_board_keeps_the_old_one_readable_and_keys_survive
         old = client.ok("GET", "/api/leaderboard?version=t1")
         assert [(e["name"], e["episodes"]) for e in old["entries"]] == [("veteran", 6)]
         assert client.ok("GET", f"/api/scorecards/{sid}")["version"] == "t1"
+
+
+def test_a_store_that_is_not_a_database_is_refused_in_one_line(data, tmp_path):
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not SQLite" * 100)
+    result = CliRunner().invoke(main, ["serve", "--root", str(data["root"]), "--version", "t1",
+                                       "--db", str(bad), "--port", "0"])
+    assert result.exit_code == 1 and "cannot open the store" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1

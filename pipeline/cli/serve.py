@@ -47,7 +47,7 @@ def serve_command(version: str, root: str, db: str | None, host: str, port: int,
     """Serve one dataset version over the agent protocol (see /api/docs once running)."""
     from serve.dataset import DatasetError
     from serve.limits import Limits, parse_networks
-    from serve.run import serve_forever
+    from serve.run import StartError, serve_forever
 
     try:
         proxies = parse_networks(trust_proxy)
@@ -63,9 +63,8 @@ def serve_command(version: str, root: str, db: str | None, host: str, port: int,
         serve_forever(root, version, db_path, host, port, limits, synchronous.upper())
     except DatasetError as e:
         raise CliError(f"cannot serve {version!r}: {e}", 2) from None
-    except OSError as e:
-        raise CliError(f"cannot listen on {host}:{port} or open {db_path}: "
-                       f"{e.strerror or e}", 1) from None
+    except StartError as e:
+        raise CliError(str(e), 1) from None
 
 
 @click.command("play")
