@@ -11,7 +11,7 @@ import asyncio
 import base64
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -80,14 +80,26 @@ class Connection:
         await self.http.close()
 
     async def call(self, method: str, path: str, body: dict | None = None,
-                   params: dict | None = None) -> dict:
+                   params: dict | None = None, landed: Landed | None = None) -> dict:
+        """The answer to one request, retried on network faults, 429 and 5xx.
+
+        A request that must not run twice passes ``landed``: after a fault that leaves it
+        unknown whether the server acted (no answer, or a 5xx), ``landed()`` asks the server
+        and returns the answer to use instead of sending the request again, or None.
+        """
         headers = {"X-API-Key": self.key} if self.key else {}
         delay = self.backoff
         problem = ""
+        unsure = False
         for attempt in range(self.retries + 1):
             if attempt:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
+                if unsure and landed is not None:
+                    answer = await landed()
+                    if answer is not None:
+                        return answer
+            unsure = True
             try:
                 async with self.http.request(method, self.url + path, json=body, params=params,
                                              headers=headers) as res:
@@ -101,6 +113,7 @@ class Connection:
                     problem = f"{method} {path}: {res.status} {detail}"
                     if res.status != 429 and res.status < 500:
                         raise ClientError(problem)
+                    unsure = res.status >= 500
                     wait = res.headers.get("Retry-After", "")
                     if wait.isdigit() and int(wait) > RETRY_AFTER_MAX:
                         raise ClientError(problem)  # e.g. a daily limit: retrying is futile
@@ -109,6 +122,24 @@ class Connection:
             except (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
                 problem = f"{method} {path}: {type(e).__name__} {e}"
         raise ClientError(f"gave up after {self.retries} retries: {problem}")
+
+
+Landed = Callable[[], Awaitable[dict | None]]
+
+
+def act_landed(conn: Connection, session_id: str, episode: int, steps_before: int,
+               action: int) -> Landed:
+    """Whether an act whose answer was lost was played: the episode's steps went up, or the
+    episode is no longer in flight. Returns a Frame standing for the lost answer, or None."""
+    async def check() -> dict | None:
+        now = await conn.call("GET", f"/api/sessions/{session_id}")
+        live = now.get("episodes") or ([now["episode"]] if now["state"] != "GAME_OVER" else [])
+        mine = next((e for e in live if e["index"] == episode), None)
+        if mine is not None and mine["steps_used"] <= steps_before:
+            return None
+        return {**now, "last": {"action": action, "episode": episode,
+                                "episode_done": mine is None}}
+    return check
 
 
 class Progress:
@@ -174,7 +205,9 @@ async def _play_serial(conn: Connection, agent: Any, frame: dict, progress: Prog
     while frame["state"] != "GAME_OVER":
         obs, goal = decode(frame["observation"])
         action = int(agent.act(obs, goal, list(history)))
-        frame = await conn.call("POST", path, {"action": action})
+        landed = act_landed(conn, frame["session_id"], frame["episode"]["index"],
+                            frame["episode"]["steps_used"], action)
+        frame = await conn.call("POST", path, {"action": action}, landed=landed)
         history.append(action)
         if frame["last"]["episode_done"]:
             progress.advance()
@@ -216,7 +249,9 @@ async def _play_parallel(conns: list[Connection], factory: Callable[[], Any], fr
             while True:
                 obs, goal = decode(observation)
                 action = int(agent.act(obs, goal, list(history)))
-                f = await conn.call("POST", path, {"action": action, "episode": index})
+                landed = act_landed(conn, frame["session_id"], index, len(history), action)
+                f = await conn.call("POST", path, {"action": action, "episode": index},
+                                    landed=landed)
                 history.append(action)
                 await absorb(f)
                 if f["last"]["episode_done"]:

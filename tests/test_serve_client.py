@@ -9,11 +9,20 @@ import threading
 import pytest
 from aiohttp import web
 from click.testing import CliRunner
-from serve_support import SolutionAgent, server, solutions_by_goal, write_dataset
+from serve_support import (
+    ServerThread,
+    SolutionAgent,
+    server,
+    solutions_by_goal,
+    write_dataset,
+)
 
 from pipeline.cli import main
-from serve.client import ClientError, Connection
+from serve.client import ClientError, Connection, play
 from serve.dataset import load_version
+from serve.limits import Limits
+from serve.play import Arena
+from serve.sqlite_store import SQLiteStore
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +145,33 @@ def test_client_does_not_wait_out_a_long_retry_after():
 def test_client_retries_network_faults_then_gives_up():
     with pytest.raises(ClientError, match="gave up after 2 retries"):
         asyncio.run(call_once("http://127.0.0.1:9", retries=2))
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_a_lost_answer_to_an_action_is_not_played_twice(tmp_path, parallel):
+    """The server plays an action, then drops the connection before answering (as a killed
+    server would); the client finds the action played and does not send it again."""
+    root = tmp_path / "datasets"
+    info = write_dataset(root, "t1")
+    SolutionAgent.solutions = solutions_by_goal(info["rows"])
+    arena = Arena(load_version(root, "t1"), SQLiteStore(tmp_path / "s.sqlite"), Limits())
+    acts, dropped = [], []
+
+    @web.middleware
+    async def drop_some_answers(request, handler):
+        response = await handler(request)
+        if request.path.endswith("/act"):
+            acts.append(request.path)
+            if len(acts) in (5, 14, 27):
+                dropped.append(len(acts))
+                request.transport.close()
+        return response
+
+    running = ServerThread(arena)
+    running.app.middlewares.append(drop_some_answers)
+    with running:
+        outcome = asyncio.run(play(running.base, SolutionAgent, name="unlucky",
+                                   parallel=parallel, echo=lambda line: None))
+    assert len(dropped) == 3
+    assert outcome["score"]["success_rate"] == 1.0
+    assert outcome["score"]["move_efficiency"] == 1.0
