@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 from pathlib import Path
 
 import matplotlib
@@ -285,14 +286,26 @@ class Report:
             lines.append(f"{c.status}  {c.name}" + (f": {c.describe(4)}" if not c.passed else ""))
         return "\n".join(lines)
 
+    def checks_json(self) -> str:
+        """The verdict for programs (``sokoforge versions`` reads it), check by check."""
+        r = self.result
+        return json.dumps({
+            "version": r.facts.name,
+            "against": r.against.name if r.against else None,
+            "passed": r.passed,
+            "checks": [{"name": c.name, "passed": c.passed, "offenders": list(c.offenders)}
+                       for c in r.checks],
+        }, indent=2) + "\n"
+
     def write(self, folder: Path) -> list[Path]:
-        """Write report.md, its PNGs and report.html into ``folder``; return the paths."""
+        """Write report.md, its PNGs, report.html and checks.json into ``folder``."""
         folder.mkdir(parents=True, exist_ok=True)
         written = []
         for name, (_, png) in self.images.items():
             (folder / name).write_bytes(png)
             written.append(folder / name)
-        for name, text in (("report.md", self.markdown()), ("report.html", self.html())):
+        for name, text in (("report.md", self.markdown()), ("report.html", self.html()),
+                           ("checks.json", self.checks_json())):
             tmp = folder / (name + ".tmp")
             tmp.write_text(text, encoding="utf-8")
             tmp.replace(folder / name)

@@ -50,14 +50,14 @@ def seed_status(folder: Path, manifest: dict[str, Any]) -> str:
 
 
 def audit_status(folder: Path) -> str:
-    """What the last audit report said: ``pass``, ``FAIL`` or ``not audited``."""
-    report = folder / "report" / "report.md"
-    if not report.is_file():
+    """The last audit's verdict from its checks.json: ``pass``, ``FAIL`` or ``not audited``."""
+    try:
+        verdict = json.loads((folder / "report" / "checks.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return "not audited"
-    head = report.read_text(encoding="utf-8")[:2000]
-    if "all checks pass" in head:
-        return "pass"
-    return "FAIL" if "FAIL" in head else "unknown"
+    except (OSError, ValueError):
+        return "unreadable"
+    return "pass" if verdict.get("passed") is True else "FAIL"
 
 
 def version_table(datasets: Path) -> list[dict[str, str]]:

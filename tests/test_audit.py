@@ -156,6 +156,10 @@ def test_audit_command_lists_failures_and_exits_one(versions, tmp_path):
     assert result.exit_code == 1
     assert "FAIL  budgets follow the spec rule: level 3: max_steps 999" in result.output
     assert "1 check(s) failed: budgets follow the spec rule" in result.output
+    verdict = json.loads((root / "t" / "report" / "checks.json").read_text())
+    assert verdict["passed"] is False
+    assert [c["name"] for c in verdict["checks"] if not c["passed"]] == [
+        "budgets follow the spec rule"]
 
 
 def test_audit_of_a_missing_version_is_one_readable_line(versions):
