@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from importlib import resources
 
 from aiohttp import web
@@ -112,8 +111,3 @@ async def _leaderboard_page(request: web.Request, arena: Arena, key: None,
                             args: dict) -> web.Response:
     board = await arena.leaderboard(args["version"], args["limit"])
     return reply_bytes(request, pages.leaderboard(board).encode(), "text/html")
-
-
-def dump_openapi() -> str:
-    """The schema as text, without a running server (for docs and tests)."""
-    return json.dumps(openapi(all_routes(), "sokoforge", "any", ""), indent=2)

@@ -60,10 +60,6 @@ class ServedVersion:
     def episodes(self) -> int:
         return len(self.levels)
 
-    def tier_of(self, index: int) -> int:
-        """Position of the tier (run of levels) that holds episode ``index``."""
-        return next(t for t, (lo, hi) in enumerate(self.tiers) if lo <= index <= hi)
-
     def spec(self) -> dict:
         """The public numbers of the served set: counts and budgets, never layouts."""
         spec = self.manifest.get("spec") or {}

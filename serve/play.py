@@ -359,12 +359,6 @@ class Arena:
         self._cards[record.id] = card
         return card, opened
 
-    def _card(self, key: KeyRecord, scorecard_id: str) -> Card:
-        card = self._cards.get(scorecard_id)
-        if card is None or card.record.key_hash != key.key_hash:
-            raise NotFound(f"no open scorecard {scorecard_id!r} for this key")
-        return card
-
     async def _closed_card(self, key: KeyRecord, scorecard_id: str) -> ScorecardRecord:
         record = await self.store.scorecard(scorecard_id)
         if record is None or record.key_hash != key.key_hash:
