@@ -184,7 +184,6 @@ class Session:
     def finished(self) -> int:
         return sum(e.done for e in self.episodes)
 
-
     def refill(self) -> None:
         """Keep the first ``parallel`` unfinished episodes of the lowest unfinished tier in flight.
 
