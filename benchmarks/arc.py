@@ -57,12 +57,12 @@ async def drive_arc(base: str, key: str, game: str, n: int, seconds: float) -> d
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--version", default="demo")
-    parser.add_argument("--root", default=str(ROOT / "datasets"))
+    parser.add_argument("--datasets", default=str(ROOT / "datasets"))
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--sessions", default="1,8")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root, version = bench.dataset(Path(args.root), args.version, Path(tmp))
+        root, version = bench.dataset(Path(args.datasets), args.version, Path(tmp))
         proc, base = bench.start_server(root, version, Path(tmp) / "bench.sqlite", "normal")
         try:
             key = asyncio.run(bench.register(base))

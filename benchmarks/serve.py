@@ -35,7 +35,7 @@ sys.path[0] = str(ROOT)
 def start_server(root: Path, version: str, db: Path, sync: str) -> tuple[subprocess.Popen, str]:
     code = "from pipeline.cli import main; main()"
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, "serve", "--root", str(root), "--version", version,
+        [sys.executable, "-c", code, "serve", "--datasets", str(root), "--version", version,
          "--db", str(db), "--port", "0", "--sync", sync, "--sessions-per-key", "1000",
          "--sessions-total", "1000", "--scorecards-per-day", "100000"],
         stderr=subprocess.PIPE, text=True, cwd=ROOT)
@@ -153,14 +153,14 @@ def dataset(root: Path, version: str, tmp: Path) -> tuple[Path, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--version", default="demo")
-    parser.add_argument("--root", default=str(ROOT / "datasets"))
+    parser.add_argument("--datasets", default=str(ROOT / "datasets"))
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--sessions", default="1,8,32")
     parser.add_argument("--sync", choices=["normal", "full"], default="normal")
     parser.add_argument("--no-gzip", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root, version = dataset(Path(args.root), args.version, Path(tmp))
+        root, version = dataset(Path(args.datasets), args.version, Path(tmp))
         proc, base = start_server(root, version, Path(tmp) / "bench.sqlite", args.sync)
         try:
             key = asyncio.run(register(base))

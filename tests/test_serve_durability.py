@@ -51,14 +51,14 @@ def test_loading_refuses_an_altered_missing_or_unknown_format_version(tmp_path, 
     root = damaged(tmp_path, how)
     with pytest.raises(DatasetError, match=message):
         load_version(root, "v")
-    result = CliRunner().invoke(main, ["serve", "--root", str(root), "--version", "v",
+    result = CliRunner().invoke(main, ["serve", "--datasets", str(root), "--version", "v",
                                        "--db", str(tmp_path / "x.sqlite")])
     assert result.exit_code == 2 and message in result.output
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
 
 
 def test_serving_an_unknown_version_says_how_to_build_it(tmp_path):
-    result = CliRunner().invoke(main, ["serve", "--root", str(tmp_path), "--version", "nope"])
+    result = CliRunner().invoke(main, ["serve", "--datasets", str(tmp_path), "--version", "nope"])
     assert result.exit_code == 2 and "make dataset VERSION=nope" in result.output
 
 
@@ -89,7 +89,7 @@ class Process:
     def __init__(self, root, db, *extra: str) -> None:
         code = "from pipeline.cli import main; main()"
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, "serve", "--root", str(root), "--version", "t1",
+            [sys.executable, "-c", code, "serve", "--datasets", str(root), "--version", "t1",
              "--db", str(db), "--port", "0", "--sync", "normal", *extra],
             stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
@@ -204,7 +204,7 @@ def test_rotation_starts_a_new_board_keeps_the_old_one_readable_and_keys_survive
 def test_a_store_that_is_not_a_database_is_refused_in_one_line(data, tmp_path):
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"this is not SQLite" * 100)
-    result = CliRunner().invoke(main, ["serve", "--root", str(data["root"]), "--version", "t1",
+    result = CliRunner().invoke(main, ["serve", "--datasets", str(data["root"]), "--version", "t1",
                                        "--db", str(bad), "--port", "0"])
     assert result.exit_code == 1 and "cannot open the store" in result.output
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 
+from pipeline.cli.build import datasets_option
 from pipeline.cli.errors import CliError
 
 DB_ENV = "SOKOFORGE_DB"
@@ -13,9 +15,8 @@ DB_ENV = "SOKOFORGE_DB"
 
 @click.command("serve")
 @click.option("--version", "version", default="demo", show_default=True,
-              help="Dataset version to serve (a folder under --root).")
-@click.option("--root", default="datasets", show_default=True, type=click.Path(file_okay=False),
-              help="Folder holding the dataset versions.")
+              help="Dataset version to serve (a folder under --datasets).")
+@datasets_option
 @click.option("--db", default=None, type=click.Path(dir_okay=False),
               help=f"SQLite file of the store [default: ${DB_ENV} or ./sokoforge.sqlite].")
 @click.option("--host", default="127.0.0.1", show_default=True)
@@ -40,7 +41,7 @@ DB_ENV = "SOKOFORGE_DB"
               help="A session expires after this long without an action.")
 @click.option("--max-parallel", default=32, show_default=True, type=click.IntRange(1, 32),
               help="Largest parallel= a session may ask for.")
-def serve_command(version: str, root: str, db: str | None, host: str, port: int,
+def serve_command(version: str, datasets: Path, db: str | None, host: str, port: int,
                   synchronous: str, trust_proxy: tuple[str, ...], keys_per_address: int,
                   scorecards_per_day: int, sessions_per_key: int, sessions_total: int,
                   idle_minutes: float, max_parallel: int) -> None:
@@ -60,7 +61,7 @@ def serve_command(version: str, root: str, db: str | None, host: str, port: int,
                     trusted_proxies=proxies)
     db_path = db or os.environ.get(DB_ENV) or "sokoforge.sqlite"
     try:
-        serve_forever(root, version, db_path, host, port, limits, synchronous.upper())
+        serve_forever(str(datasets), version, db_path, host, port, limits, synchronous.upper())
     except DatasetError as e:
         raise CliError(f"cannot serve {version!r}: {e}", 2) from None
     except StartError as e:
