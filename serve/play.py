@@ -327,6 +327,9 @@ class Arena:
         if not api_key:
             raise Unauthorized("missing API key: send it as the X-API-Key header "
                                "(create one with POST /api/keys)")
+        if not api_key.isascii():
+            # keys are ASCII; a header can carry any byte, which aiohttp decodes to surrogates
+            raise Unauthorized("unknown API key: create one with POST /api/keys")
         digest = hash_key(api_key)
         record = self._keys.get(digest)
         if record is None:

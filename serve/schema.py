@@ -98,7 +98,9 @@ class Route:
             try:
                 data = json.loads(raw)
             except (ValueError, UnicodeDecodeError):
-                raise Invalid("body must be a JSON object") from None
+                raise Invalid("body must be a JSON object; this is not valid JSON") from None
+            except RecursionError:  # nesting deeper than the decoder's stack allows
+                raise Invalid("body must be a JSON object; this one nests too deeply") from None
         if not isinstance(data, dict):
             raise Invalid(f"body must be a JSON object, got {_json_kind(data)}")
         out: dict[str, Any] = {}

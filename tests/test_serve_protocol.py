@@ -215,6 +215,8 @@ def test_every_error_status_with_its_cause(srv):
     cases = [
         (anon.call("POST", "/api/scorecards"), 401, "missing API key"),
         (Api(srv.base, "lsk-nope").call("POST", "/api/scorecards"), 401, "unknown API key"),
+        (anon.call("POST", "/api/scorecards", headers={"X-API-Key": b"lsk-\xe9"}), 401,
+         "unknown API key"),
         (alice.call("GET", "/api/scorecards/sc-nope"), 404, "no scorecard"),
         (bob.call("GET", f"/api/scorecards/{a_sid}"), 404, "no scorecard"),
         (bob.call("POST", f"/api/scorecards/{a_sid}/close"), 404, "no scorecard"),
@@ -232,6 +234,7 @@ def test_every_error_status_with_its_cause(srv):
         (anon.call("POST", "/api/keys", {"name": 12}), 422, "name must be a JSON string"),
         (anon.call("POST", "/api/keys", data=b"{nope"), 422, "JSON object"),
         (anon.call("POST", "/api/keys", data=b"[1]"), 422, "JSON object"),
+        (anon.call("POST", "/api/keys", data=b"[" * 30000 + b"]" * 30000), 422, "nests"),
         (anon.call("GET", "/api/nowhere"), 404, "no route"),
         (anon.call("DELETE", "/api/spec"), 405, "not allowed"),
         (anon.call("GET", "/api/leaderboard?limit=0"), 422, "limit"),
