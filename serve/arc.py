@@ -18,7 +18,7 @@ from aiohttp import web
 from serve import arc_wire as w
 from serve.play import IN_PROGRESS, WAIT, Arena, Conflict, KeyRecord, PlayError, Session
 from serve.schema import INT, STR, Field, Invalid, Route
-from serve.web import ARENA, api_key, client_ip, reply, reply_bytes
+from serve.web import ARENA, api_key, client_ip, register, reply, reply_bytes
 
 TAG = "arc-agi-3"
 ANON_PREFIX = "anon-"
@@ -248,5 +248,4 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
         except Invalid as e:
             return _refusal(request, w.ArcError(400, w.VALIDATION_ERROR, str(e)))
 
-    endpoint.__name__ = route.operation
-    app.router.add_route(route.method, route.path, endpoint, name=route.operation)
+    register(app, route, endpoint)

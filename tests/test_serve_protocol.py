@@ -351,3 +351,13 @@ def test_gzip_is_sent_only_when_accept_encoding_allows_it(srv, header, gzip_ok):
                                         headers={"Accept-Encoding": header})
     assert status == 200 and (headers.get("Content-Encoding") == "gzip") == gzip_ok
     assert json.loads(gzip.decompress(raw) if gzip_ok else raw)["openapi"] == "3.1.0"
+
+
+def test_head_is_answered_wherever_get_is_and_a_405_names_the_allowed_methods(srv):
+    anon = api(srv)
+    for path in ("/api/spec", "/api/leaderboard", "/", "/api/docs", "/api/games"):
+        assert anon.raw("HEAD", path)[0] == 200, path
+    status, headers, _ = anon.raw("DELETE", "/api/spec")
+    assert status == 405 and set(headers["Allow"].split(",")) == {"GET", "HEAD"}
+    status, headers, _ = anon.raw("GET", "/api/keys")
+    assert status == 405 and headers["Allow"] == "POST"
