@@ -184,9 +184,7 @@ async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) 
             if started is None:
                 raise
     if not full_reset:
-        session = arena.session_of(key, started)
-        if session is None:
-            raise w.ArcError(404, w.GAME_NOT_STARTED_ERROR, f"game {started} is no longer live")
+        session = await arena.current(key, started)  # 404 once expired, like an action
     return _frame(request, session, _current(session), 0, {"game_id": game}, None, full_reset)
 
 

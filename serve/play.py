@@ -499,10 +499,6 @@ class Arena:
         """A session of this key as it stands, for a client that lost an answer."""
         return await self._live_session(key, session_id)
 
-    def session_of(self, key: KeyRecord, session_id: str) -> Session | None:
-        session = self._sessions.get(session_id)
-        return session if session and session.record.key_hash == key.key_hash else None
-
     # -- views and closing ------------------------------------------------------------------------
     async def scorecard_view(self, key: KeyRecord, scorecard_id: str) -> dict:
         card = self._cards.get(scorecard_id)

@@ -251,6 +251,21 @@ def test_no_op_actions_survive_a_restart_of_the_server(data, tmp_path):
             3 + first_level["optimal_moves"])
 
 
+def test_reset_of_an_expired_game_is_404_like_its_actions(data, tmp_path):
+    now = [1_900_000_000.0]
+    with server(data["served"], tmp_path / "store.sqlite", clock=lambda: now[0],
+                idle_seconds=60) as running:
+        url = running.base
+        key = new_key(url, "arc-idle")
+        card, start = _started(url, key)
+        now[0] += 61
+        for path, body in (("/api/cmd/RESET", {"card_id": card, "game_id": GAME_ID}),
+                           ("/api/cmd/ACTION1", {"game_id": GAME_ID, "guid": start.guid})):
+            r = _post(url, path, key, body)
+            assert r.status_code == 404, (path, r.text)
+            assert r.json()["error"] == w.GAME_NOT_STARTED_ERROR and "expired" in r.text
+
+
 def test_limits_refuse_with_429_in_the_api_error_shape(data, tmp_path):
     with server(data["served"], tmp_path / "store.sqlite", keys_per_address_per_day=1,
                 scorecards_per_key_per_day=1) as running:
