@@ -6,12 +6,14 @@ against exactly these declarations, and ``openapi()`` renders the same objects.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 INT = "integer"
 STR = "string"
+ANY = "any"  # any JSON value, bounded only in size
 _DIGITS = re.compile(r"-?[0-9]{1,9}")
 
 
@@ -31,9 +33,15 @@ class Field:
     maximum: int | None = None
     pattern: str | None = None
     default: Any = None
+    max_bytes: int | None = None  # for ANY: the compact JSON encoding's size limit
 
     def check(self, value: Any) -> Any:
         """The value if it fits the declaration, else ``Invalid`` naming the field."""
+        if self.kind == ANY:
+            size = len(json.dumps(value, separators=(",", ":")).encode())
+            if self.max_bytes is not None and size > self.max_bytes:
+                raise Invalid(f"{self.name} is {size} bytes of JSON; at most {self.max_bytes}")
+            return value
         if self.kind == INT:
             # bool is a subclass of int in Python; JSON true/false is not an integer here
             if isinstance(value, bool) or not isinstance(value, int):
@@ -58,7 +66,9 @@ class Field:
         return self.check(text)
 
     def openapi(self) -> dict:
-        schema: dict[str, Any] = {"type": self.kind, "description": self.description}
+        schema: dict[str, Any] = {"description": self.description}
+        if self.kind != ANY:
+            schema["type"] = self.kind
         if self.minimum is not None:
             schema["minimum"] = self.minimum
         if self.maximum is not None:
@@ -88,8 +98,6 @@ class Route:
 
     def parse_body(self, raw: bytes) -> dict[str, Any]:
         """Decode and check the JSON body; unknown fields are ignored, as clients add their own."""
-        import json
-
         if self.body is None:
             return {}
         if not raw.strip():

@@ -160,6 +160,8 @@ def test_openapi_documents_the_arc_routes_and_their_error_shape(served):
         op = doc["paths"][f"/api/cmd/ACTION{n}"]["post"]
         assert op["responses"]["404"]["content"]["application/json"]["schema"] == {
             "$ref": "#/components/schemas/ArcError"}
+        body = op["requestBody"]["content"]["application/json"]["schema"]["properties"]
+        assert "type" not in body["reasoning"] and "16 KB" in body["reasoning"]["description"]
     assert {"card_id", "game_id"} <= set(doc["paths"]["/api/cmd/RESET"]["post"]["requestBody"][
         "content"]["application/json"]["schema"]["required"])
     assert doc["components"]["schemas"]["ArcError"]["required"] == ["error", "message"]
@@ -198,6 +200,8 @@ def test_refusals_use_the_api_error_shape_and_change_nothing(served):
     refused(_post(url, "/api/cmd/ACTION1", owner, {"game_id": GAME_ID}), 400, w.VALIDATION_ERROR)
     refused(_post(url, "/api/cmd/ACTION5", owner, {**act, "reasoning": "x" * 20000}), 400,
             w.VALIDATION_ERROR)
+    refused(_post(url, "/api/cmd/ACTION5", owner, {**act, "reasoning": "x" * 70000}), 400,
+            w.VALIDATION_ERROR)  # beyond the server's body limit too
     refused(_post(url, "/api/cmd/RESET", other, {"card_id": card, "game_id": GAME_ID}), 404,
             w.GAME_NOT_STARTED_ERROR)
     refused(_post(url, "/api/scorecard/close", other, {"card_id": card}), 404,
