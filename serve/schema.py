@@ -14,7 +14,7 @@ from typing import Any
 INT = "integer"
 STR = "string"
 ANY = "any"  # any JSON value, bounded only in size
-_DIGITS = re.compile(r"-?[0-9]{1,9}")
+_DIGITS = re.compile(r"-?[0-9]{1,40}")  # bounded: int() of thousands of digits raises
 
 
 class Invalid(ValueError):

@@ -248,6 +248,12 @@ def test_every_error_status_with_its_cause(srv):
         status, body = alice.call("POST", f"/api/scorecards/{sid}/games/standard/start"
                                   f"?parallel={bad}")
         assert status == 422 and "parallel" in body["detail"], (bad, body)
+    status, body = alice.call("POST", f"/api/scorecards/{sid}/games/standard/start"
+                              f"?parallel={'9' * 14}")
+    assert status == 422 and "at most 32" in body["detail"]
+    status, body = alice.call("POST", f"/api/scorecards/{sid}/games/standard/start"
+                              f"?parallel={'9' * 5000}")
+    assert status == 422 and "must be an integer" in body["detail"]
     # nothing changed for alice: her session still plays from the start
     frame = act(alice, a_frame, 1)
     assert frame["episode"]["steps_used"] == 1
