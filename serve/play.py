@@ -67,7 +67,7 @@ class Conflict(PlayError):
     status = 409
 
 
-class Invalid(PlayError):
+class Unprocessable(PlayError):
     status = 422
 
 
@@ -389,7 +389,7 @@ class Arena:
             raise Conflict(f"game {game!r} was already started on scorecard {scorecard_id}; "
                            "a scorecard plays each game once (open a new scorecard)")
         if not 1 <= parallel <= self.limits.max_parallel:
-            raise Invalid(f"parallel must be an integer from 1 to {self.limits.max_parallel}")
+            raise Unprocessable(f"parallel must be an integer from 1 to {self.limits.max_parallel}")
         now = self.clock()
         live = [s for s in self._sessions.values() if self._in_flight(s, now)]
         mine = sum(s.record.key_hash == key.key_hash for s in live)
@@ -460,7 +460,8 @@ class Arena:
         elif episode not in session.in_flight:
             raise Conflict(f"episode {episode} is not in flight; in flight: {session.in_flight}")
         if not 0 <= action < len(PLAYED):
-            raise Invalid("action must be an integer from 0 to 3 (0 up, 1 down, 2 left, 3 right)")
+            raise Unprocessable("action must be an integer from 0 to 3 "
+                                "(0 up, 1 down, 2 left, 3 right)")
         run = session.episodes[episode]
         step = run.play(action)
         if step.moved:
