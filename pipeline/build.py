@@ -20,14 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
-import polars as pl
 
 from engine.index import StateSpaceTooLarge
 from pipeline import seeds
 from pipeline.errors import PipelineError
 from pipeline.manifest import make_manifest, write_manifest
 from pipeline.spec import Spec, load_spec, spec_from_dict
-from pipeline.tables import fsync_path, sha256_file, write_text
+from pipeline.tables import fsync_path, read_parquet, sha256_file, write_text
 from pipeline.workers import Workers
 
 STAGES = ("generate", "solve", "grade", "select", "write")
@@ -132,7 +131,7 @@ def version_ids(datasets: Path, versions: Sequence[str], column: str = "canonica
         path = datasets / name / "levels.parquet"
         if not path.is_file():
             raise PipelineError(f"version {name} is listed for exclusion but {path} is missing")
-        ids.update(pl.read_parquet(path, columns=[column])[column].to_list())
+        ids.update(read_parquet(path, columns=[column])[column].to_list())
     return frozenset(ids)
 
 
@@ -226,7 +225,7 @@ def _run(stage: str, folder: BuildFolder, plan: Plan, workers: Workers,
 def _publish(folder: BuildFolder, plan: Plan) -> None:
     """Write the manifest last, then make the version appear by renaming its folder."""
     levels = folder.output("write")
-    rows = pl.read_parquet(levels, columns=["index"]).height
+    rows = read_parquet(levels, columns=["index"]).height
     rec = plan.record()
     manifest = make_manifest(
         version=plan.version, spec=rec["spec"], seed_source=plan.seed_source, salt=plan.salt,

@@ -367,6 +367,15 @@ def test_verify_of_a_missing_version_says_so(tmp_path):
     assert result.output == f"Error: no manifest at {tmp_path / 'nope' / 'manifest.json'}\n"
 
 
+def test_verify_of_an_incomplete_manifest_is_one_readable_line(built, tmp_path):
+    shutil.copytree(built[1], tmp_path / "v")
+    (tmp_path / "v" / "manifest.json").write_text('{"format": 1, "version": "v"}')
+    result = CliRunner().invoke(main, ["verify", "v", "--seed", "1", "--datasets", str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.output == (f"Error: manifest {tmp_path / 'v' / 'manifest.json'}: missing "
+                             "field 'spec'\n")
+
+
 def test_cli_stage_commands_are_the_pipeline_stages():
     from pipeline.cli import build as cli_build
 
