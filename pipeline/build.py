@@ -19,8 +19,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import click
-
 from engine.index import StateSpaceTooLarge
 from pipeline import seeds
 from pipeline.errors import PipelineError
@@ -168,7 +166,7 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
         result = BuildResult(path=folder.root, published=False)
         for stage in stages:
             if folder.is_done(stage):
-                _say(workers, f"{stage}: done earlier, kept")
+                workers.say(f"{stage}: done earlier, kept")
                 continue
             for later in STAGES[STAGES.index(stage):]:
                 folder.forget(later)
@@ -185,14 +183,14 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
             folder.mark_done(stage)
             result.timings[stage] = time.perf_counter() - began
             result.cpu[stage] = time.process_time() - began_cpu
-            _say(workers, f"{stage}: {result.timings[stage]:.2f} s")
+            workers.say(f"{stage}: {result.timings[stage]:.2f} s")
         if folder.is_done("write"):
             _publish(folder, plan)
             result.path, result.published = folder.final, True
         if result.timings:
             total = sum(result.timings.values())
             parts = " · ".join(f"{k} {v:.2f} s" for k, v in result.timings.items())
-            _say(workers, f"{version}: {parts} · total {total:.2f} s")
+            workers.say(f"{version}: {parts} · total {total:.2f} s")
         return result
 
 
@@ -306,8 +304,4 @@ def _locked(folder: BuildFolder) -> Iterator[None]:
             raise PipelineError(f"another build of {folder.version} is running") from None
         yield
 
-
-def _say(workers: Workers, line: str) -> None:
-    if workers.show_progress:
-        click.echo(line, err=True)
 
