@@ -310,7 +310,8 @@ def test_solve_stage_stops_naming_a_level_whose_claimed_optimum_is_wrong(built, 
     assert str(info.value).startswith(
         f"tier {row['tier']} slot {row['slot']} layout {row['layout']}: the forward solver's "
         f"optimum is {row['distance']} moves but the generator claimed {row['distance'] + 1}")
-    assert row["xsb"] in str(info.value)
+    assert "|".join(row["xsb"].splitlines()) in str(info.value)
+    assert "\n" not in str(info.value)
     assert not (tmp_path / "solve.parquet").exists()
 
 
@@ -365,6 +366,15 @@ def test_verify_of_a_missing_version_says_so(tmp_path):
                                        "--datasets", str(tmp_path)])
     assert result.exit_code == 1
     assert result.output == f"Error: no manifest at {tmp_path / 'nope' / 'manifest.json'}\n"
+
+
+def test_verify_of_an_incomplete_manifest_is_one_readable_line(built, tmp_path):
+    shutil.copytree(built[1], tmp_path / "v")
+    (tmp_path / "v" / "manifest.json").write_text('{"format": 1, "version": "v"}')
+    result = CliRunner().invoke(main, ["verify", "v", "--seed", "1", "--datasets", str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.output == (f"Error: manifest {tmp_path / 'v' / 'manifest.json'}: missing "
+                             "field 'spec'\n")
 
 
 def test_cli_stage_commands_are_the_pipeline_stages():
