@@ -448,7 +448,8 @@ class Arena:
 
     async def act(self, key: KeyRecord, session_id: str, action: int,
                   episode: int | None) -> tuple[Session, Outcome]:
-        """Play one action of one episode in flight and persist it before returning."""
+        """Play one action (0-3, or ``WAIT`` for the ARC face's no-ops; the faces' declarations
+        bound it) of one episode in flight and persist it before returning."""
         session = await self._live_session(key, session_id)
         if session.state != IN_PROGRESS:
             raise Conflict(f"session {session_id} is over: no episode is left to play")
@@ -459,9 +460,6 @@ class Arena:
             episode = session.in_flight[0]
         elif episode not in session.in_flight:
             raise Conflict(f"episode {episode} is not in flight; in flight: {session.in_flight}")
-        if not 0 <= action < len(PLAYED):
-            raise Unprocessable("action must be an integer from 0 to 3 "
-                                "(0 up, 1 down, 2 left, 3 right)")
         run = session.episodes[episode]
         step = run.play(action)
         if step.moved:
