@@ -361,7 +361,9 @@ class Arena:
         self._cards[record.id] = card
         return card, opened
 
-    async def _closed_card(self, key: KeyRecord, scorecard_id: str) -> ScorecardRecord:
+    async def _stored_card(self, key: KeyRecord, scorecard_id: str) -> ScorecardRecord:
+        """The stored scorecard of this key that is not open here: closed, or of another
+        version; ``NotFound`` for an unknown id or another key's."""
         record = await self.store.scorecard(scorecard_id)
         if record is None or record.key_hash != key.key_hash:
             raise NotFound(f"no scorecard {scorecard_id!r} for this key")
@@ -376,7 +378,7 @@ class Arena:
                     parallel: int) -> Session:
         card = self._cards.get(scorecard_id)
         if card is None or card.record.key_hash != key.key_hash:
-            record = await self._closed_card(key, scorecard_id)
+            record = await self._stored_card(key, scorecard_id)
             if record.closed is None:
                 raise Conflict(f"scorecard {scorecard_id} belongs to version {record.version}, "
                                f"not the served {self.version.version}; open a new one")
@@ -511,7 +513,7 @@ class Arena:
             return self._card_view(card.record, games, None)
         if card is not None and card.record.key_hash == key.key_hash and card.closing:
             await asyncio.shield(card.closing)  # being closed right now: show the result
-        record = await self._closed_card(key, scorecard_id)
+        record = await self._stored_card(key, scorecard_id)
         if record.closed is None:
             raise Conflict(f"scorecard {scorecard_id} belongs to version {record.version}, "
                            f"not the served {self.version.version}")
@@ -538,7 +540,7 @@ class Arena:
         """Lock, score and post a scorecard; a second close returns the first result."""
         card = self._cards.get(scorecard_id)
         if card is None or card.record.key_hash != key.key_hash:
-            record = await self._closed_card(key, scorecard_id)
+            record = await self._stored_card(key, scorecard_id)
             if record.result is None:
                 raise Conflict(f"scorecard {scorecard_id} belongs to version {record.version}, "
                                f"not the served {self.version.version}")
