@@ -174,7 +174,8 @@ def parse_levels(text: str) -> list[Level]:
         block.clear()
         comments.clear()
 
-    for line in text.replace("\r\n", "\n").split("\n"):
+    # a byte-order mark is how some editors start a UTF-8 file, not part of the board
+    for line in text.removeprefix("\ufeff").replace("\r\n", "\n").split("\n"):
         stripped = line.strip()
         if stripped.startswith(";"):
             if block:
