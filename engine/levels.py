@@ -223,15 +223,19 @@ def write_levels(levels: list[Level]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def symmetries(level: Level) -> list[str]:
-    """The XSB text of the level under its 8 rotations and reflections."""
-    grid = np.array([list(row.ljust(level.width)) for row in to_xsb(level).split("\n")])
+def _dihedral(grid: np.ndarray) -> list[np.ndarray]:
+    """The grid under its 8 rotations and reflections (the identity first)."""
     out = []
     for k in range(4):
         g = np.rot90(grid, k)
-        for h in (g, g[:, ::-1]):
-            out.append("\n".join("".join(row).rstrip() for row in h))
+        out += [g, g[:, ::-1]]
     return out
+
+
+def symmetries(level: Level) -> list[str]:
+    """The XSB text of the level under its 8 rotations and reflections."""
+    grid = np.array([list(row.ljust(level.width)) for row in to_xsb(level).split("\n")])
+    return ["\n".join("".join(row).rstrip() for row in g) for g in _dihedral(grid)]
 
 
 def canonical_id(level: Level) -> str:
@@ -241,10 +245,5 @@ def canonical_id(level: Level) -> str:
 
 def wall_layout_id(level: Level) -> str:
     """A hash of the wall layout alone, under the same 8 symmetries."""
-    walls_only = level.walls
-    forms = []
-    for k in range(4):
-        g = np.rot90(walls_only, k)
-        for h in (g, g[:, ::-1]):
-            forms.append(np.packbits(h).tobytes() + bytes(h.shape))
+    forms = [np.packbits(g).tobytes() + bytes(g.shape) for g in _dihedral(level.walls)]
     return hashlib.sha256(min(forms)).hexdigest()[:16]
