@@ -17,7 +17,8 @@ from oracle import MOVES, oracle_solve, oracle_successors
 from engine.deadlock import dead_squares, is_dead, is_frozen_dead
 from engine.index import StateSpaceTooLarge
 from engine.levels import Level, State, parse_xsb
-from engine.reverse import reachable_stats, solvable_set
+from engine.reachable import reachable_stats
+from engine.reverse import solvable_set
 from engine.rules import replay
 from engine.solver import solve
 
