@@ -253,3 +253,14 @@ def test_solving_a_state_that_is_not_of_the_level_is_refused():
     level = LEVELS[0]
     with pytest.raises(ValueError):
         solve(level, State(level.start.player, level.start.crates[:0]))
+
+
+@pytest.mark.parametrize("player, crates", [
+    (6, (300,)), (6, (-3,)), (300, (7,)), (-1, (7,)), (6, (7, 7)), (7, (7,)), (1, (7,))])
+def test_a_state_not_of_the_level_is_unsolvable_in_the_solvable_set(player, crates):
+    level = parse_xsb("#####\n#@$.#\n#   #\n#####")
+    sset = solvable_set(level)
+    assert sset.distance(State(6, (7,))) == 1
+    assert sset.index.index_of(State(player, crates)) == -1
+    assert sset.distance(State(player, crates)) == -1 and not sset.is_solvable(
+        State(player, crates))
