@@ -80,6 +80,17 @@ class Level:
         return hash(to_xsb(self))
 
 
+def check_state(level: Level, state: State) -> None:
+    """Raise ``ValueError`` unless ``state`` fits ``level``: its crate count, crates sorted,
+    every cell on the enclosed floor, no two things on one cell. The searches trust states."""
+    floor = level.floor.ravel()
+    cells = (state.player, *state.crates)
+    if (len(state.crates) != level.n_crates or list(state.crates) != sorted(state.crates)
+            or len(set(cells)) != len(cells)
+            or not all(0 <= c < floor.size and floor[c] for c in cells)):
+        raise ValueError(f"not a state of this level: {state}")
+
+
 def _frozen(a: np.ndarray) -> np.ndarray:
     a = np.array(a, dtype=bool, copy=True)
     a.flags.writeable = False

@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from engine.index import DenseIndex, StateSpaceTooLarge, has_bit, pack, rank, set_bit, unpack
-from engine.levels import Level, State
+from engine.levels import Level, State, check_state
 from engine.reverse import SolvableSet, solvable_set
 from engine.rules import FLOOR, board_array, resort, step_kernel
 from engine.solver import DEFAULT_MAX_STATES, all_on_goals
@@ -172,7 +172,8 @@ def reachable_stats(level: Level, state: State | None = None, sset: SolvableSet 
     """States reachable from ``state`` (default: the start) and how many are dead, counted
     move by move: the reference ``push_reachable_stats`` is tested against.
 
-    Raises ``StateSpaceTooLarge`` when the search would pass ``max_states`` states.
+    Raises ``StateSpaceTooLarge`` when the search would pass ``max_states`` states and
+    ``ValueError`` for a state not of the level.
     """
     sset = solvable_set(level) if sset is None else sset
     reachable, dead = _count(reachable_kernel, level, sset, state, max_states)
@@ -185,7 +186,8 @@ def push_reachable_stats(level: Level, sset: SolvableSet, state: State | None = 
                          max_nodes: int = MAX_NODES) -> ReachableStats:
     """States reachable from ``state`` (default: the start) and how many are dead.
 
-    ``sset`` is the level's solvable set. Raises ``StateSpaceTooLarge`` past ``max_nodes``.
+    ``sset`` is the level's solvable set. Raises ``StateSpaceTooLarge`` past ``max_nodes``
+    and ``ValueError`` for a state not of the level.
     """
     reachable, dead = _count(push_reach_kernel, level, sset, state, max_nodes)
     if reachable < 0:
@@ -197,6 +199,7 @@ def _count(kernel: Callable, level: Level, sset: SolvableSet, state: State | Non
            bound: int) -> tuple[int, int]:
     """One of the two counting kernels run from ``state`` (default: the start)."""
     state = level.start if state is None else state
+    check_state(level, state)
     index = DenseIndex.for_level(level, crates_on="floor")
     reachable, dead = kernel(
         board_array(level), level.width, index.cell_id, index.floor_id,
