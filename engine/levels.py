@@ -170,10 +170,15 @@ def parse_xsb(text: str, title: str = "") -> Level:
 
 
 def parse_levels(text: str) -> list[Level]:
-    """Parse a file of levels separated by blank lines; ``;`` lines are titles or comments."""
+    """Parse a file of levels separated by blank lines; ``;`` lines are titles or comments.
+
+    An error names the level by its index from 0, as every command does, and the file line
+    its board starts on.
+    """
     levels: list[Level] = []
     block: list[str] = []
     comments: list[str] = []
+    first_line = 0
 
     def flush() -> None:
         if block:
@@ -181,12 +186,13 @@ def parse_levels(text: str) -> list[Level]:
             try:
                 levels.append(parse_xsb("\n".join(block), title=title))
             except LevelError as e:
-                raise LevelError(f"level {len(levels) + 1}: {e}") from None
+                raise LevelError(f"level {len(levels)} (line {first_line}): {e}") from None
         block.clear()
         comments.clear()
 
     # a byte-order mark is how some editors start a UTF-8 file, not part of the board
-    for line in text.removeprefix("\ufeff").replace("\r\n", "\n").split("\n"):
+    lines = text.removeprefix("\ufeff").replace("\r\n", "\n").split("\n")
+    for number, line in enumerate(lines, start=1):
         stripped = line.strip()
         if stripped.startswith(";"):
             if block:
@@ -195,6 +201,8 @@ def parse_levels(text: str) -> list[Level]:
         elif not stripped:
             flush()
         else:
+            if not block:
+                first_line = number
             block.append(line)
     flush()
     if not levels:
