@@ -6,7 +6,6 @@ ids from the board), so editing one column of one row makes exactly the matching
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,12 +13,14 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.levels import Level, canonical_id, parse_xsb
+from engine.levels import Level, LevelError, canonical_id, parse_xsb
 from engine.planner import plan
 from engine.rules import ACTIONS, step
 from engine.solver import solve
+from pipeline.errors import PipelineError
+from pipeline.manifest import read_manifest
 from pipeline.spec import Spec, spec_from_dict
-from pipeline.tables import sha256_file
+from pipeline.tables import read_parquet, sha256_file
 
 LEVELS_FILE = "levels.parquet"
 MANIFEST_FILE = "manifest.json"
@@ -79,10 +80,13 @@ def load_version(root: Path, version: str) -> VersionFacts:
     if not (folder / LEVELS_FILE).is_file() or not manifest_path.is_file():
         raise FileNotFoundError(f"version {version!r} not found under {root} "
                                 f"(needs {LEVELS_FILE} and {MANIFEST_FILE})")
-    manifest = json.loads(manifest_path.read_text())
+    manifest = read_manifest(manifest_path)
     spec = spec_from_dict(manifest["spec"], source=f"{version} manifest")
-    table = pl.read_parquet(folder / LEVELS_FILE).sort("index")
-    levels = [parse_xsb(x) for x in table["xsb"]]
+    table = read_parquet(folder / LEVELS_FILE).sort("index")
+    try:
+        levels = [parse_xsb(x) for x in table["xsb"]]
+    except LevelError as e:
+        raise PipelineError(f"{folder / LEVELS_FILE}: a level does not parse ({e})") from None
     solved_moves, planner_ok, planner_steps, ids = [], [], [], []
     for level, budget in zip(levels, table["max_steps"], strict=True):
         result = solve(level)
@@ -236,7 +240,7 @@ def check_unique_ids(facts: VersionFacts, root: Path) -> Check:
         path = root / other / LEVELS_FILE
         if other == facts.name or other.startswith(".") or not path.is_file():
             continue
-        theirs = pl.read_parquet(path, columns=["index", "canonical_id"])
+        theirs = read_parquet(path, columns=["index", "canonical_id"])
         shared = {cid: idx for cid, idx in zip(theirs["canonical_id"], theirs["index"],
                                                strict=True) if cid in first_seen}
         for cid, idx in sorted(shared.items(), key=lambda kv: first_seen[kv[0]]):

@@ -19,15 +19,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import click
-import polars as pl
-
 from engine.index import StateSpaceTooLarge
 from pipeline import seeds
 from pipeline.errors import PipelineError
 from pipeline.manifest import make_manifest, write_manifest
 from pipeline.spec import Spec, load_spec, spec_from_dict
-from pipeline.tables import fsync_path, sha256_file, write_text
+from pipeline.tables import fsync_path, read_parquet, sha256_file, write_text
 from pipeline.workers import Workers
 
 STAGES = ("generate", "solve", "grade", "select", "write")
@@ -132,7 +129,7 @@ def version_ids(datasets: Path, versions: Sequence[str], column: str = "canonica
         path = datasets / name / "levels.parquet"
         if not path.is_file():
             raise PipelineError(f"version {name} is listed for exclusion but {path} is missing")
-        ids.update(pl.read_parquet(path, columns=[column])[column].to_list())
+        ids.update(read_parquet(path, columns=[column])[column].to_list())
     return frozenset(ids)
 
 
@@ -169,7 +166,7 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
         result = BuildResult(path=folder.root, published=False)
         for stage in stages:
             if folder.is_done(stage):
-                _say(workers, f"{stage}: done earlier, kept")
+                workers.say(f"{stage}: done earlier, kept")
                 continue
             for later in STAGES[STAGES.index(stage):]:
                 folder.forget(later)
@@ -186,14 +183,14 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
             folder.mark_done(stage)
             result.timings[stage] = time.perf_counter() - began
             result.cpu[stage] = time.process_time() - began_cpu
-            _say(workers, f"{stage}: {result.timings[stage]:.2f} s")
+            workers.say(f"{stage}: {result.timings[stage]:.2f} s")
         if folder.is_done("write"):
             _publish(folder, plan)
             result.path, result.published = folder.final, True
         if result.timings:
             total = sum(result.timings.values())
             parts = " · ".join(f"{k} {v:.2f} s" for k, v in result.timings.items())
-            _say(workers, f"{version}: {parts} · total {total:.2f} s")
+            workers.say(f"{version}: {parts} · total {total:.2f} s")
         return result
 
 
@@ -226,7 +223,7 @@ def _run(stage: str, folder: BuildFolder, plan: Plan, workers: Workers,
 def _publish(folder: BuildFolder, plan: Plan) -> None:
     """Write the manifest last, then make the version appear by renaming its folder."""
     levels = folder.output("write")
-    rows = pl.read_parquet(levels, columns=["index"]).height
+    rows = read_parquet(levels, columns=["index"]).height
     rec = plan.record()
     manifest = make_manifest(
         version=plan.version, spec=rec["spec"], seed_source=plan.seed_source, salt=plan.salt,
@@ -307,8 +304,4 @@ def _locked(folder: BuildFolder) -> Iterator[None]:
             raise PipelineError(f"another build of {folder.version} is running") from None
         yield
 
-
-def _say(workers: Workers, line: str) -> None:
-    if workers.show_progress:
-        click.echo(line, err=True)
 

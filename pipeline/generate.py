@@ -83,7 +83,8 @@ def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]
                     break
                 continue
             level = board.with_start(start)
-            rows.append(_row(unit, slot, attempt, (s_lo, s_hi), level, sset.distance(start)))
+            rows.append(candidate_row(unit.tier, slot, unit.index, attempt, (s_lo, s_hi), level,
+                                      sset.distance(start)))
         else:
             return rows
     raise PipelineError(
@@ -110,7 +111,8 @@ def _scatter_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]]:
             continue
         result = forward_solve(level, max_states=SCATTER_MAX_STATES)
         if result.status == "solved" and band[0] <= result.moves <= band[1]:
-            rows.append(_row(unit, unit.index, attempt, band, level, result.moves))
+            rows.append(candidate_row(unit.tier, unit.index, unit.index, attempt, band, level,
+                                      result.moves))
             if len(rows) == spec.candidates_per_slot:
                 break
     if not rows:
@@ -121,8 +123,9 @@ def _scatter_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]]:
     return rows
 
 
-def _row(unit: _Unit, slot: int, attempt: int, band: tuple[int, int], level: Level,
-         distance: int) -> tuple[Any, ...]:
-    return (unit.tier, slot, unit.index, attempt, band[0], band[1], level.n_crates,
-            level.height, level.width, to_xsb(level), int(distance), canonical_id(level),
+def candidate_row(tier: int, slot: int, layout: int, attempt: int, band: tuple[int, int],
+                  level: Level, distance: int) -> tuple[Any, ...]:
+    """One candidate in the column order of ``CANDIDATE_SCHEMA`` (rotation draws use it too)."""
+    return (tier, slot, layout, attempt, band[0], band[1], level.n_crates, level.height,
+            level.width, to_xsb(level), int(distance), canonical_id(level),
             wall_layout_id(level))

@@ -17,6 +17,10 @@ from pipeline.tables import sha256_file, write_text
 
 FORMAT = 1
 _LIBRARIES = ("numpy", "numba", "ortools", "polars", "pyarrow")
+# The fields readers rely on, as paths into the JSON: checked once when a manifest is read.
+_REQUIRED = (("version",), ("spec",), ("seed_source",), ("seed_commitment", "salt"),
+             ("seed_commitment", "sha256"), ("files", "levels.parquet", "sha256"),
+             ("files", "levels.parquet", "rows"))
 
 
 def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt: str,
@@ -56,7 +60,7 @@ def write_manifest(manifest: dict[str, Any], path: Path) -> None:
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
-    """A version's manifest; a missing or unreadable one is a ``PipelineError``."""
+    """A version's manifest; a missing, unreadable or incomplete one is a ``PipelineError``."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -65,4 +69,10 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise PipelineError(f"manifest {path} is not valid JSON: {e}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise PipelineError(f"manifest {path}: unknown format (expected format {FORMAT})")
+    for where in _REQUIRED:
+        node: Any = data
+        for key in where:
+            if not isinstance(node, dict) or key not in node:
+                raise PipelineError(f"manifest {path}: missing field {'.'.join(where)!r}")
+            node = node[key]
     return data

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
 import numpy as np
 import polars as pl
 
@@ -126,14 +125,14 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
                     f"not be matched after enlarging the pool {MAX_ENLARGEMENTS} times "
                     f"({pool.height} candidates): {e}") from None
             unmatched = sorted(set(unmatched) | set(e.unmatched))
-            _say(workers, f"select: {len(unmatched)} slot(s) unmatched in a pool of "
-                          f"{pool.height}; drawing {draws_in_round(round_ + 1)} more "
-                          "candidates for each")
+            workers.say(f"select: {len(unmatched)} slot(s) unmatched in a pool of "
+                        f"{pool.height}; drawing {draws_in_round(round_ + 1)} more "
+                        "candidates for each")
     # One more draw for the slots matched loosely; the match can then only get closer.
     loose = _loose(goal, pool, rows)
     if loose:
-        _say(workers, f"select: {len(loose)} slot(s) differ by more than {REFINE_GAP} in "
-                      f"difficulty; drawing {draws_in_round(round_ + 1)} more candidates for each")
+        workers.say(f"select: {len(loose)} slot(s) differ by more than {REFINE_GAP} in "
+                    f"difficulty; drawing {draws_in_round(round_ + 1)} more candidates for each")
         wanted = goal.filter(pl.col("index").is_in(loose))
         graded = enlarge(folder.stages, plan.spec, plan.seed, round_ + 1, wanted, workers)
         if graded is not None:
@@ -188,10 +187,6 @@ def _loose(goal: pl.DataFrame, pool: pl.DataFrame, rows: list[int]) -> list[int]
     return [int(i) for i, g in zip(goal["index"].to_list(), gaps, strict=True)
             if abs(g) > REFINE_GAP]
 
-
-def _say(workers: Workers, line: str) -> None:
-    if workers.show_progress:
-        click.echo(line, err=True)
 
 
 def _with_planner(pool: pl.DataFrame, spec: Spec, workers: Workers) -> pl.DataFrame:

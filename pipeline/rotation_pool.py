@@ -16,9 +16,8 @@ from typing import Any
 
 import polars as pl
 
-from engine.levels import canonical_id, to_xsb, wall_layout_id
 from engine.reverse import solvable_set
-from pipeline.generate import CANDIDATE_SCHEMA
+from pipeline.generate import CANDIDATE_SCHEMA, candidate_row
 from pipeline.grade import grade
 from pipeline.layouts import goal_layout
 from pipeline.matching import OPTIMUM_TOLERANCE
@@ -76,8 +75,6 @@ def _draw(spec: Spec, seed: int, round_: int, wanted: int,
         rng = derived_rng(seed, *key, START)
         starts = {sset.sample_start(rng, lo, hi) for _ in range(STARTS_PER_LAYOUT)} - {None}
         for start in sorted(starts, key=lambda st: (st.player, st.crates)):
-            level = board.with_start(start)
-            rows.append((tier_no, slot, index, attempt, band_lo, band_hi, level.n_crates,
-                         level.height, level.width, to_xsb(level), sset.distance(start),
-                         canonical_id(level), wall_layout_id(level)))
+            rows.append(candidate_row(tier_no, slot, index, attempt, (band_lo, band_hi),
+                                      board.with_start(start), sset.distance(start)))
     return rows

@@ -36,9 +36,14 @@ def solve(candidates: Path, out: Path, workers: Workers) -> Path:
                  else "search found no solution")
         raise PipelineError(
             f"tier {row['tier']} slot {row['slot']} layout {row['layout']}: the forward solver's "
-            f"{found} but the generator claimed {row['distance']}:\n{row['xsb']}")
+            f"{found} but the generator claimed {row['distance']}: {one_line(row['xsb'])}")
     write_parquet(solved, out)
     return out
+
+
+def one_line(xsb: str) -> str:
+    """A board on one line, rows separated by ``|``: an error message stays a single line."""
+    return "|".join(xsb.splitlines())
 
 
 def _solve_one(xsb: str) -> tuple[int, int, str, int]:

@@ -92,8 +92,8 @@ def load_spec(name_or_path: str | Path) -> Spec:
         raise SpecError(f"spec {str(name_or_path)!r} not found (a name under {SPECS_DIR} "
                         "or a path to a .toml file)")
     try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise SpecError(f"spec {path.name}: not valid TOML: {e}") from None
     return spec_from_dict(data, source=path.name)
 

@@ -14,6 +14,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.errors import PipelineError
+
 
 def write_parquet(df: pl.DataFrame, path: Path) -> str:
     """Write ``df`` to ``path`` atomically; return the file's sha256."""
@@ -31,16 +33,26 @@ def write_parquet(df: pl.DataFrame, path: Path) -> str:
 
 
 def write_text(text: str, path: Path) -> None:
-    """Write a small text file atomically."""
+    """Write a small text file atomically, as UTF-8 whatever the locale."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    tmp.write_text(text, encoding="utf-8")
     fsync_path(tmp)
     os.replace(tmp, path)
 
 
-def read_parquet(path: Path) -> pl.DataFrame:
-    """A stage table as a polars DataFrame."""
-    return pl.read_parquet(path)
+def read_parquet(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
+    """A table (or its ``columns``) as a polars DataFrame; a file that is not one is refused.
+
+    Versions are read from folders anyone can edit: a truncated or foreign file, or one
+    lacking a column, is a ``PipelineError`` naming the file rather than a parser's traceback.
+    """
+    try:
+        return pl.read_parquet(path, columns=columns)
+    except pl.exceptions.ColumnNotFoundError as e:
+        raise PipelineError(f"{path} lacks a column ({str(e).splitlines()[0]})") from None
+    except (pl.exceptions.PolarsError, pa.ArrowException) as e:
+        raise PipelineError(f"{path} is not a readable Parquet table "
+                            f"({str(e).splitlines()[0]})") from None
 
 
 def sha256_file(path: Path) -> str:

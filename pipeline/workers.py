@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import click
 import joblib
 
 from pipeline.progress import progress
@@ -36,6 +37,11 @@ class Workers:
             raise ValueError("the dask backend needs a scheduler address (--scheduler)")
         if self.jobs < 1:
             raise ValueError(f"jobs must be at least 1, got {self.jobs}")
+
+    def say(self, line: str) -> None:
+        """A progress or timing line on stderr, unless progress is off (``--quiet``)."""
+        if self.show_progress:
+            click.echo(line, err=True)
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], label: str) -> list[R]:
         """``[fn(x) for x in items]``, in parallel as configured, with a progress report."""

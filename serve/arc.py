@@ -7,7 +7,6 @@ in the API's shapes (``serve.arc_wire``); refusals are ``{"error": CODE, "messag
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -17,8 +16,8 @@ from aiohttp import web
 
 from serve import arc_wire as w
 from serve.play import IN_PROGRESS, WAIT, Arena, Conflict, KeyRecord, PlayError, Session
-from serve.schema import INT, STR, Field, Invalid, Route
-from serve.web import ARENA, api_key, client_ip, reply, reply_bytes
+from serve.schema import ANY, INT, STR, Field, Invalid, Route
+from serve.web import ARENA, api_key, client_ip, register, reply, reply_bytes
 
 TAG = "arc-agi-3"
 ANON_PREFIX = "anon-"
@@ -29,6 +28,9 @@ _XY = (Field("x", INT, "accepted for ACTION6 and ignored", required=False, minim
              maximum=63),
        Field("y", INT, "accepted for ACTION6 and ignored", required=False, minimum=0,
              maximum=63))
+REASONING = Field("reasoning", ANY, "any JSON the agent attaches, at most "
+                  f"{w.MAX_REASONING_BYTES // 1024} KB; echoed in action_input",
+                  required=False, max_bytes=w.MAX_REASONING_BYTES)
 _CMD_ERRORS = {200: "FrameData", 400: "bad body, or the game is over", 401: "missing or unknown "
                "key", 404: "unknown game, scorecard or guid (or another key's)",
                429: "too many games in flight"}
@@ -66,7 +68,7 @@ ROUTES = [
     *[_route(f"arc_action{n}", "POST", f"/api/cmd/ACTION{n}",
              f"ARC-AGI-3: {'move ' + 'up down left right'.split()[n - 1] if n in w.MOVES else
                            'a no-op that uses a step'}.", auth=True,
-             body=(_GAME_ID, _GUID, *_XY), responses=_CMD_ERRORS) for n in range(1, 8)],
+             body=(_GAME_ID, _GUID, *_XY, REASONING), responses=_CMD_ERRORS) for n in range(1, 8)],
 ]
 
 
@@ -184,9 +186,7 @@ async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) 
             if started is None:
                 raise
     if not full_reset:
-        session = arena.session_of(key, started)
-        if session is None:
-            raise w.ArcError(404, w.GAME_NOT_STARTED_ERROR, f"game {started} is no longer live")
+        session = await arena.current(key, started)  # 404 once expired, like an action
     return _frame(request, session, _current(session), 0, {"game_id": game}, None, full_reset)
 
 
@@ -221,8 +221,7 @@ def _refusal(request: web.Request, error: w.ArcError) -> web.Response:
 
 
 def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[Any]]) -> None:
-    """Register an ARC route: declared inputs checked (plus the optional ``reasoning`` of any
-    body), every refusal in the API's shape.
+    """Register an ARC route: declared inputs checked, every refusal in the API's shape.
 
     The native ``serve.web.bind`` answers ``{"detail"}``, which ARC clients do not read.
     """
@@ -233,14 +232,12 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
         arena = request.app[ARENA]
         try:
             key = await arena.identify(api_key(request)) if route.auth else None
-            if route.body is None:
-                return await handler(request, arena, key, {})
-            raw = await request.read()
-            args = route.parse_body(raw)
-            # the reasoning blob is any JSON, echoed back verbatim: taken as it came
-            args["reasoning"] = w.check_reasoning(json.loads(raw).get("reasoning") if args
-                                                  else None)
+            args = route.parse_body(await request.read()) if route.body is not None else {}
             return await handler(request, arena, key, args)
+        except web.HTTPException as e:  # a body over the size limit
+            if e.status < 400:
+                raise
+            return _refusal(request, w.ArcError.from_status(e.status, e.text or e.reason))
         except w.ArcError as e:
             return _refusal(request, e)
         except PlayError as e:
@@ -248,5 +245,4 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
         except Invalid as e:
             return _refusal(request, w.ArcError(400, w.VALIDATION_ERROR, str(e)))
 
-    endpoint.__name__ = route.operation
-    app.router.add_route(route.method, route.path, endpoint, name=route.operation)
+    register(app, route, endpoint)

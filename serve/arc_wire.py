@@ -118,17 +118,6 @@ def grid(level: Level, state: State | None) -> bytes:
     return grid_json(render_indices(level, state))
 
 
-def check_reasoning(reasoning: Any) -> Any:
-    """The client's reasoning blob if it is JSON of at most 16 KB, else a 400 refusal."""
-    if reasoning is None:
-        return None
-    size = len(json.dumps(reasoning, separators=(",", ":")).encode("utf-8"))
-    if size > MAX_REASONING_BYTES:
-        raise ArcError(400, VALIDATION_ERROR,
-                       f"reasoning is {size} bytes of JSON; at most {MAX_REASONING_BYTES}")
-    return reasoning
-
-
 def frame_data(*, game: str, guid: str, grids: list[bytes], state: str,
                levels_completed: int, win_levels: int, action: int, data: dict,
                reasoning: Any, full_reset: bool) -> bytes:

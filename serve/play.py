@@ -67,7 +67,7 @@ class Conflict(PlayError):
     status = 409
 
 
-class Invalid(PlayError):
+class Unprocessable(PlayError):
     status = 422
 
 
@@ -327,6 +327,9 @@ class Arena:
         if not api_key:
             raise Unauthorized("missing API key: send it as the X-API-Key header "
                                "(create one with POST /api/keys)")
+        if not api_key.isascii():
+            # keys are ASCII; a header can carry any byte, which aiohttp decodes to surrogates
+            raise Unauthorized("unknown API key: create one with POST /api/keys")
         digest = hash_key(api_key)
         record = self._keys.get(digest)
         if record is None:
@@ -386,7 +389,7 @@ class Arena:
             raise Conflict(f"game {game!r} was already started on scorecard {scorecard_id}; "
                            "a scorecard plays each game once (open a new scorecard)")
         if not 1 <= parallel <= self.limits.max_parallel:
-            raise Invalid(f"parallel must be an integer from 1 to {self.limits.max_parallel}")
+            raise Unprocessable(f"parallel must be an integer from 1 to {self.limits.max_parallel}")
         now = self.clock()
         live = [s for s in self._sessions.values() if self._in_flight(s, now)]
         mine = sum(s.record.key_hash == key.key_hash for s in live)
@@ -457,7 +460,8 @@ class Arena:
         elif episode not in session.in_flight:
             raise Conflict(f"episode {episode} is not in flight; in flight: {session.in_flight}")
         if not 0 <= action < len(PLAYED):
-            raise Invalid("action must be an integer from 0 to 3 (0 up, 1 down, 2 left, 3 right)")
+            raise Unprocessable("action must be an integer from 0 to 3 "
+                                "(0 up, 1 down, 2 left, 3 right)")
         run = session.episodes[episode]
         step = run.play(action)
         if step.moved:
@@ -495,10 +499,6 @@ class Arena:
     async def current(self, key: KeyRecord, session_id: str) -> Session:
         """A session of this key as it stands, for a client that lost an answer."""
         return await self._live_session(key, session_id)
-
-    def session_of(self, key: KeyRecord, session_id: str) -> Session | None:
-        session = self._sessions.get(session_id)
-        return session if session and session.record.key_hash == key.key_hash else None
 
     # -- views and closing ------------------------------------------------------------------------
     async def scorecard_view(self, key: KeyRecord, scorecard_id: str) -> dict:

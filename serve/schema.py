@@ -6,13 +6,15 @@ against exactly these declarations, and ``openapi()`` renders the same objects.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 INT = "integer"
 STR = "string"
-_DIGITS = re.compile(r"-?[0-9]{1,9}")
+ANY = "any"  # any JSON value, bounded only in size
+_DIGITS = re.compile(r"-?[0-9]{1,40}")  # bounded: int() of thousands of digits raises
 
 
 class Invalid(ValueError):
@@ -31,9 +33,15 @@ class Field:
     maximum: int | None = None
     pattern: str | None = None
     default: Any = None
+    max_bytes: int | None = None  # for ANY: the compact JSON encoding's size limit
 
     def check(self, value: Any) -> Any:
         """The value if it fits the declaration, else ``Invalid`` naming the field."""
+        if self.kind == ANY:
+            size = len(json.dumps(value, separators=(",", ":")).encode())
+            if self.max_bytes is not None and size > self.max_bytes:
+                raise Invalid(f"{self.name} is {size} bytes of JSON; at most {self.max_bytes}")
+            return value
         if self.kind == INT:
             # bool is a subclass of int in Python; JSON true/false is not an integer here
             if isinstance(value, bool) or not isinstance(value, int):
@@ -58,7 +66,9 @@ class Field:
         return self.check(text)
 
     def openapi(self) -> dict:
-        schema: dict[str, Any] = {"type": self.kind, "description": self.description}
+        schema: dict[str, Any] = {"description": self.description}
+        if self.kind != ANY:
+            schema["type"] = self.kind
         if self.minimum is not None:
             schema["minimum"] = self.minimum
         if self.maximum is not None:
@@ -88,8 +98,6 @@ class Route:
 
     def parse_body(self, raw: bytes) -> dict[str, Any]:
         """Decode and check the JSON body; unknown fields are ignored, as clients add their own."""
-        import json
-
         if self.body is None:
             return {}
         if not raw.strip():
@@ -98,7 +106,9 @@ class Route:
             try:
                 data = json.loads(raw)
             except (ValueError, UnicodeDecodeError):
-                raise Invalid("body must be a JSON object") from None
+                raise Invalid("body must be a JSON object; this is not valid JSON") from None
+            except RecursionError:  # nesting deeper than the decoder's stack allows
+                raise Invalid("body must be a JSON object; this one nests too deeply") from None
         if not isinstance(data, dict):
             raise Invalid(f"body must be a JSON object, got {_json_kind(data)}")
         out: dict[str, Any] = {}

@@ -95,7 +95,10 @@ async def errors_as_json(request: web.Request, handler: Callable) -> web.StreamR
         detail = {404: f"no route {request.path}; see /api/docs",
                   405: f"{request.method} is not allowed on {request.path}",
                   413: "request body too large"}.get(e.status, e.reason)
-        return error(request, e.status, detail)
+        response = error(request, e.status, detail)
+        if "Allow" in e.headers:  # a 405 says which methods the path does take
+            response.headers["Allow"] = e.headers["Allow"]
+        return response
     except Exception:
         log.exception("unexpected fault on %s %s", request.method, request.path)
         return error(request, 500, "internal error; retry, and report it if it persists")
@@ -112,5 +115,14 @@ def bind(app: web.Application, route: Route, handler: Handler) -> None:
             args.update(route.parse_body(await request.read()))
         return await handler(request, arena, key, args)
 
+    register(app, route, endpoint)
+
+
+def register(app: web.Application, route: Route,
+             endpoint: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> None:
+    """Add ``endpoint`` under ``route``'s method, path and name; a GET also answers HEAD."""
     endpoint.__name__ = route.operation
-    app.router.add_route(route.method, route.path, endpoint, name=route.operation)
+    if route.method == "GET":
+        app.router.add_get(route.path, endpoint, name=route.operation)
+    else:
+        app.router.add_route(route.method, route.path, endpoint, name=route.operation)

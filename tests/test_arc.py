@@ -160,6 +160,8 @@ def test_openapi_documents_the_arc_routes_and_their_error_shape(served):
         op = doc["paths"][f"/api/cmd/ACTION{n}"]["post"]
         assert op["responses"]["404"]["content"]["application/json"]["schema"] == {
             "$ref": "#/components/schemas/ArcError"}
+        body = op["requestBody"]["content"]["application/json"]["schema"]["properties"]
+        assert "type" not in body["reasoning"] and "16 KB" in body["reasoning"]["description"]
     assert {"card_id", "game_id"} <= set(doc["paths"]["/api/cmd/RESET"]["post"]["requestBody"][
         "content"]["application/json"]["schema"]["required"])
     assert doc["components"]["schemas"]["ArcError"]["required"] == ["error", "message"]
@@ -198,6 +200,8 @@ def test_refusals_use_the_api_error_shape_and_change_nothing(served):
     refused(_post(url, "/api/cmd/ACTION1", owner, {"game_id": GAME_ID}), 400, w.VALIDATION_ERROR)
     refused(_post(url, "/api/cmd/ACTION5", owner, {**act, "reasoning": "x" * 20000}), 400,
             w.VALIDATION_ERROR)
+    refused(_post(url, "/api/cmd/ACTION5", owner, {**act, "reasoning": "x" * 70000}), 400,
+            w.VALIDATION_ERROR)  # beyond the server's body limit too
     refused(_post(url, "/api/cmd/RESET", other, {"card_id": card, "game_id": GAME_ID}), 404,
             w.GAME_NOT_STARTED_ERROR)
     refused(_post(url, "/api/scorecard/close", other, {"card_id": card}), 404,
@@ -249,6 +253,21 @@ def test_no_op_actions_survive_a_restart_of_the_server(data, tmp_path):
                             headers={"X-API-Key": key}, timeout=10).json()
         assert view["environments"][0]["runs"][0]["level_actions"][0] == (
             3 + first_level["optimal_moves"])
+
+
+def test_reset_of_an_expired_game_is_404_like_its_actions(data, tmp_path):
+    now = [1_900_000_000.0]
+    with server(data["served"], tmp_path / "store.sqlite", clock=lambda: now[0],
+                idle_seconds=60) as running:
+        url = running.base
+        key = new_key(url, "arc-idle")
+        card, start = _started(url, key)
+        now[0] += 61
+        for path, body in (("/api/cmd/RESET", {"card_id": card, "game_id": GAME_ID}),
+                           ("/api/cmd/ACTION1", {"game_id": GAME_ID, "guid": start.guid})):
+            r = _post(url, path, key, body)
+            assert r.status_code == 404, (path, r.text)
+            assert r.json()["error"] == w.GAME_NOT_STARTED_ERROR and "expired" in r.text
 
 
 def test_limits_refuse_with_429_in_the_api_error_shape(data, tmp_path):

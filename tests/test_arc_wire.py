@@ -55,12 +55,15 @@ def test_frame_data_caps_level_counts_at_the_toolkit_bound():
 
 
 def test_reasoning_is_echoed_and_bounded():
+    from serve.arc import REASONING
+    from serve.schema import Invalid
+
     blob = '{"why": "push right"}'
-    frame = FrameData.model_validate(_frame(action=4, reasoning=w.check_reasoning(blob)))
+    frame = FrameData.model_validate(_frame(action=4, reasoning=REASONING.check(blob)))
     assert frame.action_input.reasoning == blob
-    with pytest.raises(w.ArcError) as e:
-        w.check_reasoning("x" * (w.MAX_REASONING_BYTES + 1))
-    assert e.value.status == 400 and e.value.code == w.VALIDATION_ERROR
+    assert REASONING.check({"plan": [1, 2]}) == {"plan": [1, 2]}
+    with pytest.raises(Invalid, match="reasoning"):
+        REASONING.check("x" * (w.MAX_REASONING_BYTES + 1))
 
 
 @pytest.mark.parametrize(("in_progress", "solved", "state"), [

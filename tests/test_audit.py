@@ -170,6 +170,29 @@ def test_audit_of_a_missing_version_is_one_readable_line(versions):
         "manifest.json)"]
 
 
+def _audit_one_line(root: Path, version: str = "t") -> str:
+    """The audit command's output, checked to be a single refusal with exit status 2."""
+    result = CliRunner().invoke(main, ["audit", version, "--datasets", str(root)])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+def test_audit_of_a_corrupt_table_or_manifest_is_one_readable_line(versions, tmp_path):
+    root = _tampered(versions, tmp_path, lambda df: df)
+    shutil.copytree(root / "t", root / "other")
+    (root / "other" / "levels.parquet").write_bytes(b"not parquet at all")
+    assert "other/levels.parquet is not a readable Parquet table" in _audit_one_line(root)
+    assert "is not a readable Parquet table" in _audit_one_line(root, "other")
+    manifest = root / "t" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"format": 1', '"format": 99'))
+    assert "unknown format (expected format 1)" in _audit_one_line(root)
+    manifest.write_text('{"format": 1}')
+    assert "missing field 'version'" in _audit_one_line(root)
+
+
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian chromium")
 def test_report_renders_in_headless_chromium_with_plots_and_levels(versions, tmp_path):
     import subprocess

@@ -70,6 +70,10 @@ def test_unknown_spec_name_and_broken_toml(tmp_path):
     broken.write_text("name = \n")
     with pytest.raises(SpecError, match="broken.toml: not valid TOML"):
         load_spec(broken)
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"name = \"\xda\x00\xff\"\n")
+    with pytest.raises(SpecError, match="binary.toml: not valid TOML"):
+        load_spec(binary)
 
 
 @given(levels=st.integers(1, 60), lo0=st.integers(1, 40), w0=st.integers(0, 10),

@@ -215,6 +215,8 @@ def test_every_error_status_with_its_cause(srv):
     cases = [
         (anon.call("POST", "/api/scorecards"), 401, "missing API key"),
         (Api(srv.base, "lsk-nope").call("POST", "/api/scorecards"), 401, "unknown API key"),
+        (anon.call("POST", "/api/scorecards", headers={"X-API-Key": b"lsk-\xe9"}), 401,
+         "unknown API key"),
         (alice.call("GET", "/api/scorecards/sc-nope"), 404, "no scorecard"),
         (bob.call("GET", f"/api/scorecards/{a_sid}"), 404, "no scorecard"),
         (bob.call("POST", f"/api/scorecards/{a_sid}/close"), 404, "no scorecard"),
@@ -232,6 +234,7 @@ def test_every_error_status_with_its_cause(srv):
         (anon.call("POST", "/api/keys", {"name": 12}), 422, "name must be a JSON string"),
         (anon.call("POST", "/api/keys", data=b"{nope"), 422, "JSON object"),
         (anon.call("POST", "/api/keys", data=b"[1]"), 422, "JSON object"),
+        (anon.call("POST", "/api/keys", data=b"[" * 30000 + b"]" * 30000), 422, "nests"),
         (anon.call("GET", "/api/nowhere"), 404, "no route"),
         (anon.call("DELETE", "/api/spec"), 405, "not allowed"),
         (anon.call("GET", "/api/leaderboard?limit=0"), 422, "limit"),
@@ -245,6 +248,12 @@ def test_every_error_status_with_its_cause(srv):
         status, body = alice.call("POST", f"/api/scorecards/{sid}/games/standard/start"
                                   f"?parallel={bad}")
         assert status == 422 and "parallel" in body["detail"], (bad, body)
+    status, body = alice.call("POST", f"/api/scorecards/{sid}/games/standard/start"
+                              f"?parallel={'9' * 14}")
+    assert status == 422 and "at most 32" in body["detail"]
+    status, body = alice.call("POST", f"/api/scorecards/{sid}/games/standard/start"
+                              f"?parallel={'9' * 5000}")
+    assert status == 422 and "must be an integer" in body["detail"]
     # nothing changed for alice: her session still plays from the start
     frame = act(alice, a_frame, 1)
     assert frame["episode"]["steps_used"] == 1
@@ -348,3 +357,13 @@ def test_gzip_is_sent_only_when_accept_encoding_allows_it(srv, header, gzip_ok):
                                         headers={"Accept-Encoding": header})
     assert status == 200 and (headers.get("Content-Encoding") == "gzip") == gzip_ok
     assert json.loads(gzip.decompress(raw) if gzip_ok else raw)["openapi"] == "3.1.0"
+
+
+def test_head_is_answered_wherever_get_is_and_a_405_names_the_allowed_methods(srv):
+    anon = api(srv)
+    for path in ("/api/spec", "/api/leaderboard", "/", "/api/docs", "/api/games"):
+        assert anon.raw("HEAD", path)[0] == 200, path
+    status, headers, _ = anon.raw("DELETE", "/api/spec")
+    assert status == 405 and set(headers["Allow"].split(",")) == {"GET", "HEAD"}
+    status, headers, _ = anon.raw("GET", "/api/keys")
+    assert status == 405 and headers["Allow"] == "POST"

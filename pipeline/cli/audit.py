@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import CliError
+from pipeline.cli.errors import CliError, refusals
 
 
 @click.command("audit")
@@ -22,20 +22,22 @@ def audit_command(version: str, against: str | None, datasets: Path) -> None:
     """
     from pipeline.audit import audit
     from pipeline.audit_report import Report
-    from pipeline.errors import PipelineError
+    from pipeline.build import check_version_name
 
-    for name in (version, against):
-        if name is not None and (not name or name.startswith(".") or "/" in name):
-            raise CliError(f"{name!r} is not a version name", 2)
-    try:
-        result = audit(datasets, version, against)
-    except FileNotFoundError as e:
-        raise CliError(str(e), 2) from None
-    except (PipelineError, KeyError, ValueError) as e:
-        raise CliError(f"cannot audit {version}: {e}", 2) from None
+    with refusals(2, f"cannot audit {version}: "):
+        for name in (version, against):
+            if name is not None:
+                check_version_name(name)
+        try:
+            result = audit(datasets, version, against)
+        except FileNotFoundError as e:
+            raise CliError(str(e), 2) from None
+        except (KeyError, ValueError) as e:  # a table lacking a column, a bad value in one
+            raise CliError(f"cannot audit {version}: {e}", 2) from None
     report = Report(result)
     folder = datasets / version / "report"
-    report.write(folder)
+    with refusals(1, "cannot write the report: "):
+        report.write(folder)
     click.echo(report.summary())
     click.echo(f"\nreport: {folder / 'report.md'} and {folder / 'report.html'}")
     if not result.passed:

@@ -8,8 +8,7 @@ from typing import Any
 
 import click
 
-from pipeline.cli.errors import CliError
-from pipeline.errors import PipelineError
+from pipeline.cli.errors import CliError, refusals
 
 # The names of pipeline.build.STAGES, here so that loading the CLI stays light (a test keeps
 # the two equal).
@@ -52,17 +51,13 @@ def _run(version: str, stages: tuple[str, ...], seed: str | None, spec_name: str
 
     if backend == "dask" and not scheduler:
         raise CliError("--backend dask needs --scheduler ADDRESS", 2)
-    try:
+    with refusals():
         workers = Workers(jobs=jobs, backend=backend, scheduler=scheduler,
                           show_progress=not quiet)
         result = build(version, datasets=datasets,
                        spec=load_spec(spec_name) if spec_name else None,
                        seed=parse_seed(seed) if seed is not None else None,
                        workers=workers, stages=stages)
-    except PipelineError as e:
-        raise CliError(str(e)) from None
-    except OSError as e:
-        raise CliError(f"{e.strerror or e}: {e.filename}") from None
     if result.published:
         click.echo(f"{version}: published at {result.path}")
     else:
@@ -116,15 +111,16 @@ def verify_command(version: str, seed: str, jobs: int, datasets: Path) -> None:
     from pipeline.verify import verify
     from pipeline.workers import Workers
 
-    try:
+    with refusals():
         outcome = verify(version, parse_seed(seed), datasets=datasets,
                          workers=Workers(jobs=jobs, show_progress=False))
-    except PipelineError as e:
-        raise CliError(str(e)) from None
     word = {True: "match", False: "MISMATCH"}
     click.echo(f"seed commitment: {word[outcome.commitment_matches]}")
-    click.echo(f"rebuilt levels.parquet sha256 {outcome.rebuilt_sha256[:16]}: "
-               f"{word[outcome.rebuild_matches]}")
+    if outcome.rebuild_error is None:
+        click.echo(f"rebuilt levels.parquet sha256 {outcome.rebuilt_sha256[:16]}: "
+                   f"{word[outcome.rebuild_matches]}")
+    else:
+        click.echo(f"rebuild with this seed stopped: {outcome.rebuild_error}")
     click.echo(f"stored levels.parquet: {word[outcome.file_matches]}")
     if not outcome.ok:
         raise CliError(f"{version} does not verify")

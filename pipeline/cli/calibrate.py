@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
 import click
 
-from pipeline.cli.errors import CliError
+from pipeline.cli.errors import CliError, refusals
 
 
 @click.command("calibrate")
-@click.option("--seed", type=int, default=None,
+@click.option("--seed", type=click.IntRange(0), default=None,
               help="Public pool seed (default: the fixed calibration seed).")
 @click.option("--fit-per-tier", type=click.IntRange(2), default=600, show_default=True,
               help="Fitting-pool levels per crate count (1-4 crates).")
@@ -31,20 +32,20 @@ def calibrate_command(seed: int | None, fit_per_tier: int, held_out_per_tier: in
     """
     from pipeline.calibrate import POOL_SEED, PoolSize, calibrate
     from pipeline.difficulty import MODEL_PATH, save_model
-    from pipeline.errors import PipelineError
     from pipeline.spec import load_spec
     from pipeline.workers import Workers
 
-    try:
+    target = MODEL_PATH if out is None else out
+    if not (target.parent.is_dir() and os.access(target.parent, os.W_OK)):
+        # Refused before the pools are drawn and played, not after.
+        raise CliError(f"cannot write the model to {target}: no writable folder there")
+    with refusals():
         template = load_spec(spec_name)
         with tempfile.TemporaryDirectory(prefix="sokoforge-calibrate-") as work:
             model = calibrate(template, POOL_SEED if seed is None else seed,
                               PoolSize(fit_per_tier, held_out_per_tier), Path(work),
                               Workers(jobs=jobs)).model
-    except PipelineError as e:
-        raise CliError(str(e)) from None
-    target = MODEL_PATH if out is None else out
-    save_model(model, target)
+        save_model(model, target)
     for pool in ("fit", "held_out"):
         m = {k: "n/a" if v is None else f"{v:.3f}" if isinstance(v, float) else v
              for k, v in model.info[pool].items()}

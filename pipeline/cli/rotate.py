@@ -9,8 +9,7 @@ from pathlib import Path
 import click
 
 from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import CliError
-from pipeline.errors import PipelineError
+from pipeline.cli.errors import CliError, refusals
 
 
 @click.command("rotate")
@@ -40,14 +39,10 @@ def rotate_command(version: str, prev: str, exclude: tuple[Path, ...], seed: str
     from pipeline.seeds import parse_seed
     from pipeline.workers import Workers
 
-    try:
+    with refusals():
         outcome = rotate(version, prev, datasets=datasets, exclude=exclude,
                          seed=parse_seed(seed) if seed is not None else None,
                          workers=Workers(jobs=jobs, show_progress=not quiet))
-    except PipelineError as e:
-        raise CliError(str(e)) from None
-    except OSError as e:
-        raise CliError(f"{e.strerror or e}: {e.filename}") from None
     click.echo("\n".join(outcome.equivalence.lines()))
     click.echo(f"{version}: published at {outcome.path}; report in {outcome.path / 'report'}")
     if not outcome.audit_passed:
@@ -61,10 +56,8 @@ def versions_command(datasets: Path) -> None:
     """List every version: game, levels, created, rotated from, seed, audit, sha256."""
     from pipeline.versions import COLUMNS, version_table
 
-    try:
+    with refusals():
         rows = version_table(datasets)
-    except PipelineError as e:
-        raise CliError(str(e)) from None
     if not rows:
         click.echo(f"no versions under {datasets}")
         return
@@ -84,10 +77,8 @@ def reveal_command(version: str, datasets: Path) -> None:
     """
     from pipeline.versions import reveal
 
-    try:
+    with refusals():
         outcome = reveal(datasets, version)
-    except PipelineError as e:
-        raise CliError(str(e)) from None
     click.echo(str(outcome.seed))
     note = "recorded in" if outcome.first_time else "already recorded in"
     click.echo(f"{version}: seed revealed, {note} {outcome.path}", err=True)
