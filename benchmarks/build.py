@@ -21,6 +21,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pipeline.build import STAGES  # noqa: E402
+from pipeline.spec import load_spec  # noqa: E402
+from pipeline.tables import sha256_file  # noqa: E402
+
 TARGET_SECONDS = 5.0
 
 # Runs in the fresh process: build one version, print the stage timings as JSON.
@@ -58,7 +64,7 @@ def run_build(spec: dict, seed: int, jobs: int) -> dict:
         result = json.loads(out.stdout.strip().splitlines()[-1])
         result["process"] = wall
         result["cpu"] = cpu
-        result["sha256"] = _sha256(Path(result.pop("levels")))
+        result["sha256"] = sha256_file(Path(result.pop("levels")))
     return result
 
 
@@ -66,12 +72,6 @@ def _children_cpu() -> float:
     """User + system CPU seconds of every finished child process (workers included)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _row(label: str, r: dict, stages: list[str]) -> str:
@@ -90,10 +90,6 @@ def main() -> None:
     parser.add_argument("--scatter", action="store_true",
                         help="also time scatter against goal-first generation")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from pipeline.build import STAGES
-    from pipeline.spec import load_spec
-
     standard = load_spec("standard").to_dict()
     tiny = load_spec("tiny").to_dict()
     run_build(tiny, 1, 1)  # warm the numba cache; not reported
@@ -147,6 +143,7 @@ def main() -> None:
         print(f"generate stage, scatter / goal_first: "
               f"{scatter['stages']['generate'] / goal['stages']['generate']:.1f}x wall, "
               f"{scatter['stage_cpu']['generate'] / goal['stage_cpu']['generate']:.1f}x cpu")
+
 
 if __name__ == "__main__":
     main()

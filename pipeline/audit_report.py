@@ -22,6 +22,7 @@ import polars as pl  # noqa: E402
 from engine.render import render  # noqa: E402
 from pipeline.audit import AuditResult, VersionFacts, tier_summary  # noqa: E402
 from pipeline.difficulty import load_model  # noqa: E402
+from pipeline.tables import write_text  # noqa: E402
 
 _TIER_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02")
 _DPI = 110
@@ -306,9 +307,7 @@ class Report:
             written.append(folder / name)
         for name, text in (("report.md", self.markdown()), ("report.html", self.html()),
                            ("checks.json", self.checks_json())):
-            tmp = folder / (name + ".tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(folder / name)
+            write_text(text, folder / name)
             written.append(folder / name)
         return written
 

@@ -57,6 +57,13 @@ class PoolSize:
     held_out_per_tier: int = 300
 
 
+def grade_rule(cuts: tuple[float, ...]) -> str:
+    """The cut points in words, as the model file records them (derived, so never stale)."""
+    parts = [f"1: difficulty < {cuts[0]:g}"]
+    parts += [f"{g}: < {c:g}" for g, c in enumerate(cuts[1:], start=2)]
+    return ", ".join([*parts, f"{len(cuts) + 1}: >= {cuts[-1]:g}"])
+
+
 def pool_spec(template: Spec, per_tier: int) -> Spec:
     """The template game with ``per_tier`` slots per tier and one candidate per slot."""
     data = template.to_dict()
@@ -65,7 +72,6 @@ def pool_spec(template: Spec, per_tier: int) -> Spec:
     for tier in data["tiers"]:
         tier["levels"] = per_tier
     return spec_from_dict(data, source="calibration pool")
-
 
 
 def _play(item: tuple[str, int]) -> tuple[bool, int]:
@@ -176,7 +182,7 @@ def calibrate(template: Spec, seed: int, size: PoolSize, work: Path,
                                    f"{template.budget_multiple} * optimal_moves)"},
         "fit_date": dt.date.today().isoformat(),
         "l2": L2,
-        "grades": "1: difficulty < 0.05, 2: < 0.2, 3: < 0.5, 4: < 0.8, 5: >= 0.8",
+        "grades": grade_rule(GRADE_CUTS),
         "pool": {"template": template.name, "seed": fit_seed, "held_out_seed": held_seed,
                  "fit_per_tier": size.fit_per_tier,
                  "held_out_per_tier": size.held_out_per_tier},

@@ -33,9 +33,9 @@ def write_parquet(df: pl.DataFrame, path: Path) -> str:
 
 
 def write_text(text: str, path: Path) -> None:
-    """Write a small text file atomically."""
+    """Write a small text file atomically, as UTF-8 whatever the locale."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    tmp.write_text(text, encoding="utf-8")
     fsync_path(tmp)
     os.replace(tmp, path)
 

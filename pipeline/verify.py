@@ -21,13 +21,18 @@ from pipeline.workers import Workers
 
 @dataclass(frozen=True)
 class Verification:
-    """The three comparisons: seed vs commitment, rebuild vs manifest, file vs manifest."""
+    """The three comparisons: seed vs commitment, rebuild vs manifest, file vs manifest.
+
+    ``rebuild_error`` says why the rebuild stopped (a wrong seed can make a stage fail, e.g.
+    a rotation's matching); ``rebuilt_sha256`` is then empty.
+    """
 
     commitment_matches: bool
     rebuild_matches: bool
     file_matches: bool
     expected_sha256: str
     rebuilt_sha256: str
+    rebuild_error: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -45,15 +50,22 @@ def verify(version: str, seed: int, *, datasets: Path, workers: Workers | None =
     if not levels.is_file():
         raise PipelineError(f"version {version} has no levels.parquet ({levels})")
     spec = spec_from_dict(manifest["spec"], source=f"manifest of {version}")
+    commitment_matches = seeds.commitment(seed, commit["salt"]) == commit["sha256"]
+    rebuilt, error = "", None
     with tempfile.TemporaryDirectory(prefix="sokoforge-verify-") as tmp:
-        result = build(version, datasets=Path(tmp), spec=spec, seed=seed,
-                       workers=workers or Workers(show_progress=False),
-                       exclusion_root=datasets,
-                       excluded_versions=manifest.get("excluded_versions", []),
-                       rotation=manifest.get("rotation"))
-        rebuilt = sha256_file(result.path / "levels.parquet")
+        try:
+            result = build(version, datasets=Path(tmp), spec=spec, seed=seed,
+                           workers=workers or Workers(show_progress=False),
+                           exclusion_root=datasets,
+                           excluded_versions=manifest.get("excluded_versions", []),
+                           rotation=manifest.get("rotation"))
+            rebuilt = sha256_file(result.path / "levels.parquet")
+        except PipelineError as e:
+            if commitment_matches:
+                raise  # the right seed: the failure is the environment's, say it as it is
+            error = str(e)
     return Verification(
-        commitment_matches=seeds.commitment(seed, commit["salt"]) == commit["sha256"],
+        commitment_matches=commitment_matches,
         rebuild_matches=rebuilt == expected,
         file_matches=sha256_file(levels) == expected,
-        expected_sha256=expected, rebuilt_sha256=rebuilt)
+        expected_sha256=expected, rebuilt_sha256=rebuilt, rebuild_error=error)

@@ -137,7 +137,9 @@ def test_building_an_existing_version_is_refused(built, tiny):
                                        "--datasets", str(datasets), "--quiet"])
     assert result.exit_code == 1
     assert result.output.strip().startswith("Error: version v1 already exists")
-    assert "Traceback" not in result.output
+    # CliRunner keeps a traceback out of the output: an uncaught exception shows here instead.
+    assert isinstance(result.exception, SystemExit)
+    assert len(result.output.strip().splitlines()) == 1
     assert sha256_file(path / "levels.parquet") == before
 
 
@@ -366,6 +368,27 @@ def test_verify_of_a_missing_version_says_so(tmp_path):
                                        "--datasets", str(tmp_path)])
     assert result.exit_code == 1
     assert result.output == f"Error: no manifest at {tmp_path / 'nope' / 'manifest.json'}\n"
+
+
+def test_verify_reports_a_wrong_seed_whose_rebuild_stops_as_a_mismatch(built, monkeypatch):
+    import pipeline.verify as verify_module
+
+    datasets, _ = built
+
+    def stops(*args, **kwargs):
+        raise PipelineError("tier 0 slot 1: no layout in 100 attempts")
+
+    monkeypatch.setattr(verify_module, "build", stops)
+    bad = verify("v1", SEED + 1, datasets=datasets)
+    assert not bad.ok and not bad.commitment_matches and bad.file_matches
+    assert bad.rebuild_error == "tier 0 slot 1: no layout in 100 attempts"
+    no = CliRunner().invoke(main, ["verify", "v1", "--seed", "12", "--datasets", str(datasets)])
+    assert no.exit_code == 1 and isinstance(no.exception, SystemExit)
+    assert "rebuild with this seed stopped: tier 0 slot 1" in no.output
+    assert no.output.endswith("Error: v1 does not verify\n")
+    # With the committed seed a stopped rebuild is the machine's problem, said as it is.
+    with pytest.raises(PipelineError, match="no layout"):
+        verify("v1", SEED, datasets=datasets)
 
 
 def test_verify_of_an_incomplete_manifest_is_one_readable_line(built, tmp_path):

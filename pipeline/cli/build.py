@@ -116,8 +116,11 @@ def verify_command(version: str, seed: str, jobs: int, datasets: Path) -> None:
                          workers=Workers(jobs=jobs, show_progress=False))
     word = {True: "match", False: "MISMATCH"}
     click.echo(f"seed commitment: {word[outcome.commitment_matches]}")
-    click.echo(f"rebuilt levels.parquet sha256 {outcome.rebuilt_sha256[:16]}: "
-               f"{word[outcome.rebuild_matches]}")
+    if outcome.rebuild_error is None:
+        click.echo(f"rebuilt levels.parquet sha256 {outcome.rebuilt_sha256[:16]}: "
+                   f"{word[outcome.rebuild_matches]}")
+    else:
+        click.echo(f"rebuild with this seed stopped: {outcome.rebuild_error}")
     click.echo(f"stored levels.parquet: {word[outcome.file_matches]}")
     if not outcome.ok:
         raise CliError(f"{version} does not verify")
