@@ -232,6 +232,11 @@ def test_secret_seed_is_stored_0600_never_printed_and_committed(tiny, tmp_path):
         seed, manifest["seed_commitment"]["salt"])
     # Anyone given the seed later can check the version.
     assert verify("s1", seed, datasets=tmp_path).ok
+    # A damaged secret file is refused without quoting any of it.
+    path.write_text(f"{seed}x\n")
+    damaged = CliRunner().invoke(main, ["reveal", "s1", "--datasets", str(tmp_path)])
+    assert damaged.exit_code == 1 and "is damaged" in damaged.output
+    assert str(seed)[:6] not in damaged.output
 
 
 def test_verify_accepts_the_seed_and_rejects_another(built):
