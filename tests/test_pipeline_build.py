@@ -366,6 +366,12 @@ def test_unsafe_version_names_are_refused(tmp_path, name):
     with pytest.raises(PipelineError, match="is not allowed"):
         build(name, datasets=tmp_path, seed=1, workers=QUIET)
     assert list(tmp_path.iterdir()) == []
+    # Every command that names a version reads or writes nothing outside DATASETS.
+    for args in (["verify", name, "--seed", "1"], ["reveal", name], ["audit", name],
+                 ["rotate", "new", "--from", name]):
+        out = CliRunner().invoke(main, [*args, "--datasets", str(tmp_path)])
+        assert out.exit_code != 0 and "is not allowed" in out.output, (args, out.output)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_verify_of_a_missing_version_says_so(tmp_path):
