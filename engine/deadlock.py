@@ -88,7 +88,6 @@ def frozen_kernel(grid: np.ndarray, width: int, cell: int) -> bool:
             or _stuck_square(grid, cell, cell + 1, cell + w, cell + w + 1))
 
 
-
 @njit(cache=True)
 def push_pruned(grid: np.ndarray, width: int, src: int, dst: int) -> bool:
     """Whether the searches skip pushing the crate on ``src`` to ``dst``: the push is blocked
@@ -101,6 +100,7 @@ def push_pruned(grid: np.ndarray, width: int, src: int, dst: int) -> bool:
     grid[src] |= CRATE
     grid[dst] &= NOT_CRATE
     return dead
+
 
 def live_cells(level: Level) -> np.ndarray:
     """Flat ``uint8`` mask of live cells (a lone crate there can still reach a goal)."""

@@ -157,11 +157,14 @@ class DenseIndex:
 
     def index_of(self, state: State) -> int:
         """Dense index of ``state``, or -1 when it is outside the index (a crate off the cells,
-        the player off the floor or on a crate)."""
-        if (len(state.crates) != self.n_crates or self.floor_id[state.player] < 0
-                or state.player in state.crates):
+        the player off the floor or on a crate, two crates on one cell)."""
+        n = self.floor_id.size
+        cells = (state.player, *state.crates)
+        # checked here: the kernels trust their cells and would read past the arrays
+        if (len(state.crates) != self.n_crates or len(set(cells)) != len(cells)
+                or not all(0 <= c < n for c in cells) or self.floor_id[state.player] < 0):
             return -1
-        crates = np.array(state.crates, dtype=np.int64)
+        crates = np.array(sorted(state.crates), dtype=np.int64)
         return int(rank(self.cell_id, self.floor_id, self.binom, self.floor_cells.size,
                         state.player, crates))
 

@@ -80,6 +80,17 @@ class Level:
         return hash(to_xsb(self))
 
 
+def check_state(level: Level, state: State) -> None:
+    """Raise ``ValueError`` unless ``state`` fits ``level``: its crate count, crates sorted,
+    every cell on the enclosed floor, no two things on one cell. The searches trust states."""
+    floor = level.floor.ravel()
+    cells = (state.player, *state.crates)
+    if (len(state.crates) != level.n_crates or list(state.crates) != sorted(state.crates)
+            or len(set(cells)) != len(cells)
+            or not all(0 <= c < floor.size and floor[c] for c in cells)):
+        raise ValueError(f"not a state of this level: {state}")
+
+
 def _frozen(a: np.ndarray) -> np.ndarray:
     a = np.array(a, dtype=bool, copy=True)
     a.flags.writeable = False
@@ -159,10 +170,15 @@ def parse_xsb(text: str, title: str = "") -> Level:
 
 
 def parse_levels(text: str) -> list[Level]:
-    """Parse a file of levels separated by blank lines; ``;`` lines are titles or comments."""
+    """Parse a file of levels separated by blank lines; ``;`` lines are titles or comments.
+
+    An error names the level by its index from 0, as every command does, and the file line
+    its board starts on.
+    """
     levels: list[Level] = []
     block: list[str] = []
     comments: list[str] = []
+    first_line = 0
 
     def flush() -> None:
         if block:
@@ -170,11 +186,13 @@ def parse_levels(text: str) -> list[Level]:
             try:
                 levels.append(parse_xsb("\n".join(block), title=title))
             except LevelError as e:
-                raise LevelError(f"level {len(levels) + 1}: {e}") from None
+                raise LevelError(f"level {len(levels)} (line {first_line}): {e}") from None
         block.clear()
         comments.clear()
 
-    for line in text.replace("\r\n", "\n").split("\n"):
+    # a byte-order mark is how some editors start a UTF-8 file, not part of the board
+    lines = text.removeprefix("\ufeff").replace("\r\n", "\n").split("\n")
+    for number, line in enumerate(lines, start=1):
         stripped = line.strip()
         if stripped.startswith(";"):
             if block:
@@ -183,6 +201,8 @@ def parse_levels(text: str) -> list[Level]:
         elif not stripped:
             flush()
         else:
+            if not block:
+                first_line = number
             block.append(line)
     flush()
     if not levels:
@@ -222,15 +242,19 @@ def write_levels(levels: list[Level]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def symmetries(level: Level) -> list[str]:
-    """The XSB text of the level under its 8 rotations and reflections."""
-    grid = np.array([list(row.ljust(level.width)) for row in to_xsb(level).split("\n")])
+def _dihedral(grid: np.ndarray) -> list[np.ndarray]:
+    """The grid under its 8 rotations and reflections (the identity first)."""
     out = []
     for k in range(4):
         g = np.rot90(grid, k)
-        for h in (g, g[:, ::-1]):
-            out.append("\n".join("".join(row).rstrip() for row in h))
+        out += [g, g[:, ::-1]]
     return out
+
+
+def symmetries(level: Level) -> list[str]:
+    """The XSB text of the level under its 8 rotations and reflections."""
+    grid = np.array([list(row.ljust(level.width)) for row in to_xsb(level).split("\n")])
+    return ["\n".join("".join(row).rstrip() for row in g) for g in _dihedral(grid)]
 
 
 def canonical_id(level: Level) -> str:
@@ -240,10 +264,5 @@ def canonical_id(level: Level) -> str:
 
 def wall_layout_id(level: Level) -> str:
     """A hash of the wall layout alone, under the same 8 symmetries."""
-    walls_only = level.walls
-    forms = []
-    for k in range(4):
-        g = np.rot90(walls_only, k)
-        for h in (g, g[:, ::-1]):
-            forms.append(np.packbits(h).tobytes() + bytes(h.shape))
+    forms = [np.packbits(g).tobytes() + bytes(g.shape) for g in _dihedral(level.walls)]
     return hashlib.sha256(min(forms)).hexdigest()[:16]

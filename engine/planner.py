@@ -17,6 +17,7 @@ from numba import njit
 from engine.levels import Level, State
 
 PLANNER_BUDGET = 256
+MAX_PLANNER_BUDGET = (1 << 18) - 1  # a lookahead's nodes (<= 4 per expansion) fit 20 bits
 HEURISTIC_WEIGHT = 2
 _FAR = 1 << 20
 _EMPTY = -1
@@ -296,6 +297,8 @@ def plan(level: Level, max_steps: int, budget: int = PLANNER_BUDGET,
     Deterministic: the same level and budget always give the same episode. Cells fit the
     8-bit key fields because boards are at most 16x16 (``MAX_SIDE``).
     """
+    if not 1 <= budget <= MAX_PLANNER_BUDGET:
+        raise ValueError(f"budget must be 1 to {MAX_PLANNER_BUDGET} expansions, not {budget}")
     state = level.start if state is None else state
     passable = np.ascontiguousarray(level.floor.ravel())
     goal = np.ascontiguousarray(level.goals.ravel() & level.floor.ravel())

@@ -13,19 +13,16 @@ with 4 crates takes a few hundred kilobytes at most.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from engine.index import (
     DenseIndex,
-    StateSpaceTooLarge,
     crate_rank,
     has_bit,
     pack,
     rank,
-    set_bit,
     unpack,
     unrank_many,
     with_player,
@@ -39,9 +36,7 @@ from engine.rules import (
     delta,
     is_free,
     moved_crate,
-    step_kernel,
 )
-from engine.solver import DEFAULT_MAX_STATES, all_on_goals
 
 UNSEEN = 0xFFFF
 # The search holds 10 bytes per dense index (distance and queue): 2**26 of them is 640 MB.
@@ -229,69 +224,3 @@ def solvable_set(level: Level, max_size: int = MAX_SET_INDEX) -> SolvableSet:
     if values.size and values.max() < 255:
         values = values.astype(np.uint8)
     return SolvableSet(level, index, words, prefix, values)
-
-
-@njit(cache=True)
-def reachable_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_id: np.ndarray,
-                     n_floor: int, binom: np.ndarray, size: int, player: int,
-                     start: np.ndarray, live_id: np.ndarray, live_binom: np.ndarray,
-                     words: np.ndarray, max_states: int) -> tuple[int, int]:
-    """(reachable states, dead ones among them) from a start, by forward breadth-first search
-    without pruning; solved states are terminal. (-1, -1) past ``max_states``."""
-    k = start.size
-    visited = np.zeros(size // 64 + 1, np.uint64)
-    codes = np.empty(min(size, max_states), np.uint64)
-    crates = np.empty(k, np.int64)
-    work = np.empty(k, np.int64)
-    root = rank(cell_id, floor_id, binom, n_floor, player, start)
-    set_bit(visited, root)
-    codes[0] = pack(player, start)
-    head, tail, dead = 0, 1, 0
-    while head < tail:
-        p = unpack(codes[head], crates)
-        head += 1
-        live_idx = rank(live_id, floor_id, live_binom, n_floor, p, crates)
-        if live_idx < 0 or not has_bit(words, live_idx):
-            dead += 1
-        if all_on_goals(board, crates):
-            continue
-        for a in range(4):
-            work[:] = crates
-            q, _ = step_kernel(board, width, p, work, a)
-            if q == p:
-                continue
-            idx = rank(cell_id, floor_id, binom, n_floor, q, work)
-            if has_bit(visited, idx):
-                continue
-            set_bit(visited, idx)
-            if tail >= max_states:
-                return -1, -1
-            codes[tail] = pack(q, work)
-            tail += 1
-    return tail, dead
-
-
-class ReachableStats(NamedTuple):
-    """States reachable from a start (solved ones are terminal) and how many are dead."""
-
-    reachable: int
-    dead: int
-
-
-def reachable_stats(level: Level, state: State | None = None, sset: SolvableSet | None = None,
-                    max_states: int = DEFAULT_MAX_STATES) -> ReachableStats:
-    """Count the states reachable from ``state`` (default: the start) and the dead ones.
-
-    Raises ``StateSpaceTooLarge`` when the search would pass ``max_states`` states.
-    """
-    state = level.start if state is None else state
-    sset = solvable_set(level) if sset is None else sset
-    index = DenseIndex.for_level(level, crates_on="floor")
-    reachable, dead = reachable_kernel(
-        board_array(level), level.width, index.cell_id, index.floor_id,
-        index.floor_cells.size, index.binom, index.size, state.player,
-        np.array(state.crates, dtype=np.int64), sset.index.cell_id, sset.index.binom,
-        sset.words, max_states)
-    if reachable < 0:
-        raise StateSpaceTooLarge(f"more than {max_states} states reachable")
-    return ReachableStats(int(reachable), int(dead))

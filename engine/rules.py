@@ -107,7 +107,9 @@ def step(level: Level, state: State, action: int) -> tuple[State, bool, bool]:
 
 
 def _step_on(board: np.ndarray, width: int, state: State, action: int) -> tuple[State, bool, bool]:
-    if isinstance(action, bool) or action not in (0, 1, 2, 3):
+    # 3.0 == 3, but a float is not an action (and would compile a float kernel)
+    if (isinstance(action, bool) or not isinstance(action, int | np.integer)
+            or action not in (0, 1, 2, 3)):
         raise ValueError(f"action must be 0 (up), 1 (down), 2 (left) or 3 (right), not {action!r}")
     crates = np.array(state.crates, dtype=np.int64)
     player, slot = step_kernel(board, width, state.player, crates, action)

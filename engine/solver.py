@@ -25,7 +25,7 @@ from engine.index import (
     unpack,
     with_player,
 )
-from engine.levels import Level, State
+from engine.levels import Level, State, check_state
 from engine.rules import ACTIONS, CRATE, FLOOR, GOAL, NOT_CRATE, delta, moved_crate
 
 DEFAULT_MAX_STATES = 5_000_000
@@ -140,7 +140,7 @@ def solve(level: Level, state: State | None = None,
           max_states: int = DEFAULT_MAX_STATES) -> SolveResult:
     """Fewest-moves solution of ``level`` from ``state`` (default: its start)."""
     state = level.start if state is None else state
-    _check_state(level, state)
+    check_state(level, state)
     try:
         index = DenseIndex.for_level(level)
     except StateSpaceTooLarge:
@@ -153,11 +153,3 @@ def solve(level: Level, state: State | None = None,
         return SolveResult(_STATUS[status], None, None, None, int(expanded))
     lurd = "".join(ACTIONS[a & 3].upper() if a & 4 else ACTIONS[a & 3] for a in path.tolist())
     return SolveResult("solved", len(lurd), sum(ch.isupper() for ch in lurd), lurd, int(expanded))
-
-
-def _check_state(level: Level, state: State) -> None:
-    floor = level.floor.ravel()
-    cells = (state.player, *state.crates)
-    if (len(state.crates) != level.n_crates or len(set(cells)) != len(cells)
-            or not all(0 <= c < floor.size and floor[c] for c in cells)):
-        raise ValueError(f"not a state of this level: {state}")

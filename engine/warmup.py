@@ -23,8 +23,8 @@ def main() -> None:
     from engine.deadlock import dead_squares, is_frozen_dead
     from engine.optimal_paths import optimal_paths
     from engine.planner import plan, push_lower_bound
-    from engine.reachable import push_reachable_stats
-    from engine.reverse import reachable_stats, solvable_set
+    from engine.reachable import push_reachable_stats, reachable_stats
+    from engine.reverse import solvable_set
     from engine.rules import Game, replay
     from engine.solver import solve
 

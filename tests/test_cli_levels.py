@@ -90,3 +90,17 @@ def test_render_refuses_an_index_past_the_file(tmp_path):
     src.write_text(LEVELS)
     result = run("render", str(src), "--index", "5", "--out", str(tmp_path / "x.png"))
     assert result.exit_code == 2 and "holds 2 level(s)" in result.output
+
+
+def test_render_refuses_an_out_path_that_is_not_png_before_writing(tmp_path):
+    src = tmp_path / "levels.xsb"
+    src.write_text(LEVELS)
+    for name in ("level.txt", "level"):
+        result = run("render", str(src), "--out", str(tmp_path / name))
+        assert result.exit_code == 2 and ".png" in result.output
+        assert not (tmp_path / name).exists()
+
+
+def test_errors_on_standard_input_name_it():
+    result = run("solve", "-", stdin="#####\n#@$x#\n#####\n")
+    assert result.output.startswith("Error: standard input: level 0 (line 1): unknown")

@@ -83,8 +83,14 @@ def test_file_of_levels_keeps_titles_and_order_and_round_trips():
     assert [to_xsb(lv) for lv in again] == [to_xsb(lv) for lv in levels]
 
 
-def test_error_in_a_file_names_the_level():
-    with pytest.raises(LevelError, match="level 2: no player"):
+def test_a_file_with_crlf_lines_and_a_byte_order_mark_parses_like_plain_text():
+    text = "\ufeff; first\r\n" + SIMPLE.replace("\n", "\r\n") + "\r\n"
+    [level] = parse_levels(text)
+    assert (level.title, to_xsb(level)) == ("first", SIMPLE)
+
+
+def test_error_in_a_file_names_the_level_by_index_and_its_first_line():
+    with pytest.raises(LevelError, match=r"level 1 \(line 5\): no player"):
         parse_levels(SIMPLE + "\n\n#####\n# $.#\n#####")
 
 

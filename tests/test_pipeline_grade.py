@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from engine.levels import State, parse_xsb
-from engine.reachable import push_reachable_stats
-from engine.reverse import reachable_stats, solvable_set
+from engine.reachable import push_reachable_stats, reachable_stats
+from engine.reverse import solvable_set
 from engine.rules import replay
 from engine.solver import solve
 from pipeline.grade import (

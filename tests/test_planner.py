@@ -1,3 +1,5 @@
+import pytest
+
 from engine.levels import parse_xsb
 from engine.planner import PLANNER_BUDGET, plan, push_distance
 
@@ -62,13 +64,19 @@ def test_planner_fails_on_a_dead_start_without_using_the_budget():
     assert not result.solved and result.steps < 50
 
 
-def test_planner_is_deterministic_and_a_bigger_budget_never_needs_more_lookahead_luck():
+def test_planner_is_deterministic_and_its_lookahead_budget_shortens_the_episode():
     level = parse_xsb(TWO_CRATES)
-    assert plan(level, 90) == plan(level, 90)
     tiny = plan(level, 90, budget=1)
     full = plan(level, 90, budget=PLANNER_BUDGET)
-    assert full.solved
-    assert full.steps <= 90 and tiny.steps <= 90
+    assert tiny == plan(level, 90, budget=1) and full == plan(level, 90)
+    assert tiny.solved and full.solved
+    assert full.steps < tiny.steps
+
+
+@pytest.mark.parametrize("budget", [0, 1 << 18])
+def test_a_budget_the_planner_cannot_index_is_refused(budget):
+    with pytest.raises(ValueError, match="budget"):
+        plan(parse_xsb(CORRIDOR), 30, budget=budget)
 
 
 def test_push_lower_bound_sums_lone_crate_distances():

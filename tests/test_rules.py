@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from engine.levels import State, parse_xsb
@@ -72,10 +73,14 @@ def test_crates_stay_sorted_after_a_push_past_another_crate():
     assert after.crates == (at(2, 4), at(3, 2), at(3, 4))
 
 
-@pytest.mark.parametrize("action", [4, -1, True, 1.5, "1"])
+@pytest.mark.parametrize("action", [4, -1, True, 1.5, 3.0, "1"])
 def test_an_action_outside_0_to_3_is_rejected(action):
     with pytest.raises(ValueError):
         step(BOARD, BOARD.start, action)
+
+
+def test_a_numpy_integer_action_is_an_action():
+    assert step(BOARD, BOARD.start, np.int64(LEFT)) == step(BOARD, BOARD.start, LEFT)
 
 
 def test_lurd_round_trips_and_marks_pushes_upper_case():

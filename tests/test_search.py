@@ -17,7 +17,8 @@ from oracle import MOVES, oracle_solve, oracle_successors
 from engine.deadlock import dead_squares, is_dead, is_frozen_dead
 from engine.index import StateSpaceTooLarge
 from engine.levels import Level, State, parse_xsb
-from engine.reverse import reachable_stats, solvable_set
+from engine.reachable import push_reachable_stats, reachable_stats
+from engine.reverse import solvable_set
 from engine.rules import replay
 from engine.solver import solve
 
@@ -252,3 +253,29 @@ def test_solving_a_state_that_is_not_of_the_level_is_refused():
     level = LEVELS[0]
     with pytest.raises(ValueError):
         solve(level, State(level.start.player, level.start.crates[:0]))
+
+
+@pytest.mark.parametrize("player, crates", [
+    (6, (300,)), (6, (-3,)), (300, (7,)), (-1, (7,)), (6, (7, 7)), (7, (7,)), (1, (7,))])
+def test_a_state_not_of_the_level_is_unsolvable_in_the_solvable_set(player, crates):
+    level = parse_xsb("#####\n#@$.#\n#   #\n#####")
+    sset = solvable_set(level)
+    assert sset.distance(State(6, (7,))) == 1
+    assert sset.index.index_of(State(player, crates)) == -1
+    assert sset.distance(State(player, crates)) == -1 and not sset.is_solvable(
+        State(player, crates))
+
+
+@pytest.mark.parametrize("player, crates", [(7, (7,)), (6, (300,)), (0, (7,)), (6, (7, 8))])
+def test_counting_from_a_state_not_of_the_level_is_refused(player, crates):
+    level = parse_xsb("#####\n#@$.#\n#   #\n#####")
+    sset = solvable_set(level)
+    for count in (reachable_stats, push_reachable_stats):
+        with pytest.raises(ValueError, match="not a state of this level"):
+            count(level, sset=sset, state=State(player, crates))
+
+
+def test_solving_from_unsorted_crates_is_refused():
+    level = parse_xsb("######\n#@$$.#\n#   .#\n######")
+    with pytest.raises(ValueError, match="not a state of this level"):
+        solve(level, State(7, (9, 8)))

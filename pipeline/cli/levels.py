@@ -14,6 +14,7 @@ from pipeline.cli.errors import CliError
 
 def read_levels(path: str) -> list[Level]:
     """Levels from a file (``-`` for standard input); unreadable input exits with status 2."""
+    name = "standard input" if path == "-" else path
     try:
         if path == "-":
             text = sys.stdin.read()
@@ -21,11 +22,11 @@ def read_levels(path: str) -> list[Level]:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
     except (OSError, UnicodeDecodeError) as e:
-        raise CliError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}", 2) from None
+        raise CliError(f"cannot read {name}: {getattr(e, 'strerror', None) or e}", 2) from None
     try:
         return parse_levels(text)
     except LevelError as e:
-        raise CliError(f"{path}: {e}", 2) from None
+        raise CliError(f"{name}: {e}", 2) from None
 
 
 @click.command("solve")
@@ -83,6 +84,8 @@ def render_command(file: str, out: str, index: int, scale: int) -> None:
 
     from engine.render import PALETTE, render, render_goal
 
+    if not out.lower().endswith(".png"):
+        raise CliError(f"--out {out}: the picture is written as PNG; name a .png file", 2)
     levels = read_levels(file)
     if index >= len(levels):
         raise CliError(f"{file} holds {len(levels)} level(s); --index must be below that", 2)
@@ -91,7 +94,7 @@ def render_command(file: str, out: str, index: int, scale: int) -> None:
     picture = np.concatenate([render(level), gap, render_goal(level)], axis=1)
     picture = picture.repeat(scale, axis=0).repeat(scale, axis=1)
     try:
-        matplotlib.image.imsave(out, picture)
+        matplotlib.image.imsave(out, picture, format="png")
     except OSError as e:
         raise CliError(f"cannot write {out}: {e.strerror or e}", 1) from None
     click.echo(f"wrote {out} ({picture.shape[1]}x{picture.shape[0]} px)")
