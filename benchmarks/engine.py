@@ -35,7 +35,7 @@ from engine.reverse import solvable_set  # noqa: E402
 from engine.solver import solve  # noqa: E402
 
 # crates, wall density, shortest and longest optimal length of the tier (DESIGN.md)
-TIERS = [(1, 0.10, 4, 20), (2, 0.12, 9, 30), (3, 0.14, 13, 38), (4, 0.18, 17, 46)]
+TIERS = ((1, 0.10, 4, 20), (2, 0.12, 9, 30), (3, 0.14, 13, 38), (4, 0.18, 17, 46))
 
 
 def connected(floor: np.ndarray) -> bool:
