@@ -18,7 +18,7 @@ import polars as pl
 
 from engine.levels import LevelError, canonical_id, parse_levels
 from pipeline import seeds
-from pipeline.build import BuildFolder, Plan, build, version_ids
+from pipeline.build import BuildFolder, Plan, build, check_version_name, version_ids
 from pipeline.difficulty import MODEL_PATH, score_levels
 from pipeline.equivalence import Equivalence, allowed_gap, compare, planner_solved
 from pipeline.errors import PipelineError
@@ -73,6 +73,7 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     public (tests, demos). A refused or impossible rotation raises ``PipelineError`` and leaves
     neither the version, its build folder nor its secret behind.
     """
+    check_version_name(prev)
     prev_folder = datasets / prev
     if not (prev_folder / "levels.parquet").is_file():
         raise PipelineError(f"no version {prev!r} to rotate from under {datasets}")

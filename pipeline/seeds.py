@@ -68,7 +68,11 @@ def read_secret(datasets: Path, version: str) -> int | None:
     path = secret_path(datasets, version)
     if not path.is_file():
         return None
-    return parse_seed(path.read_text())
+    try:
+        return parse_seed(path.read_text())
+    except (SeedError, UnicodeDecodeError):
+        # parse_seed quotes what it got: never echo a secret file's content.
+        raise SeedError(f"the secret seed file {path} is damaged (not one integer)") from None
 
 
 def public_salt(seed: int) -> str:

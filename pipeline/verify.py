@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import seeds
-from pipeline.build import build
+from pipeline.build import build, check_version_name
 from pipeline.errors import PipelineError
 from pipeline.manifest import read_manifest
 from pipeline.spec import spec_from_dict
@@ -42,6 +42,7 @@ class Verification:
 def verify(version: str, seed: int, *, datasets: Path, workers: Workers | None = None
            ) -> Verification:
     """Rebuild ``version`` from ``seed`` in a temporary folder and compare it with its manifest."""
+    check_version_name(version)
     folder = datasets / version
     manifest = read_manifest(folder / "manifest.json")
     commit = manifest["seed_commitment"]

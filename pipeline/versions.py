@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import seeds
-from pipeline.build import existing_versions
+from pipeline.build import check_version_name, existing_versions
 from pipeline.errors import PipelineError
 from pipeline.manifest import read_manifest
 from pipeline.tables import sha256_file, write_text
@@ -98,8 +98,9 @@ class Reveal:
 
 def reveal(datasets: Path, version: str) -> Reveal:
     """Publish ``version``'s secret seed: check it opens the commitment, record it, return it."""
+    check_version_name(version)
     folder = datasets / version
-    if version.startswith(".") or not (folder / "manifest.json").is_file():
+    if not (folder / "manifest.json").is_file():
         raise PipelineError(f"no version {version!r} under {datasets}")
     manifest = read_manifest(folder / "manifest.json")
     if manifest.get("seed_source") == "public":

@@ -232,6 +232,11 @@ def test_secret_seed_is_stored_0600_never_printed_and_committed(tiny, tmp_path):
         seed, manifest["seed_commitment"]["salt"])
     # Anyone given the seed later can check the version.
     assert verify("s1", seed, datasets=tmp_path).ok
+    # A damaged secret file is refused without quoting any of it.
+    path.write_text(f"{seed}x\n")
+    damaged = CliRunner().invoke(main, ["reveal", "s1", "--datasets", str(tmp_path)])
+    assert damaged.exit_code == 1 and "is damaged" in damaged.output
+    assert str(seed)[:6] not in damaged.output
 
 
 def test_verify_accepts_the_seed_and_rejects_another(built):
@@ -360,6 +365,12 @@ def test_a_second_build_of_the_same_version_at_once_is_refused(tiny, tmp_path):
 def test_unsafe_version_names_are_refused(tmp_path, name):
     with pytest.raises(PipelineError, match="is not allowed"):
         build(name, datasets=tmp_path, seed=1, workers=QUIET)
+    assert list(tmp_path.iterdir()) == []
+    # Every command that names a version reads or writes nothing outside DATASETS.
+    for args in (["verify", name, "--seed", "1"], ["reveal", name], ["audit", name],
+                 ["rotate", "new", "--from", name]):
+        out = CliRunner().invoke(main, [*args, "--datasets", str(tmp_path)])
+        assert out.exit_code != 0 and "is not allowed" in out.output, (args, out.output)
     assert list(tmp_path.iterdir()) == []
 
 
