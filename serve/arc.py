@@ -42,7 +42,8 @@ ROUTES = [
            responses={200: "list of game objects"}),
     _route("arc_anonkey", "GET", "/api/games/anonkey",
            "ARC-AGI-3: a new key under an anonymous name (counts against the per-address "
-           "key limit).", responses={200: "{api_key}", 429: "too many keys today"}),
+           "key limit).", responses={200: "{api_key}", 429: "too many keys today"},
+           head=False),  # a GET that creates a key: a HEAD must not
     _route("arc_game", "GET", "/api/games/{game_id}", "ARC-AGI-3: one game by full or base id.",
            responses={200: "the game object", 404: "unknown game"}),
     _route("arc_open", "POST", "/api/scorecard/open",

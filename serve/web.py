@@ -120,9 +120,10 @@ def bind(app: web.Application, route: Route, handler: Handler) -> None:
 
 def register(app: web.Application, route: Route,
              endpoint: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> None:
-    """Add ``endpoint`` under ``route``'s method, path and name; a GET also answers HEAD."""
+    """Add ``endpoint`` under ``route``'s method, path and name; a GET also answers HEAD
+    unless the route says otherwise."""
     endpoint.__name__ = route.operation
     if route.method == "GET":
-        app.router.add_get(route.path, endpoint, name=route.operation)
+        app.router.add_get(route.path, endpoint, name=route.operation, allow_head=route.head)
     else:
         app.router.add_route(route.method, route.path, endpoint, name=route.operation)
