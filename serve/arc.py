@@ -37,7 +37,7 @@ _CMD_ERRORS = {200: "FrameData", 400: "bad body, or the game is over", 401: "mis
 
 _route = partial(Route, tag=TAG, error_schema="ArcError")
 
-ROUTES = [
+ROUTES = (
     _route("arc_games", "GET", "/api/games", "ARC-AGI-3: the games served (one per version).",
            responses={200: "list of game objects"}),
     _route("arc_anonkey", "GET", "/api/games/anonkey",
@@ -70,7 +70,7 @@ ROUTES = [
              f"ARC-AGI-3: {'move ' + 'up down left right'.split()[n - 1] if n in w.MOVES else
                            'a no-op that uses a step'}.", auth=True,
              body=(_GAME_ID, _GUID, *_XY, REASONING), responses=_CMD_ERRORS) for n in range(1, 8)],
-]
+)
 
 
 def _served_game(arena: Arena, requested: str) -> str:
