@@ -35,8 +35,8 @@ class Level:
     """One enclosed board: walls, goals and the start state.
 
     ``floor`` marks the enclosed cells the engine plays on; cells outside the
-    enclosure are neither wall nor floor (``outside``) and only matter for
-    drawing and for writing the level back.
+    enclosure are neither wall nor floor and only matter for drawing and for
+    writing the level back.
     """
 
     height: int
@@ -51,10 +51,6 @@ class Level:
         object.__setattr__(self, "walls", _frozen(self.walls))
         object.__setattr__(self, "goals", _frozen(self.goals))
         object.__setattr__(self, "floor", _frozen(_enclosed(self.walls)))
-
-    @property
-    def outside(self) -> np.ndarray:
-        return ~self.walls & ~self.floor
 
     @property
     def n_crates(self) -> int:
