@@ -15,7 +15,6 @@ import numpy as np
 
 MAX_SIDE = 16
 MAX_CRATES = 6
-_FLOOR_ALIASES = "-_"  # other spellings of an empty floor cell
 _KNOWN = "# $.*@+"
 
 
@@ -115,13 +114,16 @@ def parse_xsb(text: str, title: str = "") -> Level:
     """Parse one level in XSB; raise ``LevelError`` saying what is wrong."""
     rows = [line.rstrip("\r") for line in text.split("\n")]
     rows = [r for r in rows if not r.lstrip().startswith(";")]
-    while rows and not rows[0].strip():
+    # "-" and "_" spell floor; read first, so a row of them is empty (as written back)
+    rows = [r.replace("-", " ").replace("_", " ").rstrip() for r in rows]
+    while rows and not rows[0]:
         rows.pop(0)
-    while rows and not rows[-1].strip():
+    while rows and not rows[-1]:
         rows.pop()
     if not rows:
         raise LevelError("empty level: no board rows")
-    rows = [r.rstrip() for r in rows]
+    if "" in rows:
+        raise LevelError(f"row {rows.index('') + 1} is empty: a board has no blank rows")
     height, width = len(rows), max(len(r) for r in rows)
     if height > MAX_SIDE or width > MAX_SIDE:
         raise LevelError(
@@ -132,7 +134,6 @@ def parse_xsb(text: str, title: str = "") -> Level:
     players: list[int] = []
     for r, row in enumerate(rows):
         for c, ch in enumerate(row):
-            ch = " " if ch in _FLOOR_ALIASES else ch
             if ch not in _KNOWN:
                 raise LevelError(f"unknown character {ch!r} at row {r + 1}, column {c + 1}")
             cell = r * width + c
