@@ -62,6 +62,13 @@ def test_serving_an_unknown_version_says_how_to_build_it(tmp_path):
     assert result.exit_code == 2 and "make dataset VERSION=nope" in result.output
 
 
+def test_an_idle_time_that_is_not_a_number_is_refused(tmp_path):
+    result = CliRunner().invoke(main, ["serve", "--datasets", str(tmp_path), "--version", "nope",
+                                       "--idle-minutes", "nan"])
+    assert result.exit_code == 2 and "--idle-minutes" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
 def corner_walk(budget: int) -> list[int]:
     return [(1, 3, 0, 2)[i // 2 % 4] for i in range(budget)]
 

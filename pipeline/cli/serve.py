@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -51,6 +52,8 @@ def serve_command(version: str, datasets: Path, db: str | None, host: str, port:
     from serve.limits import Limits, parse_networks
     from serve.run import StartError, serve_forever
 
+    if math.isnan(idle_minutes):  # FloatRange lets nan through; it would expire every session
+        raise CliError("--idle-minutes: nan is not a number of minutes", 2)
     try:
         proxies = parse_networks(trust_proxy)
     except ValueError as e:
