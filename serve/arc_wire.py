@@ -18,7 +18,6 @@ from engine.render import render_indices
 BASE_ID = "sokoban"
 MAX_LEVELS = 254  # FrameData bounds levels_completed and win_levels to 0-254
 MAX_REASONING_BYTES = 16 * 1024
-ACTION_NAMES = ("RESET",) + tuple(f"ACTION{n}" for n in range(1, 8))
 # ACTION1-4 are the four moves (engine actions 0 up, 1 down, 2 left, 3 right);
 # ACTION5-7 are answered as no-op steps.
 MOVES = {1: 0, 2: 1, 3: 2, 4: 3}

@@ -33,8 +33,7 @@ from serve.store import (
     StoreLimit,
 )
 
-LETTERS = "UDLR"
-PLAYED = LETTERS + "."  # a stored action string's letter for each action, the wait included
+PLAYED = "UDLR."  # a stored action string's letter for each action, the wait included
 IN_PROGRESS, GAME_OVER, EXPIRED = "IN_PROGRESS", "GAME_OVER", "EXPIRED"
 KEY_PREFIX = "lsk-"
 SCORE_FIELDS = ("episodes", "solved", "success_rate", "move_efficiency", "avg_steps_solved",
