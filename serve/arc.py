@@ -17,7 +17,7 @@ from aiohttp import web
 from serve import arc_wire as w
 from serve.play import IN_PROGRESS, WAIT, Arena, Conflict, KeyRecord, PlayError, Session
 from serve.schema import ANY, INT, STR, Field, Invalid, Route
-from serve.web import ARENA, api_key, client_ip, register, reply, reply_bytes
+from serve.web import ARENA, api_key, client_ip, inputs, register, reply, reply_bytes
 
 TAG = "arc-agi-3"
 ANON_PREFIX = "anon-"
@@ -233,8 +233,7 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
         arena = request.app[ARENA]
         try:
             key = await arena.identify(api_key(request)) if route.auth else None
-            args = route.parse_body(await request.read()) if route.body is not None else {}
-            return await handler(request, arena, key, args)
+            return await handler(request, arena, key, await inputs(request, route))
         except web.HTTPException as e:  # a body over the size limit
             if e.status < 400:
                 raise

@@ -113,12 +113,17 @@ def bind(app: web.Application, route: Route, handler: Handler) -> None:
     async def endpoint(request: web.Request) -> web.StreamResponse:
         arena = request.app[ARENA]
         key = await arena.identify(api_key(request)) if route.auth else None
-        args = route.parse_query(request.query) if route.query else {}
-        if route.body is not None:
-            args.update(route.parse_body(await request.read()))
-        return await handler(request, arena, key, args)
+        return await handler(request, arena, key, await inputs(request, route))
 
     register(app, route, endpoint)
+
+
+async def inputs(request: web.Request, route: Route) -> dict[str, Any]:
+    """The query and body values of ``request`` checked against ``route``'s declarations."""
+    args = route.parse_query(request.query) if route.query else {}
+    if route.body is not None:
+        args.update(route.parse_body(await request.read()))
+    return args
 
 
 def register(app: web.Application, route: Route,
