@@ -506,6 +506,9 @@ class Arena:
             games = {}
             for game in (self.game,):
                 s = card.sessions.get(game)
+                if s is not None and s.state == IN_PROGRESS and not self._in_flight(
+                        s, self.clock()):
+                    await self._expire(s)  # idle too long, and the sweep has not run yet
                 games[game] = ({"session_id": None, "state": "NOT_STARTED",
                                 "episodes": self.version.episodes, "finished": 0}
                                if s is None else self._progress(s))
@@ -523,9 +526,11 @@ class Arena:
 
     def _progress(self, s: Session) -> dict:
         live = score(s.episodes)
+        playing = s.state == IN_PROGRESS  # an expired session keeps a stale in-flight list
         return {"session_id": s.id, "state": s.state, "parallel": s.parallel,
                 "episodes": len(s.episodes), "finished": s.finished,
-                "in_flight": list(s.in_flight), "tier": s.tier if s.in_flight else None,
+                "in_flight": list(s.in_flight) if playing else [],
+                "tier": s.tier if playing and s.in_flight else None,
                 "solved": live["solved"], "deadlocked": sum(e.deadlocked for e in s.episodes),
                 "total_actions": live["total_actions"], "last_active": iso(s.last_active)}
 

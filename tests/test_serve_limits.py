@@ -117,7 +117,8 @@ def test_idle_sessions_expire_after_the_configured_time_and_stop_counting(data, 
     with server(data["served"], tmp_path / "s.sqlite", clock=clock, sessions_per_key=1,
                 idle_seconds=600) as s:
         client = keyed(s.base, "idler")
-        frame = start(client)[1]
+        first_card = client.ok("POST", "/api/scorecards")["scorecard_id"]
+        frame = client.ok("POST", f"/api/scorecards/{first_card}/games/standard/start")
         path = f"/api/sessions/{frame['session_id']}/act"
         clock.now += 599
         assert client.call("POST", path, {"action": 1})[0] == 200
@@ -128,9 +129,17 @@ def test_idle_sessions_expire_after_the_configured_time_and_stop_counting(data, 
         second = start(client)[1]
         clock.now += 601  # the background sweep expires idle sessions nobody touches
         swept = asyncio.run_coroutine_threadsafe(s.arena.expire_idle(), s.loop).result(10)
-        assert swept == 1 and start(client)[0] == 200
+        assert swept == 1
+        third_card = client.ok("POST", "/api/scorecards")["scorecard_id"]
+        client.ok("POST", f"/api/scorecards/{third_card}/games/standard/start")
         status, _ = client.call("GET", f"/api/sessions/{second['session_id']}")
         assert status == 404
+        # the scorecard view says a session is expired, with nothing in flight, as soon as it
+        # is idle too long, whether or not an action or the sweep noticed it first
+        clock.now += 601
+        for card in (first_card, third_card):
+            view = client.ok("GET", f"/api/scorecards/{card}")["games"]["standard"]
+            assert (view["state"], view["in_flight"], view["tier"]) == ("EXPIRED", [], None)
 
 
 def test_parallel_above_the_configured_maximum_is_422(data, tmp_path):
