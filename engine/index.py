@@ -140,6 +140,8 @@ class DenseIndex:
 
         Raises ``StateSpaceTooLarge`` when the index would exceed ``max_size`` states.
         """
+        if crates_on not in ("live", "floor"):
+            raise ValueError(f"crates_on must be 'live' or 'floor', not {crates_on!r}")
         if level.height * level.width > 256 or level.n_crates > MAX_CRATES:
             raise StateSpaceTooLarge("board over 256 cells or too many crates to pack a state")
         floor = level.floor.ravel()

@@ -15,8 +15,8 @@ import numpy as np
 
 MAX_SIDE = 16
 MAX_CRATES = 6
-_FLOOR_ALIASES = {"-": " ", "_": " "}
-_KNOWN = set("# $.*@+")
+_FLOOR_ALIASES = "-_"  # other spellings of an empty floor cell
+_KNOWN = "# $.*@+"
 
 
 class LevelError(ValueError):
@@ -136,7 +136,7 @@ def parse_xsb(text: str, title: str = "") -> Level:
     players: list[int] = []
     for r, row in enumerate(rows):
         for c, ch in enumerate(row):
-            ch = _FLOOR_ALIASES.get(ch, ch)
+            ch = " " if ch in _FLOOR_ALIASES else ch
             if ch not in _KNOWN:
                 raise LevelError(f"unknown character {ch!r} at row {r + 1}, column {c + 1}")
             cell = r * width + c

@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit
 
 from engine.deadlock import push_pruned, search_grid
-from engine.index import DenseIndex, StateSpaceTooLarge, pack, rank, unpack
+from engine.index import DenseIndex, pack, rank, unpack
 from engine.levels import Level
 from engine.rules import CRATE, FLOOR, NOT_CRATE, delta, moved_crate
 from engine.solver import all_on_goals
@@ -111,7 +111,8 @@ def _doubled(a: np.ndarray) -> np.ndarray:
 def optimal_paths(level: Level, cap: int = SOLUTION_COUNT_CAP) -> OptimalPaths:
     """Count the optimal solutions of ``level`` from its start and its mean branching factor.
 
-    Raises ``StateSpaceTooLarge`` when the level's state index exceeds ``MAX_COUNTED_STATES``.
+    Raises ``engine.index.StateSpaceTooLarge`` when the level's state index exceeds
+    ``MAX_COUNTED_STATES``.
     """
     index = DenseIndex.for_level(level, max_size=MAX_COUNTED_STATES)
     start = np.array(level.start.crates, dtype=np.int64)
@@ -122,6 +123,3 @@ def optimal_paths(level: Level, cap: int = SOLUTION_COUNT_CAP) -> OptimalPaths:
         index.binom, index.size, level.start.player, start, cap)
     branching = branches / expanded if expanded else 0.0
     return OptimalPaths(int(moves), int(solutions), int(expanded), float(branching))
-
-
-__all__ = ["OptimalPaths", "StateSpaceTooLarge", "optimal_paths", "SOLUTION_COUNT_CAP"]

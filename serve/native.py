@@ -1,4 +1,5 @@
-"""The native agent protocol (PROTOCOL.md): its route declarations, frames and handlers.
+"""The native agent protocol (that of the public Latent Sokoban server): its route
+declarations, frames and handlers.
 
 Handlers only translate: declared inputs in, ``serve.play.Arena`` calls, JSON shapes out.
 """

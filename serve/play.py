@@ -361,7 +361,9 @@ class Arena:
         self._cards[record.id] = card
         return card, opened
 
-    async def _closed_card(self, key: KeyRecord, scorecard_id: str) -> ScorecardRecord:
+    async def _stored_card(self, key: KeyRecord, scorecard_id: str) -> ScorecardRecord:
+        """The stored scorecard of this key that is not open here: closed, or of another
+        version; ``NotFound`` for an unknown id or another key's."""
         record = await self.store.scorecard(scorecard_id)
         if record is None or record.key_hash != key.key_hash:
             raise NotFound(f"no scorecard {scorecard_id!r} for this key")
@@ -376,7 +378,7 @@ class Arena:
                     parallel: int) -> Session:
         card = self._cards.get(scorecard_id)
         if card is None or card.record.key_hash != key.key_hash:
-            record = await self._closed_card(key, scorecard_id)
+            record = await self._stored_card(key, scorecard_id)
             if record.closed is None:
                 raise Conflict(f"scorecard {scorecard_id} belongs to version {record.version}, "
                                f"not the served {self.version.version}; open a new one")
@@ -448,7 +450,8 @@ class Arena:
 
     async def act(self, key: KeyRecord, session_id: str, action: int,
                   episode: int | None) -> tuple[Session, Outcome]:
-        """Play one action of one episode in flight and persist it before returning."""
+        """Play one action (0-3, or ``WAIT`` for the ARC face's no-ops; the faces' declarations
+        bound it) of one episode in flight and persist it before returning."""
         session = await self._live_session(key, session_id)
         if session.state != IN_PROGRESS:
             raise Conflict(f"session {session_id} is over: no episode is left to play")
@@ -459,9 +462,6 @@ class Arena:
             episode = session.in_flight[0]
         elif episode not in session.in_flight:
             raise Conflict(f"episode {episode} is not in flight; in flight: {session.in_flight}")
-        if not 0 <= action < len(PLAYED):
-            raise Unprocessable("action must be an integer from 0 to 3 "
-                                "(0 up, 1 down, 2 left, 3 right)")
         run = session.episodes[episode]
         step = run.play(action)
         if step.moved:
@@ -513,7 +513,7 @@ class Arena:
             return self._card_view(card.record, games, None)
         if card is not None and card.record.key_hash == key.key_hash and card.closing:
             await asyncio.shield(card.closing)  # being closed right now: show the result
-        record = await self._closed_card(key, scorecard_id)
+        record = await self._stored_card(key, scorecard_id)
         if record.closed is None:
             raise Conflict(f"scorecard {scorecard_id} belongs to version {record.version}, "
                            f"not the served {self.version.version}")
@@ -540,7 +540,7 @@ class Arena:
         """Lock, score and post a scorecard; a second close returns the first result."""
         card = self._cards.get(scorecard_id)
         if card is None or card.record.key_hash != key.key_hash:
-            record = await self._closed_card(key, scorecard_id)
+            record = await self._stored_card(key, scorecard_id)
             if record.result is None:
                 raise Conflict(f"scorecard {scorecard_id} belongs to version {record.version}, "
                                f"not the served {self.version.version}")

@@ -63,6 +63,8 @@ def test_play_command_with_an_existing_key_and_the_random_agent(srv):
     (["--register", "refused", "--agent", "json:dumps"], "no reset() method"),
     (["--key", "lsk-unknown", "--agent", "random"], "401"),
     (["--agent", "random"], "exactly one of"),
+    (["--url", "nonsense", "--register", "refused"], "http://HOST"),
+    (["--url", "ftp://127.0.0.1", "--register", "refused"], "http://HOST"),
 ])
 def test_play_command_refusals_are_one_line(srv, args, message):
     result = CliRunner().invoke(main, ["play", "--url", srv.base, *args])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
 
@@ -88,6 +89,9 @@ def play_command(url: str, name: str | None, key: str | None, agent_spec: str, p
 
     if (name is None) == (key is None):
         raise CliError("give exactly one of --register NAME or --key KEY", 2)
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CliError(f"--url {url!r}: expected http://HOST[:PORT] or https://...", 2)
     try:
         factory = load_agent(agent_spec, seed)
     except (ImportError, AttributeError, ValueError) as e:

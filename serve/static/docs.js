@@ -37,7 +37,7 @@ function operation(path, method, op) {
     bodyBox = el("textarea");
     bodyBox.value = example(content.schema);
     const fields = Object.entries(content.schema.properties || {})
-      .map(([n, s]) => n + ": " + s.type + (s.description ? " - " + s.description : ""))
+      .map(([n, s]) => n + ": " + (s.type || "any JSON") + (s.description ? " - " + s.description : ""))
       .join("; ");
     box.append(el("label", {}, "JSON body (" + fields + ")", bodyBox));
   }
