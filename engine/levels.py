@@ -15,7 +15,6 @@ import numpy as np
 
 MAX_SIDE = 16
 MAX_CRATES = 6
-_FLOOR_ALIASES = "-_"  # other spellings of an empty floor cell
 _KNOWN = "# $.*@+"
 
 
@@ -35,8 +34,8 @@ class Level:
     """One enclosed board: walls, goals and the start state.
 
     ``floor`` marks the enclosed cells the engine plays on; cells outside the
-    enclosure are neither wall nor floor (``outside``) and only matter for
-    drawing and for writing the level back.
+    enclosure are neither wall nor floor and only matter for drawing and for
+    writing the level back.
     """
 
     height: int
@@ -51,10 +50,6 @@ class Level:
         object.__setattr__(self, "walls", _frozen(self.walls))
         object.__setattr__(self, "goals", _frozen(self.goals))
         object.__setattr__(self, "floor", _frozen(_enclosed(self.walls)))
-
-    @property
-    def outside(self) -> np.ndarray:
-        return ~self.walls & ~self.floor
 
     @property
     def n_crates(self) -> int:
@@ -119,13 +114,16 @@ def parse_xsb(text: str, title: str = "") -> Level:
     """Parse one level in XSB; raise ``LevelError`` saying what is wrong."""
     rows = [line.rstrip("\r") for line in text.split("\n")]
     rows = [r for r in rows if not r.lstrip().startswith(";")]
-    while rows and not rows[0].strip():
+    # "-" and "_" spell floor; read first, so a row of them is empty (as written back)
+    rows = [r.replace("-", " ").replace("_", " ").rstrip() for r in rows]
+    while rows and not rows[0]:
         rows.pop(0)
-    while rows and not rows[-1].strip():
+    while rows and not rows[-1]:
         rows.pop()
     if not rows:
         raise LevelError("empty level: no board rows")
-    rows = [r.rstrip() for r in rows]
+    if "" in rows:
+        raise LevelError(f"row {rows.index('') + 1} is empty: a board has no blank rows")
     height, width = len(rows), max(len(r) for r in rows)
     if height > MAX_SIDE or width > MAX_SIDE:
         raise LevelError(
@@ -136,7 +134,6 @@ def parse_xsb(text: str, title: str = "") -> Level:
     players: list[int] = []
     for r, row in enumerate(rows):
         for c, ch in enumerate(row):
-            ch = " " if ch in _FLOOR_ALIASES else ch
             if ch not in _KNOWN:
                 raise LevelError(f"unknown character {ch!r} at row {r + 1}, column {c + 1}")
             cell = r * width + c

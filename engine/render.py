@@ -29,11 +29,9 @@ PALETTE.flags.writeable = False
 
 # Tile kinds, the index into the sprite sheet.
 OUTSIDE, WALL, FLOOR, GOAL, CRATE, CRATE_ON_GOAL, PLAYER, PLAYER_ON_GOAL = range(8)
-TILE_NAMES = ("outside", "wall", "floor", "goal", "crate", "crate_on_goal", "player",
-              "player_on_goal")
 
-_BLACK, _WHITE, _LIGHT, _MID, _DARK = 5, 0, 1, 2, 4
-_RED, _BLUE, _LIGHT_BLUE, _YELLOW, _ORANGE, _MAROON, _GREEN = 8, 9, 10, 11, 12, 13, 14
+_BLACK, _WHITE, _MID, _DARK = 5, 0, 2, 4
+_RED, _BLUE, _LIGHT_BLUE, _ORANGE, _MAROON, _GREEN = 8, 9, 10, 12, 13, 14
 
 
 @lru_cache(maxsize=8)

@@ -104,3 +104,10 @@ def test_render_refuses_an_out_path_that_is_not_png_before_writing(tmp_path):
 def test_errors_on_standard_input_name_it():
     result = run("solve", "-", stdin="#####\n#@$x#\n#####\n")
     assert result.output.startswith("Error: standard input: level 0 (line 1): unknown")
+
+
+def test_a_level_too_large_to_search_exits_1_and_is_not_called_unsolvable():
+    result = run("solve", "--max-states", "2", "-", stdin=LEVELS + "\n" + UNSOLVABLE)
+    assert result.exit_code == 1
+    assert "too large to search: level 1" in result.output
+    assert "no solution for level 2" in result.output and "level 1," not in result.output

@@ -40,6 +40,12 @@ def test_floor_aliases_are_accepted():
     assert to_xsb(parse_xsb("#####\n#@$.#\n#-_ #\n#####")) == "#####\n#@$.#\n#   #\n#####"
 
 
+def test_rows_of_floor_aliases_around_a_board_are_padding_and_round_trip():
+    levels = parse_levels("---\n#####\n#@$.#\n#####\n-_-\n\n#####\n#@$.#\n#####\n")
+    assert [lv.height for lv in levels] == [3, 3]
+    assert parse_levels(write_levels(levels)) == levels
+
+
 @pytest.mark.parametrize("text, message", [
     ("#####\n# $.#\n#####", "no player"),
     ("######\n#@$.@#\n######", "2 players"),
@@ -48,6 +54,7 @@ def test_floor_aliases_are_accepted():
     ("#####\n#@$x#\n#####", "unknown character 'x' at row 2, column 4"),
     ("#####\n#@$. \n#####", "unenclosed"),
     ("", "empty level"),
+    ("#####\n#@$.#\n#####\n--\n###\n#.#", "row 4 is empty"),
 ])
 def test_parse_errors_say_what_is_wrong(text, message):
     with pytest.raises(LevelError, match=message):

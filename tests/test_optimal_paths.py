@@ -72,3 +72,11 @@ def test_unsolvable_level_reports_no_optimum():
 #####""")
     assert optimal_paths(level).moves == -1
     assert optimal_paths(level).solutions == 0
+
+
+def test_a_level_found_unsolvable_by_searching_reports_no_optimum():
+    # the crate starts on a live cell, but the player reaches only the side that pushes it away
+    level = parse_xsb("######\n#.@$ #\n######")
+    result = optimal_paths(level)
+    assert (result.moves, result.solutions) == (-1, 0)
+    assert result.expanded > 0 and solve(level).status == "unsolvable"

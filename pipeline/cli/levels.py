@@ -38,11 +38,12 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
     """Solve every level of FILE (XSB; - for stdin) to optimal (fewest moves).
 
     Prints per level the optimal moves, the pushes of the solution and the
-    solution in LURD. Exits 1 when a level is unsolvable, 2 on unreadable input.
+    solution in LURD. Exits 1 when a level is unsolvable or too large to search,
+    2 on unreadable input.
     """
     from engine.solver import solve
 
-    failed = []
+    unsolvable, too_large = [], []
     for i, level in enumerate(read_levels(file)):
         result = solve(level, max_states=max_states)
         ok = result.status == "solved"
@@ -64,10 +65,18 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
             else:
                 click.echo(f"{name}: {result.status.replace('_', ' ')}"
                            f" after {result.states_expanded} states")
-        if not ok:
-            failed.append(f"{i} ({result.status.replace('_', ' ')})")
-    if failed:
-        raise CliError("no solution for level " + ", ".join(failed), 1)
+        if result.status == "unsolvable":
+            unsolvable.append(str(i))
+        elif result.status == "too_large":
+            too_large.append(str(i))
+    problems = []
+    if unsolvable:
+        problems.append("no solution for level " + ", ".join(unsolvable))
+    if too_large:
+        # past --max-states, or a state index over the engine's memory bound: unknown, not none
+        problems.append("too large to search: level " + ", ".join(too_large))
+    if problems:
+        raise CliError("; ".join(problems), 1)
 
 
 @click.command("render")
