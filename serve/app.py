@@ -20,7 +20,7 @@ from serve.web import ARENA, bind, errors_as_json, reply, reply_bytes
 MAX_BODY = 64 * 1024
 EXPIRY_SWEEP_SECONDS = 30.0
 
-PAGE_ROUTES = [
+PAGE_ROUTES = (
     Route("openapi", "GET", "/api/openapi.json", "This schema.", tag="documentation",
           responses={200: "the OpenAPI document"}),
     Route("docs", "GET", "/api/docs", "An interactive page built from the schema.",
@@ -30,7 +30,7 @@ PAGE_ROUTES = [
     Route("leaderboard_page", "GET", "/leaderboard", "The leaderboard as an HTML table.",
           tag="pages", json_response=False,
           query=native.LEADERBOARD_QUERY, responses={200: "HTML", 422: "bad version or limit"}),
-]
+)
 
 
 # each protocol face is a module with ROUTES (declarations) and HANDLERS (by operation), and
@@ -39,7 +39,7 @@ FACES = (native, arc)
 
 
 def all_routes() -> list[Route]:
-    return [r for face in FACES for r in face.ROUTES] + PAGE_ROUTES
+    return [r for face in FACES for r in face.ROUTES] + list(PAGE_ROUTES)
 
 
 def build_app(arena: Arena) -> web.Application:

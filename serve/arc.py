@@ -37,12 +37,13 @@ _CMD_ERRORS = {200: "FrameData", 400: "bad body, or the game is over", 401: "mis
 
 _route = partial(Route, tag=TAG, error_schema="ArcError")
 
-ROUTES = [
+ROUTES = (
     _route("arc_games", "GET", "/api/games", "ARC-AGI-3: the games served (one per version).",
            responses={200: "list of game objects"}),
     _route("arc_anonkey", "GET", "/api/games/anonkey",
            "ARC-AGI-3: a new key under an anonymous name (counts against the per-address "
-           "key limit).", responses={200: "{api_key}", 429: "too many keys today"}),
+           "key limit).", responses={200: "{api_key}", 429: "too many keys today"},
+           head=False),  # a GET that creates a key: a HEAD must not
     _route("arc_game", "GET", "/api/games/{game_id}", "ARC-AGI-3: one game by full or base id.",
            responses={200: "the game object", 404: "unknown game"}),
     _route("arc_open", "POST", "/api/scorecard/open",
@@ -69,7 +70,7 @@ ROUTES = [
              f"ARC-AGI-3: {'move ' + 'up down left right'.split()[n - 1] if n in w.MOVES else
                            'a no-op that uses a step'}.", auth=True,
              body=(_GAME_ID, _GUID, *_XY, REASONING), responses=_CMD_ERRORS) for n in range(1, 8)],
-]
+)
 
 
 def _served_game(arena: Arena, requested: str) -> str:

@@ -28,7 +28,7 @@ LEADERBOARD_QUERY = (
     Field("limit", INT, "how many entries", required=False, minimum=1, maximum=1000,
           default=100))
 
-ROUTES = [
+ROUTES = (
     Route("create_key", "POST", "/api/keys",
           "Create a key bound to a unique leaderboard name; the key is shown once.",
           body=(Field("name", STR, "must be 2-40 letters, digits, '_', '.', '-' or spaces, not "
@@ -38,7 +38,7 @@ ROUTES = [
     Route("open_scorecard", "POST", "/api/scorecards",
           "Open a scorecard; it counts against the key's daily allowance.", auth=True,
           responses={200: "the new scorecard", 401: "missing or unknown key",
-                              429: "daily scorecard limit reached"}),
+                     429: "daily scorecard limit reached"}),
     Route("start_game", "POST", "/api/scorecards/{scorecard_id}/games/{game}/start",
           "Start the one session of a game on a scorecard; returns the first Frame.", auth=True,
           query=(Field("parallel", INT, "episodes of the current tier kept in flight",
@@ -80,7 +80,7 @@ ROUTES = [
           responses={200: "the ranking", 422: "bad version or limit"}),
     Route("get_spec", "GET", "/api/spec", "The live numbers of the served set, read from the data.",
           responses={200: "the spec"}),
-]
+)
 
 
 def observation(run: EpisodeRun, images: list[Picture] | None = None) -> dict:

@@ -95,6 +95,7 @@ class Route:
     tag: str = "protocol"
     json_response: bool = True
     error_schema: str = "Error"  # the components schema its refusals follow
+    head: bool = True  # a GET answers HEAD too, unless the GET changes something
 
     def parse_body(self, raw: bytes) -> dict[str, Any]:
         """Decode and check the JSON body; unknown fields are ignored, as clients add their own."""

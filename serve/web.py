@@ -26,16 +26,19 @@ Handler = Callable[[web.Request, Any, Any, dict], Awaitable[web.StreamResponse]]
 
 
 def accepts_gzip(request: web.Request) -> bool:
-    """Whether ``Accept-Encoding`` allows gzip (by name or ``*``) with a weight above zero."""
+    """Whether ``Accept-Encoding`` gives gzip a weight above zero: its own entry (or its
+    ``x-gzip`` alias) wherever it stands, else the ``*`` entry."""
+    weights: dict[str, float] = {}
     for part in request.headers.get("Accept-Encoding", "").lower().split(","):
         coding, *params = (p.strip() for p in part.split(";"))
-        if coding in ("gzip", "*"):
+        coding = "gzip" if coding == "x-gzip" else coding
+        if coding in ("gzip", "*") and coding not in weights:
             weight = next((p[2:] for p in params if p.startswith("q=")), "1")
             try:
-                return float(weight) > 0
+                weights[coding] = float(weight)
             except ValueError:
-                return False
-    return False
+                weights[coding] = 0.0
+    return weights.get("gzip", weights.get("*", 0.0)) > 0
 
 
 def _gzip(data: bytes) -> bytes:
@@ -120,9 +123,10 @@ def bind(app: web.Application, route: Route, handler: Handler) -> None:
 
 def register(app: web.Application, route: Route,
              endpoint: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> None:
-    """Add ``endpoint`` under ``route``'s method, path and name; a GET also answers HEAD."""
+    """Add ``endpoint`` under ``route``'s method, path and name; a GET also answers HEAD
+    unless the route says otherwise."""
     endpoint.__name__ = route.operation
     if route.method == "GET":
-        app.router.add_get(route.path, endpoint, name=route.operation)
+        app.router.add_get(route.path, endpoint, name=route.operation, allow_head=route.head)
     else:
         app.router.add_route(route.method, route.path, endpoint, name=route.operation)

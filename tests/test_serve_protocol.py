@@ -351,7 +351,8 @@ def test_no_response_ever_contains_a_layout_or_a_solution(srv, data):
 
 @pytest.mark.parametrize(("header", "gzip_ok"), [
     ("gzip", True), ("gzip, deflate", True), ("deflate", False), ("gzip;q=0", False),
-    ("gzip; q=0.5", True), ("*", True), ("identity", False), ("br, gzip;q=0.0", False)])
+    ("gzip; q=0.5", True), ("*", True), ("identity", False), ("br, gzip;q=0.0", False),
+    ("*;q=0, gzip", True), ("gzip;q=0, *", False), ("x-gzip", True), ("gzip;q=abc", False)])
 def test_gzip_is_sent_only_when_accept_encoding_allows_it(srv, header, gzip_ok):
     status, headers, raw = api(srv).raw("GET", "/api/openapi.json",
                                         headers={"Accept-Encoding": header})
