@@ -40,8 +40,10 @@ CANDIDATE_SCHEMA = {
 
 @dataclass(frozen=True)
 class _Unit:
+    """One piece of generation work: the slot whose own layouts it draws (and whose band)."""
+
     tier: int
-    index: int
+    slot: int
 
 
 def generate(spec: Spec, seed: int, out: Path, workers: Workers) -> Path:
@@ -64,31 +66,31 @@ def window(slot: int, n_slots: int, k: int) -> range:
 
 def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]]:
     tier = spec.tiers[unit.tier]
-    lo, hi = tier.band(unit.index)
+    lo, hi = tier.band(unit.slot)
     for attempt in range(spec.max_attempts):
-        board = goal_layout(derived_rng(seed, unit.tier, unit.index, attempt, LAYOUT),
+        board = goal_layout(derived_rng(seed, unit.tier, unit.slot, attempt, LAYOUT),
                             spec.height, spec.width, tier.wall_density, tier.crates)
         if board is None:
             continue
         sset = solvable_set(board)
-        rng = derived_rng(seed, unit.tier, unit.index, attempt, START)
         if sset.max_distance < lo:
             continue
+        rng = derived_rng(seed, unit.tier, unit.slot, attempt, START)
         rows = []
-        for slot in window(unit.index, tier.levels, spec.candidates_per_slot):
+        for slot in window(unit.slot, tier.levels, spec.candidates_per_slot):
             s_lo, s_hi = tier.band(slot)
             start = _near_centre(sset, rng, s_lo, s_hi)
             if start is None:
-                if slot == unit.index:
+                if slot == unit.slot:
                     break
                 continue
             level = board.with_start(start)
-            rows.append(candidate_row(unit.tier, slot, unit.index, attempt, (s_lo, s_hi), level,
+            rows.append(candidate_row(unit.tier, slot, unit.slot, attempt, (s_lo, s_hi), level,
                                       sset.distance(start)))
         else:
             return rows
     raise PipelineError(
-        f"tier {unit.tier} slot {unit.index}: no layout in {spec.max_attempts} attempts has a "
+        f"tier {unit.tier} slot {unit.slot}: no layout in {spec.max_attempts} attempts has a "
         f"start state with optimum in [{lo}, {hi}] ({tier.crates} crates, wall density "
         f"{tier.wall_density}); widen the band or raise max_attempts")
 
@@ -102,22 +104,22 @@ def _near_centre(sset: SolvableSet, rng: np.random.Generator, lo: int, hi: int) 
 
 def _scatter_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]]:
     tier = spec.tiers[unit.tier]
-    band = tier.band(unit.index)
+    band = tier.band(unit.slot)
     rows: list[tuple[Any, ...]] = []
     for attempt in range(spec.max_attempts):
-        level = scatter_level(derived_rng(seed, unit.tier, unit.index, attempt, LAYOUT),
+        level = scatter_level(derived_rng(seed, unit.tier, unit.slot, attempt, LAYOUT),
                               spec.height, spec.width, tier.wall_density, tier.crates)
         if level is None:
             continue
         result = forward_solve(level, max_states=SCATTER_MAX_STATES)
         if result.status == "solved" and band[0] <= result.moves <= band[1]:
-            rows.append(candidate_row(unit.tier, unit.index, unit.index, attempt, band, level,
+            rows.append(candidate_row(unit.tier, unit.slot, unit.slot, attempt, band, level,
                                       result.moves))
             if len(rows) == spec.candidates_per_slot:
                 break
     if not rows:
         raise PipelineError(
-            f"tier {unit.tier} slot {unit.index}: no scattered board in {spec.max_attempts} "
+            f"tier {unit.tier} slot {unit.slot}: no scattered board in {spec.max_attempts} "
             f"attempts has its optimum in [{band[0]}, {band[1]}]; widen the band or raise "
             "max_attempts")
     return rows
