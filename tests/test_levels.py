@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.levels import (
     MAX_CRATES,
@@ -117,3 +119,14 @@ def test_canonical_id_tells_different_levels_apart():
     b = parse_xsb("#####\n#@  #\n# $.#\n#   #\n#####")
     assert canonical_id(a) != canonical_id(b)
     assert wall_layout_id(a) == wall_layout_id(b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="# $.*@+-_\n;\r\t", max_size=80))
+def test_any_text_either_parses_to_levels_that_round_trip_or_is_refused_in_words(tail):
+    try:
+        levels = parse_levels(SIMPLE + "\n" + tail)
+    except LevelError as e:
+        assert str(e)
+        return
+    assert parse_levels(write_levels(levels)) == levels
