@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from serve.app import build_app
 from serve.dataset import load_version
@@ -21,10 +22,26 @@ from serve.play import Arena
 from serve.sqlite_store import SQLiteStore
 
 
+class MalformedRequests(logging.Filter):
+    """aiohttp logs an unparseable request with a traceback quoting the offending bytes,
+    which may be a header holding a key; such a request is the client's fault, so its
+    record keeps one line naming the fault and drops the traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        fault = record.exc_info[1] if record.exc_info else None
+        if isinstance(fault, HttpProcessingError) and 400 <= (fault.code or 400) < 500:
+            record.msg = f"{record.getMessage()}: malformed HTTP ({type(fault).__name__})"
+            record.args = ()
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info = record.exc_text = None
+        return True
+
+
 def serve_forever(root: str | Path, version: str, db: str, host: str, port: int,
                   limits: Limits, synchronous: str = "NORMAL") -> None:
     """Load ``version`` from ``root`` and serve it until SIGINT or SIGTERM."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("aiohttp.server").addFilter(MalformedRequests())
     t0 = time.perf_counter()
     served = load_version(Path(root), version)
     loaded = time.perf_counter() - t0

@@ -102,6 +102,9 @@ async def errors_as_json(request: web.Request, handler: Callable) -> web.StreamR
         if "Allow" in e.headers:  # a 405 says which methods the path does take
             response.headers["Allow"] = e.headers["Allow"]
         return response
+    except ConnectionResetError:
+        # the client went away mid-request: not a fault of ours, and nobody reads the answer
+        return error(request, 400, "the connection was lost before the request arrived")
     except Exception:
         log.exception("unexpected fault on %s %s", request.method, request.path)
         return error(request, 500, "internal error; retry, and report it if it persists")

@@ -372,3 +372,46 @@ def test_head_is_answered_wherever_get_is_and_a_405_names_the_allowed_methods(sr
     assert status == 405 and set(headers["Allow"].split(",")) == {"GET", "HEAD"}
     status, headers, _ = anon.raw("GET", "/api/keys")
     assert status == 405 and headers["Allow"] == "POST"
+
+
+def test_a_malformed_request_is_logged_in_one_line_without_the_bytes_it_sent():
+    import logging
+    import sys
+
+    from aiohttp.http_exceptions import LineTooLong
+
+    from serve.run import MalformedRequests
+
+    def logged(fault: BaseException) -> logging.LogRecord:
+        try:
+            raise fault
+        except BaseException:
+            record = logging.LogRecord("aiohttp.server", logging.ERROR, __file__, 1,
+                                       "Error handling request from %s", ("127.0.0.1",),
+                                       sys.exc_info())
+        assert MalformedRequests().filter(record)
+        return record
+
+    record = logged(LineTooLong("X-API-Key: lsk-secret" + "a" * 9000, "8190"))
+    text = logging.Formatter().format(record)
+    assert "lsk-secret" not in text and "Traceback" not in text
+    assert text.startswith("Error handling request from 127.0.0.1: malformed HTTP")
+    assert record.levelno == logging.WARNING
+    fault = logged(RuntimeError("a real fault"))  # the server's own faults keep their traceback
+    assert fault.levelno == logging.ERROR and "Traceback" in logging.Formatter().format(fault)
+
+
+def test_a_client_that_hangs_up_mid_body_is_not_logged_as_a_fault(srv, caplog):
+    import logging
+    import socket
+    import time
+
+    host, port = srv.base.removeprefix("http://").split(":")
+    with caplog.at_level(logging.WARNING, logger="sokoforge.serve"):
+        conn = socket.create_connection((host, int(port)))
+        conn.sendall(b'POST /api/keys HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{"na')
+        conn.close()
+        deadline = time.monotonic() + 1.0  # the server notices the hang-up on its own time
+        while time.monotonic() < deadline and not caplog.records:
+            time.sleep(0.05)
+    assert [r.getMessage() for r in caplog.records] == []
