@@ -51,6 +51,7 @@ bench: install
 	$(PY) benchmarks/planner.py
 	$(PY) benchmarks/build.py
 	$(PY) benchmarks/serve.py
+	$(PY) benchmarks/arc.py
 
 clean-cache:
 	rm -rf .numba_cache
