@@ -36,6 +36,7 @@ from engine.rules import (
     delta,
     is_free,
     moved_crate,
+    step_kernel,
 )
 
 UNSEEN = 0xFFFF
@@ -224,3 +225,46 @@ def solvable_set(level: Level, max_size: int = MAX_SET_INDEX) -> SolvableSet:
     if values.size and values.max() < 255:
         values = values.astype(np.uint8)
     return SolvableSet(level, index, words, prefix, values)
+
+
+@njit(cache=True)
+def descend_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_id: np.ndarray,
+                   n_floor: int, binom: np.ndarray, words: np.ndarray, prefix: np.ndarray,
+                   distances: np.ndarray, player: int, crates: np.ndarray) -> np.ndarray:
+    """An optimal solution from (player, crates), as actions: each step goes to a successor
+    one move closer to solved (the first in action order), so the result is deterministic."""
+    pos = position_kernel(words, prefix, rank(cell_id, floor_id, binom, n_floor, player,
+                                              crates))
+    if pos < 0:
+        return np.empty(0, np.int8)
+    d = int(distances[pos])
+    out = np.empty(d, np.int8)
+    work = np.empty(crates.size, np.int64)
+    for i in range(d):
+        for a in range(4):
+            work[:] = crates
+            q, _ = step_kernel(board, width, player, work, a)
+            if q == player:
+                continue
+            p = position_kernel(words, prefix, rank(cell_id, floor_id, binom, n_floor, q,
+                                                    work))
+            if p >= 0 and distances[p] == d - 1 - i:
+                out[i] = a
+                player = q
+                crates[:] = work
+                break
+    return out
+
+
+def optimal_actions(sset: SolvableSet, state: State | None = None) -> list[int]:
+    """Actions of one optimal solution from ``state`` (default: the start); empty when the
+    state is solved or cannot be solved."""
+    level = sset.level
+    state = level.start if state is None else state
+    if sset.index.index_of(state) < 0:
+        return []
+    ix = sset.index
+    path = descend_kernel(board_array(level), level.width, ix.cell_id, ix.floor_id,
+                          ix.floor_cells.size, ix.binom, sset.words, sset.prefix,
+                          sset.distances, state.player, np.array(state.crates, np.int64))
+    return [int(a) for a in path]

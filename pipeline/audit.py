@@ -15,10 +15,13 @@ import polars as pl
 
 from engine.levels import Level, LevelError, canonical_id, parse_xsb
 from engine.planner import plan
+from engine.reverse import solvable_set
 from engine.rules import ACTIONS, step
 from engine.solver import solve
 from pipeline.errors import PipelineError
+from pipeline.grade import first_push_traps
 from pipeline.manifest import read_manifest
+from pipeline.solve import SOLVE_MAX_STATES
 from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet, sha256_file
 
@@ -89,7 +92,8 @@ def load_version(root: Path, version: str) -> VersionFacts:
         raise PipelineError(f"{folder / LEVELS_FILE}: a level does not parse ({e})") from None
     solved_moves, planner_ok, planner_steps, ids = [], [], [], []
     for level, budget in zip(levels, table["max_steps"], strict=True):
-        result = solve(level)
+        # the build's own bound: a 10x10 level may need more states than the solver's default
+        result = solve(level, max_states=SOLVE_MAX_STATES)
         solved_moves.append(result.moves if result.status == "solved" else None)
         outcome = plan(level, int(budget))
         planner_ok.append(outcome.solved)
@@ -212,6 +216,17 @@ def check_crates(facts: VersionFacts) -> Check:
     return Check("crates per tier as the spec says", not bad, tuple(bad))
 
 
+def check_traps(facts: VersionFacts) -> Check:
+    """Every level has the spec's number of first pushes into a dead state (recounted)."""
+    want = facts.spec.min_first_push_traps
+    bad = []
+    for r, level in zip(_rows(facts), facts.levels, strict=True):
+        traps = first_push_traps(level, solvable_set(level))
+        if traps < want:
+            bad.append(f"level {r['index']}: {traps} first-push traps, spec needs {want}")
+    return Check(f"at least {want} first-push trap(s) per level", not bad, tuple(bad))
+
+
 def check_difficulty_order(facts: VersionFacts) -> Check:
     """Within each tier, difficulty never decreases along play order."""
     bad = []
@@ -262,6 +277,8 @@ def audit(root: Path, version: str, against: str | None = None) -> AuditResult:
         check_difficulty_order(facts),
         check_unique_ids(facts, root),
     ]
+    if facts.spec.min_first_push_traps:
+        checks.append(check_traps(facts))
     other = load_version(root, against) if against else None
     return AuditResult(facts, checks, other)
 

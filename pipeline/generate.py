@@ -18,17 +18,20 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from engine.index import StateSpaceTooLarge
 from engine.levels import Level, State, canonical_id, to_xsb, wall_layout_id
 from engine.reverse import SolvableSet, solvable_set
 from engine.solver import solve as forward_solve
 from pipeline.errors import PipelineError
+from pipeline.grade import first_push_traps
 from pipeline.layouts import goal_layout, scatter_level
 from pipeline.seeds import LAYOUT, START, derived_rng
-from pipeline.spec import Spec
+from pipeline.spec import Spec, Tier
 from pipeline.tables import write_parquet
 from pipeline.workers import Workers
 
 SCATTER_MAX_STATES = 2_000_000
+TRAP_DRAWS = 8  # starts drawn per slot from one layout when the spec asks for first-push traps
 
 CANDIDATE_SCHEMA = {
     "tier": pl.Int8, "slot": pl.Int16, "layout": pl.Int16, "attempt": pl.Int16,
@@ -72,14 +75,17 @@ def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]
                             spec.height, spec.width, tier.wall_density, tier.crates)
         if board is None:
             continue
-        sset = solvable_set(board)
+        try:
+            sset = solvable_set(board)
+        except StateSpaceTooLarge:
+            continue  # this layout's solvable states would not fit the search: draw another
         if sset.max_distance < lo:
             continue
         rng = derived_rng(seed, unit.tier, unit.slot, attempt, START)
         rows = []
         for slot in window(unit.slot, tier.levels, spec.candidates_per_slot):
             s_lo, s_hi = tier.band(slot)
-            start = _near_centre(sset, rng, s_lo, s_hi)
+            start = draw_start(sset, rng, tier, (s_lo, s_hi), spec.min_first_push_traps)
             if start is None:
                 if slot == unit.slot:
                     break
@@ -93,6 +99,21 @@ def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]
         f"tier {unit.tier} slot {unit.slot}: no layout in {spec.max_attempts} attempts has a "
         f"start state with optimum in [{lo}, {hi}] ({tier.crates} crates, wall density "
         f"{tier.wall_density}); widen the band or raise max_attempts")
+
+
+def draw_start(sset: SolvableSet, rng: np.random.Generator, tier: Tier, band: tuple[int, int],
+               min_traps: int = 0) -> State | None:
+    """A start in ``band`` for a slot of ``tier``: near the centre of a ramp's band, anywhere
+    in a flat one; with ``min_traps``, one of a few draws that has that many first-push traps.
+    """
+    for _ in range(TRAP_DRAWS if min_traps else 1):
+        start = (sset.sample_start(rng, *band) if tier.flat
+                 else _near_centre(sset, rng, *band))
+        if start is None or not min_traps:
+            return start
+        if first_push_traps(sset.level.with_start(start), sset) >= min_traps:
+            return start
+    return None
 
 
 def _near_centre(sset: SolvableSet, rng: np.random.Generator, lo: int, hi: int) -> State | None:

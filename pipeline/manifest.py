@@ -16,6 +16,7 @@ from pipeline.errors import PipelineError
 from pipeline.tables import sha256_file, write_text
 
 FORMAT = 1
+HIDDEN = "hidden"
 _LIBRARIES = ("numpy", "numba", "ortools", "polars", "pyarrow")
 # The fields readers rely on, as paths into the JSON: checked once when a manifest is read.
 _REQUIRED = (("version",), ("spec",), ("seed_source",), ("seed_commitment", "salt"),
@@ -51,7 +52,15 @@ def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt:
     }
     if public_seed is not None:
         manifest["public_seed"] = str(public_seed)
+    if spec.get("visibility", HIDDEN) != HIDDEN:
+        manifest["visibility"] = spec["visibility"]
     return manifest
+
+
+def visibility(manifest: dict[str, Any]) -> str:
+    """``public`` (its levels may be shipped) or ``hidden``; a manifest that does not say is
+    hidden: every version made before the field existed was a hidden set."""
+    return str(manifest.get("visibility", HIDDEN))
 
 
 def write_manifest(manifest: dict[str, Any], path: Path) -> None:

@@ -1,9 +1,10 @@
 """Stage 4, select: exactly one candidate per slot, chosen by OR-tools CP-SAT.
 
-Constraints: the tier's crate count, the optimum inside the slot's band, no two levels sharing
-a canonical id (under the 8 symmetries) or a wall layout, no canonical id of another version.
-Objective: each optimum as close as possible to its band's centre. ``choose`` holds the model
-alone (table, slots, costs) so that other selections, such as rotation, reuse it.
+Constraints: the tier's crate count, the optimum inside the slot's band, the spec's first-push
+traps, no two levels sharing a canonical id (under the 8 symmetries) or (unless the spec
+allows it) a wall layout, no canonical id of another version. Objective: each optimum as
+close as possible to its band's centre (any optimum in a flat band). ``choose`` holds the
+model alone (table, slots, costs) so that other selections, such as rotation, reuse it.
 """
 
 from __future__ import annotations
@@ -34,14 +35,21 @@ def select(graded: Path, out: Path, spec: Spec, exclude_ids: frozenset[str],
     eligible = df.filter(
         (pl.col("n_crates") == pl.col("tier").replace_strict(crates, return_dtype=pl.Int8))
         & pl.col("optimal_moves").is_between(pl.col("band_lo"), pl.col("band_hi"))
+        & (pl.col("first_push_traps") >= spec.min_first_push_traps)
         & ~pl.col("canonical_id").is_in(sorted(exclude_ids))
         & ~pl.col("wall_layout_id").is_in(sorted(exclude_layouts)))
-    # Twice the distance to the band's centre keeps the cost an integer.
-    cost = (2 * pl.col("optimal_moves").cast(pl.Int64)
-            - pl.col("band_lo").cast(pl.Int64) - pl.col("band_hi").cast(pl.Int64)).abs()
+    # Twice the distance to the band's centre keeps the cost an integer; a flat tier's
+    # levels are spread over its band, so any optimum inside it costs nothing.
+    flat = [i for i, t in enumerate(spec.tiers) if t.flat]
+    cost = pl.when(pl.col("tier").is_in(flat)).then(0).otherwise(
+        (2 * pl.col("optimal_moves").cast(pl.Int64)
+         - pl.col("band_lo").cast(pl.Int64) - pl.col("band_hi").cast(pl.Int64)).abs())
     eligible = eligible.with_columns(cost.alias("cost"))
+    distinct = ("canonical_id", "wall_layout_id") if spec.distinct_wall_layouts \
+        else ("canonical_id",)
     chosen = choose(eligible, spec.slots(), eligible["cost"].to_list(),
-                    enlarge="raise candidates_per_slot or max_attempts in the spec")
+                    enlarge="raise candidates_per_slot or max_attempts in the spec",
+                    distinct=distinct)
     picked = eligible[chosen].drop("row", "cost")
     ordered = picked.sort(["tier", "difficulty", "slot"], maintain_order=True)
     ordered = ordered.with_columns(pl.int_range(0, ordered.height, dtype=pl.Int16).alias("index"))
@@ -50,11 +58,12 @@ def select(graded: Path, out: Path, spec: Spec, exclude_ids: frozenset[str],
 
 
 def choose(table: pl.DataFrame, slots: list[tuple[int, int]], costs: list[int],
-           enlarge: str) -> list[int]:
+           enlarge: str, distinct: Sequence[str] = ("canonical_id", "wall_layout_id")
+           ) -> list[int]:
     """Row positions of ``table``, one per (tier, slot), minimising the summed ``costs``.
 
     ``table`` holds only eligible candidates and has columns tier, slot, canonical_id and
-    wall_layout_id; no two chosen rows share a canonical id or a wall layout. Raises
+    wall_layout_id; no two chosen rows share a value of a ``distinct`` column. Raises
     ``PipelineError`` naming the slots that cannot be filled and saying to ``enlarge``.
     """
     by_slot: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -65,11 +74,11 @@ def choose(table: pl.DataFrame, slots: list[tuple[int, int]], costs: list[int],
     if empty:
         raise PipelineError(f"selection: no eligible candidate for {_name_slots(empty)}; "
                             f"{enlarge}")
-    model, x = distinct_model(table, slots, by_slot)
+    model, x = distinct_model(table, slots, by_slot, distinct=distinct)
     model.minimize(sum(costs[i] * var for i, var in x.items()))
     status, solver = solve_model(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        unfilled = unfillable_slots(table, slots, by_slot)
+        unfilled = unfillable_slots(table, slots, by_slot, distinct)
         raise PipelineError(
             f"selection infeasible: {_name_slots(unfilled)} cannot get a level distinct from"
             f" the others (canonical id or wall layout already used); {enlarge}")
@@ -77,11 +86,13 @@ def choose(table: pl.DataFrame, slots: list[tuple[int, int]], costs: list[int],
 
 
 def distinct_model(table: pl.DataFrame, slots: Sequence[Hashable],
-                   by_slot: Mapping[Hashable, list[int]], exact: bool = True
+                   by_slot: Mapping[Hashable, list[int]], exact: bool = True,
+                   distinct: Sequence[str] = ("canonical_id", "wall_layout_id")
                    ) -> tuple[cp_model.CpModel, dict[int, cp_model.IntVar]]:
     """One boolean per row of ``by_slot``'s lists: one (or at most one) per slot, distinct.
 
-    No two true rows share ``table``'s canonical_id or wall_layout_id; rotation reuses it.
+    No two true rows share a value of ``table``'s ``distinct`` columns (by default the
+    canonical id and the wall layout); rotation reuses it.
     """
     model = cp_model.CpModel()
     x = {i: model.new_bool_var(f"x{i}") for s in slots for i in by_slot.get(s, [])}
@@ -91,7 +102,7 @@ def distinct_model(table: pl.DataFrame, slots: Sequence[Hashable],
             model.add_exactly_one(members)
         else:
             model.add_at_most_one(members)
-    for column in ("canonical_id", "wall_layout_id"):
+    for column in distinct:
         groups: dict[str, list[int]] = defaultdict(list)
         for i, key in enumerate(table[column].to_list()):
             if i in x:
@@ -120,9 +131,11 @@ def solve_model(model: cp_model.CpModel, linearization_level: int = 1
 
 
 def unfillable_slots(table: pl.DataFrame, slots: Sequence[Hashable],
-                     by_slot: Mapping[Hashable, list[int]]) -> list[Hashable]:
+                     by_slot: Mapping[Hashable, list[int]],
+                     distinct: Sequence[str] = ("canonical_id", "wall_layout_id")
+                     ) -> list[Hashable]:
     """Slots left empty by the largest selection that fills as many slots as possible."""
-    model, x = distinct_model(table, slots, by_slot, exact=False)
+    model, x = distinct_model(table, slots, by_slot, exact=False, distinct=distinct)
     model.maximize(sum(x.values()))
     status, solver = solve_model(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):

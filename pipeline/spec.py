@@ -16,10 +16,12 @@ from pipeline.errors import PipelineError
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 METHODS = ("goal_first", "scatter")
+VISIBILITIES = ("hidden", "public")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
-               "budget", "tiers"}
-_TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end"}
-_BUDGET_FIELDS = {"multiple", "floor"}
+               "budget", "tiers", "visibility", "min_first_push_traps",
+               "distinct_wall_layouts"}
+_TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end", "band"}
+_BUDGET_FIELDS = {"multiple", "floor", "fixed"}
 
 
 class SpecError(PipelineError):
@@ -28,16 +30,23 @@ class SpecError(PipelineError):
 
 @dataclass(frozen=True)
 class Tier:
-    """One difficulty tier: its size, crate count, wall density and band ramp."""
+    """One difficulty tier: its size, crate count, wall density and band ramp.
+
+    A ``flat`` tier has one band for every slot (``band = [lo, hi]`` in TOML): its levels are
+    spread over the band rather than held to a sliding centre.
+    """
 
     levels: int
     crates: int
     wall_density: float
     band_start: tuple[int, int]
     band_end: tuple[int, int]
+    flat: bool = False
 
     def band(self, slot: int) -> tuple[int, int]:
         """The optimal-moves band of ``slot``: linear from start to end, hi >= lo + 2."""
+        if self.flat:
+            return self.band_start
         t = slot / (self.levels - 1) if self.levels > 1 else 0.0
         lo = round(self.band_start[0] + t * (self.band_end[0] - self.band_start[0]))
         hi = round(self.band_start[1] + t * (self.band_end[1] - self.band_start[1]))
@@ -46,7 +55,15 @@ class Tier:
 
 @dataclass(frozen=True)
 class Spec:
-    """A whole game: board size, generation method, tiers and the step-budget rule."""
+    """A whole game: board size, generation method, tiers and the step-budget rule.
+
+    ``budget_fixed`` > 0 gives every level that budget instead of the multiple of its
+    optimum; ``min_first_push_traps`` is how many first pushes of each level must lead into
+    a dead state; ``distinct_wall_layouts`` false lets levels share a wall layout (a small
+    board has too few layouts for a large set); ``visibility`` says whether its versions may
+    be shipped (``public``: seed in the manifest) or are a hidden set. The defaults are the
+    game as it was before them.
+    """
 
     name: str
     height: int
@@ -57,6 +74,10 @@ class Spec:
     budget_multiple: int
     budget_floor: int
     tiers: tuple[Tier, ...]
+    budget_fixed: int = 0
+    min_first_push_traps: int = 0
+    visibility: str = "hidden"
+    distinct_wall_layouts: bool = True
 
     @property
     def n_levels(self) -> int:
@@ -68,19 +89,41 @@ class Spec:
 
     def max_steps(self, optimal_moves: int) -> int:
         """The episode's step budget for a level with this optimum."""
+        if self.budget_fixed:
+            return self.budget_fixed
         return max(self.budget_floor, self.budget_multiple * optimal_moves)
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as plain data, in the shape of its TOML file (for manifests)."""
-        return {
+        """The spec as plain data, in the shape of its TOML file (for manifests).
+
+        Fields added later appear only when they differ from their default, so a spec
+        written before them keeps the same plain form (and its versions the same manifest).
+        """
+        budget = ({"fixed": self.budget_fixed} if self.budget_fixed else
+                  {"multiple": self.budget_multiple, "floor": self.budget_floor})
+        data: dict[str, Any] = {
             "name": self.name, "height": self.height, "width": self.width,
             "method": self.method, "candidates_per_slot": self.candidates_per_slot,
-            "max_attempts": self.max_attempts,
-            "budget": {"multiple": self.budget_multiple, "floor": self.budget_floor},
-            "tiers": [{"levels": t.levels, "crates": t.crates, "wall_density": t.wall_density,
-                       "band_start": list(t.band_start), "band_end": list(t.band_end)}
-                      for t in self.tiers],
+            "max_attempts": self.max_attempts, "budget": budget,
+            "tiers": [_tier_dict(t) for t in self.tiers],
         }
+        if self.min_first_push_traps:
+            data["min_first_push_traps"] = self.min_first_push_traps
+        if self.visibility != "hidden":
+            data["visibility"] = self.visibility
+        if not self.distinct_wall_layouts:
+            data["distinct_wall_layouts"] = False
+        return data
+
+
+def _tier_dict(tier: Tier) -> dict[str, Any]:
+    data: dict[str, Any] = {"levels": tier.levels, "crates": tier.crates,
+                            "wall_density": tier.wall_density}
+    if tier.flat:
+        data["band"] = list(tier.band_start)
+    else:
+        data["band_start"], data["band_end"] = list(tier.band_start), list(tier.band_end)
+    return data
 
 
 def load_spec(name_or_path: str | Path) -> Spec:
@@ -111,8 +154,25 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
     attempts = _int(data, "max_attempts", source, 1, 100_000)
     budget = _get(data, "budget", dict, source)
     _no_unknown(budget, _BUDGET_FIELDS, f"{source} [budget]")
-    multiple = _int(budget, "multiple", f"{source} [budget]", 1, 100)
-    floor = _int(budget, "floor", f"{source} [budget]", 0, 30_000)
+    if "fixed" in budget:
+        if set(budget) != {"fixed"}:
+            raise SpecError(f"{source} [budget]: field 'fixed' excludes 'multiple' and "
+                            "'floor' (a fixed budget is the same for every level)")
+        fixed, multiple, floor = _int(budget, "fixed", f"{source} [budget]", 1, 30_000), 3, 0
+    else:
+        fixed = 0
+        multiple = _int(budget, "multiple", f"{source} [budget]", 1, 100)
+        floor = _int(budget, "floor", f"{source} [budget]", 0, 30_000)
+    visibility = _get(data, "visibility", str, source) if "visibility" in data else "hidden"
+    if visibility not in VISIBILITIES:
+        raise SpecError(f"{source}: field 'visibility' is {visibility!r}; expected one of "
+                        f"{VISIBILITIES}")
+    traps = _int(data, "min_first_push_traps", source, 0, 64) \
+        if "min_first_push_traps" in data else 0
+    distinct = data.get("distinct_wall_layouts", True)
+    if not isinstance(distinct, bool):
+        raise SpecError(f"{source}: field 'distinct_wall_layouts' is {distinct!r}; expected "
+                        "true or false")
     raw_tiers = _get(data, "tiers", list, source)
     if not raw_tiers:
         raise SpecError(f"{source}: field 'tiers' is empty; a game needs at least one tier")
@@ -131,11 +191,19 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
         if free < 2 * crates + 1:
             raise SpecError(f"{where}: field 'wall_density' {density} leaves {free} floor cells"
                             f" on {height}x{width}, too few for {crates} crates")
+        if "band" in raw:
+            if "band_start" in raw or "band_end" in raw:
+                raise SpecError(f"{where}: field 'band' (flat) excludes 'band_start' and "
+                                "'band_end' (a ramp)")
+            start = end = _band(raw, "band", where)
+        else:
+            start, end = _band(raw, "band_start", where), _band(raw, "band_end", where)
         tiers.append(Tier(
             levels=_int(raw, "levels", where, 1, 10_000), crates=crates,
-            wall_density=float(density),
-            band_start=_band(raw, "band_start", where), band_end=_band(raw, "band_end", where)))
-    return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers))
+            wall_density=float(density), band_start=start, band_end=end, flat="band" in raw))
+    return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers),
+                budget_fixed=fixed, min_first_push_traps=traps, visibility=visibility,
+                distinct_wall_layouts=distinct)
 
 
 def _no_unknown(data: dict[str, Any], known: set[str], where: str) -> None:

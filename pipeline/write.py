@@ -1,6 +1,6 @@
 """Stage 5, write: ``levels.parquet`` in play order with the column types of the format.
 
-Budgets follow the spec's rule, ``max(floor, multiple * optimal_moves)``.
+Budgets follow the spec's rule, ``max(floor, multiple * optimal_moves)`` or its fixed budget.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ def write(selected: Path, out: Path, spec: Spec) -> Path:
     if df.height != spec.n_levels:
         raise PipelineError(f"write: selection holds {df.height} levels, the spec "
                             f"{spec.name} needs {spec.n_levels}")
-    budget = pl.max_horizontal(pl.lit(spec.budget_floor, dtype=pl.Int32),
-                               spec.budget_multiple * pl.col("optimal_moves").cast(pl.Int32))
-    df = df.with_columns(budget.alias("max_steps")).sort("index")
+    budget = pl.Series("max_steps", [spec.max_steps(m) for m in df["optimal_moves"].to_list()],
+                       dtype=pl.Int32)
+    df = df.with_columns(budget).sort("index")
     if df["max_steps"].max() > 32767:
         raise PipelineError("write: a step budget exceeds int16; lower the budget multiple")
     levels = df.select([pl.col(name).cast(dtype) for name, dtype in LEVEL_COLUMNS.items()])

@@ -1,0 +1,205 @@
+"""Episodes played and drawn at speed: one numba loop steps the rules and paints each frame.
+
+Every look draws a board cell by cell (DESIGN.md, "Observations and looks"), so a level's
+frames are made of per-cell tiles. ``TileAtlas.for_level`` cuts those tiles out of pictures
+drawn by the look's own function (``draw``) for the level itself: empty, crate and player on
+every floor cell. ``play_kernel`` then applies each action with the engine's ``step_kernel``
+and repaints only the cells that changed. ``TileAtlas.for_level`` checks the start frame it
+composes against the look's drawing, so a look that is not cell by cell is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from engine.levels import Level, State
+from engine.render import SIZE
+from engine.render import render as _arc_render
+from engine.render import render_goal as _arc_render_goal
+from engine.rules import GOAL, board_array, step_kernel
+
+EMPTY, CRATE, PLAYER = 0, 1, 2  # the contents a floor cell's tile is drawn with
+NO_ACTION = -1  # the action column of an episode's last frame
+LOOK = "arc"  # the look ``draw`` and ``draw_goal`` use
+
+
+def draw(level: Level, state: State | None = None) -> np.ndarray:
+    """The (64, 64, 3) uint8 observation of ``state`` (default: the start) in the look."""
+    return _arc_render(level, state)
+
+
+def draw_goal(level: Level) -> np.ndarray:
+    """The goal picture (every crate on a goal, no player) in the look."""
+    return _arc_render_goal(level)
+
+
+class LookNotCellLocal(ValueError):
+    """The look drew a picture that tiles cut from its own drawings do not reproduce."""
+
+
+@dataclass(frozen=True, eq=False)
+class TileAtlas:
+    """A level's tiles: ``tiles[cell, content]`` is the picture of a floor cell holding
+    nothing, a crate or the player, as t rows of t*3 bytes; ``origin[cell]`` is the byte
+    offset of its top-left pixel in a flat frame."""
+
+    level: Level
+    origin: np.ndarray
+    tiles: np.ndarray
+    start_frame: np.ndarray
+
+    @classmethod
+    def for_level(cls, level: Level,
+                  drawer: Callable[[Level, State | None], np.ndarray] = draw) -> TileAtlas:
+        """Cut the tiles of ``level`` from ``drawer``'s pictures (one per floor cell, plus two
+        with crates everywhere) and check the composed start frame against ``drawer``'s."""
+        h, w = level.height, level.width
+        t = SIZE // max(h, w)
+        top, left = (SIZE - h * t) // 2, (SIZE - w * t) // 2
+        rows, cols = np.divmod(np.arange(h * w), w)
+        ys, xs = top + rows * t, left + cols * t
+        floor = np.flatnonzero(level.floor.ravel())
+        tiles = np.zeros((h * w, 3, t, t * 3), np.uint8)
+
+        def cut(picture: np.ndarray, cells: np.ndarray, content: int) -> None:
+            for c in cells.tolist():
+                tiles[c, content] = picture[ys[c]:ys[c] + t, xs[c]:xs[c] + t].reshape(t, -1)
+
+        for cell in floor.tolist():
+            alone = draw_state(drawer, level, State(cell, ()))
+            cut(alone, np.array([cell]), PLAYER)
+            if cell == floor[0]:
+                cut(alone, floor[1:], EMPTY)
+            elif cell == floor[1]:
+                cut(alone, floor[:1], EMPTY)
+        for player, others in ((floor[0], floor[1:]), (floor[1], floor[:1])):
+            crowded = draw_state(drawer, level, State(int(player), tuple(others.tolist())))
+            cut(crowded, others, CRATE)
+        frame = draw_state(drawer, level, level.start).reshape(-1)
+        origin = ((ys * SIZE + xs) * 3).astype(np.int64)
+        atlas = cls(level, origin, tiles, frame)
+        composed = frame.copy()
+        for cell in floor.tolist():
+            _paint(composed, tiles, origin, cell, EMPTY)
+        atlas.paint_state(composed, level.start)
+        if not np.array_equal(composed, frame):
+            raise LookNotCellLocal("the look's start frame differs from its tiles: it does not"
+                                   " draw cell by cell, so frames cannot be composed")
+        return atlas
+
+    def frame(self, state: State) -> np.ndarray:
+        """The flat picture (64 * 64 * 3 bytes) of any state of the level, from the tiles."""
+        if state == self.level.start:
+            return self.start_frame
+        out = self.start_frame.copy()
+        start = self.level.start
+        for cell in (start.player, *start.crates):
+            _paint(out, self.tiles, self.origin, cell, EMPTY)
+        self.paint_state(out, state)
+        return out
+
+    def paint_state(self, frame: np.ndarray, state: State) -> None:
+        """Paint the crates and the player of ``state`` into a flat frame."""
+        for cell in state.crates:
+            _paint(frame, self.tiles, self.origin, cell, CRATE)
+        _paint(frame, self.tiles, self.origin, state.player, PLAYER)
+
+
+def draw_state(drawer: Callable[[Level, State | None], np.ndarray], level: Level,
+               state: State) -> np.ndarray:
+    """``drawer``'s picture of any arrangement on the board (crate count free)."""
+    return np.ascontiguousarray(drawer(level, state), dtype=np.uint8)
+
+
+@njit(cache=True)
+def _paint(frame: np.ndarray, tiles: np.ndarray, origin: np.ndarray, cell: int,
+           content: int) -> None:
+    """Copy ``tiles[cell, content]`` (t rows of t*3 bytes) into a flat frame at the cell's
+    flat byte offset ``origin[cell]``."""
+    for dy in range(tiles.shape[2]):
+        base = origin[cell] + dy * SIZE * 3
+        for i in range(tiles.shape[3]):
+            frame[base + i] = tiles[cell, content, dy, i]
+
+
+@njit(cache=True)
+def _copy(src: np.ndarray, dst: np.ndarray) -> None:
+    for i in range(src.size):
+        dst[i] = src[i]
+
+
+@njit(cache=True)
+def _solved(board: np.ndarray, crates: np.ndarray) -> bool:
+    for i in range(crates.size):
+        if board[crates[i]] & GOAL == 0:
+            return False
+    return True
+
+
+@njit(cache=True)
+def play_kernel(board: np.ndarray, width: int, player: int, crates: np.ndarray,
+                actions: np.ndarray, tiles: np.ndarray, origin: np.ndarray,
+                start_frame: np.ndarray, frames: np.ndarray, taken: np.ndarray,
+                pushed: np.ndarray, invalid: np.ndarray) -> tuple[int, bool, int]:
+    """Play ``actions`` from (player, crates), stopping once solved; ``crates`` (sorted) ends
+    as the last state. Fills ``frames[0..n]`` (n actions taken) and, per frame, the action
+    taken from it (``NO_ACTION`` on the last), whether it pushed, whether it was a no-op.
+    Returns (n, solved, the last player cell)."""
+    _copy(start_frame, frames[0])
+    n = 0
+    solved = _solved(board, crates)
+    while n < actions.size and not solved:
+        a = actions[n]
+        before = player
+        player, slot = step_kernel(board, width, player, crates, a)
+        taken[n] = a
+        pushed[n] = slot >= 0
+        invalid[n] = player == before
+        _copy(frames[n], frames[n + 1])
+        if player != before:
+            _paint(frames[n + 1], tiles, origin, before, 0)
+            _paint(frames[n + 1], tiles, origin, player, 2)
+            if slot >= 0:
+                _paint(frames[n + 1], tiles, origin, 2 * player - before, 1)
+        n += 1
+        solved = _solved(board, crates)
+    taken[n] = -1
+    pushed[n] = False
+    invalid[n] = False
+    return n, solved, player
+
+
+@dataclass(frozen=True)
+class PlayedEpisode:
+    """Frames (n + 1, 64, 64, 3) and per-frame action, pushed and no-op flags of one run."""
+
+    frames: np.ndarray
+    actions: np.ndarray
+    pushed: np.ndarray
+    invalid: np.ndarray
+    solved: bool
+    final: State
+
+
+def play(atlas: TileAtlas, actions: np.ndarray, state: State | None = None) -> PlayedEpisode:
+    """Play ``actions`` (0-3) from ``state`` (default: the start) until solved or they run
+    out."""
+    level = atlas.level
+    state = level.start if state is None else state
+    acts = np.asarray(actions, dtype=np.int64)
+    if acts.size and (acts.min() < 0 or acts.max() > 3):
+        raise ValueError("actions must be 0 (up), 1 (down), 2 (left) or 3 (right)")
+    crates = np.array(state.crates, dtype=np.int64)
+    frames = np.empty((acts.size + 1, SIZE * SIZE * 3), np.uint8)
+    taken = np.empty(acts.size + 1, np.int8)
+    pushed = np.empty(acts.size + 1, np.bool_)
+    invalid = np.empty(acts.size + 1, np.bool_)
+    n, solved, player = play_kernel(
+        board_array(level), level.width, state.player, crates, acts, atlas.tiles,
+        atlas.origin, atlas.frame(state), frames, taken, pushed, invalid)
+    return PlayedEpisode(frames[:n + 1].reshape(-1, SIZE, SIZE, 3), taken[:n + 1],
+                         pushed[:n + 1], invalid[:n + 1], bool(solved), State(int(player), tuple(int(c) for c in crates)))
