@@ -31,7 +31,7 @@ test: install
 	$(PY) -m pytest -q
 
 lint: install
-	$(VENV)/bin/ruff check engine pipeline serve tests benchmarks scripts
+	$(VENV)/bin/ruff check engine pipeline serve sokoforge_gym tests benchmarks scripts
 
 dataset: install
 	$(VENV)/bin/sokoforge build $(VERSION) --jobs $(JOBS) $(if $(SEED),--seed $(SEED),)

@@ -100,12 +100,15 @@ class Plan:
         return -(-self.episodes // self.shard_episodes)
 
 
-def version_source(datasets: Path, version: str) -> LevelSource:
-    """The levels of a public version; a hidden version is refused (its levels stay secret)."""
+def version_source(datasets: Path, version: str, allow_hidden: bool = False) -> LevelSource:
+    """The levels of a public version; a hidden version is refused (its levels stay secret)
+    unless ``allow_hidden`` (a maintainer's tool, never a default)."""
     check_version_name(version)
     folder = datasets / version
+    if not (folder / "manifest.json").is_file():
+        raise PipelineError(f"no version {version!r} under {datasets}")
     manifest = read_manifest(folder / "manifest.json")
-    if visibility(manifest) != "public":
+    if visibility(manifest) != "public" and not allow_hidden:
         raise PipelineError(f"{version} is a hidden version: its levels never leave the "
                             "server; draw trajectories from a public version or a spec")
     table = read_parquet(folder / "levels.parquet").sort("index")
@@ -288,6 +291,17 @@ def write_trajectories(plan: Plan, out: Path, workers: Workers) -> dict[str, Any
         raise PipelineError("--episodes must be at least 1")
     partial_dir = out.with_name(out.name + ".partial")
     shutil.rmtree(partial_dir, ignore_errors=True)
+    try:
+        manifest = _write(plan, partial_dir, workers)
+    except BaseException:
+        shutil.rmtree(partial_dir, ignore_errors=True)
+        raise
+    partial_dir.rename(out)
+    fsync_path(out.parent)
+    return manifest
+
+
+def _write(plan: Plan, partial_dir: Path, workers: Workers) -> dict[str, Any]:
     for table in ("episodes", "frames"):
         (partial_dir / table).mkdir(parents=True)
     results = workers.map(partial(make_shard, plan), list(range(plan.shards)),
@@ -320,8 +334,6 @@ def write_trajectories(plan: Plan, out: Path, workers: Workers) -> dict[str, Any
     }
     write_text(dataset_card(manifest), partial_dir / "README.md")
     write_text(json.dumps(manifest, indent=2) + "\n", partial_dir / "manifest.json")
-    partial_dir.rename(out)
-    fsync_path(out.parent)
     return manifest
 
 
