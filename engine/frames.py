@@ -202,4 +202,5 @@ def play(atlas: TileAtlas, actions: np.ndarray, state: State | None = None) -> P
         board_array(level), level.width, state.player, crates, acts, atlas.tiles,
         atlas.origin, atlas.frame(state), frames, taken, pushed, invalid)
     return PlayedEpisode(frames[:n + 1].reshape(-1, SIZE, SIZE, 3), taken[:n + 1],
-                         pushed[:n + 1], invalid[:n + 1], bool(solved), State(int(player), tuple(int(c) for c in crates)))
+                         pushed[:n + 1], invalid[:n + 1], bool(solved),
+                         State(int(player), tuple(int(c) for c in crates)))

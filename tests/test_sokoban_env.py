@@ -1,0 +1,104 @@
+"""The Gymnasium environment: registered by one import, checked by Gymnasium, the engine's rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import sokoforge_gym
+from engine.frames import draw, draw_goal
+from engine.levels import parse_xsb
+from engine.rules import lurd_to_actions
+from pipeline.build import build
+from pipeline.errors import PipelineError
+from pipeline.spec import load_spec, spec_from_dict
+from pipeline.tables import read_parquet
+from pipeline.workers import Workers
+
+QUIET = Workers(show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("datasets")
+    data = load_spec("public/W").to_dict()
+    data["tiers"][0]["levels"] = 4
+    build("pub", datasets=root, spec=spec_from_dict(data), seed=5, workers=QUIET)
+    build("hid", datasets=root, spec=load_spec("tiny"), seed=5, workers=QUIET)
+    return root
+
+
+def test_one_import_registers_the_environment():
+    assert sokoforge_gym.ENV_ID == "sokoforge/Sokoban-v0"
+    assert "sokoforge/Sokoban-v0" in gymnasium.registry
+
+
+def test_passes_gymnasium_env_checker_on_a_version_and_on_a_spec(datasets):
+    check_env(gymnasium.make("sokoforge/Sokoban-v0", version="pub",
+                             datasets=datasets).unwrapped)
+    check_env(gymnasium.make("sokoforge/Sokoban-v0", spec="tiny", datasets=datasets).unwrapped)
+
+
+def test_reset_with_a_seed_picks_the_same_level_and_shows_it_in_the_look(datasets):
+    env = gymnasium.make("sokoforge/Sokoban-v0", version="pub", datasets=datasets)
+    obs, info = env.reset(seed=4)
+    again, info2 = env.reset(seed=4)
+    assert info["level"] == info2["level"] and np.array_equal(obs["obs"], again["obs"])
+    levels = read_parquet(datasets / "pub" / "levels.parquet")
+    level = parse_xsb(levels["xsb"][info["level"]])
+    assert obs["obs"].dtype == np.uint8 and obs["obs"].shape == (64, 64, 3)
+    assert np.array_equal(obs["obs"], draw(level)) and np.array_equal(obs["goal"],
+                                                                      draw_goal(level))
+    assert {env.reset(seed=s)[1]["level"] for s in range(20)} == set(range(4))
+
+
+def test_the_optimal_solution_earns_reward_one_and_terminates(datasets):
+    env = gymnasium.make("sokoforge/Sokoban-v0", version="pub", datasets=datasets)
+    levels = read_parquet(datasets / "pub" / "levels.parquet")
+    _, info = env.reset(seed=0, options={"level": 2})
+    actions = lurd_to_actions(levels["solution"][2])
+    rewards = []
+    for i, a in enumerate(actions):
+        _, reward, terminated, truncated, info = env.step(a)
+        rewards.append(reward)
+        assert terminated == (i == len(actions) - 1) and not truncated
+    assert rewards == [0.0] * (len(actions) - 1) + [1.0]
+    assert info["steps"] == len(actions)
+
+
+def test_the_budget_truncates_and_a_blocked_move_is_a_noop(datasets):
+    env = gymnasium.make("sokoforge/Sokoban-v0", version="pub", datasets=datasets)
+    obs, info = env.reset(seed=1)
+    assert info["max_steps"] == 40
+    level = parse_xsb(read_parquet(datasets / "pub" / "levels.parquet")["xsb"][info["level"]])
+    width = level.width
+    # a wall-bound direction from the start: the move is a no-op that still costs a step
+    blocked = next(a for a, d in enumerate((-width, width, -1, 1))
+                   if level.walls.flat[level.start.player + d])
+    truncated = False
+    for step in range(1, 41):
+        after, reward, terminated, truncated, info = env.step(blocked)
+        assert info["noop"] and info["steps"] == step and reward == 0.0 and not terminated
+        assert np.array_equal(after["obs"], obs["obs"])
+        assert truncated == (step == 40)
+    assert truncated
+
+
+def test_a_hidden_version_is_refused_unless_the_caller_allows_it(datasets):
+    with pytest.raises(PipelineError, match="hidden version"):
+        gymnasium.make("sokoforge/Sokoban-v0", version="hid", datasets=datasets)
+    env = gymnasium.make("sokoforge/Sokoban-v0", version="hid", datasets=datasets,
+                         allow_hidden=True)
+    assert env.reset(seed=0)[0]["obs"].shape == (64, 64, 3)
+
+
+def test_a_spec_draws_fresh_levels_reproducibly(datasets):
+    env = gymnasium.make("sokoforge/Sokoban-v0", spec="public/A", datasets=datasets)
+    first = env.reset(seed=7)[0]["obs"]
+    assert np.array_equal(env.reset(seed=7)[0]["obs"], first)
+    assert not np.array_equal(env.reset(seed=8)[0]["obs"], first)
+    assert env.reset(seed=7)[1]["max_steps"] == 80
