@@ -25,6 +25,7 @@ from engine.rules import GOAL, board_array, step_kernel
 EMPTY, CRATE, PLAYER = 0, 1, 2  # the contents a floor cell's tile is drawn with
 NO_ACTION = -1  # the action column of an episode's last frame
 LOOK = "arc"  # the look ``draw`` and ``draw_goal`` use
+FRAME_BYTES = SIZE * SIZE * 3
 
 
 def draw(level: Level, state: State | None = None) -> np.ndarray:
@@ -43,20 +44,23 @@ class LookNotCellLocal(ValueError):
 
 @dataclass(frozen=True, eq=False)
 class TileAtlas:
-    """A level's tiles: ``tiles[cell, content]`` is the picture of a floor cell holding
+    """A board's tiles: ``tiles[cell, content]`` is the picture of a floor cell holding
     nothing, a crate or the player, as t rows of t*3 bytes; ``origin[cell]`` is the byte
-    offset of its top-left pixel in a flat frame."""
+    offset of its top-left pixel in a flat frame; ``board`` the flat frame with every floor
+    cell empty. Tiles depend on walls and goals alone, so one atlas serves every start of a
+    board."""
 
     level: Level
     origin: np.ndarray
     tiles: np.ndarray
-    start_frame: np.ndarray
+    board: np.ndarray
 
     @classmethod
     def for_level(cls, level: Level,
                   drawer: Callable[[Level, State | None], np.ndarray] = draw) -> TileAtlas:
-        """Cut the tiles of ``level`` from ``drawer``'s pictures (one per floor cell, plus two
-        with crates everywhere) and check the composed start frame against ``drawer``'s."""
+        """Cut the tiles of ``level``'s board from ``drawer``'s pictures (one per floor cell,
+        plus two with crates everywhere) and check the composed start frame against
+        ``drawer``'s."""
         h, w = level.height, level.width
         t = SIZE // max(h, w)
         top, left = (SIZE - h * t) // 2, (SIZE - w * t) // 2
@@ -79,34 +83,24 @@ class TileAtlas:
         for player, others in ((floor[0], floor[1:]), (floor[1], floor[:1])):
             crowded = draw_state(drawer, level, State(int(player), tuple(others.tolist())))
             cut(crowded, others, CRATE)
-        frame = draw_state(drawer, level, level.start).reshape(-1)
+        start = draw_state(drawer, level, level.start).reshape(-1)
         origin = ((ys * SIZE + xs) * 3).astype(np.int64)
-        atlas = cls(level, origin, tiles, frame)
-        composed = frame.copy()
+        board = start.copy()
         for cell in floor.tolist():
-            _paint(composed, tiles, origin, cell, EMPTY)
-        atlas.paint_state(composed, level.start)
-        if not np.array_equal(composed, frame):
+            _paint(board, tiles, origin, cell, EMPTY)
+        atlas = cls(level, origin, tiles, board)
+        if not np.array_equal(atlas.frame(level.start), start):
             raise LookNotCellLocal("the look's start frame differs from its tiles: it does not"
                                    " draw cell by cell, so frames cannot be composed")
         return atlas
 
     def frame(self, state: State) -> np.ndarray:
-        """The flat picture (64 * 64 * 3 bytes) of any state of the level, from the tiles."""
-        if state == self.level.start:
-            return self.start_frame
-        out = self.start_frame.copy()
-        start = self.level.start
-        for cell in (start.player, *start.crates):
-            _paint(out, self.tiles, self.origin, cell, EMPTY)
-        self.paint_state(out, state)
-        return out
-
-    def paint_state(self, frame: np.ndarray, state: State) -> None:
-        """Paint the crates and the player of ``state`` into a flat frame."""
+        """The flat picture (64 * 64 * 3 bytes) of any state of the board, from the tiles."""
+        out = self.board.copy()
         for cell in state.crates:
-            _paint(frame, self.tiles, self.origin, cell, CRATE)
-        _paint(frame, self.tiles, self.origin, state.player, PLAYER)
+            _paint(out, self.tiles, self.origin, cell, CRATE)
+        _paint(out, self.tiles, self.origin, state.player, PLAYER)
+        return out
 
 
 def draw_state(drawer: Callable[[Level, State | None], np.ndarray], level: Level,
@@ -185,16 +179,18 @@ class PlayedEpisode:
     final: State
 
 
-def play(atlas: TileAtlas, actions: np.ndarray, state: State | None = None) -> PlayedEpisode:
-    """Play ``actions`` (0-3) from ``state`` (default: the start) until solved or they run
-    out."""
+def play(atlas: TileAtlas, actions: np.ndarray, state: State | None = None,
+         out: np.ndarray | None = None) -> PlayedEpisode:
+    """Play ``actions`` (0-3) from ``state`` (default: the atlas level's start) until solved
+    or they run out. ``out`` (at least len(actions) + 1 rows of 64 * 64 * 3 bytes) receives
+    the frames when given, so a caller can gather many episodes in one buffer."""
     level = atlas.level
     state = level.start if state is None else state
     acts = np.asarray(actions, dtype=np.int64)
     if acts.size and (acts.min() < 0 or acts.max() > 3):
         raise ValueError("actions must be 0 (up), 1 (down), 2 (left) or 3 (right)")
     crates = np.array(state.crates, dtype=np.int64)
-    frames = np.empty((acts.size + 1, SIZE * SIZE * 3), np.uint8)
+    frames = np.empty((acts.size + 1, FRAME_BYTES), np.uint8) if out is None else out
     taken = np.empty(acts.size + 1, np.int8)
     pushed = np.empty(acts.size + 1, np.bool_)
     invalid = np.empty(acts.size + 1, np.bool_)

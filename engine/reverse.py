@@ -209,6 +209,28 @@ class SolvableSet:
             return None
         return self.index.states_of(candidates[[rng.integers(candidates.size)]])[0]
 
+    def draw_start(self, rng: np.random.Generator, lo: int, hi: int,
+                   tries: int = 256) -> State | None:
+        """A state drawn uniformly among those at distance in [lo, hi] with no crate on a
+        goal, by rejection over all solvable states: nothing is enumerated, so it suits sets
+        of tens of millions of states. None after ``tries`` misses."""
+        if not ((self.distances >= lo) & (self.distances <= hi)).any():
+            return None
+        goals = self.level.goals.ravel()
+        for _ in range(tries):
+            pos = int(rng.integers(self.count))
+            if not lo <= int(self.distances[pos]) <= hi:
+                continue
+            word = int(np.searchsorted(self.prefix, pos, side="right")) - 1
+            bits, skip = int(self.words[word]), pos - int(self.prefix[word])
+            for _ in range(skip):
+                bits &= bits - 1  # drop the lowest set bit
+            index = word * 64 + (bits & -bits).bit_length() - 1
+            state = self.index.states_of(np.array([index]))[0]
+            if not goals[list(state.crates)].any():
+                return state
+        return None
+
     def _unranked(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ix = self.index
         return unrank_many(indices, ix.cells, ix.floor_cells, ix.binom, ix.n_crates)

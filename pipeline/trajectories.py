@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.frames import LOOK, TileAtlas, draw_goal, play
+from engine.frames import FRAME_BYTES, LOOK, TileAtlas, draw_goal, play
 from engine.index import StateSpaceTooLarge
 from engine.levels import Level, canonical_id, parse_xsb, to_xsb
 from engine.render import SIZE
@@ -46,7 +46,6 @@ DEFAULT_MIX = (0.5, 0.3, 0.2)
 SHARD_EPISODES = 256  # 256 episodes of at most 161 frames stay under 500 MB before compression
 LEVELS_PER_LAYOUT = 8  # fresh levels drawn from one layout's solvable set
 MAX_INSERTED = 3  # random actions a perturbed episode inserts, 1 to this many
-FRAME_BYTES = SIZE * SIZE * 3
 FORMAT = 1
 # Purposes of a draw (the first key after the seed), so no two uses share a stream.
 _KIND, _ACTIONS, _PICK, _FRESH = 10, 11, 12, 13
@@ -204,40 +203,31 @@ def episode_actions(kind: str, solution: Sequence[int], budget: int,
 def make_shard(plan: Plan, shard: int) -> tuple[bytes, bytes, dict[str, Any]]:
     """Play the episodes of one shard; its two tables as Parquet bytes and its counts."""
     first = shard * plan.shard_episodes
-    ids = range(first, min(first + plan.shard_episodes, plan.episodes))
-    source = plan.source
     groups: dict[int, list[EpisodeLevel]] = {}
-    atlases: dict[int, TileAtlas] = {}
+    planned = [_plan_episode(plan, i, groups)
+               for i in range(first, min(first + plan.shard_episodes, plan.episodes))]
+    # One buffer for every frame of the shard: episodes are played straight into it.
+    frames = np.empty((sum(len(p[2]) + 1 for p in planned), FRAME_BYTES), np.uint8)
+    boards: dict[bytes, tuple[TileAtlas, bytes]] = {}
     episodes: dict[str, list[Any]] = {name: [] for name in EPISODES_SCHEMA.names}
-    frame_parts, meta = [], {n: [] for n in ("episode", "step", "action", "pushed", "invalid")}
+    meta: dict[str, list[np.ndarray]] = {n: [] for n in ("episode", "action", "pushed",
+                                                         "invalid")}
     counts = {k: {"episodes": 0, "solved": 0, "frames": 0} for k in KINDS}
-    for i in ids:
-        if source.spec is not None:
-            group = i // LEVELS_PER_LAYOUT
-            if group not in groups:
-                groups = {group: fresh_levels(source.spec, plan.seed, group, source.exclude_ids)}
-                atlases = {}
-            slot = i % LEVELS_PER_LAYOUT
-            chosen = groups[group][slot]
-        else:
-            slot = int(derived_rng(plan.seed, _PICK, i).integers(len(source.levels)))
-            chosen = source.levels[slot]
-        if slot not in atlases:
-            atlases[slot] = TileAtlas.for_level(chosen.level)
-        kind = KINDS[int(derived_rng(plan.seed, _KIND, i).choice(3, p=plan.mix))]
-        actions, inserted = episode_actions(kind, chosen.solution, chosen.max_steps,
-                                            derived_rng(plan.seed, _ACTIONS, i))
-        run = play(atlases[slot], actions)
+    used = 0
+    for i, chosen, actions, kind, inserted in planned:
+        key = chosen.level.walls.tobytes() + chosen.level.goals.tobytes()
+        if key not in boards:  # tiles and the goal picture depend on the board alone
+            boards[key] = (TileAtlas.for_level(chosen.level), draw_goal(chosen.level).tobytes())
+        atlas, goal = boards[key]
+        run = play(atlas, actions, chosen.level.start, out=frames[used:])
         n = len(run.actions)
-        frame_parts.append(run.frames.reshape(n, FRAME_BYTES))
+        used += n
         meta["episode"].append(np.full(n, i, np.int64))
-        meta["step"].append(np.arange(n, dtype=np.int16))
         for name, values in (("action", run.actions), ("pushed", run.pushed),
                              ("invalid", run.invalid)):
             meta[name].append(values)
         for name, value in (("episode", i), ("level", to_xsb(chosen.level)), ("kind", kind),
-                            ("solved", run.solved), ("length", n - 1),
-                            ("goal", draw_goal(chosen.level).tobytes()),
+                            ("solved", run.solved), ("length", n - 1), ("goal", goal),
                             ("theme", chosen.theme),
                             ("optimal_moves", len(chosen.solution)),
                             ("max_steps", chosen.max_steps), ("level_index", chosen.index),
@@ -246,19 +236,36 @@ def make_shard(plan: Plan, shard: int) -> tuple[bytes, bytes, dict[str, Any]]:
         counts[kind]["episodes"] += 1
         counts[kind]["solved"] += int(run.solved)
         counts[kind]["frames"] += n
-    frames = np.concatenate(frame_parts) if frame_parts else np.empty((0, FRAME_BYTES), np.uint8)
-    columns = {name: np.concatenate(parts) if parts else np.empty(0)
-               for name, parts in meta.items()}
+    lengths = [len(part) for part in meta["episode"]]
     frame_table = pa.table({
-        "episode": pa.array(columns["episode"], pa.int64()),
-        "step": pa.array(columns["step"], pa.int16()),
-        "frame": _binary_column(frames),
-        "action": pa.array(columns["action"], pa.int8()),
-        "pushed": pa.array(columns["pushed"], pa.bool_()),
-        "invalid": pa.array(columns["invalid"], pa.bool_()),
+        "episode": pa.array(np.concatenate(meta["episode"]), pa.int64()),
+        "step": pa.array(np.concatenate([np.arange(n, dtype=np.int16) for n in lengths]),
+                         pa.int16()),
+        "frame": _binary_column(frames[:used]),
+        "action": pa.array(np.concatenate(meta["action"]), pa.int8()),
+        "pushed": pa.array(np.concatenate(meta["pushed"]), pa.bool_()),
+        "invalid": pa.array(np.concatenate(meta["invalid"]), pa.bool_()),
     }, schema=FRAMES_SCHEMA)
     episode_table = pa.table(episodes, schema=EPISODES_SCHEMA)
     return _parquet_bytes(episode_table), _parquet_bytes(frame_table), counts
+
+
+def _plan_episode(plan: Plan, i: int, groups: dict[int, list[EpisodeLevel]]
+                  ) -> tuple[int, EpisodeLevel, np.ndarray, str, int]:
+    """Episode ``i``'s level, actions, kind and inserted count, from (seed, i) alone;
+    ``groups`` keeps the fresh levels of the groups drawn so far in this shard."""
+    source = plan.source
+    if source.spec is not None:
+        group = i // LEVELS_PER_LAYOUT
+        if group not in groups:
+            groups[group] = fresh_levels(source.spec, plan.seed, group, source.exclude_ids)
+        chosen = groups[group][i % LEVELS_PER_LAYOUT]
+    else:
+        chosen = source.levels[int(derived_rng(plan.seed, _PICK, i).integers(len(source.levels)))]
+    kind = KINDS[int(derived_rng(plan.seed, _KIND, i).choice(3, p=plan.mix))]
+    actions, inserted = episode_actions(kind, chosen.solution, chosen.max_steps,
+                                        derived_rng(plan.seed, _ACTIONS, i))
+    return i, chosen, actions, kind, inserted
 
 
 def _binary_column(rows: np.ndarray) -> pa.Array:
