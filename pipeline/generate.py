@@ -104,8 +104,8 @@ def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]
 def draw_start(sset: SolvableSet, rng: np.random.Generator, tier: Tier, band: tuple[int, int],
                min_traps: int = 0) -> State | None:
     """A start in ``band`` for a slot of ``tier``: near the centre of a ramp's band, uniformly
-    anywhere in a flat one (by rejection: a 10x10 set is too large to list); with ``min_traps``, one of a few draws that has that many first-push traps.
-    """
+    anywhere in a flat one (by rejection: a 10x10 set is too large to list); with
+    ``min_traps``, one of a few draws that has that many first-push traps."""
     for _ in range(TRAP_DRAWS if min_traps else 1):
         start = sset.draw_start(rng, *band) if tier.flat else _near_centre(sset, rng, *band)
         if start is None or not min_traps:
