@@ -17,7 +17,17 @@ from aiohttp import web
 from serve import arc_wire as w
 from serve.play import IN_PROGRESS, WAIT, Arena, Conflict, KeyRecord, PlayError, Session
 from serve.schema import ANY, INT, STR, Field, Invalid, Route
-from serve.web import ARENA, api_key, client_ip, inputs, register, reply, reply_bytes
+from serve.web import (
+    ARENA,
+    BodyTooSlow,
+    api_key,
+    client_ip,
+    inputs,
+    refusal_detail,
+    register,
+    reply,
+    reply_bytes,
+)
 
 TAG = "arc-agi-3"
 ANON_PREFIX = "anon-"
@@ -217,8 +227,12 @@ HANDLERS: dict[str, Callable[..., Awaitable[web.Response]]] = {
     "arc_reset": reset, **{f"arc_action{n}": action_handler(n) for n in range(1, 8)}}
 
 
-def _refusal(request: web.Request, error: w.ArcError) -> web.Response:
-    return reply(request, error.body(), status=error.status)
+def _refusal(request: web.Request, error: w.ArcError,
+             retry_after: int | None = None) -> web.Response:
+    response = reply(request, error.body(), status=error.status)
+    if error.status == 429:  # every limit says when trying again makes sense
+        response.headers["Retry-After"] = str(retry_after or 1)
+    return response
 
 
 def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[Any]]) -> None:
@@ -234,14 +248,19 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
         try:
             key = await arena.identify(api_key(request)) if route.auth else None
             return await handler(request, arena, key, await inputs(request, route))
-        except web.HTTPException as e:  # a body over the size limit
+        except web.HTTPException as e:  # a body over the size limit, or too slow
             if e.status < 400:
                 raise
-            return _refusal(request, w.ArcError.from_status(e.status, e.text or e.reason))
+            response = _refusal(request, w.ArcError.from_status(e.status,
+                                                                refusal_detail(request, e)))
+            if isinstance(e, BodyTooSlow):
+                response.force_close()
+            return response
         except w.ArcError as e:
             return _refusal(request, e)
         except PlayError as e:
-            return _refusal(request, w.ArcError.from_status(e.status, e.detail, not_found))
+            return _refusal(request, w.ArcError.from_status(e.status, e.detail, not_found),
+                            getattr(e, "retry_after", None))
         except Invalid as e:
             return _refusal(request, w.ArcError(400, w.VALIDATION_ERROR, str(e)))
 
