@@ -17,8 +17,17 @@ from aiohttp import web
 from serve import arc, native, pages
 from serve.limits import ConnectionLimits
 from serve.play import Arena
-from serve.schema import Route, openapi
-from serve.web import ARENA, CONNECTIONS, bind, errors_as_json, reply, reply_bytes
+from serve.schema import MAP, TEXT, Route, obj, openapi
+from serve.web import (
+    ARENA,
+    CONNECTIONS,
+    ROUTER_PATHS,
+    bind,
+    errors_as_json,
+    reply,
+    reply_bytes,
+    router_paths,
+)
 
 PUBLIC_URL = web.AppKey("public_url", str)
 
@@ -27,7 +36,8 @@ EXPIRY_SWEEP_SECONDS = 30.0
 
 PAGE_ROUTES = (
     Route("openapi", "GET", "/api/openapi.json", "This schema.", tag="documentation",
-          responses={200: "the OpenAPI document"}),
+          responses={200: "the OpenAPI document"},
+          bodies={200: obj({"openapi": TEXT, "info": MAP, "paths": MAP})}),
     Route("docs", "GET", "/api/docs", "An interactive page built from the schema.",
           tag="documentation", json_response=False, responses={200: "HTML"}),
     Route("landing", "GET", "/", "What is served and how to connect.", tag="pages",
@@ -88,6 +98,7 @@ def build_app(arena: Arena, public: str | None = None,
     app = web.Application(middlewares=[errors_as_json, merge_slashes], client_max_size=MAX_BODY)
     app[ARENA] = arena
     app[CONNECTIONS] = connections or ConnectionLimits()
+    app[ROUTER_PATHS] = router_paths(all_routes())
     if public is not None:
         app[PUBLIC_URL] = public_url(public)
     for face in FACES:

@@ -9,20 +9,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from aiohttp import web
 
 from serve.limits import ConnectionLimits, Network, client_address
 from serve.play import PlayError
-from serve.schema import Invalid, Route
+from serve.schema import Invalid, Route, Unknown
 
 log = logging.getLogger("sokoforge.serve")
 GZIP_MIN_BYTES = 1024
 ARENA = web.AppKey("arena", object)
 CONNECTIONS = web.AppKey("connections", ConnectionLimits)
+ROUTER_PATHS = web.AppKey("router_paths", dict)
 # the pages are plain HTML and CSS (inline styles) and the docs page's own script: nothing else
 # may load, and no other site may frame them
 PAGE_HEADERS = {
@@ -109,6 +111,8 @@ async def errors_as_json(request: web.Request, handler: Callable) -> web.StreamR
         return await handler(request)
     except PlayError as e:
         return error(request, e.status, e.detail, getattr(e, "retry_after", None))
+    except Unknown as e:
+        return error(request, 404, str(e))
     except Invalid as e:
         return error(request, 422, str(e))
     except web.HTTPException as e:
@@ -148,8 +152,10 @@ def bind(app: web.Application, route: Route, handler: Handler) -> None:
 
 
 async def inputs(request: web.Request, route: Route) -> dict[str, Any]:
-    """The query and body values of ``request`` checked against ``route``'s declarations."""
-    args = route.parse_query(request.query) if route.query else {}
+    """The path, query and body values of ``request`` checked against ``route``'s
+    declarations."""
+    args = route.parse_path(request.match_info)
+    args.update(route.parse_query(request.query) if route.query else {})
     if route.body is not None:
         limits = request.app.get(CONNECTIONS) or ConnectionLimits()
         try:
@@ -161,12 +167,34 @@ async def inputs(request: web.Request, route: Route) -> dict[str, Any]:
     return args
 
 
+def router_paths(routes: Iterable[Route]) -> dict[str, str]:
+    """Each route's path for aiohttp's router, by operation: a ``{parameter}`` does not match
+    a literal segment another route has in its place (``/api/games/{game_id}`` is not
+    ``/api/games/anonkey``), so every path belongs to one declared route and its methods."""
+    split = {r.operation: r.path.split("/") for r in routes}
+    out = {}
+    for op, segments in split.items():
+        path = []
+        for i, segment in enumerate(segments):
+            if segment.startswith("{"):
+                literals = sorted({other[i] for o, other in split.items() if o != op
+                                   and len(other) == len(segments)
+                                   and other[:i] == segments[:i] and not other[i].startswith("{")})
+                if literals:
+                    taken = "|".join(re.escape(lit) for lit in literals)
+                    segment = f"{{{segment[1:-1]}:(?!(?:{taken})$)[^/]+}}"
+            path.append(segment)
+        out[op] = "/".join(path)
+    return out
+
+
 def register(app: web.Application, route: Route,
              endpoint: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> None:
-    """Add ``endpoint`` under ``route``'s method, path and name; a GET also answers HEAD
-    unless the route says otherwise."""
+    """Add ``endpoint`` under ``route``'s method, path (``router_paths``) and name; a GET
+    also answers HEAD unless the route says otherwise."""
     endpoint.__name__ = route.operation
+    path = app.get(ROUTER_PATHS, {}).get(route.operation, route.path)
     if route.method == "GET":
-        app.router.add_get(route.path, endpoint, name=route.operation, allow_head=route.head)
+        app.router.add_get(path, endpoint, name=route.operation, allow_head=route.head)
     else:
-        app.router.add_route(route.method, route.path, endpoint, name=route.operation)
+        app.router.add_route(route.method, path, endpoint, name=route.operation)
