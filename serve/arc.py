@@ -105,7 +105,8 @@ ROUTES = (
            "accepted and ignored; play is always without retries).", auth=True, body=(),
            responses={200: "{card_id}", 400: "the body is not a JSON object",
                       401: "missing or unknown key", 429: "daily scorecard limit reached"},
-           bodies={200: obj({"card_id": string(SCORECARD_ID)})}),
+           bodies={200: obj({"card_id": string(SCORECARD_ID)})},
+           links={"view": ("arc_scorecard", {"card_id": "/card_id"})}),
     _route("arc_close", "POST", "/api/scorecard/close",
            "ARC-AGI-3: close, score and post a scorecard to the leaderboard; again returns the "
            "same scorecard.", auth=True, body=(_CARD_ID,),

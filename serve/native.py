@@ -100,6 +100,10 @@ SPEC = obj({"version": TEXT, "game": TEXT, "games": arr(TEXT), "episodes": INTEG
            {"boards": arr(arr(INTEGER)), "step_budget": MAP,
             "seed_commitment": maybe(TEXT), "rotated_from": maybe(TEXT)})
 
+_SESSION_LINKS = {"act": ("act", {"session_id": "/session_id"}),
+                  "current": ("get_session", {"session_id": "/session_id"}),
+                  "replay": ("get_replay", {"session_id": "/session_id"})}
+
 ROUTES = (
     Route("create_key", "POST", "/api/keys",
           "Create a key bound to a unique leaderboard name; the key is shown once.",
@@ -113,6 +117,9 @@ ROUTES = (
           "Open a scorecard; it counts against the key's daily allowance.", auth=True,
           responses={200: "the new scorecard", 401: "missing or unknown key",
                      429: "daily scorecard limit reached"},
+          links={"start": ("start_game", {"scorecard_id": "/scorecard_id", "game": "/games/0"}),
+                 "view": ("get_scorecard", {"scorecard_id": "/scorecard_id"}),
+                 "close": ("close_scorecard", {"scorecard_id": "/scorecard_id"})},
           bodies={200: obj({"scorecard_id": string(SCORECARD_ID), "games": arr(TEXT),
                             "episodes_per_game": INTEGER, "version": TEXT,
                             "opened_today": INTEGER, "daily_limit": INTEGER})}),
@@ -126,7 +133,7 @@ ROUTES = (
                      409: "game already started, scorecard closed, or a scorecard of another "
                           "version", 422: "bad parallel",
                      429: "too many sessions in flight", 503: "the store did not take it"},
-          bodies={200: FRAME}),
+          bodies={200: FRAME}, links=_SESSION_LINKS),
     Route("act", "POST", "/api/sessions/{session_id}/act",
           "Play one action (0 up, 1 down, 2 left, 3 right); returns the next Frame.", auth=True,
           params=(_SESSION,),
@@ -139,7 +146,7 @@ ROUTES = (
                      409: "session over, episode not in flight, or a session of another "
                           "version", 422: "malformed body or action",
                      503: "the action could not be stored and was not played; retry it"},
-          bodies={200: FRAME}),
+          bodies={200: FRAME}, links=_SESSION_LINKS),
     Route("get_session", "GET", "/api/sessions/{session_id}",
           "The session's current Frame (last is null), for a client that lost an answer.",
           auth=True, params=(_SESSION,),

@@ -130,6 +130,9 @@ class Route:
     params: tuple[Field, ...] = ()  # the path's {parameters}, each a string of a known shape
     bodies: dict[int, dict] = field(default_factory=dict)  # JSON schema of each 2xx answer
     invalid_status: int = 422  # the status of a body or query that breaks its declaration
+    # what a 2xx answer leads to: link name -> (operation, {path parameter: JSON pointer into
+    # the answer}), so a client (or a fuzzer) can follow ids from one call to the next
+    links: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
 
     def parse_path(self, match_info: Any) -> dict[str, Any]:
         """The path parameters, each of its declared shape (``Unknown`` if not)."""
@@ -264,7 +267,12 @@ def _response(r: Route, code: int, text: str) -> dict:
         return answer
     if not r.json_response:
         return {"description": text, "content": {"text/html": {"schema": TEXT}}}
-    return {"description": text, "content": {"application/json": {"schema": r.bodies[code]}}}
+    answer = {"description": text, "content": {"application/json": {"schema": r.bodies[code]}}}
+    if r.links:
+        answer["links"] = {name: {"operationId": op, "parameters": {
+            param: f"$response.body#{pointer}" for param, pointer in params.items()}}
+            for name, (op, params) in r.links.items()}
+    return answer
 
 
 def openapi(routes: list[Route], title: str, version: str, description: str) -> dict:
