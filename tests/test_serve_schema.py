@@ -48,7 +48,7 @@ def test_schemathesis_finds_no_failure_with_every_check_on(srv, tmp_path):
          "--phases", "examples,coverage,fuzzing,stateful", "--workers", "1",
          "--seed", "2026", "--report", "junit", "--report-junit-path", str(report),
          "--no-color"],
-        capture_output=True, text=True, timeout=900,
+        capture_output=True, text=True, timeout=900, cwd=tmp_path,  # its cache stays there
         env={**os.environ, "SCHEMATHESIS_HOOKS": ""})
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-8000:]
