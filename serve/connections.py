@@ -18,8 +18,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from serve.limits import ConnectionLimits, address_subject, trusted
-from serve.web import CONNECTIONS
+from serve.limits import ConnectionLimits, Network, address_subject, trusted
+from serve.web import ARENA, CONNECTIONS
 
 log = logging.getLogger("sokoforge.serve")
 REFUSAL_RETRY_SECONDS = 5
@@ -40,13 +40,14 @@ def raw_response(status: int, reason: str, detail: str,
 class Guard:
     """The connection rules of one listening site, and its count of connections per address."""
 
-    def __init__(self, limits: ConnectionLimits) -> None:
+    def __init__(self, limits: ConnectionLimits, proxies: tuple[Network, ...] = ()) -> None:
         self.limits = limits
+        self.proxies = proxies
         self.open: Counter[str] = Counter()
 
     def admit(self, peer: str) -> str | None:
         """The subject a new connection from ``peer`` counts against, or None if refused."""
-        if trusted(peer, self.limits.trusted_proxies):
+        if trusted(peer, self.proxies):
             return ""  # a proxy carries many clients: not capped
         subject = address_subject(peer)
         if self.open[subject] >= self.limits.per_address:
@@ -139,10 +140,9 @@ class GuardedHandler(RequestHandler):
 class GuardedSite(web.TCPSite):
     """A TCP site whose connections are served by ``GuardedHandler`` under one ``Guard``."""
 
-    def __init__(self, runner: web.AppRunner, host: str, port: int,
-                 limits: ConnectionLimits) -> None:
+    def __init__(self, runner: web.AppRunner, host: str, port: int, guard: Guard) -> None:
         super().__init__(runner, host, port)
-        self.guard = Guard(limits)
+        self.guard = guard
 
     async def start(self) -> None:
         await web.BaseSite.start(self)  # registers the site with its runner
@@ -157,8 +157,10 @@ class GuardedSite(web.TCPSite):
 
 async def listen(runner: web.AppRunner, host: str, port: int) -> GuardedSite:
     """Start serving ``runner``'s app on ``host:port`` (0 picks a free port: ``site.port``)
-    under the app's ``ConnectionLimits``."""
-    site = GuardedSite(runner, host, port, runner.app.get(CONNECTIONS, ConnectionLimits()))
+    under the app's ``ConnectionLimits``; its arena's trusted proxies are not capped."""
+    app = runner.app
+    guard = Guard(app.get(CONNECTIONS, ConnectionLimits()), app[ARENA].limits.trusted_proxies)
+    site = GuardedSite(runner, host, port, guard)
     await site.start()
     return site
 

@@ -42,14 +42,13 @@ class ConnectionLimits:
     A request's headers must arrive within ``header_seconds`` of its first byte, its body
     within ``body_seconds`` of the headers; a connection with no request under way closes
     after ``idle_seconds``. ``per_address`` caps open connections per client address
-    (trusted proxies are not capped: they carry many clients).
+    (``Limits.trusted_proxies`` are not capped: they carry many clients).
     """
 
     header_seconds: float = 10.0
     body_seconds: float = 30.0
     idle_seconds: float = 60.0
     per_address: int = 64
-    trusted_proxies: tuple[Network, ...] = field(default=())
 
 
 IPV6_BLOCK = 64

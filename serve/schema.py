@@ -44,7 +44,6 @@ class Field:
     default: Any = None
     max_bytes: int | None = None  # for ANY: the compact JSON encoding's size limit
     nullable: bool = False  # a JSON null in a body is taken as the field left out
-    max_length: int | None = None
     refers_to: str | None = None  # an id of this kind of thing: a bad shape is ``Unknown``
 
     def check(self, value: Any) -> Any:
@@ -65,14 +64,12 @@ class Field:
             return value
         if not isinstance(value, str):
             raise Invalid(f"{self.name} must be a JSON string, got {_json_kind(value)}")
-        if self.refers_to is not None and not (
-                _encodable(value) and re.fullmatch(self.pattern or ".*", value)):
+        fits = self.pattern is None or re.fullmatch(self.pattern, value)
+        if self.refers_to is not None and not (fits and _encodable(value)):
             raise Unknown(f"no {self.refers_to} {value!r}", self.name)
         if not _encodable(value):  # JSON escapes can spell a lone surrogate, which no store takes
             raise Invalid(f"{self.name} must be Unicode text; it holds an unpaired surrogate")
-        if self.max_length is not None and len(value) > self.max_length:
-            raise Invalid(f"{self.name} must be at most {self.max_length} characters")
-        if self.pattern is not None and not re.fullmatch(self.pattern, value):
+        if not fits:
             raise Invalid(f"{self.name} {self.description[0].lower()}{self.description[1:]}")
         return value
 
@@ -92,8 +89,6 @@ class Field:
             schema["minimum"] = self.minimum
         if self.maximum is not None:
             schema["maximum"] = self.maximum
-        if self.max_length is not None:
-            schema["maxLength"] = self.max_length
         if self.pattern is not None:
             schema["pattern"] = f"^(?:{self.pattern})$"  # JSON Schema patterns are unanchored
         if self.default is not None:
@@ -133,6 +128,16 @@ class Route:
     # what a 2xx answer leads to: link name -> (operation, {path parameter: JSON pointer into
     # the answer}), so a client (or a fuzzer) can follow ids from one call to the next
     links: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        named = re.findall(r"\{(\w+)\}", self.path)
+        if named != [f.name for f in self.params]:
+            raise ValueError(f"{self.operation}: path parameters {named} are not declared in "
+                             "params, in order")
+        if self.json_response:
+            missing = [c for c in self.responses if c < 300 and c not in self.bodies]
+            if missing:
+                raise ValueError(f"{self.operation}: no schema for its answers {missing}")
 
     def parse_path(self, match_info: Any) -> dict[str, Any]:
         """The path parameters, each of its declared shape (``Unknown`` if not)."""

@@ -113,6 +113,18 @@ def test_the_per_address_cap_refuses_one_connection_more_with_429(data, tmp_path
             sock.close()
 
 
+def test_a_trusted_proxy_is_not_capped_since_it_carries_many_clients(data, tmp_path):
+    from serve.limits import parse_networks
+
+    with server(data["served"], tmp_path / "s.sqlite", connections=ConnectionLimits(
+            per_address=2), trusted_proxies=parse_networks(["127.0.0.1"])) as s:
+        held = [connect(s.base) for _ in range(4)]
+        time.sleep(0.2)
+        assert Api(s.base).call("GET", "/api/spec")[0] == 200
+        for sock in held:
+            sock.close()
+
+
 def _low_descriptor_limit() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
 

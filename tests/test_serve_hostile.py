@@ -179,3 +179,21 @@ def test_html_pages_send_security_headers_and_refusals_are_json(srv):
         status, headers, answer = client.raw(method, path, body)
         assert 400 <= status < 500 and headers["Content-Type"].startswith("application/json")
         assert json.loads(answer)
+
+
+@pytest.mark.parametrize(("args", "option"), [
+    (["--public-url", "ftp://x"], "--public-url"),
+    (["--header-timeout", "nan"], "--header-timeout"),
+    (["--body-timeout", "nan"], "--body-timeout"),
+    (["--idle-timeout", "nan"], "--idle-timeout"),
+])
+def test_the_serve_command_refuses_a_bad_connection_setting_in_one_line(tmp_path, args, option):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    result = CliRunner().invoke(main, ["serve", "--datasets", str(tmp_path), "--version", "t1",
+                                       *args])
+    assert result.exit_code == 2 and option in result.output
+    assert isinstance(result.exception, SystemExit)
+    assert len(result.output.strip().splitlines()) == 1

@@ -89,7 +89,7 @@ def serve_command(version: str, datasets: Path, db: str | None, host: str, port:
                     trusted_proxies=proxies)
     connections = ConnectionLimits(header_seconds=header_timeout, body_seconds=body_timeout,
                                    idle_seconds=idle_timeout,
-                                   per_address=connections_per_address, trusted_proxies=proxies)
+                                   per_address=connections_per_address)
     db_path = db or os.environ.get(DB_ENV) or "sokoforge.sqlite"
     try:
         serve_forever(str(datasets), version, db_path, host, port, limits, synchronous.upper(),
