@@ -101,6 +101,8 @@ class GuardedHandler(RequestHandler):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._subject is None:
+            return  # refused: whatever it sends before the close is not read
         super().data_received(data)
         if self._request_in_progress or self._messages or self._force_close:
             self._stop_header_timer()  # headers complete: the request is being handled
