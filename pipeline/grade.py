@@ -7,11 +7,15 @@ calibrated model in ``pipeline/specs/difficulty.json`` (see ``pipeline.difficult
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
+from engine.index import StateSpaceTooLarge
 from engine.levels import Level, State, parse_xsb
 from engine.optimal_paths import optimal_paths
 from engine.planner import push_lower_bound
@@ -19,7 +23,7 @@ from engine.reachable import push_reachable_stats
 from engine.reverse import SolvableSet, solvable_set
 from engine.rules import lurd_to_actions
 from engine.solver import SolveResult
-from pipeline.difficulty import score_levels
+from pipeline.difficulty import TRANSFORMS, load_model, score_levels
 from pipeline.tables import read_parquet, write_parquet
 from pipeline.workers import Workers
 
@@ -46,8 +50,15 @@ def grade_features(solved: Path, out: Path, workers: Workers) -> Path:
     return out
 
 
-def with_features(df: pl.DataFrame, workers: Workers) -> pl.DataFrame:
-    """``df`` (solved candidates) with every feature column of ``FEATURE_SCHEMA``."""
+def with_features(df: pl.DataFrame, workers: Workers,
+                  grader: Callable[[list[Any]], list[dict[str, Any]]] | None = None,
+                  schema: dict[str, Any] = FEATURE_SCHEMA) -> pl.DataFrame:
+    """``df`` (solved candidates) with every column of ``schema`` (the features by default).
+
+    ``grader`` features one board's candidates (``_grade_group``, which needs the board's
+    solvable set, by default; ``grade_group_within_limits`` for boards of any size).
+    """
+    grader = grader or _grade_group
     # Candidates drawn from one layout share its solvable set: grade them together.
     boards = df.select(pl.col("xsb").map_elements(_board_key, return_dtype=pl.String)
                        .alias("board"))["board"]
@@ -56,12 +67,12 @@ def with_features(df: pl.DataFrame, workers: Workers) -> pl.DataFrame:
         groups.setdefault(key, []).append(i)
     work = [[(df["xsb"][i], df["optimal_moves"][i], df["optimal_pushes"][i],
               df["solution"][i]) for i in rows] for rows in groups.values()]
-    results = workers.map(_grade_group, work, label="grade")
+    results = workers.map(grader, work, label="grade")
     by_row: dict[int, dict[str, Any]] = {}
     for rows, feats in zip(groups.values(), results, strict=True):
         by_row.update(zip(rows, feats, strict=True))
     cols = {name: pl.Series(name, [by_row[i][name] for i in range(df.height)], dtype=dtype)
-            for name, dtype in FEATURE_SCHEMA.items()}
+            for name, dtype in schema.items()}
     return df.with_columns(**cols)
 
 
@@ -151,3 +162,67 @@ def _grade_group(items: list[tuple[str, int, int, str]]) -> list[dict[str, Any]]
     sset = solvable_set(levels[0])
     return [level_features(level, SolveResult("solved", moves, pushes, lurd, 0), sset)
             for level, (_, moves, pushes, lurd) in zip(levels, items, strict=True)]
+
+
+# Grading a collection's board of any size: the solvable set is searched only up to this many
+# dense states (10 bytes each: 160 MB); past it the features that need it are imputed.
+BOUNDED_SET_INDEX = 2**24
+_NEEDS_SET = ("reachable_states", "dead_fraction", "first_push_traps")
+_NEEDS_PATHS = ("optimal_solutions", "branching_factor")
+IMPUTED_SCHEMA = FEATURE_SCHEMA | {"imputed_features": pl.String}
+
+
+def grade_group_within_limits(items: list[tuple[str, int, int, str]]) -> list[dict[str, Any]]:
+    """Features of one board's levels whatever its size; each row's ``imputed_features``
+    names the features whose search did not fit, set to the model's neutral value."""
+    levels = [parse_xsb(xsb) for xsb, *_ in items]
+    try:
+        sset: SolvableSet | None = solvable_set(levels[0], max_size=BOUNDED_SET_INDEX)
+    except StateSpaceTooLarge:
+        sset = None
+    return [_features_within_limits(level, SolveResult("solved", moves, pushes, lurd, 0), sset)
+            for level, (_, moves, pushes, lurd) in zip(levels, items, strict=True)]
+
+
+@lru_cache(maxsize=1)
+def neutral_features() -> dict[str, float]:
+    """Each model feature at the model's training mean: it then adds nothing to the score."""
+    model = load_model()
+    inverse = {"identity": lambda v: v, "log1p": np.expm1}
+    assert set(inverse) == set(TRANSFORMS)
+    return {c: float(inverse[t](m)) for c, t, m in zip(model.columns, model.transforms,
+                                                      model.means, strict=True)}
+
+
+def _features_within_limits(level: Level, result: SolveResult, sset: SolvableSet | None
+                            ) -> dict[str, Any]:
+    neutral = neutral_features()
+    missing: list[str] = []
+    out: dict[str, Any] = {
+        "n_crates": level.n_crates, "optimal_moves": int(result.moves),
+        "optimal_pushes": int(result.pushes),
+        "box_changes": box_changes(level, result.solution),
+        "detour_pushes": int(result.pushes) - push_lower_bound(level),
+    }
+    stats = None
+    if sset is not None:
+        try:
+            stats = push_reachable_stats(level, sset)
+        except StateSpaceTooLarge:
+            stats = None
+    if stats is not None and sset is not None:
+        out["reachable_states"] = int(stats.reachable)
+        out["dead_fraction"] = stats.dead / stats.reachable if stats.reachable else 0.0
+        out["first_push_traps"] = first_push_traps(level, sset)
+    else:
+        missing += _NEEDS_SET
+    try:
+        paths = optimal_paths(level)
+        out["optimal_solutions"], out["branching_factor"] = paths.solutions, paths.branching
+    except StateSpaceTooLarge:
+        missing += _NEEDS_PATHS
+    for name in missing:
+        value = neutral[name]
+        out[name] = round(value) if FEATURE_SCHEMA[name] in (pl.Int16, pl.Int64) else value
+    out["imputed_features"] = ",".join(missing)
+    return out
