@@ -221,3 +221,63 @@ def _write_version(folder: Path, version: str, sources: list[Source], table: pl.
                           "skipped": result.skipped, "imputed_features": result.imputed}
     write_manifest(manifest, folder / "manifest.json")
     fsync_path(folder)
+
+
+@dataclass(frozen=True)
+class ImportVerification:
+    """An imported version checked: each kept source against its recorded sha256, the
+    re-import of those sources against the manifest, and the stored levels file."""
+
+    sources: tuple[tuple[str, bool], ...]
+    reimport_matches: bool
+    file_matches: bool
+    expected_sha256: str
+    reimported_sha256: str
+    reimport_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return (all(ok for _, ok in self.sources) and self.reimport_matches
+                and self.file_matches)
+
+
+def verify_import(version: str, *, datasets: Path, workers: Workers | None = None
+                  ) -> ImportVerification:
+    """Check an imported version from its own ``sources/``: there is no seed to rebuild from,
+    so the same files are imported again, with the recorded options, and the bytes compared."""
+    from pipeline.manifest import read_manifest
+    from pipeline.spec import spec_from_dict
+
+    check_version_name(version)
+    folder = datasets / version
+    manifest = read_manifest(folder / "manifest.json")
+    if manifest.get("seed_source") != IMPORTED:
+        raise PipelineError(f"{version} was built from a seed, not imported: verify it with "
+                            "--seed")
+    expected = manifest["files"]["levels.parquet"]["sha256"]
+    levels = folder / "levels.parquet"
+    file_matches = levels.is_file() and sha256_file(levels) == expected
+    paths, checked = [], []
+    for entry in manifest["sources"]:
+        path = folder / SOURCES_DIR / Path(str(entry["name"])).name
+        checked.append((str(entry["name"]), path.is_file() and sha256_file(path)
+                        == entry["sha256"]))
+        paths.append(path)
+    options = manifest.get("import") or {}
+    again, error = "", None
+    if all(ok for _, ok in checked):
+        with tempfile.TemporaryDirectory(prefix="sokoforge-verify-") as tmp:
+            try:
+                result = import_collection(
+                    version, paths, datasets=Path(tmp),
+                    spec=spec_from_dict(manifest["spec"], source=f"manifest of {version}"),
+                    game=manifest.get("game"),
+                    skip_unsolvable=bool(options.get("skip_unsolvable")),
+                    visibility=str(manifest.get("visibility", "public")), workers=workers)
+                again = sha256_file(result.path / "levels.parquet")
+            except PipelineError as e:
+                error = str(e)
+    else:
+        error = "a source file differs from its recorded sha256"
+    return ImportVerification(tuple(checked), again == expected, file_matches, expected,
+                              again, error)
