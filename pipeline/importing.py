@@ -32,8 +32,9 @@ log = logging.getLogger(__name__)
 
 SOURCES_DIR = "sources"
 VISIBILITIES = ("public", "hidden")
-# Every imported level is in tier 0: play order is file order, whatever the crate counts.
-TIER_RULE = "0: one tier; play order is file order"
+# Play order is file order; a tier is a run of consecutive levels with one crate count (what
+# the protocol calls a tier), numbered from 0 in file order.
+TIER_RULE = "runs of equal crate count in file order, numbered from 0"
 IMPORT_COLUMNS = {"source_file": pl.String, "source_level": pl.Int16, "title": pl.String,
                   "imputed_features": pl.String}
 
@@ -149,7 +150,7 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
     ids = [canonical_id(lv) for lv in levels]
     _refuse_repeats(kept, ids, datasets)
     df = with_solutions(pl.DataFrame({
-        "index": list(range(len(kept))), "tier": [0] * len(kept),
+        "index": list(range(len(kept))), "tier": crate_runs([lv.n_crates for lv in levels]),
         "n_crates": [lv.n_crates for lv in levels], "height": [lv.height for lv in levels],
         "width": [lv.width for lv in levels], "xsb": [to_xsb(lv) for lv in levels],
         "canonical_id": ids, "wall_layout_id": [wall_layout_id(lv) for lv in levels],
@@ -170,6 +171,15 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
         log.warning("graded with neutral values for %s", line)
     return (levels_table(df, spec, IMPORT_COLUMNS),
             ImportResult(Path(), len(kept), problems, imputed))
+
+
+def crate_runs(crates: list[int]) -> list[int]:
+    """The tier of each level: the number of the run of equal crate counts it belongs to."""
+    tiers, tier = [], 0
+    for i, n in enumerate(crates):
+        tier += i > 0 and n != crates[i - 1]
+        tiers.append(tier)
+    return tiers
 
 
 def _refuse_repeats(kept: list, ids: list[str], datasets: Path) -> None:
