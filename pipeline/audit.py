@@ -18,6 +18,7 @@ from engine.planner import plan
 from engine.rules import ACTIONS, step
 from engine.solver import solve
 from pipeline.errors import PipelineError
+from pipeline.importing import crate_runs
 from pipeline.manifest import IMPORTED, read_manifest
 from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet, sha256_file
@@ -261,15 +262,12 @@ def is_imported(manifest: dict[str, Any]) -> bool:
 def check_board_crates(facts: VersionFacts) -> Check:
     """Every stored crate count is the board's own and a tier is one run of equal counts (an
     import's tiers come from its files, not from the spec)."""
-    bad = [f"level {r['index']}: {level.n_crates} crates on the board, {r['n_crates']} stored"
-           for r, level in zip(_rows(facts), facts.levels, strict=True)
-           if r["n_crates"] != level.n_crates]
     rows = _rows(facts)
-    for prev, cur in zip(rows, rows[1:], strict=False):
-        same = prev["n_crates"] == cur["n_crates"]
-        if (cur["tier"] == prev["tier"]) != same or cur["tier"] < prev["tier"]:
-            bad.append(f"level {cur['index']}: tier {cur['tier']} with {cur['n_crates']} crates"
-                       f" after tier {prev['tier']} with {prev['n_crates']}")
+    bad = [f"level {r['index']}: {level.n_crates} crates on the board, {r['n_crates']} stored"
+           for r, level in zip(rows, facts.levels, strict=True) if r["n_crates"] != level.n_crates]
+    runs = crate_runs([level.n_crates for level in facts.levels])
+    bad += [f"level {r['index']}: tier {r['tier']}, its run of equal crate counts is {want}"
+            for r, want in zip(rows, runs, strict=True) if r["tier"] != want]
     return Check("stored crate counts match the boards, one count per tier", not bad,
                  tuple(bad))
 

@@ -135,8 +135,8 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
         elif answer.status == "unsolvable":
             problems.append(f"{fl.name(source.name)}: unsolvable")
         elif answer.status == "too_large":
-            problems.append(f"{fl.name(source.name)}: too large to search (no solution within "
-                            f"the solver's state bound)")
+            problems.append(f"{fl.name(source.name)}: too large to search (its states exceed "
+                            "the solver's bound)")
         else:
             kept.append((source, fl, answer))
     if problems and not skip_unsolvable:

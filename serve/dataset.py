@@ -172,16 +172,22 @@ def _served_level(row: dict) -> ServedLevel:
 
 @dataclass(frozen=True, eq=False)
 class ForwardSolvability:
-    """Whether a state can still be solved, by a bounded forward search from it: for levels
-    whose solvable set is too large to keep. A search that does not finish counts as solvable
-    (a deadlock is then never claimed without proof)."""
+    """Whether a state can still be solved, for levels whose solvable set is too large to
+    keep: a crate on a dead square or frozen off its goal is proof; otherwise a bounded forward
+    search decides, and one that does not finish counts as solvable (no unproven deadlock)."""
 
     level: Level
     max_states: int = DEAD_CHECK_STATES
 
     def is_solvable(self, state: Any) -> bool:
+        from engine.deadlock import dead_squares, is_frozen_dead
         from engine.solver import solve
 
+        dead = dead_squares(self.level).ravel()
+        goals = self.level.goals.ravel()
+        if any(dead[c] or (not goals[c] and is_frozen_dead(self.level, state, c))
+               for c in state.crates):
+            return False
         return solve(self.level, state, max_states=self.max_states).status != "unsolvable"
 
 
