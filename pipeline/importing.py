@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 SOURCES_DIR = "sources"
 VISIBILITIES = ("public", "hidden")
+_GAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # Play order is file order; a tier is a run of consecutive levels with one crate count (what
 # the protocol calls a tier), numbered from 0 in file order.
 TIER_RULE = "runs of equal crate count in file order, numbered from 0"
@@ -92,6 +94,12 @@ def import_collection(version: str, files: Sequence[Path], *, datasets: Path,
     workers = workers or Workers(show_progress=False)
     spec = spec or load_spec("standard")
     sources = [read_source(Path(p)) for p in files]
+    if game is None:  # the first file's name, when it can stand in a URL
+        stem = sources[0].path.stem
+        game = stem if _GAME.match(stem) else version
+    elif not _GAME.match(game):
+        raise PipelineError(f"game name {game[:70]!r} is not allowed: use letters, digits, '.',"
+                            " '_' or '-', starting with a letter or digit (it is part of URLs)")
     names = [s.name for s in sources]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -205,7 +213,7 @@ def _refuse_repeats(kept: list, ids: list[str], datasets: Path) -> None:
 
 
 def _write_version(folder: Path, version: str, sources: list[Source], table: pl.DataFrame,
-                   spec: Spec, game: str | None, visibility: str, skip_unsolvable: bool,
+                   spec: Spec, game: str, visibility: str, skip_unsolvable: bool,
                    result: ImportResult) -> None:
     """levels.parquet, a copy of every source file, then the manifest, into ``folder``."""
     levels = folder / "levels.parquet"
@@ -222,7 +230,7 @@ def _write_version(folder: Path, version: str, sources: list[Source], table: pl.
     manifest = make_manifest(
         version=version, spec=spec.to_dict(), seed_source=IMPORTED, salt=None,
         seed_sha256=None, levels=levels, rows=table.height, excluded_versions=[])
-    manifest["game"] = game or sources[0].path.stem
+    manifest["game"] = game
     manifest["generator"]["method"] = IMPORTED
     manifest["visibility"] = visibility
     manifest["sources"] = [{"name": s.name, "sha256": s.sha256, "levels": len(s.levels),

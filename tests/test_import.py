@@ -11,6 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from serve_support import Api, server
 
 from engine.level_files import read_collection
@@ -130,6 +132,25 @@ def test_reading_errors_name_the_file_and_the_line():
     with pytest.raises(LevelError, match=r"mixed\.sok level 2 'Two in a row' \(line 12\): "
                                          r"no player"):
         read_collection(MIXED.replace("#  @   #", "#      #", 1), "mixed.sok")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="# $.*@+-_\n;:\rTitleComment-End\t", max_size=120))
+def test_any_collection_text_either_reads_or_is_refused_in_words(tail):
+    try:
+        levels = read_collection(MIXED.split("Level 2")[0] + tail, "any.xsb")
+    except LevelError as e:
+        assert str(e).startswith("any.xsb")
+        return
+    assert levels[0].title == "Level 1"
+    for fl in levels:
+        assert (fl.level is None) == (fl.too_large is not None)
+
+
+def test_a_game_name_must_fit_in_a_url(imported, tmp_path):
+    result = run("import", "g", str(imported["src"]), "--game", "a b/c",
+                 "--datasets", str(tmp_path), "--quiet")
+    assert result.exit_code == 1 and "game name 'a b/c' is not allowed" in result.output
 
 
 def test_imported_version_keeps_file_order_optima_budgets_and_sources(imported):
