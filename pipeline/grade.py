@@ -78,21 +78,36 @@ def with_features(df: pl.DataFrame, workers: Workers,
 
 def level_features(level: Level, result: SolveResult, sset: SolvableSet) -> dict[str, Any]:
     """The grading features of a solved level; ``sset`` is its board's solvable set."""
-    stats = push_reachable_stats(level, sset)
-    paths = optimal_paths(level)
+    return (_solution_features(level, result) | _solvable_features(level, sset)
+            | _path_features(level))
+
+
+def _solution_features(level: Level, result: SolveResult) -> dict[str, Any]:
+    """The features read off the level and its optimal solution alone (no search)."""
     return {
         "n_crates": level.n_crates,
         "optimal_moves": int(result.moves),
         "optimal_pushes": int(result.pushes),
         "box_changes": box_changes(level, result.solution),
+        # pushes beyond taking every crate alone to its nearest goal: detours and re-routing
+        "detour_pushes": int(result.pushes) - push_lower_bound(level),
+    }
+
+
+def _solvable_features(level: Level, sset: SolvableSet) -> dict[str, Any]:
+    """The features that need the board's solvable set."""
+    stats = push_reachable_stats(level, sset)
+    return {
         "reachable_states": int(stats.reachable),
         "dead_fraction": stats.dead / stats.reachable if stats.reachable else 0.0,
         "first_push_traps": first_push_traps(level, sset),
-        # pushes beyond taking every crate alone to its nearest goal: detours and re-routing
-        "detour_pushes": int(result.pushes) - push_lower_bound(level),
-        "optimal_solutions": paths.solutions,
-        "branching_factor": paths.branching,
     }
+
+
+def _path_features(level: Level) -> dict[str, Any]:
+    """The features of the layered count of optimal paths."""
+    paths = optimal_paths(level)
+    return {"optimal_solutions": paths.solutions, "branching_factor": paths.branching}
 
 
 def box_changes(level: Level, lurd: str) -> int:
@@ -196,33 +211,19 @@ def neutral_features() -> dict[str, float]:
 
 def _features_within_limits(level: Level, result: SolveResult, sset: SolvableSet | None
                             ) -> dict[str, Any]:
-    neutral = neutral_features()
+    out = _solution_features(level, result)
     missing: list[str] = []
-    out: dict[str, Any] = {
-        "n_crates": level.n_crates, "optimal_moves": int(result.moves),
-        "optimal_pushes": int(result.pushes),
-        "box_changes": box_changes(level, result.solution),
-        "detour_pushes": int(result.pushes) - push_lower_bound(level),
-    }
-    stats = None
-    if sset is not None:
+    parts = ((_NEEDS_SET, lambda: None if sset is None else _solvable_features(level, sset)),
+             (_NEEDS_PATHS, lambda: _path_features(level)))
+    for names, compute in parts:
         try:
-            stats = push_reachable_stats(level, sset)
+            found = compute()
         except StateSpaceTooLarge:
-            stats = None
-    if stats is not None and sset is not None:
-        out["reachable_states"] = int(stats.reachable)
-        out["dead_fraction"] = stats.dead / stats.reachable if stats.reachable else 0.0
-        out["first_push_traps"] = first_push_traps(level, sset)
-    else:
-        missing += _NEEDS_SET
-    try:
-        paths = optimal_paths(level)
-        out["optimal_solutions"], out["branching_factor"] = paths.solutions, paths.branching
-    except StateSpaceTooLarge:
-        missing += _NEEDS_PATHS
-    for name in missing:
-        value = neutral[name]
-        out[name] = round(value) if FEATURE_SCHEMA[name] in (pl.Int16, pl.Int64) else value
-    out["imputed_features"] = ",".join(missing)
-    return out
+            found = None
+        if found is None:
+            neutral = neutral_features()
+            missing += names
+            found = {n: round(neutral[n]) if FEATURE_SCHEMA[n] in (pl.Int16, pl.Int64)
+                     else neutral[n] for n in names}
+        out |= found
+    return out | {"imputed_features": ",".join(missing)}
