@@ -20,6 +20,7 @@ from engine.solver import solve
 from pipeline.errors import PipelineError
 from pipeline.importing import crate_runs
 from pipeline.manifest import IMPORTED, read_manifest
+from pipeline.solve import SOLVE_MAX_STATES
 from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet, sha256_file
 
@@ -93,7 +94,9 @@ def load_version(root: Path, version: str) -> VersionFacts:
         raise PipelineError(f"{folder / LEVELS_FILE}: a level does not parse ({e})") from None
     solved_moves, planner_ok, planner_steps, ids = [], [], [], []
     for level, budget in zip(levels, table["max_steps"], strict=True):
-        result = solve(level)
+        # the bound the solve stage and imports searched with: a level they proved must not
+        # read as unsolved here for want of room
+        result = solve(level, max_states=SOLVE_MAX_STATES)
         solved_moves.append(result.moves if result.status == "solved" else None)
         outcome = plan(level, int(budget))
         planner_ok.append(outcome.solved)

@@ -241,6 +241,23 @@ def test_audit_of_an_import_passes_and_says_what_it_skipped(imported):
     assert sum(c["skipped"] is not None for c in checks["checks"]) == 3
 
 
+def test_audit_re_solves_a_level_with_the_bound_it_was_imported_with(tmp_path):
+    # three crates across a 12x12 room: over five million states before the optimum, more
+    # than the solver's default bound and within the solve stage's
+    rows = ["#" * 12] + ["#" + " " * 10 + "#"] * 10 + ["#" * 12]
+    grid = [list(r) for r in rows]
+    for r, c, ch in [(1, 1, "@"), (2, 3, "$"), (3, 6, "$"), (4, 8, "$"),
+                     (10, 2, "."), (10, 5, "."), (10, 9, ".")]:
+        grid[r][c] = ch
+    src = tmp_path / "far.xsb"
+    src.write_text("\n".join("".join(r) for r in grid) + "\n")
+    assert run("import", "far", str(src), "--datasets", str(tmp_path), "--quiet").exit_code == 0
+    assert pl.read_parquet(tmp_path / "far" / "levels.parquet")["optimal_moves"][0] == 49
+    from pipeline.audit import audit
+    result = audit(tmp_path, "far")
+    assert result.passed, [c.describe() for c in result.failed]
+
+
 def test_versions_lists_an_import_as_imported(imported):
     result = run("versions", "--datasets", str(imported["root"]))
     assert result.exit_code == 0, result.output
