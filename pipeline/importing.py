@@ -34,9 +34,9 @@ log = logging.getLogger(__name__)
 SOURCES_DIR = "sources"
 VISIBILITIES = ("public", "hidden")
 _GAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-# Play order is file order; a tier is a run of consecutive levels with one crate count (what
-# the protocol calls a tier), numbered from 0 in file order.
-TIER_RULE = "runs of equal crate count in file order, numbered from 0"
+# Play order is file order; a level's tier is its crate count less one (the standard game's
+# numbering), so the runs the server plays as tiers each hold one crate count.
+TIER_RULE = "crates - 1"
 IMPORT_COLUMNS = {"source_file": pl.String, "source_level": pl.Int16, "title": pl.String,
                   "imputed_features": pl.String}
 
@@ -158,7 +158,7 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
     ids = [canonical_id(lv) for lv in levels]
     _refuse_repeats(kept, ids, datasets)
     df = with_solutions(pl.DataFrame({
-        "index": list(range(len(kept))), "tier": crate_runs([lv.n_crates for lv in levels]),
+        "index": list(range(len(kept))), "tier": [tier_of(lv.n_crates) for lv in levels],
         "n_crates": [lv.n_crates for lv in levels], "height": [lv.height for lv in levels],
         "width": [lv.width for lv in levels], "xsb": [to_xsb(lv) for lv in levels],
         "canonical_id": ids, "wall_layout_id": [wall_layout_id(lv) for lv in levels],
@@ -181,13 +181,9 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
             ImportResult(Path(), len(kept), problems, imputed))
 
 
-def crate_runs(crates: list[int]) -> list[int]:
-    """The tier of each level: the number of the run of equal crate counts it belongs to."""
-    tiers, tier = [], 0
-    for i, n in enumerate(crates):
-        tier += i > 0 and n != crates[i - 1]
-        tiers.append(tier)
-    return tiers
+def tier_of(n_crates: int) -> int:
+    """An imported level's tier: its crate count less one, whatever its place in the file."""
+    return n_crates - 1
 
 
 def _refuse_repeats(kept: list, ids: list[str], datasets: Path) -> None:

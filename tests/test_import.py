@@ -158,7 +158,7 @@ def test_imported_version_keeps_file_order_optima_budgets_and_sources(imported):
     table = pl.read_parquet(root / "mix" / "levels.parquet")
     assert table["title"].to_list() == ["Level 1", "Two in a row", "three", "Level 4"]
     assert table["n_crates"].to_list() == [1, 2, 1, 3]
-    assert table["tier"].to_list() == [0, 1, 2, 3]  # runs of equal crate count, file order
+    assert table["tier"].to_list() == [0, 1, 0, 2]  # crates - 1, in file order
     for row in table.iter_rows(named=True):
         result = solve(read_collection(row["xsb"])[0].level)
         assert row["optimal_moves"] == result.moves
@@ -185,6 +185,8 @@ def _image(b64: str) -> np.ndarray:
 def test_served_frames_of_every_board_size_equal_the_engines_drawing(imported, tmp_path):
     served = load_version(imported["root"], "mix")
     assert served.spec()["boards"] == [[5, 6], [8, 8], [8, 10], [16, 16]]
+    # the protocol's tiers are the runs of one crate count, in file order
+    assert [t["crates"] for t in served.spec()["tiers"]] == [1, 2, 1, 3]
     assert isinstance(served.levels[3].solvable, ForwardSolvability)
     with server(served, tmp_path / "store.sqlite") as srv:
         client = Api(srv.base)
@@ -235,7 +237,7 @@ def test_audit_of_an_import_passes_and_says_what_it_skipped(imported):
     assert "SKIP  optima inside their slot bands: an imported collection has no slot" \
         in result.output
     assert "PASS  re-solved optimum equals stored optimum" in result.output
-    assert "PASS  stored crate counts match the boards, one count per tier" in result.output
+    assert "PASS  stored crate counts match the boards, tier by crate count" in result.output
     checks = json.loads((root / "mix" / "report" / "checks.json").read_text())
     assert checks["passed"] is True
     assert sum(c["skipped"] is not None for c in checks["checks"]) == 3
