@@ -32,6 +32,7 @@ from pipeline.workers import Workers
 log = logging.getLogger(__name__)
 
 SOURCES_DIR = "sources"
+MAX_LEVELS = 32767
 VISIBILITIES = ("public", "hidden")
 _GAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # Play order is file order; a level's tier is its crate count less one (the standard game's
@@ -154,6 +155,9 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
         log.warning("skipped %s", problem)
     if not kept:
         raise PipelineError("no level left to import")
+    if len(kept) > MAX_LEVELS:
+        raise PipelineError(f"{len(kept)} levels: a version holds at most {MAX_LEVELS} (its "
+                            "index is int16); import the collection in parts")
     levels = [fl.level for _, fl, _ in kept]
     ids = [canonical_id(lv) for lv in levels]
     _refuse_repeats(kept, ids, datasets)
