@@ -147,6 +147,16 @@ def test_any_collection_text_either_reads_or_is_refused_in_words(tail):
         assert (fl.level is None) == (fl.too_large is not None)
 
 
+def test_budgets_follow_the_rule_of_the_spec_named_on_the_command_line(imported, tmp_path):
+    # the tiny spec's rule is max(10, 3 x optimum): level 1 (3 moves) gets the floor
+    result = run("import", "tiny", str(imported["src"]), "--spec", "tiny",
+                 "--datasets", str(tmp_path), "--quiet")
+    assert result.exit_code == 0, result.output
+    table = pl.read_parquet(tmp_path / "tiny" / "levels.parquet")
+    assert table["max_steps"].to_list() == [max(10, 3 * m) for m in table["optimal_moves"]]
+    assert table["max_steps"][0] == 10
+
+
 def test_a_game_name_must_fit_in_a_url(imported, tmp_path):
     result = run("import", "g", str(imported["src"]), "--game", "a b/c",
                  "--datasets", str(tmp_path), "--quiet")
