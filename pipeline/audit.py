@@ -22,7 +22,7 @@ from pipeline.errors import PipelineError
 from pipeline.grade import first_push_traps
 from pipeline.importing import tier_of
 from pipeline.manifest import IMPORTED, read_manifest
-from pipeline.solve import SOLVE_MAX_STATES
+from pipeline.solve import search_bound
 from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet, sha256_file
 
@@ -98,7 +98,7 @@ def load_version(root: Path, version: str) -> VersionFacts:
     for level, budget in zip(levels, table["max_steps"], strict=True):
         # the bound the solve stage and imports searched with: a level they proved must not
         # read as unsolved here for want of room
-        result = solve(level, max_states=SOLVE_MAX_STATES)
+        result = solve(level, max_states=search_bound(level))
         solved_moves.append(result.moves if result.status == "solved" else None)
         outcome = plan(level, int(budget))
         planner_ok.append(outcome.solved)

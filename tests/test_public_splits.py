@@ -157,3 +157,16 @@ def test_committed_public_versions_share_no_level_with_any_hidden_version():
     for pub, pub_ids in split["public"].items():
         for hid, hid_ids in split["hidden"].items():
             assert not pub_ids & hid_ids, f"{pub} shares levels with {hid}"
+
+
+def test_a_ten_by_ten_five_crate_level_is_re_solved_past_the_default_bound():
+    """Its solvable set fits the generator's bound, and the solve stage must then re-solve it
+    (it needs just under 20 million stored states, past the old fixed bound)."""
+    from pipeline.solve import SOLVE_MAX_STATES, _solve_one, search_bound
+
+    xsb = "\n".join(["##########", "#   #.   #", "#      $ #", "# .# $   #", "#        #",
+                     "#   $  $##", "# . #@   #", "#  $.    #", "#     #. #", "##########"])
+    assert search_bound(parse_xsb(xsb)) > SOLVE_MAX_STATES
+    result = _solve_one(xsb)
+    assert result.status == "solved" and result.moves == 39
+    assert result.states_expanded > 19_000_000
