@@ -20,7 +20,8 @@ from engine.levels import Level, State
 from engine.render import SIZE
 from engine.render import render as _arc_render
 from engine.render import render_goal as _arc_render_goal
-from engine.rules import GOAL, board_array, step_kernel
+from engine.rules import board_array, step_kernel
+from engine.solver import all_on_goals
 
 EMPTY, CRATE, PLAYER = 0, 1, 2  # the contents a floor cell's tile is drawn with
 NO_ACTION = -1  # the action column of an episode's last frame
@@ -127,14 +128,6 @@ def _copy(src: np.ndarray, dst: np.ndarray) -> None:
 
 
 @njit(cache=True)
-def _solved(board: np.ndarray, crates: np.ndarray) -> bool:
-    for i in range(crates.size):
-        if board[crates[i]] & GOAL == 0:
-            return False
-    return True
-
-
-@njit(cache=True)
 def play_kernel(board: np.ndarray, width: int, player: int, crates: np.ndarray,
                 actions: np.ndarray, tiles: np.ndarray, origin: np.ndarray,
                 start_frame: np.ndarray, frames: np.ndarray, taken: np.ndarray,
@@ -145,7 +138,7 @@ def play_kernel(board: np.ndarray, width: int, player: int, crates: np.ndarray,
     Returns (n, solved, the last player cell)."""
     _copy(start_frame, frames[0])
     n = 0
-    solved = _solved(board, crates)
+    solved = all_on_goals(board, crates)
     while n < actions.size and not solved:
         a = actions[n]
         before = player
@@ -160,7 +153,7 @@ def play_kernel(board: np.ndarray, width: int, player: int, crates: np.ndarray,
             if slot >= 0:
                 _paint(frames[n + 1], tiles, origin, 2 * player - before, 1)
         n += 1
-        solved = _solved(board, crates)
+        solved = all_on_goals(board, crates)
     taken[n] = -1
     pushed[n] = False
     invalid[n] = False

@@ -8,28 +8,20 @@ import gymnasium
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from public_support import public_and_hidden
 
 import sokoforge_gym
 from engine.frames import draw, draw_goal
 from engine.levels import parse_xsb
 from engine.rules import lurd_to_actions
-from pipeline.build import build
 from pipeline.errors import PipelineError
-from pipeline.spec import load_spec, spec_from_dict
 from pipeline.tables import read_parquet
-from pipeline.workers import Workers
-
-QUIET = Workers(show_progress=False)
 
 
 @pytest.fixture(scope="module")
 def datasets(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("datasets")
-    data = load_spec("public/W").to_dict()
-    data["tiers"][0]["levels"] = 4
-    build("pub", datasets=root, spec=spec_from_dict(data), seed=5, workers=QUIET)
-    build("hid", datasets=root, spec=load_spec("tiny"), seed=5, workers=QUIET)
-    return root
+    """A public version (a small W) and a hidden one (tiny) under one datasets folder."""
+    return public_and_hidden(tmp_path_factory.mktemp("datasets"), 4)
 
 
 def test_one_import_registers_the_environment():

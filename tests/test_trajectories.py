@@ -11,14 +11,14 @@ import polars as pl
 import pyarrow.dataset as pads
 import pytest
 from click.testing import CliRunner
+from public_support import QUIET, public_and_hidden
 
 from engine.frames import draw, draw_goal
 from engine.levels import canonical_id, parse_xsb
 from engine.rules import step
-from pipeline.build import build
 from pipeline.cli import main
 from pipeline.errors import PipelineError
-from pipeline.spec import load_spec, spec_from_dict
+from pipeline.spec import load_spec
 from pipeline.trajectories import (
     KINDS,
     Plan,
@@ -30,18 +30,11 @@ from pipeline.trajectories import (
 )
 from pipeline.workers import Workers
 
-QUIET = Workers(show_progress=False)
-
 
 @pytest.fixture(scope="module")
 def datasets(tmp_path_factory) -> Path:
     """A public version (a small W) and a hidden one (tiny) under one datasets folder."""
-    root = tmp_path_factory.mktemp("datasets")
-    data = load_spec("public/W").to_dict()
-    data["tiers"][0]["levels"] = 6
-    build("pub", datasets=root, spec=spec_from_dict(data), seed=5, workers=QUIET)
-    build("hid", datasets=root, spec=load_spec("tiny"), seed=5, workers=QUIET)
-    return root
+    return public_and_hidden(tmp_path_factory.mktemp("datasets"), 6)
 
 
 @pytest.fixture(scope="module")
