@@ -94,3 +94,20 @@ def test_a_spec_draws_fresh_levels_reproducibly(datasets):
     assert np.array_equal(env.reset(seed=7)[0]["obs"], first)
     assert not np.array_equal(env.reset(seed=8)[0]["obs"], first)
     assert env.reset(seed=7)[1]["max_steps"] == 80
+
+
+def test_an_imported_public_collection_is_an_environment_and_a_hidden_one_is_not(tmp_path):
+    from pipeline.importing import import_collection
+
+    src = tmp_path / "two.xsb"
+    src.write_text("; one\n#####\n#@$.#\n#####\n\n; two\n######\n#@ $.#\n######\n")
+    other = tmp_path / "other.xsb"
+    other.write_text("#######\n#@ $ .#\n#######\n")
+    import_collection("mine", [src], datasets=tmp_path, visibility="public")
+    import_collection("secret", [other], datasets=tmp_path, visibility="hidden")
+    env = gymnasium.make("sokoforge/Sokoban-v0", version="mine", datasets=tmp_path)
+    _, info = env.reset(seed=0, options={"level": 1})
+    rewards = [env.step(3)[1] for _ in range(2)]
+    assert rewards == [0.0, 1.0]
+    with pytest.raises(PipelineError, match="hidden version"):
+        gymnasium.make("sokoforge/Sokoban-v0", version="secret", datasets=tmp_path)
