@@ -37,7 +37,7 @@ from pipeline.generate import SCATTER_MAX_STATES, draw_start
 from pipeline.layouts import goal_layout, scatter_level
 from pipeline.manifest import read_manifest, visibility
 from pipeline.seeds import derived_rng
-from pipeline.spec import Spec
+from pipeline.spec import Spec, Tier
 from pipeline.tables import fsync_path, read_parquet, write_text
 from pipeline.workers import Workers
 
@@ -161,7 +161,7 @@ def fresh_levels(spec: Spec, seed: int, group: int,
                         f"{group}; widen its bands or raise max_attempts")
 
 
-def _draws(spec: Spec, tier, band: tuple[int, int],
+def _draws(spec: Spec, tier: Tier, band: tuple[int, int],
            rng: np.random.Generator) -> list[tuple[Level, list[int]]]:
     if spec.method == "scatter":
         level = scatter_level(rng, spec.height, spec.width, tier.wall_density, tier.crates)
