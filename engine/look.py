@@ -8,6 +8,7 @@ through one fixed table, so both faces always show the same board.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from functools import cached_property, lru_cache
 from typing import Any
@@ -164,6 +165,17 @@ class Look:
 
 SHARED = Look()
 ARC = Look("arc")
+
+
+def stored_look(version_look: str, row: Mapping[str, Any]) -> Look:
+    """The look of one row of ``levels.parquet``: its own ``theme`` (JSON) and ``noise_seed``
+    when it has them, else its version's look; a themed version gives every level its theme."""
+    theme = row.get("theme")
+    if theme is not None:
+        return Look("themed", Theme.from_json(theme), row.get("noise_seed"))
+    if version_look == "themed":
+        raise LookError("the version's look is themed but the level has no theme")
+    return Look(version_look)
 
 
 def painter(level: Level, look: Look = SHARED) -> Painter:

@@ -19,9 +19,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from engine.render import render  # noqa: E402
+from engine.look import frame, stored_look  # noqa: E402
 from pipeline.audit import AuditResult, VersionFacts, tier_summary  # noqa: E402
 from pipeline.difficulty import load_model  # noqa: E402
+from pipeline.spec import version_look  # noqa: E402
 from pipeline.tables import write_text  # noqa: E402
 
 _TIER_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02")
@@ -104,18 +105,21 @@ def plot_histograms(facts: VersionFacts) -> bytes:
 
 
 def contact_sheet(facts: VersionFacts, per_row: int = 10, scale: int = 2) -> bytes:
-    """Every level's 64x64 observation, labelled with index, optimum and grade."""
+    """Every level's 64x64 observation in its version's look, labelled with index, optimum
+    and grade."""
     n = len(facts.levels)
     per_row = max(1, min(per_row, n))
     rows = max(1, -(-n // per_row))
     tile, gap, label = 64 * scale, 8, 22
     cell_w, cell_h = tile + gap, tile + gap + label
     sheet = np.full((rows * cell_h, per_row * cell_w, 3), 255, dtype=np.uint8)
-    for i, level in enumerate(facts.levels):
+    look = version_look(facts.manifest)
+    rows = facts.table.iter_rows(named=True)
+    for i, (level, row) in enumerate(zip(facts.levels, rows, strict=True)):
         r, c = divmod(i, per_row)
         y, x = r * cell_h + label, c * cell_w + gap // 2
-        sheet[y:y + tile, x:x + tile] = np.kron(render(level), np.ones((scale, scale, 1),
-                                                                        dtype=np.uint8))
+        start = frame(level, None, stored_look(look, row))
+        sheet[y:y + tile, x:x + tile] = np.kron(start, np.ones((scale, scale, 1), dtype=np.uint8))
     dpi = 100
     fig = plt.figure(figsize=(sheet.shape[1] / dpi, sheet.shape[0] / dpi + 0.4), dpi=dpi)
     ax = fig.add_axes((0, 0, 1, sheet.shape[0] / (sheet.shape[0] + 40)))
