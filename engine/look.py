@@ -40,6 +40,7 @@ _JITTER = {"floor": 70, "floor_alt": 18, "wall": 70, "wall_edge": 30, "goal": 45
            "box_edge": 30, "box_on_goal": 45, "player": 45}
 _CLIP = (20, 235)
 MAX_NOISE_STD = 6.0
+_WORD = 2**64 - 1
 
 
 class LookError(ValueError):
@@ -227,7 +228,8 @@ class Painter:
 def add_noise(rgb: np.ndarray, std: float, key: int, step: int) -> np.ndarray:
     """Gaussian pixel noise of ``std``, rounded and clipped to 0-255; a function of (key, step)
     alone: each step draws from its own Philox stream keyed by both."""
-    stream = np.random.Generator(np.random.Philox(key=[key & (2**64 - 1), step & (2**64 - 1)]))
+    words = np.array([key & _WORD, step & _WORD], dtype=np.uint64)
+    stream = np.random.Generator(np.random.Philox(key=words))
     noise = stream.standard_normal(rgb.shape, dtype=np.float32)
     noisy = rgb.astype(np.float32) + noise * np.float32(std)
     return np.clip(np.rint(noisy), 0, 255).astype(np.uint8)
