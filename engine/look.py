@@ -8,6 +8,7 @@ through one fixed table, so both faces always show the same board.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from functools import cached_property, lru_cache
@@ -226,13 +227,31 @@ class Painter:
 
 
 def add_noise(rgb: np.ndarray, std: float, key: int, step: int) -> np.ndarray:
-    """Gaussian pixel noise of ``std``, rounded and clipped to 0-255; a function of (key, step)
-    alone: each step draws from its own Philox stream keyed by both."""
+    """Gaussian pixel noise of ``std`` added to every channel, rounded, clipped to 0-255.
+
+    A function of (key, step) alone: each step reads 16-bit uniforms from its own Philox
+    stream keyed by both and maps them through the inverse CDF of the rounded Gaussian
+    (``noise_table``), several times faster than drawing normals per frame.
+    """
     words = np.array([key & _WORD, step & _WORD], dtype=np.uint64)
-    stream = np.random.Generator(np.random.Philox(key=words))
-    noise = stream.standard_normal(rgb.shape, dtype=np.float32)
-    noisy = rgb.astype(np.float32) + noise * np.float32(std)
-    return np.clip(np.rint(noisy), 0, 255).astype(np.uint8)
+    raw = np.random.Philox(key=words).random_raw(-(-rgb.size // 4))
+    noise = noise_table(std).take(raw.view(np.uint16)[:rgb.size]).reshape(rgb.shape)
+    noisy = rgb.astype(np.int16)
+    noisy += noise
+    return np.clip(noisy, 0, 255, out=noisy).astype(np.uint8)
+
+
+@lru_cache(maxsize=512)
+def noise_table(std: float) -> np.ndarray:
+    """Inverse CDF of ``round(std * Z)``, Z standard normal, at the 65536 midpoints
+    ``(u + 0.5) / 65536``: a uniform 16-bit index draws that rounded Gaussian."""
+    reach = int(np.ceil(6 * std)) + 1
+    k = np.arange(-reach, reach + 1)
+    cdf = np.array([0.5 * (1.0 + math.erf((v + 0.5) / (std * math.sqrt(2.0)))) for v in k])
+    u = (np.arange(1 << 16) + 0.5) / (1 << 16)
+    table = k[np.minimum(np.searchsorted(cdf, u, side="right"), k.size - 1)].astype(np.int16)
+    table.flags.writeable = False
+    return table
 
 
 class PalettePainter(Painter):
