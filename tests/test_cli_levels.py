@@ -1,6 +1,7 @@
 """``sokoforge solve`` and ``sokoforge render`` as a maintainer uses them."""
 
 import json
+from pathlib import Path
 
 import matplotlib.image
 import numpy as np
@@ -155,3 +156,16 @@ def test_a_level_too_large_to_search_exits_1_and_is_not_called_unsolvable():
     assert result.exit_code == 1
     assert "too large to search: level 1" in result.output
     assert "no solution for level 2" in result.output and "level 1," not in result.output
+
+
+def test_readme_pictures_of_the_looks_are_what_render_draws(tmp_path):
+    docs = Path(__file__).resolve().parent.parent / "docs" / "looks"
+    for name, args in [("shared", ["--look", "shared"]), ("arc", ["--look", "arc"]),
+                       ("themed", ["--theme", str(docs / "themed.json")]),
+                       ("themed-noise", ["--theme", str(docs / "themed-noise.json")])]:
+        out = tmp_path / f"{name}.png"
+        result = run("render", str(docs / "level.xsb"), "--actions", "rrUru", "--scale", "2",
+                     "--out", str(out), *args)
+        assert result.exit_code == 0, result.output
+        assert np.array_equal(matplotlib.image.imread(out), matplotlib.image.imread(
+            docs / f"{name}.png")), f"docs/looks/{name}.png is stale: redraw it (README, Looks)"
