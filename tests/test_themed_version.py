@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from serve_support import Api, server
 
 from engine.levels import parse_xsb
-from engine.look import Look, Theme, painter
+from engine.look import ELEMENT_TO_ARC, Look, Theme, add_noise, painter
 from engine.rules import Game
 from pipeline import seeds
 from pipeline.build import build
@@ -27,7 +27,7 @@ from pipeline.write import level_looks
 from serve.dataset import load_version
 
 QUIET = Workers(show_progress=False)
-ACTIONS = [0, 1, 2, 3, 3, 0, 2, 1, 1, 2]
+ACTIONS = [0] * 7 + [2] * 7 + [1, 3]  # walks into walls: no-op steps draw new noise too
 
 
 @pytest.fixture(scope="module")
@@ -94,17 +94,32 @@ def play_fixed(client: Api) -> tuple[str, list[np.ndarray]]:
     return frame["session_id"], frames
 
 
+def play_fixed_arc(client: Api, steps: int) -> list[np.ndarray]:
+    """The ARC face's grids of the first ``steps`` frames of the same fixed actions."""
+    game = "sokoban-th"
+    card = client.ok("POST", "/api/scorecard/open", {})["card_id"]
+    frame = client.ok("POST", "/api/cmd/RESET", {"card_id": card, "game_id": game})
+    grids = [np.array(frame["frame"][0])]
+    for action in ACTIONS[:steps - 1]:
+        frame = client.ok("POST", f"/api/cmd/ACTION{action + 1}",
+                          {"game_id": game, "guid": frame["guid"]})
+        grids.append(np.array(frame["frame"][0]))
+    return grids
+
+
 def test_served_frames_are_the_stored_themes_drawing_and_replay_the_same(built, tmp_path):
     row = table(built["path"]).row(0, named=True)
     level = parse_xsb(row["xsb"])
     drawn = painter(level, look_of(row))
     game = Game(level, row["max_steps"])
     expected = [drawn.frame(level.start, 0)]
+    blocked = 0
     for n, action in enumerate(ACTIONS, 1):
-        game.act(action)
+        blocked += not game.act(action).moved
         if game.done:
             break
         expected.append(drawn.frame(game.state, n))
+    assert blocked and look_of(row).noisy
     db = tmp_path / "store.sqlite"
     with server(load_version(built["root"], "th"), db) as running:
         client = Api(running.base)
@@ -114,10 +129,21 @@ def test_served_frames_are_the_stored_themes_drawing_and_replay_the_same(built, 
         home = client.ok("GET", "/")
         goal = client.ok("GET", f"/api/sessions/{session}")["observation"]["goal"]
         _, again = play_fixed(client)
+        grids = play_fixed_arc(client, len(frames))
     assert len(frames) == len(expected) > 3
     for n, (got, want) in enumerate(zip(frames, expected, strict=True)):
         assert got.tobytes() == want.tobytes(), f"step {n}"
     assert [f.tobytes() for f in again] == [f.tobytes() for f in frames]
+    # both faces show one board: the ARC grid, read back as elements and coloured (with the
+    # step's noise) by the level's theme, is the native frame of the same step
+    to_element = {int(v): e for e, v in enumerate(ELEMENT_TO_ARC)}
+    look = look_of(row)
+    for n, (grid, native) in enumerate(zip(grids, frames, strict=True)):
+        elements = np.vectorize(to_element.get)(grid).astype(np.uint8)
+        coloured = drawn.colours[elements]
+        if look.noisy:
+            coloured = add_noise(coloured, look.theme.noise_std, look.noise_key, n)
+        assert coloured.tobytes() == native.tobytes(), f"ARC face of step {n}"
     assert base64.b64decode(goal) == drawn.goal().tobytes()
     assert spec["look"] == {"name": "themed", "noise": True, "themed_levels": 8}
     assert spec["boards"] == [[8, 8]]
