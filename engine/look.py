@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from engine.levels import Level, State
-from engine.render import PALETTE, render_indices
+from engine.render import PALETTE, render_goal_indices, render_indices
 
 SIZE = 64
 LOOKS = ("shared", "arc", "themed")
@@ -266,7 +266,6 @@ class PalettePainter(Painter):
         return render_indices(self.level, state)
 
     def goal_elements(self) -> np.ndarray:
-        from engine.render import render_goal_indices
         return render_goal_indices(self.level)
 
     def arc(self, state: State | None = None) -> np.ndarray:

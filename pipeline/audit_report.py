@@ -114,8 +114,8 @@ def contact_sheet(facts: VersionFacts, per_row: int = 10, scale: int = 2) -> byt
     cell_w, cell_h = tile + gap, tile + gap + label
     sheet = np.full((rows * cell_h, per_row * cell_w, 3), 255, dtype=np.uint8)
     look = version_look(facts.manifest)
-    rows = facts.table.iter_rows(named=True)
-    for i, (level, row) in enumerate(zip(facts.levels, rows, strict=True)):
+    stored = facts.table.iter_rows(named=True)
+    for i, (level, row) in enumerate(zip(facts.levels, stored, strict=True)):
         r, c = divmod(i, per_row)
         y, x = r * cell_h + label, c * cell_w + gap // 2
         start = frame(level, None, stored_look(look, row))

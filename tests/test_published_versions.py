@@ -4,6 +4,7 @@ loading, serving (in the shared look, the default everywhere) and auditing."""
 from __future__ import annotations
 
 import base64
+import json
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import matplotlib.image
 import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
+import pytest
 from click.testing import CliRunner
 from serve_support import Api, server
 
@@ -18,7 +20,7 @@ from engine.levels import parse_xsb
 from engine.look import SHARED, painter
 from engine.rules import step
 from pipeline.cli import main
-from serve.dataset import load_version
+from serve.dataset import DatasetError, load_version
 
 PUBLISHED = Path(__file__).resolve().parent / "fixtures" / "published"
 DEMO_2026_11 = "demo-2026-11"  # datasets/demo as committed until looks came in
@@ -61,3 +63,14 @@ def test_a_version_from_before_looks_renders_in_the_shared_look(tmp_path):
     row = pl.read_parquet(PUBLISHED / DEMO_2026_11 / "levels.parquet").sort("index").row(
         4, named=True)
     assert np.array_equal(picture[:, :64], painter(parse_xsb(row["xsb"]), SHARED).frame())
+
+
+def test_a_version_naming_an_unknown_look_or_a_themed_one_without_themes_is_refused(tmp_path):
+    for look, says in [("sepia", "unknown look 'sepia'"),
+                       ("themed", "level 0: the version's look is themed but the level has no")]:
+        shutil.copytree(PUBLISHED / DEMO_2026_11, tmp_path / look)
+        manifest = json.loads((tmp_path / look / "manifest.json").read_text())
+        manifest["spec"]["look"] = look
+        (tmp_path / look / "manifest.json").write_text(json.dumps(manifest))
+        with pytest.raises(DatasetError, match=says):
+            load_version(tmp_path, look)

@@ -9,6 +9,7 @@ import click
 import numpy as np
 
 from engine.levels import Level, LevelError, parse_levels, parse_xsb
+from engine.look import SHARED, Look, LookError, Theme, painter, stored_look
 from pipeline.cli.errors import CliError, refusals
 
 
@@ -102,7 +103,6 @@ def render_command(file: str, out: str, index: int, look_name: str | None,
     """
     import matplotlib.image
 
-    from engine.look import Look, LookError, Theme, painter
     from engine.rules import replay
 
     if not out.lower().endswith(".png"):
@@ -141,11 +141,10 @@ def render_command(file: str, out: str, index: int, look_name: str | None,
     click.echo(f"wrote {out} ({picture.shape[1]}x{picture.shape[0]} px)")
 
 
-def read_drawn_levels(path: str) -> tuple[list[Level], list]:
+def read_drawn_levels(path: str) -> tuple[list[Level], list[Look]]:
     """The levels of an XSB file (drawn shared) or of a version folder (in its stored looks)."""
     from pathlib import Path
 
-    from engine.look import SHARED, LookError, stored_look
     from pipeline.manifest import read_manifest
     from pipeline.spec import version_look
     from pipeline.tables import read_parquet
