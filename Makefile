@@ -54,6 +54,7 @@ bench: install
 	$(PY) benchmarks/serve.py
 	$(PY) benchmarks/serve.py --looks before,arc,shared,themed,themed+noise --sessions 8
 	$(PY) benchmarks/arc.py
+	$(PY) benchmarks/import_grade.py
 
 clean-cache:
 	rm -rf .numba_cache

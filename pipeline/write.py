@@ -7,6 +7,7 @@ each level its theme (and noise key) drawn from the version seed and the level's
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -35,21 +36,33 @@ def write(selected: Path, out: Path, spec: Spec, seed: int) -> Path:
     if df.height != spec.n_levels:
         raise PipelineError(f"write: selection holds {df.height} levels, the spec "
                             f"{spec.name} needs {spec.n_levels}")
+    write_parquet(levels_table(df, spec, seed=seed), out)
+    return out
+
+
+def levels_table(df: pl.DataFrame, spec: Spec, extra: dict[str, Any] | None = None,
+                 seed: int | None = None) -> pl.DataFrame:
+    """The rows of ``levels.parquet``: budgets by the spec's rule, play order, each level's
+    look, the format's column types, then the ``extra`` columns (name to type) a version kind
+    adds. ``seed`` is the version seed themed looks are drawn from (None: a version without)."""
     budget = pl.max_horizontal(pl.lit(spec.budget_floor, dtype=pl.Int32),
                                spec.budget_multiple * pl.col("optimal_moves").cast(pl.Int32))
     df = df.with_columns(budget.alias("max_steps")).sort("index")
     df = df.with_columns(*level_looks(spec, seed, df["index"].to_list()))
     if df["max_steps"].max() > 32767:
         raise PipelineError("write: a step budget exceeds int16; lower the budget multiple")
-    levels = df.select([pl.col(name).cast(dtype) for name, dtype in LEVEL_COLUMNS.items()])
-    write_parquet(levels, out)
-    return out
+    columns = LEVEL_COLUMNS | (extra or {})
+    return df.select([pl.col(name).cast(dtype) for name, dtype in columns.items()])
 
 
-def level_looks(spec: Spec, seed: int, indices: list[int]) -> tuple[pl.Series, pl.Series]:
+def level_looks(spec: Spec, seed: int | None, indices: list[int]
+                ) -> tuple[pl.Series, pl.Series]:
     """The ``theme`` (canonical JSON) and ``noise_seed`` columns: null unless the spec is themed
     (noise keys only with noise), so a version's files alone fix every pixel it serves."""
     themed = spec.look == "themed"
+    if themed and seed is None:
+        raise PipelineError(f"spec {spec.name} draws a theme per level from the version seed, "
+                            "and this version has no seed; use look = \"shared\" or \"arc\"")
     themes = [draw_theme(seeds.derived_rng(seed, seeds.THEME, i), spec.noise).to_json()
               if themed else None for i in indices]
     keys = [seeds.noise_key(seed, i) if themed and spec.noise else None for i in indices]
