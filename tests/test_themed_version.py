@@ -178,3 +178,13 @@ def test_contact_sheet_shows_each_level_in_its_theme(built):
         wall = tuple(Theme.from_json(row["theme"]).wall)
         assert wall in colours or any(  # noise may move a wall pixel by a few levels
             max(abs(a - b) for a, b in zip(wall, c, strict=True)) <= 2 for c in colours)
+
+
+def test_a_themed_spec_without_a_version_seed_is_refused_in_words(themed):
+    from pipeline.errors import PipelineError
+
+    with pytest.raises(PipelineError, match="draws a theme per level from the version seed"):
+        level_looks(themed, None, [0, 1])
+    shared = spec_from_dict({**themed.to_dict(), "look": "shared", "noise": False})
+    themes, keys = level_looks(shared, None, [0, 1])
+    assert themes.null_count() == keys.null_count() == 2
