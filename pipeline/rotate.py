@@ -20,7 +20,13 @@ from engine.levels import LevelError, canonical_id, parse_levels
 from pipeline import seeds
 from pipeline.build import BuildFolder, Plan, build, check_version_name, version_ids
 from pipeline.difficulty import MODEL_PATH, score_levels
-from pipeline.equivalence import Equivalence, allowed_gap, compare, planner_solved
+from pipeline.equivalence import (
+    EQUIVALENCE_FILE,
+    Equivalence,
+    allowed_gap,
+    compare,
+    planner_solved,
+)
 from pipeline.errors import PipelineError
 from pipeline.manifest import read_manifest
 from pipeline.matching import MatchError, match, targets
@@ -30,7 +36,6 @@ from pipeline.tables import read_parquet, sha256_file, write_parquet, write_text
 from pipeline.workers import Workers
 
 MAX_ENLARGEMENTS = 3  # rounds of extra candidates for the unmatched slots before giving up
-EQUIVALENCE_FILE = "equivalence.json"
 DIFFICULTY_TOLERANCE = 1e-6
 REFINE_GAP = 0.05  # a slot whose difficulty differs more gets one more draw once matched
 
