@@ -22,7 +22,7 @@ from engine.reverse import solvable_set
 from engine.rules import ACTIONS, step
 from engine.solver import solve
 from pipeline.equivalence import EQUIVALENCE_FILE
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError, PipelineError
 from pipeline.grade import first_push_traps
 from pipeline.manifest import read_manifest
 from pipeline.spec import Spec, spec_from_dict
@@ -81,7 +81,7 @@ class AuditResult:
         return [c for c in self.checks if not c.passed]
 
 
-class AuditRefused(PipelineError):
+class AuditRefused(InputError):
     """An audit request that makes no sense as asked (a version against itself)."""
 
 
@@ -167,9 +167,9 @@ def read_rotation(folder: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise PipelineError(f"{path}: not a readable rotation verdict ({e})") from None
+        raise InputError(f"{path}: not a readable rotation verdict ({e})") from None
     if not isinstance(data, dict):
-        raise PipelineError(f"{path}: not a readable rotation verdict")
+        raise InputError(f"{path}: not a readable rotation verdict")
     return data
 
 

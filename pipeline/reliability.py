@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError
 
 POOL_CURVE_PATH = Path(__file__).resolve().parent / "specs" / "difficulty_pool_curve.json"
 BINS = 10
@@ -80,7 +80,7 @@ def load_pool_curve(path: Path = POOL_CURVE_PATH) -> dict[str, Any] | None:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except (OSError, ValueError) as e:
-        raise PipelineError(f"{path}: not a readable pool curve ({e})") from None
+        raise InputError(f"{path}: not a readable pool curve ({e})") from None
 
 
 def save_pool_curve(data: dict[str, Any], path: Path = POOL_CURVE_PATH) -> None:

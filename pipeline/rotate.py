@@ -27,7 +27,7 @@ from pipeline.equivalence import (
     compare,
     planner_solved,
 )
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError, PipelineError
 from pipeline.manifest import read_manifest
 from pipeline.matching import MatchError, match, targets
 from pipeline.rotation_pool import draws_in_round, enlarge
@@ -81,7 +81,7 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     check_version_name(prev)
     prev_folder = datasets / prev
     if not (prev_folder / "levels.parquet").is_file():
-        raise PipelineError(f"no version {prev!r} to rotate from under {datasets}")
+        raise InputError(f"no version {prev!r} to rotate from under {datasets}")
     manifest = read_manifest(prev_folder / "manifest.json")
     spec = spec_from_dict(manifest["spec"], source=f"manifest of {prev}")
     files, ids = excluded_levels(exclude)

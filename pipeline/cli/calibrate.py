@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.errors import CliError, refusals
+from pipeline.cli.errors import USAGE, CliError, refusals
 
 
 @click.command("calibrate")
@@ -40,7 +40,7 @@ def calibrate_command(seed: int | None, fit_per_tier: int, held_out_per_tier: in
     target = MODEL_PATH if out is None else out
     if not (target.parent.is_dir() and os.access(target.parent, os.W_OK)):
         # Refused before the pools are drawn and played, not after.
-        raise CliError(f"cannot write the model to {target}: no writable folder there")
+        raise CliError(f"cannot write the model to {target}: no writable folder there", USAGE)
     with refusals():
         template = load_spec(spec_name)
         with tempfile.TemporaryDirectory(prefix="sokoforge-calibrate-") as work:

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import click
 
 from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import CliError
+from pipeline.cli.errors import USAGE, CliError
 
 DB_ENV = "SOKOFORGE_DB"
 
@@ -64,6 +64,8 @@ def serve_command(version: str, datasets: Path, db: str | None, host: str, port:
                     idle_seconds=idle_minutes * 60, max_parallel=max_parallel,
                     trusted_proxies=proxies)
     db_path = db or os.environ.get(DB_ENV) or "sokoforge.sqlite"
+    if not Path(db_path).resolve().parent.is_dir():
+        raise CliError(f"--db {db_path}: the folder {Path(db_path).parent} does not exist", USAGE)
     try:
         serve_forever(str(datasets), version, db_path, host, port, limits, synchronous.upper())
     except DatasetError as e:
