@@ -254,27 +254,31 @@ def colour_legend(facts: VersionFacts, scale: int = 4) -> bytes:
             cells.append((name, tile))
     tiers = sorted(set(facts.table["tier"].to_list()))
     per_row = 4
-    rows = -(-len(cells) // per_row) + 1
-    fig, ax = plt.subplots(figsize=(11, 0.5 * rows + 0.2))
-    ax.set_xlim(0, per_row)
-    ax.set_ylim(rows, 0)
+    rows = -(-len(cells) // per_row) + 2
+    width, height = 11.0, 0.45 * rows + 0.2
+    fig = plt.figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
     ax.axis("off")
+    side = 0.34  # inches: square swatches whatever the figure's proportions
+    dx, dy = side * per_row / width, side * rows / height
     for i, (name, tile) in enumerate(cells):
         x, y = i % per_row, i // per_row
         big = np.kron(tile, np.ones((scale, scale, 1), dtype=np.uint8))
-        ax.imshow(big, extent=(x + 0.02, x + 0.12, y + 0.9, y + 0.1), interpolation="nearest")
-        ax.add_patch(plt.Rectangle((x + 0.02, y + 0.1), 0.1, 0.8, fill=False, lw=0.8,
+        y0 = y + (1 - dy) / 2
+        ax.imshow(big, extent=(x + 0.02, x + 0.02 + dx, y0 + dy, y0), interpolation="nearest",
+                  aspect="auto")
+        ax.add_patch(plt.Rectangle((x + 0.02, y0), dx, dy, fill=False, lw=0.8,
                                    edgecolor="#555555"))
-        ax.text(x + 0.16, y + 0.5, name, va="center", fontsize=10)
-    y = rows - 1
-    ax.text(0.02, y + 0.5, "label colours:", va="center", fontsize=10)
+        ax.text(x + 0.06 + dx, y + 0.5, name, va="center", fontsize=10)
+    y = rows - 2
+    ax.text(0.02, y + 0.5, "label colour of each tier:", va="center", fontsize=10)
     for j, k in enumerate(tiers):
-        ax.text(0.62 + 0.42 * j, y + 0.5, f"tier {k}", va="center", fontsize=10,
+        ax.text(0.9 + 0.4 * j, y + 0.5, f"tier {k}", va="center", fontsize=10,
                 fontweight="bold", color=_colour(k))
-    ax.text(0.72 + 0.42 * len(tiers), y + 0.5,
-            "label: #index, opt = optimal moves, g = grade; x = the reference planner failed",
-            va="center", fontsize=10)
-    ax.set_aspect("auto")
+    ax.text(0.02, y + 1.5, "label of a level: #index, opt = optimal moves, g = grade; "
+            "x = the reference planner failed it", va="center", fontsize=10)
+    ax.set_xlim(0, per_row)  # imshow moved the limits to its pictures
+    ax.set_ylim(rows, 0)
     return _png(fig)
 
 
@@ -698,8 +702,8 @@ def swap_in(fresh: Path, folder: Path) -> None:
 _DEADLOCK_NOTE = ("Recomputed from each board: dead fraction = share of the states reachable "
                   "from the start from which the level can no longer be solved; a first-push "
                   "trap = a push available at the start that leads straight into such a state.")
-_LEGEND_NOTE = ("Cells as the agent sees them, then the label colours: each level's label "
-                "(#index, optimal moves, grade) takes its tier's colour.")
+_LEGEND_NOTE = ("Each kind of cell as the contact sheet below draws it (the agent's view), "
+                "and the colours of the level labels.")
 _STYLE = ("body{font-family:sans-serif;max-width:1400px;margin:1em auto;padding:0 1em;"
           "color:#222}h1{margin-bottom:0.2em}h2{border-bottom:1px solid #ccc;"
           "padding-bottom:2px;margin-top:1.4em}"
