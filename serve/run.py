@@ -38,8 +38,8 @@ class MalformedRequests(logging.Filter):
 
 
 def serve_forever(root: str | Path, version: str, db: str, host: str, port: int,
-                  limits: Limits, synchronous: str = "NORMAL") -> None:
-    """Load ``version`` from ``root`` and serve it until SIGINT or SIGTERM."""
+                  limits: Limits, synchronous: str = "NORMAL") -> int:
+    """Load ``version`` from ``root`` and serve it until SIGINT or SIGTERM; return which."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("aiohttp.server").addFilter(MalformedRequests())
     t0 = time.perf_counter()
@@ -47,7 +47,7 @@ def serve_forever(root: str | Path, version: str, db: str, host: str, port: int,
     loaded = time.perf_counter() - t0
     gc.freeze()  # the loaded levels live as long as the process: keep them out of collections
     arena = Arena(served, SQLiteStore(db, synchronous), limits)
-    asyncio.run(_serve(build_app(arena), host, port, loaded, served.episodes, db))
+    return asyncio.run(_serve(build_app(arena), host, port, loaded, served.episodes, db))
 
 
 class StartError(RuntimeError):
@@ -55,7 +55,7 @@ class StartError(RuntimeError):
 
 
 async def _serve(app: web.Application, host: str, port: int, loaded: float, episodes: int,
-                 db: str) -> None:
+                 db: str) -> int:
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     try:
         await runner.setup()  # opens the store and restores open sessions
@@ -72,9 +72,11 @@ async def _serve(app: web.Application, host: str, port: int, loaded: float, epis
     print(f"serving {episodes} levels on http://{host}:{bound} (loaded in {loaded:.2f} s, "
           f"store {db})", file=sys.stderr, flush=True)
     stop = asyncio.Event()
+    stopped_by: list[int] = []
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, lambda s=sig: (stopped_by.append(s), stop.set()))
     await stop.wait()
     await runner.cleanup()
+    return stopped_by[0]

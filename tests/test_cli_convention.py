@@ -78,14 +78,44 @@ def test_calibrate_into_a_missing_folder_is_usage(tmp_path):
 
 def test_serve_refuses_a_store_in_a_missing_folder(datasets, tmp_path):
     db = tmp_path / "missing" / "store.sqlite"
-    line = _one_line_exit(["serve", "--version", "v1", "--datasets", str(datasets),
-                           "--db", str(db), "--port", "0"], 2)
+    line = _one_line_exit(["serve", "--datasets", str(datasets), "--db", str(db),
+                           "--port", "0"], 2)
     assert line == f"Error: --db {db}: the folder {db.parent} does not exist"
     assert not db.parent.exists()
     # the same for the store named by the environment
-    line = _one_line_exit(["serve", "--version", "v1", "--datasets", str(datasets),
-                           "--port", "0"], 2, env={"SOKOFORGE_DB": str(db)})
+    line = _one_line_exit(["serve", "--datasets", str(datasets), "--port", "0"], 2,
+                          env={"SOKOFORGE_DB": str(db)})
     assert "does not exist" in line
+
+
+def _sokoforge() -> str:
+    return str(Path(sys.executable).parent / "sokoforge")  # the installed console script
+
+
+@pytest.mark.parametrize("sig, code, last", [(signal.SIGINT, 130, "Error: interrupted"),
+                                             (signal.SIGTERM, 0, None)])
+def test_a_server_stops_cleanly_on_ctrl_c_with_130_and_on_sigterm_with_0(datasets, tmp_path,
+                                                                        sig, code, last):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "demo").symlink_to(datasets / "v1", target_is_directory=True)
+    proc = subprocess.Popen([_sokoforge(), "serve", "--datasets", str(root), "--db",
+                             str(tmp_path / "s.sqlite"), "--port", "0"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        started = ""
+        while "serving" not in started:
+            started = proc.stderr.readline()
+            assert started or proc.poll() is None, "the server did not start"
+        proc.send_signal(sig)
+        rest = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code, rest
+    errors = [line for line in rest.splitlines() if line.startswith("Error")]
+    assert errors == ([last] if last else [])
 
 
 def test_an_interrupted_command_exits_130_with_one_line(datasets, monkeypatch):
@@ -108,8 +138,7 @@ def test_ctrl_c_exits_130_with_one_line():
         server.settimeout(60)
         url = f"http://127.0.0.1:{server.getsockname()[1]}"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        sokoforge = Path(sys.executable).parent / "sokoforge"  # the installed console script
-        proc = subprocess.Popen([str(sokoforge), "play", "--url", url, "--key", "k"],
+        proc = subprocess.Popen([_sokoforge(), "play", "--url", url, "--key", "k"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=env)
         try:

@@ -235,7 +235,7 @@ def test_secret_seed_is_stored_0600_never_printed_and_committed(tiny, tmp_path):
     # A damaged secret file is refused without quoting any of it.
     path.write_text(f"{seed}x\n")
     damaged = CliRunner().invoke(main, ["reveal", "s1", "--datasets", str(tmp_path)])
-    assert damaged.exit_code == 1 and "is damaged" in damaged.output
+    assert damaged.exit_code == 2 and "is damaged" in damaged.output  # unreadable input
     assert str(seed)[:6] not in damaged.output
 
 

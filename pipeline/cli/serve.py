@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import click
 
 from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import USAGE, CliError
+from pipeline.cli.errors import USAGE, CliError, Interrupted
 
 DB_ENV = "SOKOFORGE_DB"
 
@@ -47,7 +48,10 @@ def serve_command(version: str, datasets: Path, db: str | None, host: str, port:
                   synchronous: str, trust_proxy: tuple[str, ...], keys_per_address: int,
                   scorecards_per_day: int, sessions_per_key: int, sessions_total: int,
                   idle_minutes: float, max_parallel: int) -> None:
-    """Serve one dataset version over the agent protocol (see /api/docs once running)."""
+    """Serve one dataset version over the agent protocol (see /api/docs once running).
+
+    Stops cleanly on SIGTERM (exit 0) or Ctrl-C (exit 130).
+    """
     from serve.dataset import DatasetError
     from serve.limits import Limits, parse_networks
     from serve.run import StartError, serve_forever
@@ -67,11 +71,14 @@ def serve_command(version: str, datasets: Path, db: str | None, host: str, port:
     if not Path(db_path).resolve().parent.is_dir():
         raise CliError(f"--db {db_path}: the folder {Path(db_path).parent} does not exist", USAGE)
     try:
-        serve_forever(str(datasets), version, db_path, host, port, limits, synchronous.upper())
+        stopped_by = serve_forever(str(datasets), version, db_path, host, port, limits,
+                                   synchronous.upper())
     except DatasetError as e:
         raise CliError(f"cannot serve {version!r}: {e}", 2) from None
     except StartError as e:
         raise CliError(str(e), 1) from None
+    if stopped_by == signal.SIGINT:  # Ctrl-C: stopped cleanly, but interrupted all the same
+        raise Interrupted()
 
 
 @click.command("play")
