@@ -68,7 +68,7 @@ def serve_command(version: str, datasets: Path, db: str | None, host: str, port:
                     idle_seconds=idle_minutes * 60, max_parallel=max_parallel,
                     trusted_proxies=proxies)
     db_path = db or os.environ.get(DB_ENV) or "sokoforge.sqlite"
-    if not Path(db_path).resolve().parent.is_dir():
+    if "://" not in db_path and not Path(db_path).resolve().parent.is_dir():  # a file path
         raise CliError(f"--db {db_path}: the folder {Path(db_path).parent} does not exist", USAGE)
     try:
         stopped_by = serve_forever(str(datasets), version, db_path, host, port, limits,
