@@ -69,14 +69,15 @@ async def _serve(app: web.Application, host: str, port: int, loaded: float, epis
         await runner.cleanup()
         raise StartError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
     bound = site._server.sockets[0].getsockname()[1] if site._server else port  # port 0 -> real
-    print(f"serving {episodes} levels on http://{host}:{bound} (loaded in {loaded:.2f} s, "
-          f"store {db})", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     stopped_by: list[int] = []
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, lambda s=sig: (stopped_by.append(s), stop.set()))
+    # said once a stop signal is handled: whoever waits for this line may signal right away
+    print(f"serving {episodes} levels on http://{host}:{bound} (loaded in {loaded:.2f} s, "
+          f"store {db})", file=sys.stderr, flush=True)
     await stop.wait()
     await runner.cleanup()
     return stopped_by[0]
