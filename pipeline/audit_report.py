@@ -31,6 +31,7 @@ from engine.levels import parse_xsb  # noqa: E402
 from engine.render import render  # noqa: E402
 from pipeline.audit import (  # noqa: E402
     AuditResult,
+    Check,
     Comparison,
     VersionFacts,
     deadlock_summary,
@@ -391,11 +392,15 @@ def version_metadata(facts: VersionFacts, audited_at: datetime) -> list[tuple[st
     m = facts.manifest
     generator = m.get("generator", {})
     spec = facts.spec
+    commitment = (m.get("seed_commitment") or {}).get("sha256")
     if m.get("seed_source") == "public":
         seed = f"public: {m.get('public_seed', 'given at build time')}"
-    else:
-        seed = (f"secret: only its salted sha256 commitment "
-                f"{m['seed_commitment']['sha256'][:16]}... is published")
+    elif commitment:
+        seed = f"secret: only its salted sha256 commitment {commitment[:16]}... is published"
+    else:  # an imported collection: its source files stand where a seed would
+        files = ", ".join(f"{s.get('name')} ({str(s.get('sha256'))[:12]}...)"
+                          for s in m.get("sources", []))
+        seed = f"none ({m.get('seed_source')}); sources: {files or 'not recorded'}"
     tiers = "; ".join(f"tier {t}: {tier.levels} x {tier.crates} crate(s), bands "
                       f"{tier.band_start[0]}-{tier.band_start[1]} to "
                       f"{tier.band_end[0]}-{tier.band_end[1]}"
@@ -404,13 +409,18 @@ def version_metadata(facts: VersionFacts, audited_at: datetime) -> list[tuple[st
              **generator.get("libraries", {})}
     audited = {"sokoforge": _installed("sokoforge"),
                **{name: _installed(name) for name in _LIBRARIES}}
+    budget = f"step budget max({spec.budget_floor}, {spec.budget_multiple} x optimal moves)"
+    if commitment or m.get("seed_source") == "public":
+        game = (f"{spec.name}, {spec.height}x{spec.width}, {spec.n_levels} levels, method "
+                f"{spec.method}, {budget}; {tiers}")
+    else:
+        game = (f"levels from files; {budget} (the rule of spec {spec.name}); tiers are the "
+                "levels of each crate count")
     model = load_model()
     return [
         ("version", facts.name),
         ("created", m.get("created", "not recorded")),
-        ("spec", f"{spec.name}, {spec.height}x{spec.width}, {spec.n_levels} levels, method "
-                 f"{spec.method}, step budget max({spec.budget_floor}, "
-                 f"{spec.budget_multiple} x optimal moves); {tiers}"),
+        ("spec", game),
         ("seed", seed),
         ("rotated from", m.get("rotated_from") or "none (a fresh build)"),
         ("levels.parquet sha256", m["files"]["levels.parquet"]["sha256"]),
@@ -467,7 +477,8 @@ class Report:
         if self.rotation is not None:
             rotation = ("; rotation from " + self.rotation.prev + " "
                         + ("accepted" if self.rotation.accepted else "REFUSED"))
-        return (f"{r.facts.table.height} levels, game {r.facts.spec.name}; "
+        game = r.facts.manifest.get("game") or r.facts.spec.name
+        return (f"{r.facts.table.height} levels, game {game}; "
                 f"reference planner solves {solved}/{r.facts.table.height}; {verdict}"
                 f"{rotation}")
 
@@ -536,7 +547,7 @@ class Report:
                     "", *[f"- {line}" for line in lines[-2:]]]
         out += ["", "## Checks", ""]
         for c in r.checks:
-            out.append(f"- **{c.status}** {c.name}" + (f": {c.describe(50)}" if not c.passed
+            out.append(f"- **{c.status}** {c.name}" + (f": {c.describe(50)}" if _detail(c)
                                                         else ""))
         out += ["", "## Tiers", "", _md_table(self.tiers), "",
                 "## Deadlocks", "", _DEADLOCK_NOTE, "", _md_table(self.deadlocks), "",
@@ -582,7 +593,7 @@ class Report:
             sections.append(("rotation", "Rotation verdict", body))
         checks = "".join(
             f"<li><b class='{c.status.lower()}'>{c.status}</b> {html.escape(c.name)}"
-            + (f": {html.escape(c.describe(50))}" if not c.passed else "") + "</li>"
+            + (f": {html.escape(c.describe(50))}" if _detail(c) else "") + "</li>"
             for c in r.checks)
         sections.append(("checks", "Checks", f"<ul>{checks}</ul>"))
         sections.append(("tiers", "Tiers", _html_table(self.tiers)))
@@ -637,7 +648,7 @@ class Report:
             lines += [f"- {note}" for note in r.comparison.not_compared]
         lines += ["", *self.calibration_lines(), ""]
         for c in r.checks:
-            lines.append(f"{c.status}  {c.name}" + (f": {c.describe(4)}" if not c.passed else ""))
+            lines.append(f"{c.status}  {c.name}" + (f": {c.describe(4)}" if _detail(c) else ""))
         return "\n".join(lines)
 
     def checks_json(self) -> str:
@@ -647,8 +658,8 @@ class Report:
             "version": r.facts.name,
             "against": r.against.name if r.against else None,
             "passed": r.passed,
-            "checks": [{"name": c.name, "passed": c.passed, "offenders": list(c.offenders)}
-                       for c in r.checks],
+            "checks": [{"name": c.name, "passed": c.passed, "offenders": list(c.offenders),
+                        "skipped": c.skipped or None} for c in r.checks],
         }, indent=2) + "\n"
 
     def files(self) -> dict[str, bytes]:
@@ -714,9 +725,14 @@ _STYLE = ("body{font-family:sans-serif;max-width:1400px;margin:1em auto;padding:
           "figcaption{font-size:13px;color:#555}"
           ".row{display:flex;gap:1.5em;align-items:flex-start;flex-wrap:wrap}"
           ".row figure{flex:0 1 640px}.row>div{flex:1 1 420px}"
-          ".pass{color:#1a7f37}.fail{color:#c62828}.head{font-size:16px;font-weight:bold}"
+          ".pass{color:#1a7f37}.skip{color:#8a6d00}.fail{color:#c62828}.head{font-size:16px;font-weight:bold}"
           ".note{font-size:13px;color:#555}nav{font-size:14px;margin:0.6em 0}"
           "nav a{color:#1f5fa8}ul.notes li{color:#8a4b00}")
+
+
+def _detail(check: Check) -> bool:
+    """A check's detail is shown when it failed or was skipped (the reason)."""
+    return not check.passed or bool(check.skipped)
 
 
 def _html_table(df: pl.DataFrame) -> str:

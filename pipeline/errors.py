@@ -8,5 +8,6 @@ class PipelineError(RuntimeError):
 
 
 class InputError(PipelineError):
-    """The request names something that is not there or cannot be read (a version, a spec,
-    a seed, a file): the CLI exits 2 for it, and 1 for any other refusal."""
+    """A request that is malformed (a bad name or value) or names something that is not there
+    or cannot be read (a version, a spec, a seed, a file): the CLI exits 2 for it, and 1 for
+    any other refusal."""

@@ -55,6 +55,7 @@ def test_help_states_the_exit_statuses():
     (["audit", "nope"], "version 'nope' not found"),
     (["audit", "v1", "--against", "v1"], "cannot audit v1 against itself"),
     (["stage", "generate", "x", "--spec", "nosuch"], "spec 'nosuch' not found"),
+    (["import", "x", "/nonexistent/levels.xsb"], "cannot read /nonexistent/levels.xsb"),
 ])
 def test_usage_and_unreadable_input_exit_2_in_one_line(datasets, args, message):
     assert message in _one_line_exit([*args, "--datasets", str(datasets)], 2)
