@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError
 
 # Purposes of a draw, part of the key so two uses of one (tier, slot, attempt) never share a stream.
 LAYOUT = 0
@@ -21,7 +21,7 @@ START = 1
 THEME = 2
 
 
-class SeedError(PipelineError):
+class SeedError(InputError):
     """A seed that is malformed or disagrees with what a build recorded."""
 
 

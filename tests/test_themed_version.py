@@ -169,7 +169,7 @@ def test_render_of_a_version_folder_draws_the_levels_stored_theme(built, tmp_pat
 
 def test_contact_sheet_shows_each_level_in_its_theme(built):
     from pipeline.audit import load_version as audit_facts
-    from pipeline.audit_report import contact_sheet
+    from pipeline.audit_report import colour_legend, contact_sheet
 
     facts = audit_facts(built["root"], "th")
     sheet = matplotlib.image.imread(io.BytesIO(contact_sheet(facts)), format="png")
@@ -178,6 +178,10 @@ def test_contact_sheet_shows_each_level_in_its_theme(built):
         wall = tuple(Theme.from_json(row["theme"]).wall)
         assert wall in colours or any(  # noise may move a wall pixel by a few levels
             max(abs(a - b) for a, b in zip(wall, c, strict=True)) <= 2 for c in colours)
+    legend = matplotlib.image.imread(io.BytesIO(colour_legend(facts)), format="png")
+    first = Theme.from_json(table(built["path"])["theme"][0])
+    shown = {tuple(c) for c in (legend[..., :3] * 255).round().astype(int).reshape(-1, 3)}
+    assert {first.wall, first.box, first.player} <= shown  # the legend speaks of this look
 
 
 def test_a_themed_spec_without_a_version_seed_is_refused_in_words(themed):
