@@ -12,19 +12,20 @@ from pathlib import Path
 from typing import Any
 
 from engine.levels import MAX_CRATES, MAX_SIDE
-from pipeline.errors import PipelineError
+from engine.look import LOOKS
+from pipeline.errors import InputError
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 METHODS = ("goal_first", "scatter")
 VISIBILITIES = ("hidden", "public")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
-               "budget", "tiers", "visibility", "min_first_push_traps",
+               "budget", "tiers", "look", "noise", "visibility", "min_first_push_traps",
                "distinct_wall_layouts"}
 _TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end", "band"}
 _BUDGET_FIELDS = {"multiple", "floor", "fixed"}
 
 
-class SpecError(PipelineError):
+class SpecError(InputError):
     """A spec that cannot be built, with the offending field named."""
 
 
@@ -74,6 +75,10 @@ class Spec:
     budget_multiple: int
     budget_floor: int
     tiers: tuple[Tier, ...]
+    # How levels are drawn (engine.look.LOOKS); specs written before looks existed omit both
+    # fields and mean the shared look without noise.
+    look: str = "shared"
+    noise: bool = False
     budget_fixed: int = 0
     min_first_push_traps: int = 0
     visibility: str = "hidden"
@@ -106,6 +111,7 @@ class Spec:
             "method": self.method, "candidates_per_slot": self.candidates_per_slot,
             "max_attempts": self.max_attempts, "budget": budget,
             "tiers": [_tier_dict(t) for t in self.tiers],
+            "look": self.look, "noise": self.noise,
         }
         if self.min_first_push_traps:
             data["min_first_push_traps"] = self.min_first_push_traps
@@ -201,9 +207,24 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
         tiers.append(Tier(
             levels=_int(raw, "levels", where, 1, 10_000), crates=crates,
             wall_density=float(density), band_start=start, band_end=end, flat="band" in raw))
+    look = data.get("look", "shared")
+    if look not in LOOKS:
+        raise SpecError(f"{source}: field 'look' is {look!r}; expected one of {LOOKS}")
+    noise = data.get("noise", False)
+    if not isinstance(noise, bool):
+        raise SpecError(f"{source}: field 'noise' is {noise!r}; expected true or false")
+    if noise and look != "themed":
+        raise SpecError(f"{source}: field 'noise' is true but look is {look!r}; pixel noise is "
+                        "part of a themed look (look = \"themed\")")
     return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers),
-                budget_fixed=fixed, min_first_push_traps=traps, visibility=visibility,
-                distinct_wall_layouts=distinct)
+                look, noise, budget_fixed=fixed, min_first_push_traps=traps,
+                visibility=visibility, distinct_wall_layouts=distinct)
+
+
+def version_look(manifest: dict[str, Any]) -> str:
+    """The look a version's manifest names; versions made before looks existed are drawn in
+    the shared look."""
+    return str((manifest.get("spec") or {}).get("look", "shared"))
 
 
 def _no_unknown(data: dict[str, Any], known: set[str], where: str) -> None:

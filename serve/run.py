@@ -40,9 +40,9 @@ class MalformedRequests(logging.Filter):
 
 def serve_forever(root: str | Path, version: str, db: str, host: str, port: int,
                   limits: Limits, synchronous: str = "NORMAL", public: str | None = None,
-                  connections: ConnectionLimits | None = None) -> None:
-    """Load ``version`` from ``root`` and serve it until SIGINT or SIGTERM; the pages give
-    ``public`` as the server's URL (default: the listening address)."""
+                  connections: ConnectionLimits | None = None) -> int:
+    """Load ``version`` from ``root`` and serve it until SIGINT or SIGTERM; return which. The
+    pages give ``public`` as the server's URL (default: the listening address)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("aiohttp.server").addFilter(MalformedRequests())
     t0 = time.perf_counter()
@@ -51,7 +51,7 @@ def serve_forever(root: str | Path, version: str, db: str, host: str, port: int,
     gc.freeze()  # the loaded levels live as long as the process: keep them out of collections
     arena = Arena(served, SQLiteStore(db, synchronous), limits)
     app = build_app(arena, public, connections)
-    asyncio.run(_serve(app, host, port, loaded, served.episodes, db))
+    return asyncio.run(_serve(app, host, port, loaded, served.episodes, db))
 
 
 class StartError(RuntimeError):
@@ -59,7 +59,7 @@ class StartError(RuntimeError):
 
 
 async def _serve(app: web.Application, host: str, port: int, loaded: float, episodes: int,
-                 db: str) -> None:
+                 db: str) -> int:
     asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     try:
@@ -72,12 +72,15 @@ async def _serve(app: web.Application, host: str, port: int, loaded: float, epis
     except OSError as e:
         await runner.cleanup()
         raise StartError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-    print(f"serving {episodes} levels on http://{host}:{site.port} (loaded in {loaded:.2f} s, "
-          f"store {db})", file=sys.stderr, flush=True)
     stop = asyncio.Event()
+    stopped_by: list[int] = []
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, lambda s=sig: (stopped_by.append(s), stop.set()))
+    # said once a stop signal is handled: whoever waits for this line may signal right away
+    print(f"serving {episodes} levels on http://{host}:{site.port} (loaded in {loaded:.2f} s, "
+          f"store {db})", file=sys.stderr, flush=True)
     await stop.wait()
     await runner.cleanup()
+    return stopped_by[0]

@@ -60,7 +60,8 @@ def test_new_spec_fields_default_to_the_game_as_it_was():
     assert not any(t.flat for t in standard.tiers)
     # the plain form of a spec written before the fields is unchanged (manifests stay equal)
     assert set(standard.to_dict()) == {"name", "height", "width", "method",
-                                       "candidates_per_slot", "max_attempts", "budget", "tiers"}
+                                       "candidates_per_slot", "max_attempts", "budget", "tiers",
+                                       "look", "noise"}
     assert standard.to_dict()["budget"] == {"multiple": 3, "floor": 0}
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import click
 
 from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import CliError
+from pipeline.cli.errors import USAGE, CliError, Interrupted
 
 DB_ENV = "SOKOFORGE_DB"
 
@@ -64,7 +65,10 @@ def serve_command(version: str, datasets: Path, db: str | None, host: str, port:
                   idle_minutes: float, max_parallel: int, public_url: str | None,
                   header_timeout: float, body_timeout: float, idle_timeout: float,
                   connections_per_address: int) -> None:
-    """Serve one dataset version over the agent protocol (see /api/docs once running)."""
+    """Serve one dataset version over the agent protocol (see /api/docs once running).
+
+    Stops cleanly on SIGTERM (exit 0) or Ctrl-C (exit 130).
+    """
     from serve.app import public_url as parse_public_url
     from serve.dataset import DatasetError
     from serve.limits import ConnectionLimits, Limits, parse_networks
@@ -91,13 +95,17 @@ def serve_command(version: str, datasets: Path, db: str | None, host: str, port:
                                    idle_seconds=idle_timeout,
                                    per_address=connections_per_address)
     db_path = db or os.environ.get(DB_ENV) or "sokoforge.sqlite"
+    if "://" not in db_path and not Path(db_path).resolve().parent.is_dir():  # a file path
+        raise CliError(f"--db {db_path}: the folder {Path(db_path).parent} does not exist", USAGE)
     try:
-        serve_forever(str(datasets), version, db_path, host, port, limits, synchronous.upper(),
-                      public, connections)
+        stopped_by = serve_forever(str(datasets), version, db_path, host, port, limits,
+                                   synchronous.upper(), public, connections)
     except DatasetError as e:
         raise CliError(f"cannot serve {version!r}: {e}", 2) from None
     except StartError as e:
         raise CliError(str(e), 1) from None
+    if stopped_by == signal.SIGINT:  # Ctrl-C: stopped cleanly, but interrupted all the same
+        raise Interrupted()
 
 
 @click.command("play")
