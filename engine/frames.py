@@ -11,32 +11,32 @@ composes against the look's drawing, so a look that is not cell by cell is refus
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit
 
 from engine.levels import Level, State
+from engine.look import SHARED, Look, add_noise, painter
 from engine.render import SIZE
-from engine.render import render as _arc_render
-from engine.render import render_goal as _arc_render_goal
 from engine.rules import board_array, step_kernel
 from engine.solver import all_on_goals
 
 EMPTY, CRATE, PLAYER = 0, 1, 2  # the contents a floor cell's tile is drawn with
 NO_ACTION = -1  # the action column of an episode's last frame
-LOOK = "arc"  # the look ``draw`` and ``draw_goal`` use
 FRAME_BYTES = SIZE * SIZE * 3
 
 
-def draw(level: Level, state: State | None = None) -> np.ndarray:
-    """The (64, 64, 3) uint8 observation of ``state`` (default: the start) in the look."""
-    return _arc_render(level, state)
+def draw(level: Level, state: State | None = None, look: Look = SHARED,
+         step: int = 0) -> np.ndarray:
+    """The (64, 64, 3) uint8 observation of ``state`` (default: the start) in ``look`` at
+    ``step`` (which fixes a noisy look's noise)."""
+    return painter(level, look).frame(state, step)
 
 
-def draw_goal(level: Level) -> np.ndarray:
-    """The goal picture (every crate on a goal, no player) in the look."""
-    return _arc_render_goal(level)
+def draw_goal(level: Level, look: Look = SHARED) -> np.ndarray:
+    """The goal picture (every crate on a goal, no player) in ``look``."""
+    return painter(level, look).goal()
 
 
 class LookNotCellLocal(ValueError):
@@ -55,13 +55,19 @@ class TileAtlas:
     origin: np.ndarray
     tiles: np.ndarray
     board: np.ndarray
+    look: Look = SHARED
 
     @classmethod
-    def for_level(cls, level: Level,
-                  drawer: Callable[[Level, State | None], np.ndarray] = draw) -> TileAtlas:
-        """Cut the tiles of ``level``'s board from ``drawer``'s pictures (one per floor cell,
-        plus two with crates everywhere) and check the composed start frame against
-        ``drawer``'s."""
+    def for_level(cls, level: Level, look: Look = SHARED,
+                  drawer: Callable[[Level, State | None], np.ndarray] | None = None
+                  ) -> TileAtlas:
+        """Cut the tiles of ``level``'s board from the look's noise-free pictures (or
+        ``drawer``'s): one per floor cell, plus two with crates everywhere; then check the
+        composed start frame against the drawn one. A noisy look's noise is added per step
+        by ``play``."""
+        if drawer is None:
+            clean = painter(level, replace(look, noise_key=None))
+            drawer = lambda _level, state: clean.frame(state)  # noqa: E731
         h, w = level.height, level.width
         t = SIZE // max(h, w)
         top, left = (SIZE - h * t) // 2, (SIZE - w * t) // 2
@@ -89,7 +95,7 @@ class TileAtlas:
         board = start.copy()
         for cell in floor.tolist():
             _paint(board, tiles, origin, cell, EMPTY)
-        atlas = cls(level, origin, tiles, board)
+        atlas = cls(level, origin, tiles, board, look)
         if not np.array_equal(atlas.frame(level.start), start):
             raise LookNotCellLocal("the look's start frame differs from its tiles: it does not"
                                    " draw cell by cell, so frames cannot be composed")
@@ -190,6 +196,10 @@ def play(atlas: TileAtlas, actions: np.ndarray, state: State | None = None,
     n, solved, player = play_kernel(
         board_array(level), level.width, state.player, crates, acts, atlas.tiles,
         atlas.origin, atlas.frame(state), frames, taken, pushed, invalid)
-    return PlayedEpisode(frames[:n + 1].reshape(-1, SIZE, SIZE, 3), taken[:n + 1],
-                         pushed[:n + 1], invalid[:n + 1], bool(solved),
-                         State(int(player), tuple(int(c) for c in crates)))
+    pictures = frames[:n + 1].reshape(-1, SIZE, SIZE, 3)
+    if atlas.look.noisy:  # noise is a function of (key, step): added frame by frame
+        std, key = atlas.look.colours_theme.noise_std, atlas.look.noise_key
+        for step in range(n + 1):
+            pictures[step] = add_noise(pictures[step], std, key, step)
+    return PlayedEpisode(pictures, taken[:n + 1], pushed[:n + 1], invalid[:n + 1],
+                         bool(solved), State(int(player), tuple(int(c) for c in crates)))

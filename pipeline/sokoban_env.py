@@ -15,7 +15,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from engine.frames import LOOK, draw, draw_goal
+from engine.look import Painter, painter
 from engine.render import SIZE
 from engine.rules import Game
 from pipeline.errors import PipelineError
@@ -31,6 +31,7 @@ class SokobanEnv(gymnasium.Env):
     ``allow_hidden=True``) or ``spec`` (a name, path or ``Spec``: each reset draws a fresh
     level). Actions: 0 up, 1 down, 2 left, 3 right. ``info``: ``steps`` used, ``noop``
     (the action did not move the player), ``pushed``, ``level`` (index in the version).
+    Pictures are in the version's look (each level's own theme in a themed version).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 8}
@@ -50,11 +51,12 @@ class SokobanEnv(gymnasium.Env):
         else:
             self.source = spec_source(spec if isinstance(spec, Spec) else load_spec(spec), root)
         self.render_mode = render_mode
-        self.look = LOOK
+        self.look = self.source.look
         picture = spaces.Box(0, 255, (SIZE, SIZE, 3), np.uint8)
         self.observation_space = spaces.Dict({"obs": picture, "goal": picture})
         self.action_space = spaces.Discrete(4)
         self._game: Game | None = None
+        self._painter: Painter | None = None
         self._goal = np.zeros((SIZE, SIZE, 3), np.uint8)
         self._index: int | None = None
 
@@ -76,7 +78,8 @@ class SokobanEnv(gymnasium.Env):
             chosen = self.source.levels[int(index)]
         self._index = chosen.index
         self._game = Game(chosen.level, chosen.max_steps)
-        self._goal = draw_goal(chosen.level)
+        self._painter = painter(chosen.level, chosen.look)
+        self._goal = self._painter.goal()
         return self._observation(), {"steps": 0, "noop": False, "pushed": False,
                                      "level": self._index, "max_steps": chosen.max_steps}
 
@@ -98,10 +101,13 @@ class SokobanEnv(gymnasium.Env):
         """The current observation picture (``render_mode="rgb_array"``)."""
         if self.render_mode != "rgb_array" or self._game is None:
             return None
-        return draw(self._game.level, self._game.state)
+        return self._observation()["obs"]
 
     def _observation(self) -> dict[str, np.ndarray]:
-        return {"obs": draw(self._game.level, self._game.state), "goal": self._goal.copy()}
+        """The picture of the state after ``steps`` actions (a noisy look's noise is fixed by
+        the step) and the goal picture."""
+        return {"obs": self._painter.frame(self._game.state, self._game.steps),
+                "goal": self._goal.copy()}
 
 
 def register() -> None:

@@ -24,9 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.frames import FRAME_BYTES, LOOK, TileAtlas, draw_goal, play
+from engine.frames import FRAME_BYTES, TileAtlas, draw_goal, play
 from engine.index import StateSpaceTooLarge
 from engine.levels import Level, canonical_id, parse_xsb, to_xsb
+from engine.look import SHARED, Look, draw_theme, stored_look
 from engine.render import SIZE
 from engine.reverse import optimal_actions, solvable_set
 from engine.rules import lurd_to_actions
@@ -36,8 +37,8 @@ from pipeline.errors import PipelineError
 from pipeline.generate import SCATTER_MAX_STATES, draw_start
 from pipeline.layouts import goal_layout, scatter_level
 from pipeline.manifest import read_manifest, visibility
-from pipeline.seeds import derived_rng
-from pipeline.spec import Spec, Tier
+from pipeline.seeds import derived_rng, noise_key
+from pipeline.spec import Spec, Tier, version_look
 from pipeline.tables import fsync_path, read_parquet, write_text
 from pipeline.workers import Workers
 
@@ -48,7 +49,7 @@ LEVELS_PER_LAYOUT = 8  # fresh levels drawn from one layout's solvable set
 MAX_INSERTED = 3  # random actions a perturbed episode inserts, 1 to this many
 FORMAT = 1
 # Purposes of a draw (the first key after the seed), so no two uses share a stream.
-_KIND, _ACTIONS, _PICK, _FRESH = 10, 11, 12, 13
+_KIND, _ACTIONS, _PICK, _FRESH, _THEME = 10, 11, 12, 13, 14
 
 EPISODES_SCHEMA = pa.schema([
     ("episode", pa.int64()), ("level", pa.string()), ("kind", pa.string()),
@@ -70,7 +71,12 @@ class EpisodeLevel:
     solution: tuple[int, ...]
     max_steps: int
     index: int | None = None  # its index in the source version; None for a fresh level
-    theme: str | None = None
+    look: Look = SHARED
+
+    @property
+    def theme(self) -> str | None:
+        """The level's own theme as JSON (the ``theme`` column), None for a fixed look."""
+        return self.look.theme.to_json() if self.look.theme is not None else None
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ class LevelSource:
     """Where episodes get their levels: a spec (fresh draws) or a public version's levels."""
 
     name: str
+    look: str
     spec: Spec | None = None
     levels: tuple[EpisodeLevel, ...] = ()
     exclude_ids: frozenset[str] = frozenset()
@@ -111,13 +118,12 @@ def version_source(datasets: Path, version: str, allow_hidden: bool = False) -> 
         raise PipelineError(f"{version} is a hidden version: its levels never leave the "
                             "server; draw trajectories from a public version or a spec")
     table = read_parquet(folder / "levels.parquet").sort("index")
-    themes = table["theme"].to_list() if "theme" in table.columns else [None] * table.height
+    look = version_look(manifest)
     levels = tuple(
-        EpisodeLevel(parse_xsb(xsb), tuple(lurd_to_actions(lurd)), int(budget), int(i), theme)
-        for xsb, lurd, budget, i, theme in zip(
-            table["xsb"], table["solution"], table["max_steps"], table["index"], themes,
-            strict=True))
-    return LevelSource(version, levels=levels, record={
+        EpisodeLevel(parse_xsb(row["xsb"]), tuple(lurd_to_actions(row["solution"])),
+                     int(row["max_steps"]), int(row["index"]), stored_look(look, row))
+        for row in table.iter_rows(named=True))
+    return LevelSource(version, look, levels=levels, record={
         "version": version, "levels_sha256": manifest["files"]["levels.parquet"]["sha256"]})
 
 
@@ -129,7 +135,7 @@ def spec_source(spec: Spec, datasets: Path) -> LevelSource:
     for v in hidden:
         ids.update(read_parquet(datasets / v / "levels.parquet", ["canonical_id"])
                    ["canonical_id"].to_list())
-    return LevelSource(spec.name, spec=spec, exclude_ids=frozenset(ids),
+    return LevelSource(spec.name, spec.look, spec=spec, exclude_ids=frozenset(ids),
                        record={"spec": spec.to_dict(), "excluded_versions": hidden})
 
 
@@ -139,7 +145,8 @@ def fresh_levels(spec: Spec, seed: int, group: int,
 
     Goal-first specs draw starts from one layout's solvable set, as the build does; scatter
     specs keep random boards whose forward optimum is in the band. A tier is drawn in
-    proportion to its levels, then a slot (and so a band) of it.
+    proportion to its levels, then a slot (and so a band) of it. A themed spec gives each
+    level its own theme (and noise key), drawn from (seed, group, level).
     """
     weights = np.array([t.levels for t in spec.tiers], dtype=np.float64)
     out: list[EpisodeLevel] = []
@@ -153,12 +160,21 @@ def fresh_levels(spec: Spec, seed: int, group: int,
             if cid in exclude_ids or cid in seen:
                 continue
             seen.add(cid)
-            out.append(EpisodeLevel(level, tuple(solution), spec.max_steps(len(solution))))
+            out.append(EpisodeLevel(level, tuple(solution), spec.max_steps(len(solution)),
+                                    look=_fresh_look(spec, seed, group, len(out))))
             if len(out) == LEVELS_PER_LAYOUT:
                 return out
     raise PipelineError(f"spec {spec.name}: no {LEVELS_PER_LAYOUT} fresh levels in "
                         f"{spec.max_attempts * LEVELS_PER_LAYOUT} layouts for episode group "
                         f"{group}; widen its bands or raise max_attempts")
+
+
+def _fresh_look(spec: Spec, seed: int, group: int, number: int) -> Look:
+    if spec.look != "themed":
+        return Look(spec.look)
+    theme = draw_theme(derived_rng(seed, _THEME, group, number), spec.noise)
+    key = noise_key(seed, group * LEVELS_PER_LAYOUT + number) if spec.noise else None
+    return Look("themed", theme, key)
 
 
 def _draws(spec: Spec, tier: Tier, band: tuple[int, int],
@@ -208,16 +224,17 @@ def make_shard(plan: Plan, shard: int) -> tuple[bytes, bytes, dict[str, Any]]:
                for i in range(first, min(first + plan.shard_episodes, plan.episodes))]
     # One buffer for every frame of the shard: episodes are played straight into it.
     frames = np.empty((sum(len(p[2]) + 1 for p in planned), FRAME_BYTES), np.uint8)
-    boards: dict[bytes, tuple[TileAtlas, bytes]] = {}
+    boards: dict[tuple[bytes, Look], tuple[TileAtlas, bytes]] = {}
     episodes: dict[str, list[Any]] = {name: [] for name in EPISODES_SCHEMA.names}
     meta: dict[str, list[np.ndarray]] = {n: [] for n in ("episode", "action", "pushed",
                                                          "invalid")}
     counts = {k: {"episodes": 0, "solved": 0, "frames": 0} for k in KINDS}
     used = 0
     for i, chosen, actions, kind, inserted in planned:
-        key = chosen.level.walls.tobytes() + chosen.level.goals.tobytes()
-        if key not in boards:  # tiles and the goal picture depend on the board alone
-            boards[key] = (TileAtlas.for_level(chosen.level), draw_goal(chosen.level).tobytes())
+        key = (chosen.level.walls.tobytes() + chosen.level.goals.tobytes(), chosen.look)
+        if key not in boards:  # tiles and the goal picture depend on the board and look alone
+            boards[key] = (TileAtlas.for_level(chosen.level, chosen.look),
+                           draw_goal(chosen.level, chosen.look).tobytes())
         atlas, goal = boards[key]
         run = play(atlas, actions, chosen.level.start, out=frames[used:])
         n = len(run.actions)
@@ -331,7 +348,7 @@ def _write(plan: Plan, partial_dir: Path, workers: Workers) -> dict[str, Any]:
         "format": FORMAT, "kind": "trajectories", "source": plan.source.record,
         "seed": str(plan.seed), "episodes": plan.episodes,
         "mix": dict(zip(KINDS, plan.mix, strict=True)), "shard_episodes": plan.shard_episodes,
-        "look": LOOK,
+        "look": plan.source.look,
         "frame": {"height": SIZE, "width": SIZE, "channels": 3, "dtype": "uint8",
                   "layout": "row-major (height, width, RGB)"},
         "counts": totals, "shards": shards,

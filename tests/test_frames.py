@@ -7,6 +7,7 @@ import pytest
 
 from engine.frames import LookNotCellLocal, TileAtlas, draw, play
 from engine.levels import parse_xsb
+from engine.look import ARC, Look, draw_theme
 from engine.reverse import optimal_actions, solvable_set
 from engine.rules import step
 from engine.solver import solve
@@ -46,6 +47,19 @@ def test_random_episode_frames_equal_the_look_drawing_step_by_step(xsb):
     assert list(~run.invalid[:-1]) == moved
 
 
+@pytest.mark.parametrize("look", [
+    ARC, Look("themed", draw_theme(np.random.default_rng(3), False)),
+    Look("themed", draw_theme(np.random.default_rng(4), True), noise_key=99)],
+    ids=["arc", "themed", "themed-noise"])
+def test_frames_in_every_look_equal_its_drawing_step_by_step_noise_included(look):
+    level = parse_xsb(LEVELS[1])
+    actions = np.random.default_rng(2).integers(0, 4, 60)
+    run = play(TileAtlas.for_level(level, look), actions)
+    states = _states(level, actions)
+    for number, (frame, state) in enumerate(zip(run.frames, states, strict=True)):
+        assert np.array_equal(frame, draw(level, state, look, number))
+
+
 def test_pushed_and_invalid_flags_say_what_each_action_did():
     level = parse_xsb("#####\n#@$.#\n#####")
     run = play(TileAtlas.for_level(level), np.array([0, 2, 3]))
@@ -73,4 +87,4 @@ def test_a_look_that_does_not_draw_cell_by_cell_is_refused():
         return np.roll(picture, len(state.crates), axis=1)  # depends on the whole state
 
     with pytest.raises(LookNotCellLocal):
-        TileAtlas.for_level(level, shifted)
+        TileAtlas.for_level(level, drawer=shifted)

@@ -18,7 +18,7 @@ from pipeline.spec import SPECS_DIR, SpecError, load_spec, spec_from_dict
 from pipeline.workers import Workers
 
 DATASETS = Path(__file__).resolve().parent.parent / "datasets"
-SPLITS = ("W", "S", "A", "C", "D", "E")
+SPLITS = ("W", "S", "A", "B", "C", "D", "E")
 QUIET = Workers(show_progress=False)
 
 
@@ -47,10 +47,18 @@ def test_the_issue_table_is_what_the_public_specs_say():
         "W": (6, 1, 0.12, (4, 25), (4, 25), 40, 0),
         "S": (8, 1, 0.10, (4, 8), (14, 20), "3x", 0),
         "A": (8, 3, 0.10, (10, 50), (10, 50), 80, 0),
+        "B": (8, 3, 0.10, (10, 50), (10, 50), 80, 0),
         "C": (10, 3, 0.10, (15, 70), (15, 70), 120, 0),
         "D": (8, 3, 0.14, (8, 50), (8, 50), 80, 1),
         "E": (10, 5, 0.08, (15, 90), (15, 90), 160, 0),
     }
+
+
+def test_split_b_is_split_a_in_a_theme_per_level():
+    a, b = load_spec("public/A").to_dict(), load_spec("public/B").to_dict()
+    assert (b.pop("look"), b.pop("noise"), a.pop("look"), a.pop("noise")) == (
+        "themed", False, "shared", False)
+    assert {**b, "name": "public-A"} == a
 
 
 def test_new_spec_fields_default_to_the_game_as_it_was():

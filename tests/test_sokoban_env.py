@@ -8,13 +8,15 @@ import gymnasium
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-from public_support import public_and_hidden
+from public_support import QUIET, public_and_hidden
 
 import sokoforge_gym
 from engine.frames import draw, draw_goal
 from engine.levels import parse_xsb
 from engine.rules import lurd_to_actions
+from pipeline.build import build
 from pipeline.errors import PipelineError
+from pipeline.spec import load_spec, spec_from_dict
 from pipeline.tables import read_parquet
 
 
@@ -111,3 +113,19 @@ def test_an_imported_public_collection_is_an_environment_and_a_hidden_one_is_not
     assert rewards == [0.0, 1.0]
     with pytest.raises(PipelineError, match="hidden version"):
         gymnasium.make("sokoforge/Sokoban-v0", version="secret", datasets=tmp_path)
+
+
+def test_a_themed_version_is_shown_in_each_level_s_own_theme(tmp_path):
+    from engine.look import stored_look
+
+    build("themed", datasets=tmp_path, spec=spec_from_dict(
+        {**load_spec("public/B").to_dict(), "tiers": [
+            {"levels": 3, "crates": 3, "wall_density": 0.1, "band": [10, 50]}]}),
+        seed=3, workers=QUIET)
+    env = gymnasium.make("sokoforge/Sokoban-v0", version="themed", datasets=tmp_path)
+    rows = read_parquet(tmp_path / "themed" / "levels.parquet").to_dicts()
+    for i, row in enumerate(rows):
+        obs, _ = env.reset(seed=0, options={"level": i})
+        level, look = parse_xsb(row["xsb"]), stored_look("themed", row)
+        assert np.array_equal(obs["obs"], draw(level, None, look))
+        assert np.array_equal(obs["goal"], draw_goal(level, look))

@@ -189,3 +189,23 @@ def test_cli_writes_a_set_from_a_spec(tmp_path):
     both = CliRunner().invoke(main, ["trajectories", str(tmp_path / "u"), "--episodes", "5",
                                      "--seed", "3"])
     assert both.exit_code == 2 and "exactly one of --spec" in both.output
+
+
+def test_a_themed_spec_draws_each_level_in_its_own_theme_frame_for_frame(tmp_path):
+    from engine.look import Look, Theme
+
+    plan = Plan(spec_source(load_spec("public/B"), tmp_path / "none"), seed=4, episodes=10)
+    manifest = write_trajectories(plan, tmp_path / "b", QUIET)
+    assert manifest["look"] == "themed"
+    eps = pl.read_parquet(tmp_path / "b" / "episodes" / "*.parquet")
+    frames = pl.read_parquet(tmp_path / "b" / "frames" / "*.parquet")
+    assert eps["theme"].null_count() == 0 and eps["theme"].n_unique() == eps.height
+    for ep in eps.iter_rows(named=True):
+        level, look = parse_xsb(ep["level"]), Look("themed", Theme.from_json(ep["theme"]))
+        state = level.start
+        rows = frames.filter(pl.col("episode") == ep["episode"]).sort("step")
+        for r in rows.iter_rows(named=True):
+            assert r["frame"] == draw(level, state, look).tobytes()
+            if r["action"] >= 0:
+                state = step(level, state, r["action"])[0]
+        assert ep["goal"] == draw_goal(level, look).tobytes()
