@@ -33,7 +33,7 @@ from engine.reverse import optimal_actions, solvable_set
 from engine.rules import lurd_to_actions
 from engine.solver import solve as forward_solve
 from pipeline.build import check_version_name, existing_versions
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError, PipelineError
 from pipeline.generate import SCATTER_MAX_STATES, draw_start
 from pipeline.layouts import goal_layout, scatter_level
 from pipeline.manifest import read_manifest, visibility
@@ -112,7 +112,7 @@ def version_source(datasets: Path, version: str, allow_hidden: bool = False) -> 
     check_version_name(version)
     folder = datasets / version
     if not (folder / "manifest.json").is_file():
-        raise PipelineError(f"no version {version!r} under {datasets}")
+        raise InputError(f"no version {version!r} under {datasets}")
     manifest = read_manifest(folder / "manifest.json")
     if visibility(manifest) != "public" and not allow_hidden:
         raise PipelineError(f"{version} is a hidden version: its levels never leave the "
@@ -435,9 +435,9 @@ def parse_mix(text: str) -> tuple[float, float, float]:
     try:
         values = tuple(float(v) for v in text.split(","))
     except ValueError:
-        raise PipelineError(f"--mix {text[:40]!r}: expected three numbers such as "
-                            "0.5,0.3,0.2") from None
+        raise InputError(f"--mix {text[:40]!r}: expected three numbers such as "
+                         "0.5,0.3,0.2") from None
     if len(values) != 3 or min(values) < 0 or abs(sum(values) - 1.0) > 1e-9:
-        raise PipelineError(f"--mix {text[:40]!r}: expected three non-negative shares of "
-                            "random, solver and perturbed episodes that sum to 1")
+        raise InputError(f"--mix {text[:40]!r}: expected three non-negative shares of "
+                         "random, solver and perturbed episodes that sum to 1")
     return values  # type: ignore[return-value]

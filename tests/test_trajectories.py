@@ -175,9 +175,13 @@ def test_an_existing_output_is_refused_and_a_failed_run_leaves_nothing(written, 
 
 
 @pytest.mark.parametrize("text", ["0.5,0.5", "a,b,c", "0.5,0.6,0.2", "-0.1,0.6,0.5"])
-def test_a_bad_mix_is_refused(text):
+def test_a_bad_mix_is_usage_exit_2_in_one_line(text, tmp_path):
     with pytest.raises(PipelineError, match="--mix"):
         parse_mix(text)
+    result = CliRunner().invoke(main, ["trajectories", str(tmp_path / "t"), "--spec", "tiny",
+                                       "--episodes", "3", "--seed", "1", "--mix", text])
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert result.output.startswith("Error: --mix")
 
 
 def test_cli_writes_a_set_from_a_spec(tmp_path):
