@@ -70,6 +70,8 @@ def window(slot: int, n_slots: int, k: int) -> range:
 def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]]:
     tier = spec.tiers[unit.tier]
     lo, hi = tier.band(unit.slot)
+    too_large: StateSpaceTooLarge | None = None
+    searched = 0
     for attempt in range(spec.max_attempts):
         board = goal_layout(derived_rng(seed, unit.tier, unit.slot, attempt, LAYOUT),
                             spec.height, spec.width, tier.wall_density, tier.crates)
@@ -77,8 +79,10 @@ def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]
             continue
         try:
             sset = solvable_set(board)
-        except StateSpaceTooLarge:
-            continue  # this layout's solvable states would not fit the search: draw another
+        except StateSpaceTooLarge as e:
+            too_large = e  # this layout's solvable states would not fit: draw another
+            continue
+        searched += 1
         if sset.max_distance < lo:
             continue
         rng = derived_rng(seed, unit.tier, unit.slot, attempt, START)
@@ -95,6 +99,8 @@ def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]
                                       sset.distance(start)))
         else:
             return rows
+    if too_large is not None and not searched:
+        raise too_large  # no layout of this tier fits the engine: the spec asks too much
     raise PipelineError(
         f"tier {unit.tier} slot {unit.slot}: no layout in {spec.max_attempts} attempts has a "
         f"start state with optimum in [{lo}, {hi}] ({tier.crates} crates, wall density "
