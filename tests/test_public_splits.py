@@ -179,3 +179,11 @@ def test_a_ten_by_ten_five_crate_level_is_re_solved_past_the_default_bound():
     result = _solve_one(xsb)
     assert result.status == "solved" and result.moves == 39
     assert result.states_expanded > 19_000_000
+
+
+def test_a_public_spec_built_without_a_seed_publishes_the_one_it_drew(tmp_path):
+    spec = spec_from_dict(_small("W", 3))
+    path = build("w", datasets=tmp_path, spec=spec, workers=QUIET).path
+    manifest = read_manifest(path / "manifest.json")
+    assert manifest["seed_source"] == "public" and manifest["public_seed"].isdigit()
+    assert not (tmp_path / ".secrets" / "w.seed").exists()
