@@ -9,6 +9,7 @@ audit measure how hard a level is for such an agent; nothing here is used to pla
 
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -21,6 +22,8 @@ MAX_PLANNER_BUDGET = (1 << 18) - 1  # a lookahead's nodes (<= 4 per expansion) f
 HEURISTIC_WEIGHT = 2
 _FAR = 1 << 20
 _EMPTY = -1
+# The 24 orders in which an expansion may try the four actions; row 0 is U D L R.
+_ORDERS = np.array(sorted(itertools.permutations(range(4))), dtype=np.int64)
 
 
 class PlanResult(NamedTuple):
@@ -178,12 +181,26 @@ def _heap_pop(heap: np.ndarray, size: int) -> tuple[int, int]:
     return top, size
 
 
+@njit(cache=True, inline="always")
+def _action_order(key: int, seed: int) -> int:
+    """Which of the 24 orders of the four actions an expansion of ``key`` tries (0: U D L R).
+
+    Seed 0 keeps the fixed order; another seed reorders by a hash of (seed, key), which
+    changes how equally good states are tie-broken and nothing else.
+    """
+    if seed == 0:
+        return 0
+    h = (key ^ (seed * -4658895280553007687)) * -7046029254386353131
+    return ((h ^ (h >> 31)) & 0x7FFFFFFF) % 24
+
+
 @njit(cache=True)
 def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: int,
-                n_crates: int, max_steps: int, budget: int, weight: int) -> tuple[bool, int,
-                                                                                  np.ndarray]:
-    """Play one episode; return (solved, steps, actions taken)."""
+                n_crates: int, max_steps: int, budget: int, weight: int,
+                seed: int = 0) -> tuple[bool, int, np.ndarray]:
+    """Play one episode; return (solved, steps, actions taken). ``seed`` breaks ties."""
     offs = np.array([-width, width, -1, 1], np.int64)
+    orders = _ORDERS
     gdist = push_distance(passable, goal, width)
     cap_nodes = 4 * budget + 8  # the root plus four children per expansion
     table_size = 1
@@ -234,7 +251,9 @@ def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: i
                 goal_node = i
                 break
             expanded += 1
-            for a in range(4):
+            order = _action_order(n_key[i], seed)
+            for r in range(4):
+                a = orders[order, r]
                 nk, pushed = _successor(n_key[i], a, passable, offs, n_crates)
                 if nk == n_key[i]:
                     continue
@@ -291,12 +310,15 @@ def state_key(state: State) -> int:
 
 
 def plan(level: Level, max_steps: int, budget: int = PLANNER_BUDGET,
-         state: State | None = None) -> PlanResult:
+         state: State | None = None, seed: int = 0) -> PlanResult:
     """Play ``level`` from ``state`` (default: its start) with the reference planner.
 
-    Deterministic: the same level and budget always give the same episode. Cells fit the
-    8-bit key fields because boards are at most 16x16 (``MAX_SIDE``).
+    Deterministic: the same level, budget and tie-break ``seed`` always give the same
+    episode (seed 0 is the reference). Cells fit the 8-bit key fields because boards are
+    at most 16x16 (``MAX_SIDE``).
     """
+    if seed < 0:
+        raise ValueError(f"tie-break seed must be >= 0, not {seed}")
     if not 1 <= budget <= MAX_PLANNER_BUDGET:
         raise ValueError(f"budget must be 1 to {MAX_PLANNER_BUDGET} expansions, not {budget}")
     state = level.start if state is None else state
@@ -304,7 +326,7 @@ def plan(level: Level, max_steps: int, budget: int = PLANNER_BUDGET,
     goal = np.ascontiguousarray(level.goals.ravel() & level.floor.ravel())
     solved, steps, actions = plan_kernel(passable, goal, level.width, state_key(state),
                                          len(state.crates), int(max_steps), int(budget),
-                                         HEURISTIC_WEIGHT)
+                                         HEURISTIC_WEIGHT, int(seed))
     return PlanResult(bool(solved), int(steps), tuple(int(a) for a in actions))
 
 

@@ -16,8 +16,11 @@ from pipeline.errors import PipelineError
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 METHODS = ("goal_first", "scatter")
+# Where a version's compute_to_solve comes from: the grade features' regression, or the
+# compute ladder played on every selected level (pipeline.compute).
+COMPUTE_SOURCES = ("predicted", "measured")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
-               "budget", "tiers"}
+               "budget", "tiers", "compute"}
 _TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end"}
 _BUDGET_FIELDS = {"multiple", "floor"}
 
@@ -57,6 +60,7 @@ class Spec:
     budget_multiple: int
     budget_floor: int
     tiers: tuple[Tier, ...]
+    compute: str = "predicted"
 
     @property
     def n_levels(self) -> int:
@@ -72,7 +76,7 @@ class Spec:
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as plain data, in the shape of its TOML file (for manifests)."""
-        return {
+        data = {
             "name": self.name, "height": self.height, "width": self.width,
             "method": self.method, "candidates_per_slot": self.candidates_per_slot,
             "max_attempts": self.max_attempts,
@@ -81,6 +85,9 @@ class Spec:
                        "band_start": list(t.band_start), "band_end": list(t.band_end)}
                       for t in self.tiers],
         }
+        if self.compute != "predicted":  # the default stays implicit: older manifests agree
+            data["compute"] = self.compute
+        return data
 
 
 def load_spec(name_or_path: str | Path) -> Spec:
@@ -113,6 +120,10 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
     _no_unknown(budget, _BUDGET_FIELDS, f"{source} [budget]")
     multiple = _int(budget, "multiple", f"{source} [budget]", 1, 100)
     floor = _int(budget, "floor", f"{source} [budget]", 0, 30_000)
+    compute = data.get("compute", "predicted")
+    if compute not in COMPUTE_SOURCES:
+        raise SpecError(f"{source}: field 'compute' is {compute!r}; expected one of "
+                        f"{COMPUTE_SOURCES}")
     raw_tiers = _get(data, "tiers", list, source)
     if not raw_tiers:
         raise SpecError(f"{source}: field 'tiers' is empty; a game needs at least one tier")
@@ -135,7 +146,8 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
             levels=_int(raw, "levels", where, 1, 10_000), crates=crates,
             wall_density=float(density),
             band_start=_band(raw, "band_start", where), band_end=_band(raw, "band_end", where)))
-    return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers))
+    return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers),
+                compute)
 
 
 def _no_unknown(data: dict[str, Any], known: set[str], where: str) -> None:

@@ -23,7 +23,12 @@ LEVEL_COLUMNS = {
     "box_changes": pl.Int16, "reachable_states": pl.Int64, "dead_fraction": pl.Float32,
     "first_push_traps": pl.Int16, "detour_pushes": pl.Int16, "optimal_solutions": pl.Int64,
     "branching_factor": pl.Float32, "states_expanded": pl.Int64,
+    "compute_to_solve": pl.Float32, "compute_censored": pl.Boolean,
+    "compute_measured": pl.Boolean, "solve_rates": pl.List(pl.Float32),
+    "ladder_played": pl.Int8,
 }
+# Columns only a measured compute fills; a predicted one leaves them null.
+MEASURED_ONLY = ("solve_rates", "ladder_played")
 
 
 def write(selected: Path, out: Path, spec: Spec) -> Path:
@@ -35,6 +40,8 @@ def write(selected: Path, out: Path, spec: Spec) -> Path:
     budget = pl.max_horizontal(pl.lit(spec.budget_floor, dtype=pl.Int32),
                                spec.budget_multiple * pl.col("optimal_moves").cast(pl.Int32))
     df = df.with_columns(budget.alias("max_steps")).sort("index")
+    df = df.with_columns(*[pl.lit(None, dtype=LEVEL_COLUMNS[c]).alias(c)
+                           for c in MEASURED_ONLY if c not in df.columns])
     if df["max_steps"].max() > 32767:
         raise PipelineError("write: a step budget exceeds int16; lower the budget multiple")
     levels = df.select([pl.col(name).cast(dtype) for name, dtype in LEVEL_COLUMNS.items()])
