@@ -21,6 +21,7 @@ import polars as pl  # noqa: E402
 
 from engine.render import render  # noqa: E402
 from pipeline.audit import AuditResult, VersionFacts, tier_summary  # noqa: E402
+from pipeline.compute_curve import GRADE_BUDGETS, HIGHEST, LOWEST, grade_rule  # noqa: E402
 from pipeline.difficulty import load_model  # noqa: E402
 from pipeline.tables import write_text  # noqa: E402
 
@@ -64,21 +65,29 @@ def plot_optima(facts: VersionFacts, other: VersionFacts | None = None) -> bytes
 
 
 def plot_difficulty(facts: VersionFacts, other: VersionFacts | None = None) -> bytes:
-    """Difficulty against play order with the fixed grade cut points as horizontal lines."""
+    """compute_to_solve (log2 budget) against play order with the grade cut points as lines;
+    difficulty for a version graded before compute_to_solve existed."""
     t = facts.table
+    column = "compute_to_solve" if "compute_to_solve" in t.columns else "difficulty"
     fig, ax = plt.subplots(figsize=(11, 4.2))
-    for cut in load_model().grade_cuts:
-        ax.axhline(cut, color="#999999", lw=0.8, ls="--")
+    if column == "compute_to_solve":
+        for budget in GRADE_BUDGETS:
+            ax.axhline(np.log2(budget), color="#999999", lw=0.8, ls="--")
+        ax.set_ylabel("compute_to_solve (log2 states per step)")
+        ax.set_ylim(LOWEST - 0.3, HIGHEST + 0.3)
+        note = "dashed lines: grade cut points at 4, 32, 256, 2048 states per step"
+    else:
+        ax.set_ylabel("difficulty (P planner fails)")
+        ax.set_ylim(-0.02, 1.02)
+        note = "difficulty as stored (graded before compute_to_solve)"
     for tier, part in t.group_by("tier", maintain_order=True):
-        ax.plot(part["index"].to_numpy(), part["difficulty"].to_numpy(), "o-", ms=4,
+        ax.plot(part["index"].to_numpy(), part[column].to_numpy(), "o-", ms=4,
                 color=_colour(tier[0]), label=f"tier {tier[0]}")
-    if other is not None:
-        ax.plot(other.table["index"].to_numpy(), other.table["difficulty"].to_numpy(),
+    if other is not None and column in other.table.columns:
+        ax.plot(other.table["index"].to_numpy(), other.table[column].to_numpy(),
                 color="black", lw=1, alpha=0.6, label=other.name)
-    ax.set_xlabel("play order (index); dashed lines: grade cut points")
-    ax.set_ylabel("difficulty (P planner fails)")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title(f"{facts.name}: difficulty along the ramp")
+    ax.set_xlabel(f"play order (index); {note}")
+    ax.set_title(f"{facts.name}: {column} along the ramp")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=9, ncol=3)
     return _png(fig)
@@ -220,12 +229,19 @@ class Report:
     def _model_note(self) -> str:
         model = load_model()
         held = model.info.get("held_out", {})
-        fit = model.info.get("fit", {})
-        return (f"difficulty = probability that the reference planner fails, from the model in "
-                f"pipeline/specs/difficulty.json (fitted {model.info.get('fit_date', '?')} on "
-                f"{fit.get('levels', '?')} levels; held-out AUC {held.get('auc', '?')}, optimal "
-                f"length alone {held.get('auc_optimal_moves', '?')}); grade cut points "
-                f"{list(model.grade_cuts)}")
+        t = self.result.facts.table
+        if "compute_to_solve" not in t.columns:
+            return ("graded before compute_to_solve existed: difficulty and grade are those "
+                    "stored (the chance that the reference planner fails, from the model of "
+                    "their day)")
+        measured = int(t["compute_measured"].sum())
+        return (f"compute_to_solve = log2 of the per-step budget (expanded states) at which the "
+                f"reference planner solves half the time: measured by the ladder (budgets 1 to "
+                f"65,536, 8 tie-break seeds) on {measured} of {t.height} levels, predicted from "
+                f"grade features on the rest (pipeline/specs/difficulty.json, fitted "
+                f"{model.info.get('fit_date', '?')}; held-out MAE "
+                f"{held.get('mean_absolute_error', '?')}, Spearman {held.get('spearman', '?')})."
+                f" Grades: {grade_rule()}. difficulty = the curve's chance of failing at 256.")
 
     def markdown(self) -> str:
         r = self.result

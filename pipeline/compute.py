@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from engine.ladder import LADDER_SEEDS, climb
+from engine.ladder import LADDER_SEEDS, LADDER_STEPS, climb
 from engine.levels import parse_xsb
 from pipeline.compute_curve import fit_locations
 from pipeline.difficulty import DifficultyModel, load_model, scores_from_compute
@@ -34,7 +34,7 @@ def ladder_counts(table: pl.DataFrame, workers: Workers,
     items = [(x, int(m), seeds) for x, m in zip(table["xsb"].to_list(),
                                                 table["max_steps"].to_list(), strict=True)]
     results = workers.map(_climb, items, label="ladder")
-    solved = np.array([r[0] for r in results], dtype=np.int64).reshape(len(items), -1)
+    solved = np.array([r[0] for r in results], dtype=np.int64).reshape(len(items), LADDER_STEPS)
     return solved, np.array([r[1] for r in results], dtype=np.int64)
 
 

@@ -10,6 +10,7 @@ import click
 from pipeline.cli.audit import audit_command
 from pipeline.cli.build import build_command, stage_group, verify_command
 from pipeline.cli.calibrate import calibrate_command
+from pipeline.cli.irt import irt_command
 from pipeline.cli.levels import render_command, solve_command
 from pipeline.cli.rotate import reveal_command, rotate_command, versions_command
 from pipeline.cli.serve import play_command, serve_command
@@ -30,6 +31,7 @@ main.add_command(serve_command)
 main.add_command(play_command)
 main.add_command(audit_command)
 main.add_command(calibrate_command)
+main.add_command(irt_command)
 main.add_command(rotate_command)
 main.add_command(versions_command)
 main.add_command(reveal_command)
