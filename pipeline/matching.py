@@ -2,9 +2,10 @@
 
 Each target (a level of PREV) takes a candidate with the same tier, crate count and grade, an
 optimum within one move of PREV's and inside the slot's band, and a compute_to_solve within
-``COMPUTE_TOLERANCE`` of PREV's; CP-SAT minimises the summed |compute_to_solve difference|. The new level takes PREV's slot, so the versions compare slot by
-slot. When both tables carry the reference planner's outcome (``planner_solved``), a slot
-prefers a candidate with PREV's outcome and the solved count can be held near PREV's.
+``COMPUTE_TOLERANCE`` of PREV's; CP-SAT minimises the summed |compute_to_solve difference|.
+The new level takes PREV's slot, so the versions compare slot by slot. When both tables
+carry the reference planner's outcome (``planner_solved``), a slot prefers a candidate with
+PREV's outcome and the solved count can be held near PREV's.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pipeline.spec import Spec
 OPTIMUM_TOLERANCE = 1
 COMPUTE_TOLERANCE = 1.0  # log2 budget: a candidate needs at most twice or half PREV's compute
 COST_SCALE = 10_000  # |compute_to_solve difference| in units of 1e-4, so costs are integers
-PLANNER_COST = 2_000  # another planner outcome than PREV's slot costs as much as 0.2 compute
+PLANNER_COST = 1_000  # another planner outcome than PREV's slot costs as much as 0.1 compute
 
 
 class MatchError(PipelineError):

@@ -25,8 +25,8 @@ from pipeline.compute import with_measured_compute
 from pipeline.difficulty import MODEL_PATH, scores_from_compute
 from pipeline.equivalence import Equivalence, allowed_gap, compare, planner_solved
 from pipeline.errors import PipelineError
-from pipeline.manifest import read_manifest
 from pipeline.grade import with_predicted_compute
+from pipeline.manifest import read_manifest
 from pipeline.matching import OPTIMUM_TOLERANCE, MatchError, match, targets
 from pipeline.rotation_pool import draws_in_round, enlarge
 from pipeline.spec import Spec, spec_from_dict
@@ -137,7 +137,8 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     loose = _loose(goal, pool, rows)
     if loose:
         workers.say(f"select: {len(loose)} slot(s) differ by more than {REFINE_GAP} in "
-                    f"compute_to_solve; drawing {draws_in_round(round_ + 1)} more candidates for each")
+                    f"compute_to_solve; drawing {draws_in_round(round_ + 1)} more candidates "
+                    "for each")
         wanted = goal.filter(pl.col("index").is_in(loose))
         graded = enlarge(folder.stages, plan.spec, plan.seed, round_ + 1, wanted, workers)
         if graded is not None:
