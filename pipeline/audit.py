@@ -6,6 +6,7 @@ ids from the board), so editing one column of one row makes exactly the matching
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,8 @@ class AuditResult:
     facts: VersionFacts
     checks: list[Check]
     against: VersionFacts | None = None
+    # report/irt.json of the version when `sokoforge irt` has written one (pipeline.irt)
+    irt: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -303,7 +306,9 @@ def audit(root: Path, version: str, against: str | None = None) -> AuditResult:
     if "compute_to_solve" in facts.table.columns:  # versions graded before it have none
         checks.insert(-1, check_compute(facts))
     other = load_version(root, against) if against else None
-    return AuditResult(facts, checks, other)
+    irt_path = root / version / "report" / "irt.json"
+    irt = json.loads(irt_path.read_text()) if irt_path.is_file() else None
+    return AuditResult(facts, checks, other, irt)
 
 
 def tier_summary(facts: VersionFacts) -> pl.DataFrame:

@@ -197,6 +197,28 @@ def comparison_slots(result: AuditResult) -> pl.DataFrame:
         pl.col(f"difficulty {a.name}").round(3), pl.col(f"difficulty {b.name}").round(3))
 
 
+def irt_note(irt: dict) -> str:
+    """One paragraph on the item-response refit (``report/irt.json``)."""
+    return (f"Two-parameter item-response model fitted on {irt['episodes']} finished episodes of "
+            f"{irt['scorecards']} closed scorecards ({len(irt['agents'])} agents; browser runs "
+            f"{irt['browser_runs']}). Spearman of the empirical difficulty with "
+            f"{irt['spearman_empirical_vs']}: {irt['spearman']}.")
+
+
+def irt_agents(irt: dict) -> pl.DataFrame:
+    """The agents' fitted abilities, strongest first."""
+    return pl.DataFrame([{"agent": a["name"], "ability": a["ability"],
+                          "solved": f"{a['solved']}/{a['episodes']}"} for a in irt["agents"]])
+
+
+def irt_levels(irt: dict, limit: int = 10) -> pl.DataFrame:
+    """The levels real agents found hardest, beside their compute_to_solve and grade."""
+    rows = sorted(irt["levels"], key=lambda lv: -lv["empirical_difficulty"])[:limit]
+    return pl.DataFrame([{k: lv[k] for k in ("index", "tier", "solve_rate",
+                                              "empirical_difficulty", "compute_to_solve",
+                                              "grade")} for lv in rows])
+
+
 class Report:
     """All pieces of one audit report, rendered as Markdown, HTML and a terminal summary."""
 
@@ -251,6 +273,10 @@ class Report:
         for c in r.checks:
             out.append(f"- **{c.status}** {c.name}" + (f": {c.describe(50)}" if not c.passed
                                                         else ""))
+        if r.irt is not None:
+            out += ["", "## Difficulty from real results", "", irt_note(r.irt), "",
+                    _md_table(irt_agents(r.irt)), "", "Hardest levels by empirical difficulty:",
+                    "", _md_table(irt_levels(r.irt))]
         if r.against is not None:
             out += ["", f"## {r.facts.name} against {r.against.name}", "",
                     _md_table(comparison_tiers(r)), "", "### Slot by slot", "",
@@ -271,6 +297,11 @@ class Report:
             parts.append(f"<li><b class='{c.status.lower()}'>{c.status}</b> "
                          f"{html.escape(c.name)}{detail}</li>")
         parts.append("</ul>")
+        if r.irt is not None:
+            parts += ["<h2>Difficulty from real results</h2>",
+                      f"<p>{html.escape(irt_note(r.irt))}</p>", _html_table(irt_agents(r.irt)),
+                      "<p>Hardest levels by empirical difficulty:</p>",
+                      _html_table(irt_levels(r.irt))]
         if r.against is not None:
             parts += [f"<h2>{html.escape(r.facts.name)} against {html.escape(r.against.name)}"
                       "</h2>", _html_table(comparison_tiers(r))]
