@@ -7,6 +7,7 @@ the ladder's ratio to one planner run. This is why builds predict compute_to_sol
 a spec with ``compute = "measured"`` plays the ladder.
 
     .venv/bin/python benchmarks/ladder.py [--version demo] [--datasets datasets] [--tiers 0,3]
+                                          [--limit N]
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--version", default="demo")
     parser.add_argument("--datasets", type=Path, default=Path("datasets"))
     parser.add_argument("--tiers", default=None, help="comma-separated tiers (default: all)")
+    parser.add_argument("--limit", type=int, default=None, help="levels per tier (default: all)")
     args = parser.parse_args()
     table = pl.read_parquet(args.datasets / args.version / "levels.parquet").sort("index")
     tiers = sorted(set(table["tier"].to_list()))
@@ -51,7 +53,7 @@ def main() -> None:
     print(f"{'tier':>4} {'levels':>6} {'opt mean':>8} {'planner':>9} {'ladder':>9} "
           f"{'predictor':>10} {'ladder/planner':>15}")
     for tier in tiers:
-        part = table.filter(pl.col("tier") == tier)
+        part = table.filter(pl.col("tier") == tier).head(args.limit)
         group = [(parse_xsb(x), int(m)) for x, m in zip(part["xsb"], part["max_steps"],
                                                        strict=True)]
         n = len(group)
