@@ -53,7 +53,8 @@ def main() -> None:
     print(f"{'tier':>4} {'levels':>6} {'opt mean':>8} {'planner':>9} {'ladder':>9} "
           f"{'predictor':>10} {'ladder/planner':>15}")
     for tier in tiers:
-        part = table.filter(pl.col("tier") == tier).head(args.limit)
+        part = table.filter(pl.col("tier") == tier)
+        part = part if args.limit is None else part.head(args.limit)
         group = [(parse_xsb(x), int(m)) for x, m in zip(part["xsb"], part["max_steps"],
                                                        strict=True)]
         n = len(group)
