@@ -14,7 +14,19 @@ import numpy as np
 from numba import njit
 
 from engine.levels import Level
-from engine.planner import _EMPTY, _find, _heap_pop, _heap_push, _successor, state_key
+from engine.planner import (
+    _EMPTY,
+    _estimate,
+    _find,
+    _heap_pop,
+    _heap_push,
+    _successor,
+    lookahead_arrays,
+    node_of,
+    power_of_two,
+    start_lookahead,
+    state_key,
+)
 
 AGENT_KINDS = ("astar", "greedy")
 AGENT_BUDGETS = (64, 256, 1024)
@@ -62,58 +74,28 @@ def corner_dead(passable: np.ndarray, goal: np.ndarray, width: int) -> np.ndarra
 
 
 @njit(cache=True)
-def _h(key: int, dist: np.ndarray, n_crates: int) -> int:
-    total = 0
-    for i in range(n_crates):
-        total += dist[(key >> (8 * (i + 1))) & 255]
-    return total
-
-
-@njit(cache=True)
 def agent_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: int,
                  n_crates: int, max_steps: int, budget: int, greedy: bool) -> tuple[bool, int]:
     """Play one episode; return (solved, steps)."""
     offs = np.array([-width, width, -1, 1], np.int64)
     dist = box_distance(passable, goal, width)
     dead = corner_dead(passable, goal, width)
-    cap = 4 * budget + 8
-    size_t = 1
-    while size_t < 4 * cap:
-        size_t *= 2
-    t_keys = np.empty(size_t, np.int64)
-    t_node = np.empty(size_t, np.int64)
-    size_v = 1
-    while size_v < 4 * max_steps + 16:
-        size_v *= 2
-    v_keys = np.full(size_v, _EMPTY, np.int64)
-    v_count = np.zeros(size_v, np.int64)
-    n_key = np.empty(cap, np.int64)
-    n_g = np.empty(cap, np.int64)
-    n_h = np.empty(cap, np.int64)
-    n_first = np.empty(cap, np.int64)
-    n_closed = np.empty(cap, np.bool_)
-    heap = np.empty(cap * 4, np.int64)
+    t_keys, t_node, n_key, n_g, n_h, n_first, n_closed, heap = lookahead_arrays(budget)
+    v_keys = np.full(power_of_two(4 * max_steps + 16), _EMPTY, np.int64)
+    v_count = np.zeros(v_keys.size, np.int64)
     cur = start_key
     steps = 0
     while True:
-        if _h(cur, dist, n_crates) == 0:
+        if _estimate(cur, dist, n_crates) == 0:
             return True, steps
         if steps >= max_steps:
             return False, steps
         s = _find(v_keys, cur)
         v_keys[s] = cur
         v_count[s] += 1
-        t_keys[:] = _EMPTY
         n_nodes = 1
-        n_key[0] = cur
-        n_g[0] = 0
-        n_h[0] = _h(cur, dist, n_crates)
-        n_first[0] = -1
-        n_closed[0] = False
-        s = _find(t_keys, cur)
-        t_keys[s] = cur
-        t_node[s] = 0
-        size = _heap_push(heap, 0, (n_h[0] << 40) | (n_h[0] << 20))
+        size = start_lookahead(t_keys, t_node, n_key, n_g, n_h, n_first, n_closed, heap, cur,
+                               _estimate(cur, dist, n_crates))
         expanded = 0
         target = -1
         while size > 0 and expanded < budget:
@@ -122,7 +104,7 @@ def agent_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: 
             if n_closed[i]:
                 continue
             n_closed[i] = True
-            if _h(n_key[i], dist, n_crates) == 0:
+            if _estimate(n_key[i], dist, n_crates) == 0:
                 target = i
                 break
             expanded += 1
@@ -131,21 +113,15 @@ def agent_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: 
                 if nk == n_key[i] or (pushed >= 0 and dead[pushed]):
                     continue
                 ng = n_g[i] + 1
-                s = _find(t_keys, nk)
-                if t_keys[s] == nk:
-                    j = t_node[s]
+                j = node_of(t_keys, t_node, n_key, n_closed, n_nodes, nk)
+                if j < n_nodes:
                     if n_closed[j] or ng >= n_g[j]:
                         continue
                 else:
-                    j = n_nodes
                     n_nodes += 1
-                    t_keys[s] = nk
-                    t_node[s] = j
-                    n_key[j] = nk
                     v = _find(v_keys, nk)
                     seen = v_count[v] if v_keys[v] == nk else 0
-                    n_h[j] = _h(nk, dist, n_crates) + seen
-                    n_closed[j] = False
+                    n_h[j] = _estimate(nk, dist, n_crates) + seen
                 n_g[j] = ng
                 n_first[j] = a if i == 0 else n_first[i]
                 f = n_h[j] if greedy else ng + n_h[j]
