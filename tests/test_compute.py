@@ -165,3 +165,22 @@ def test_audit_replays_the_ladder_and_names_a_tampered_compute(measured, tmp_pat
     check = failed["compute_to_solve reproduces; difficulty and grade follow from it"]
     assert list(failed) == [check.name]
     assert check.offenders[0].startswith("level 2: compute_to_solve")
+
+
+def test_a_measured_version_rotates_matched_on_measured_compute(measured, tmp_path):
+    import shutil
+
+    from pipeline.matching import COMPUTE_TOLERANCE
+    from pipeline.rotate import rotate
+    from pipeline.workers import Workers
+
+    datasets = tmp_path / "datasets"
+    shutil.copytree(measured / "m1", datasets / "m1")
+    result = rotate("m2", "m1", datasets=datasets, seed=8, workers=Workers(show_progress=False))
+    assert result.equivalence.accepted
+    old = pl.read_parquet(datasets / "m1" / "levels.parquet").sort("tier", "slot")
+    new = pl.read_parquet(datasets / "m2" / "levels.parquet").sort("tier", "slot")
+    assert new["compute_measured"].all()
+    gaps = (new["compute_to_solve"] - old["compute_to_solve"]).abs().to_numpy()
+    assert (gaps <= COMPUTE_TOLERANCE + 1e-6).all()
+    assert new["grade"].to_list() == old["grade"].to_list()
