@@ -31,6 +31,7 @@ from pipeline.errors import PipelineError
 from pipeline.generate import generate
 from pipeline.grade import grade_features
 from pipeline.rank_metrics import roc_auc, spearman
+from pipeline.reliability import curve
 from pipeline.solve import solve
 from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet
@@ -245,9 +246,11 @@ def calibrate(template: Spec, seed: int, size: PoolSize, work: Path,
                  "fit_per_tier": size.fit_per_tier,
                  "held_out_per_tier": size.held_out_per_tier},
         "fit": {**prediction_figures(model, length_only, fit_pool, fit_compute),
-                "censored": int(fit_censored.sum())},
+                "censored": int(fit_censored.sum()),
+                "planner_failures": int((~fit_pool["planner_solved"]).sum())},
         "held_out": {**prediction_figures(model, length_only, held, held_compute),
-                     "censored": int(held_censored.sum())},
+                     "censored": int(held_censored.sum()),
+                     "planner_failures": int((~held["planner_solved"]).sum())},
         "test_retest": retest_figures(held, slope, held_solved, workers),
         "generalisation": generalisation(held, held_compute, model.compute_to_solve(held),
                                          failures),
@@ -255,3 +258,42 @@ def calibrate(template: Spec, seed: int, size: PoolSize, work: Path,
     model = DifficultyModel(model.columns, model.transforms, model.means, model.scales,
                             model.weights, model.intercept, slope, info)
     return Calibration(model, fit_pool, held)
+
+
+def held_out_pool(model: DifficultyModel, template: Spec, work: Path,
+                  workers: Workers) -> pl.DataFrame:
+    """Redraw and replay the model's held-out pool from the seed its file records.
+
+    The pool is deterministic in seed, template and code; it must come back with the recorded
+    size and planner failures, or it is not the pool the model was judged on.
+    """
+    pool, held = model.info.get("pool", {}), model.info.get("held_out", {})
+    if "held_out_seed" not in pool or "held_out_per_tier" not in pool:
+        raise PipelineError("the difficulty model records no held-out pool seed and size")
+    table = build_pool(pool_spec(template, int(pool["held_out_per_tier"])),
+                       int(pool["held_out_seed"]), work, workers)
+    failures = int((~table["planner_solved"]).sum())
+    if (table.height, failures) != (held.get("levels"), held.get("planner_failures")):
+        raise PipelineError(
+            f"the redrawn held-out pool has {table.height} levels and {failures} planner "
+            f"failures, the model file records {held.get('levels')} and "
+            f"{held.get('planner_failures')}: generation or the planner changed since the fit; "
+            "refit with `sokoforge calibrate`")
+    return table
+
+
+def pool_curve(model: DifficultyModel, held: pl.DataFrame) -> dict[str, Any]:
+    """The held-out pool's reliability curve under ``model``, with where it came from."""
+    pool = model.info.get("pool", {})
+    return {
+        "what": "reliability of the difficulty model on its held-out calibration pool: levels "
+                "sorted by predicted difficulty, cut into deciles, each decile's mean "
+                "prediction against the reference planner's observed failure rate",
+        "made_by": "scripts/pool_curve.py (also written by `sokoforge calibrate`): redraws the "
+                   "held-out pool from its recorded seed, replays it with the reference planner",
+        "model_fit_date": model.info.get("fit_date"),
+        "pool": {"template": pool.get("template"), "seed": pool.get("held_out_seed"),
+                 "per_tier": pool.get("held_out_per_tier")},
+        **curve(model.difficulty(model.compute_to_solve(held)),
+                ~held["planner_solved"].to_numpy()),
+    }

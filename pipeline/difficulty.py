@@ -72,6 +72,13 @@ class DifficultyModel:
         """The chance of failing at the rule's budget, from the curve at ``compute``."""
         return failure_at_rule(compute, self.slope)
 
+    @property
+    def grade_cuts(self) -> tuple[float, ...]:
+        """The grade cut points in difficulty: the curve's chance of failing at 256 for a
+        compute_to_solve at each budget of GRADE_BUDGETS (increasing, as grades are)."""
+        return tuple(float(d) for d in self.difficulty(np.log2(np.array(GRADE_BUDGETS,
+                                                                        dtype=np.float64))))
+
     def to_json(self) -> dict[str, Any]:
         features = [
             {"column": c, "transform": t, "mean": float(m), "scale": float(s), "weight": float(w)}

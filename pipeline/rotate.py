@@ -23,8 +23,14 @@ from pipeline import seeds
 from pipeline.build import BuildFolder, Plan, build, check_version_name, version_ids
 from pipeline.compute import with_measured_compute
 from pipeline.difficulty import MODEL_PATH, scores_from_compute
-from pipeline.equivalence import Equivalence, allowed_gap, compare, planner_solved
-from pipeline.errors import PipelineError
+from pipeline.equivalence import (
+    EQUIVALENCE_FILE,
+    Equivalence,
+    allowed_gap,
+    compare,
+    planner_solved,
+)
+from pipeline.errors import InputError, PipelineError
 from pipeline.grade import with_predicted_compute
 from pipeline.manifest import IMPORTED, read_manifest
 from pipeline.matching import OPTIMUM_TOLERANCE, MatchError, match, targets
@@ -34,7 +40,6 @@ from pipeline.tables import read_parquet, sha256_file, write_parquet, write_text
 from pipeline.workers import Workers
 
 MAX_ENLARGEMENTS = 3  # rounds of extra candidates for the unmatched slots before giving up
-EQUIVALENCE_FILE = "equivalence.json"
 DIFFICULTY_TOLERANCE = 1e-6
 REFINE_GAP = 0.25  # a slot whose compute_to_solve differs more gets one more draw once matched
 
@@ -80,7 +85,7 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     check_version_name(prev)
     prev_folder = datasets / prev
     if not (prev_folder / "levels.parquet").is_file():
-        raise PipelineError(f"no version {prev!r} to rotate from under {datasets}")
+        raise InputError(f"no version {prev!r} to rotate from under {datasets}")
     manifest = read_manifest(prev_folder / "manifest.json")
     if manifest.get("seed_source") == IMPORTED:
         # its slots follow a file, not a spec's tiers and bands: nothing to match slot by slot
