@@ -220,7 +220,7 @@ def _run(stage: str, folder: BuildFolder, plan: Plan, workers: Workers,
                                 version_ids(exclusion_root, plan.excluded_versions)),
                          plan.spec, workers)
     else:
-        write(folder.output("select"), out, plan.spec)
+        write(folder.output("select"), out, plan.spec, plan.seed)
 
 
 def _publish(folder: BuildFolder, plan: Plan) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.levels import MAX_CRATES, MAX_SIDE
+from engine.look import LOOKS
 from pipeline.errors import InputError
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
@@ -20,7 +21,7 @@ METHODS = ("goal_first", "scatter")
 # compute ladder played on every selected level (pipeline.compute).
 COMPUTE_SOURCES = ("predicted", "measured")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
-               "budget", "tiers", "compute"}
+               "budget", "tiers", "look", "noise", "compute"}
 _TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end"}
 _BUDGET_FIELDS = {"multiple", "floor"}
 
@@ -60,6 +61,10 @@ class Spec:
     budget_multiple: int
     budget_floor: int
     tiers: tuple[Tier, ...]
+    # How levels are drawn (engine.look.LOOKS); specs written before looks existed omit both
+    # fields and mean the shared look without noise.
+    look: str = "shared"
+    noise: bool = False
     compute: str = "predicted"
 
     @property
@@ -84,6 +89,7 @@ class Spec:
             "tiers": [{"levels": t.levels, "crates": t.crates, "wall_density": t.wall_density,
                        "band_start": list(t.band_start), "band_end": list(t.band_end)}
                       for t in self.tiers],
+            "look": self.look, "noise": self.noise,
         }
         if self.compute != "predicted":  # the default stays implicit: older manifests agree
             data["compute"] = self.compute
@@ -146,8 +152,23 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
             levels=_int(raw, "levels", where, 1, 10_000), crates=crates,
             wall_density=float(density),
             band_start=_band(raw, "band_start", where), band_end=_band(raw, "band_end", where)))
+    look = data.get("look", "shared")
+    if look not in LOOKS:
+        raise SpecError(f"{source}: field 'look' is {look!r}; expected one of {LOOKS}")
+    noise = data.get("noise", False)
+    if not isinstance(noise, bool):
+        raise SpecError(f"{source}: field 'noise' is {noise!r}; expected true or false")
+    if noise and look != "themed":
+        raise SpecError(f"{source}: field 'noise' is true but look is {look!r}; pixel noise is "
+                        "part of a themed look (look = \"themed\")")
     return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers),
-                compute)
+                look, noise, compute)
+
+
+def version_look(manifest: dict[str, Any]) -> str:
+    """The look a version's manifest names; versions made before looks existed are drawn in
+    the shared look."""
+    return str((manifest.get("spec") or {}).get("look", "shared"))
 
 
 def _no_unknown(data: dict[str, Any], known: set[str], where: str) -> None:
