@@ -18,9 +18,12 @@ from pipeline.errors import InputError
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 METHODS = ("goal_first", "scatter")
 VISIBILITIES = ("hidden", "public")
+# Where a version's compute_to_solve comes from: the grade features' regression, or the
+# compute ladder played on every selected level (pipeline.compute).
+COMPUTE_SOURCES = ("predicted", "measured")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
-               "budget", "tiers", "look", "noise", "visibility", "min_first_push_traps",
-               "distinct_wall_layouts"}
+               "budget", "tiers", "look", "noise", "compute", "visibility",
+               "min_first_push_traps", "distinct_wall_layouts"}
 _TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end", "band"}
 _BUDGET_FIELDS = {"multiple", "floor", "fixed"}
 
@@ -79,6 +82,7 @@ class Spec:
     # fields and mean the shared look without noise.
     look: str = "shared"
     noise: bool = False
+    compute: str = "predicted"
     budget_fixed: int = 0
     min_first_push_traps: int = 0
     visibility: str = "hidden"
@@ -113,6 +117,8 @@ class Spec:
             "tiers": [_tier_dict(t) for t in self.tiers],
             "look": self.look, "noise": self.noise,
         }
+        if self.compute != "predicted":  # the default stays implicit: older manifests agree
+            data["compute"] = self.compute
         if self.min_first_push_traps:
             data["min_first_push_traps"] = self.min_first_push_traps
         if self.visibility != "hidden":
@@ -179,6 +185,10 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
     if not isinstance(distinct, bool):
         raise SpecError(f"{source}: field 'distinct_wall_layouts' is {distinct!r}; expected "
                         "true or false")
+    compute = data.get("compute", "predicted")
+    if compute not in COMPUTE_SOURCES:
+        raise SpecError(f"{source}: field 'compute' is {compute!r}; expected one of "
+                        f"{COMPUTE_SOURCES}")
     raw_tiers = _get(data, "tiers", list, source)
     if not raw_tiers:
         raise SpecError(f"{source}: field 'tiers' is empty; a game needs at least one tier")
@@ -217,7 +227,7 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
         raise SpecError(f"{source}: field 'noise' is true but look is {look!r}; pixel noise is "
                         "part of a themed look (look = \"themed\")")
     return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers),
-                look, noise, budget_fixed=fixed, min_first_push_traps=traps,
+                look, noise, compute, budget_fixed=fixed, min_first_push_traps=traps,
                 visibility=visibility, distinct_wall_layouts=distinct)
 
 
