@@ -1,4 +1,4 @@
-"""Stage 3, grade: the features of every candidate, and its difficulty and grade.
+"""Stage 4, grade: the features of every chosen level, and its difficulty and grade.
 
 ``level_features`` is the one place features are computed, so that calibration and audit
 score levels exactly as the pipeline does; ``difficulty`` and ``grade`` come from the

@@ -24,13 +24,16 @@ _REQUIRED = (("version",), ("spec",), ("seed_source",), ("seed_commitment", "sal
 
 
 def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt: str,
-                  seed_sha256: str, levels: Path, rows: int, excluded_versions: list[str],
-                  public_seed: int | None = None, rotated_from: str | None = None
+                  seed_sha256: str, levels: Path, rows: int,
+                  excluded_versions: list[dict[str, str]], public_seed: int | None = None,
+                  rotated_from: str | None = None, origins: list[dict[str, Any]] | None = None
                   ) -> dict[str, Any]:
     """The manifest of a finished version whose levels file is ``levels``.
 
     ``public_seed`` is written only for versions built from a seed that was public from the
-    start (demos, tests); a secret seed appears only as its commitment.
+    start (demos, tests); a secret seed appears only as its commitment. ``excluded_versions``
+    are ``{"version", "sha256"}`` records; ``origins`` (``pipeline.origins``) say where each
+    level, in play order, was drawn, so that the version verifies on its own.
     """
     manifest = {
         "format": FORMAT,
@@ -49,6 +52,8 @@ def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt:
         "rotated_from": rotated_from,
         "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    if origins is not None:
+        manifest["origins"] = origins
     if public_seed is not None:
         manifest["public_seed"] = str(public_seed)
     return manifest

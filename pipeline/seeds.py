@@ -19,6 +19,13 @@ from pipeline.errors import PipelineError
 LAYOUT = 0
 START = 1
 
+# Kinds of draw, recorded in each candidate's origin. The generate stage keys its draws by
+# (tier, slot, attempt); a targeted draw (``pipeline.slot_draws``) by (kind, round, tier,
+# layout, attempt), a longer key, so no two draws ever share a stream.
+GENERATED = 0
+ENLARGE = 2  # rotation: more candidates for a slot of PREV left unmatched
+REDRAW = 3  # select: more candidates for a slot left unfilled
+
 
 class SeedError(PipelineError):
     """A seed that is malformed or disagrees with what a build recorded."""
@@ -61,6 +68,16 @@ def write_secret(datasets: Path, version: str, seed: int) -> Path:
         f.flush()
         os.fsync(f.fileno())
     return path
+
+
+def forget_secret(datasets: Path, version: str) -> None:
+    """Delete the secret seed of a version that was never made (and ``.secrets`` if empty)."""
+    path = secret_path(datasets, version)
+    path.unlink(missing_ok=True)
+    try:
+        path.parent.rmdir()
+    except OSError:
+        pass  # other secrets stay, or the folder was never made
 
 
 def read_secret(datasets: Path, version: str) -> int | None:

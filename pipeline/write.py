@@ -1,5 +1,6 @@
 """Stage 5, write: ``levels.parquet`` in play order with the column types of the format.
 
+Play order is tier by tier, easiest (least difficulty) first, ``index`` counting from 0.
 Budgets follow the spec's rule, ``max(floor, multiple * optimal_moves)``.
 """
 
@@ -26,17 +27,23 @@ LEVEL_COLUMNS = {
 }
 
 
-def write(selected: Path, out: Path, spec: Spec) -> Path:
+def write(graded: Path, out: Path, spec: Spec) -> Path:
     """Write the set's ``levels.parquet`` to ``out``; return it."""
-    df = read_parquet(selected)
+    df = play_order(read_parquet(graded))
     if df.height != spec.n_levels:
         raise PipelineError(f"write: selection holds {df.height} levels, the spec "
                             f"{spec.name} needs {spec.n_levels}")
     budget = pl.max_horizontal(pl.lit(spec.budget_floor, dtype=pl.Int32),
                                spec.budget_multiple * pl.col("optimal_moves").cast(pl.Int32))
-    df = df.with_columns(budget.alias("max_steps")).sort("index")
+    df = df.with_columns(budget.alias("max_steps"))
     if df["max_steps"].max() > 32767:
         raise PipelineError("write: a step budget exceeds int16; lower the budget multiple")
     levels = df.select([pl.col(name).cast(dtype) for name, dtype in LEVEL_COLUMNS.items()])
     write_parquet(levels, out)
     return out
+
+
+def play_order(levels: pl.DataFrame) -> pl.DataFrame:
+    """The chosen levels sorted tier by tier, easiest first, with their ``index``."""
+    ordered = levels.sort(["tier", "difficulty", "slot"], maintain_order=True)
+    return ordered.with_columns(pl.int_range(0, ordered.height, dtype=pl.Int16).alias("index"))

@@ -12,7 +12,7 @@ from pipeline.cli.errors import CliError, refusals
 
 # The names of pipeline.build.STAGES, here so that loading the CLI stays light (a test keeps
 # the two equal).
-STAGES = ("generate", "solve", "grade", "select", "write")
+STAGES = ("generate", "select", "solve", "grade", "write")
 
 
 def datasets_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -68,7 +68,7 @@ def _run(version: str, stages: tuple[str, ...], seed: str | None, spec_name: str
 @click.argument("version")
 @_build_options
 def build_command(version: str, **options: Any) -> None:
-    """Build dataset VERSION: generate, solve, grade, select and write, then publish.
+    """Build dataset VERSION: generate, select, solve, grade and write, then publish.
 
     A build that is interrupted resumes where it stopped when run again, and ends with the
     same bytes. Building a version that exists is refused.
@@ -102,10 +102,12 @@ for _name in STAGES:
 @click.option("--jobs", type=click.IntRange(1, 256), default=1, show_default=True)
 @datasets_option
 def verify_command(version: str, seed: str, jobs: int, datasets: Path) -> None:
-    """Rebuild VERSION from its published SEED and check it against the manifest.
+    """Check VERSION against its published SEED, with no other version needed.
 
-    Exits 0 when the seed matches the commitment and the rebuilt levels.parquet has the
-    manifest's sha256, 1 otherwise.
+    The seed must open the manifest's commitment (a wrong one stops there); every level is
+    then redrawn from the origin the manifest records and must be the stored one, the
+    levels.parquet made from them must have the manifest's sha256, and the selection rules
+    must hold within VERSION. Exits 0 when all of it holds, 1 otherwise.
     """
     from pipeline.seeds import parse_seed
     from pipeline.verify import verify
@@ -116,12 +118,16 @@ def verify_command(version: str, seed: str, jobs: int, datasets: Path) -> None:
                          workers=Workers(jobs=jobs, show_progress=False))
     word = {True: "match", False: "MISMATCH"}
     click.echo(f"seed commitment: {word[outcome.commitment_matches]}")
-    if outcome.rebuild_error is None:
-        click.echo(f"rebuilt levels.parquet sha256 {outcome.rebuilt_sha256[:16]}: "
-                   f"{word[outcome.rebuild_matches]}")
-    else:
-        click.echo(f"rebuild with this seed stopped: {outcome.rebuild_error}")
+    if outcome.commitment_matches:
+        click.echo(f"levels redrawn from the seed: {outcome.levels_redrawn} of "
+                   f"{outcome.levels}")
+        if outcome.rebuilt_sha256:
+            click.echo(f"rebuilt levels.parquet sha256 {outcome.rebuilt_sha256[:16]}: "
+                       f"{word[outcome.rebuild_matches]}")
+        click.echo(f"selection rules: {'hold' if outcome.rules_hold else 'BROKEN'}")
     click.echo(f"stored levels.parquet: {word[outcome.file_matches]}")
+    for problem in outcome.problems[:20]:
+        click.echo(f"  {problem}")
     if not outcome.ok:
         raise CliError(f"{version} does not verify")
     click.echo(f"{version}: verified")
