@@ -175,6 +175,9 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
             raise PipelineError(f"version {version} already exists ({folder.final}); a finished"
                                 " version is immutable: build under a new name")
         first = STAGES.index(stages[0])
+        if tuple(stages) != STAGES[first:first + len(stages)]:
+            raise PipelineError(f"stages run in the order {', '.join(STAGES)}, without gaps; "
+                                f"got {', '.join(stages)}")
         plan = _open_plan(folder, spec, seed, rotation, may_start=first == 0,
                           excluded=lambda: list(excluded_versions) if excluded_versions
                           is not None else existing_versions(exclusion_root),
