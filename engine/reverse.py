@@ -12,7 +12,9 @@ with 4 crates takes a few hundred kilobytes at most.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from numba import njit
@@ -39,6 +41,9 @@ from engine.rules import (
 )
 
 UNSEEN = 0xFFFF
+RECENT_BYTES = 64 * 2**20  # solvable sets kept for boards asked for again (see solvable_set)
+_recent: OrderedDict[tuple, SolvableSet] = OrderedDict()
+_recent_bytes = 0
 # The search holds 10 bytes per dense index (distance and queue): 2**26 of them is 640 MB.
 MAX_SET_INDEX = 2**26
 
@@ -179,8 +184,15 @@ class SolvableSet:
 
     def indices(self) -> np.ndarray:
         """Dense indices of every solvable state, ascending (aligned with ``distances``)."""
+        return self._indices
+
+    @cached_property
+    def _indices(self) -> np.ndarray:
+        # Unpacked once: a generator samples several starts from one set.
         bits = np.unpackbits(self.words.view(np.uint8), bitorder="little")
-        return np.flatnonzero(bits).astype(np.int64)
+        found = np.flatnonzero(bits).astype(np.int64)
+        found.flags.writeable = False
+        return found
 
     def histogram(self) -> np.ndarray:
         """Number of solvable states at each distance 0..max_distance."""
@@ -215,7 +227,27 @@ class SolvableSet:
 
 def solvable_set(level: Level, max_size: int = MAX_SET_INDEX) -> SolvableSet:
     """Backward search from every solved state; raises ``StateSpaceTooLarge`` when the level's
-    dense index has more than ``max_size`` states."""
+    dense index has more than ``max_size`` states.
+
+    The set depends on the board alone (walls and goals), not on the start, and the pipeline
+    asks for one board several times (generate, then grade): the latest sets are kept, up
+    to ``RECENT_BYTES``, and given back as they are.
+    """
+    key = (level.walls.shape, level.walls.tobytes(), level.goals.tobytes(), max_size)
+    found = _recent.get(key)
+    if found is not None:
+        _recent.move_to_end(key)
+        return found
+    found = _search(level, max_size)
+    _recent[key] = found
+    global _recent_bytes
+    _recent_bytes += found.nbytes
+    while _recent_bytes > RECENT_BYTES and len(_recent) > 1:
+        _recent_bytes -= _recent.popitem(last=False)[1].nbytes
+    return found
+
+
+def _search(level: Level, max_size: int) -> SolvableSet:
     index = DenseIndex.for_level(level, max_size=max_size)
     goals = np.array(level.goal_cells, dtype=np.int64)
     dist = backward_kernel(board_array(level), level.width, index.cell_id, index.floor_id,
