@@ -52,6 +52,7 @@ bench: install
 	$(PY) benchmarks/build.py
 	$(PY) benchmarks/serve.py
 	$(PY) benchmarks/arc.py
+	$(PY) benchmarks/import_grade.py
 
 clean-cache:
 	rm -rf .numba_cache

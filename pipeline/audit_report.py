@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from engine.render import render  # noqa: E402
-from pipeline.audit import AuditResult, VersionFacts, tier_summary  # noqa: E402
+from pipeline.audit import AuditResult, Check, VersionFacts, tier_summary  # noqa: E402
 from pipeline.difficulty import load_model  # noqa: E402
 from pipeline.tables import write_text  # noqa: E402
 
@@ -214,7 +214,8 @@ class Report:
         r = self.result
         solved = int(r.facts.table["planner_solved"].sum())
         verdict = "all checks pass" if r.passed else f"{len(r.failed)} check(s) FAIL"
-        return (f"{r.facts.table.height} levels, game {r.facts.spec.name}; "
+        game = r.facts.manifest.get("game") or r.facts.spec.name
+        return (f"{r.facts.table.height} levels, game {game}; "
                 f"reference planner solves {solved}/{r.facts.table.height}; {verdict}")
 
     def _model_note(self) -> str:
@@ -233,7 +234,7 @@ class Report:
                "## Tiers", "",
                _md_table(self.tiers), "", "## Checks", ""]
         for c in r.checks:
-            out.append(f"- **{c.status}** {c.name}" + (f": {c.describe(50)}" if not c.passed
+            out.append(f"- **{c.status}** {c.name}" + (f": {c.describe(50)}" if _detail(c)
                                                         else ""))
         if r.against is not None:
             out += ["", f"## {r.facts.name} against {r.against.name}", "",
@@ -251,7 +252,7 @@ class Report:
                  f"<p>{html.escape(self._model_note())}</p>",
                  "<h2>Tiers</h2>", _html_table(self.tiers), "<h2>Checks</h2><ul>"]
         for c in r.checks:
-            detail = f": {html.escape(c.describe(50))}" if not c.passed else ""
+            detail = f": {html.escape(c.describe(50))}" if _detail(c) else ""
             parts.append(f"<li><b class='{c.status.lower()}'>{c.status}</b> "
                          f"{html.escape(c.name)}{detail}</li>")
         parts.append("</ul>")
@@ -268,7 +269,7 @@ class Report:
                  "table{border-collapse:collapse;font-size:13px}"
                  "td,th{border:1px solid #bbb;padding:3px 7px;text-align:right}"
                  "th{background:#eee}img{max-width:100%;display:block;margin:0.5em 0}"
-                 ".pass{color:#1a7f37}.fail{color:#c62828}.head{font-size:15px}")
+                 ".pass{color:#1a7f37}.skip{color:#8a6d00}.fail{color:#c62828}.head{font-size:15px}")
         return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
                 f"<title>{html.escape(self._title())}</title><style>{style}</style></head>"
                 f"<body>{''.join(parts)}</body></html>\n")
@@ -284,7 +285,7 @@ class Report:
             lines += _text_table(comparison_tiers(r))
         lines.append("")
         for c in r.checks:
-            lines.append(f"{c.status}  {c.name}" + (f": {c.describe(4)}" if not c.passed else ""))
+            lines.append(f"{c.status}  {c.name}" + (f": {c.describe(4)}" if _detail(c) else ""))
         return "\n".join(lines)
 
     def checks_json(self) -> str:
@@ -294,8 +295,8 @@ class Report:
             "version": r.facts.name,
             "against": r.against.name if r.against else None,
             "passed": r.passed,
-            "checks": [{"name": c.name, "passed": c.passed, "offenders": list(c.offenders)}
-                       for c in r.checks],
+            "checks": [{"name": c.name, "passed": c.passed, "offenders": list(c.offenders),
+                        "skipped": c.skipped or None} for c in r.checks],
         }, indent=2) + "\n"
 
     def write(self, folder: Path) -> list[Path]:
@@ -323,3 +324,8 @@ def _text_table(df: pl.DataFrame) -> list[str]:
     cells = [list(df.columns)] + [[_cell(v) for v in row] for row in df.iter_rows()]
     widths = [max(len(row[i]) for row in cells) for i in range(len(df.columns))]
     return ["  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+
+
+def _detail(check: Check) -> bool:
+    """A check's detail is shown when it failed or was skipped (the reason)."""
+    return not check.passed or bool(check.skipped)

@@ -174,7 +174,7 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
     workers = workers or Workers()
     folder = BuildFolder(datasets, version)
     exclusion_root = exclusion_root or datasets
-    with _locked(folder):
+    with build_lock(folder):
         if folder.final.exists():
             raise PipelineError(f"version {version} already exists ({folder.final}); a finished"
                                 " version is immutable: build under a new name")
@@ -343,7 +343,7 @@ def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None,
 
 
 @contextmanager
-def _locked(folder: BuildFolder) -> Iterator[None]:
+def build_lock(folder: BuildFolder) -> Iterator[None]:
     """Hold the version's build lock; a second concurrent build of it is refused.
 
     The lock file is removed when the build ends, well or badly (and ``.build`` with it when

@@ -21,18 +21,23 @@ _LIBRARIES = ("numpy", "numba", "ortools", "polars", "pyarrow")
 _REQUIRED = (("version",), ("spec",), ("seed_source",), ("seed_commitment", "salt"),
              ("seed_commitment", "sha256"), ("files", "levels.parquet", "sha256"),
              ("files", "levels.parquet", "rows"))
+# A version imported from level files has no seed: its sources stand where the commitment is.
+IMPORTED = "imported"
+_REQUIRED_IMPORTED = (("version",), ("spec",), ("seed_source",), ("sources",),
+                      ("files", "levels.parquet", "sha256"), ("files", "levels.parquet", "rows"))
 
 
-def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt: str,
-                  seed_sha256: str, levels: Path, rows: int,
+def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt: str | None,
+                  seed_sha256: str | None, levels: Path, rows: int,
                   excluded_versions: list[dict[str, str]], public_seed: int | None = None,
                   rotated_from: str | None = None, origins: list[dict[str, Any]] | None = None
                   ) -> dict[str, Any]:
     """The manifest of a finished version whose levels file is ``levels``.
 
     ``public_seed`` is written only for versions built from a seed that was public from the
-    start (demos, tests); a secret seed appears only as its commitment. ``excluded_versions``
-    are ``{"version", "sha256"}`` records; ``origins`` (``pipeline.origins``) say where each
+    start (demos, tests); a secret seed appears only as its commitment. A version without a
+    seed (``seed_source`` ``imported``) has a null commitment. ``excluded_versions`` are
+    ``{"version", "sha256"}`` records; ``origins`` (``pipeline.origins``) say where each
     level, in play order, was drawn, so that the version verifies on its own.
     """
     manifest = {
@@ -40,7 +45,7 @@ def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt:
         "version": version,
         "game": spec["name"],
         "spec": spec,
-        "seed_commitment": {"salt": salt, "sha256": seed_sha256},
+        "seed_commitment": None if salt is None else {"salt": salt, "sha256": seed_sha256},
         "seed_source": seed_source,
         "files": {"levels.parquet": {"sha256": sha256_file(levels), "rows": rows}},
         "generator": {
@@ -74,7 +79,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise PipelineError(f"manifest {path} is not valid JSON: {e}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise PipelineError(f"manifest {path}: unknown format (expected format {FORMAT})")
-    for where in _REQUIRED:
+    required = _REQUIRED_IMPORTED if data.get("seed_source") == IMPORTED else _REQUIRED
+    for where in required:
         node: Any = data
         for key in where:
             if not isinstance(node, dict) or key not in node:

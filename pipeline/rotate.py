@@ -24,7 +24,7 @@ from pipeline.equivalence import Equivalence, allowed_gap, compare, planner_solv
 from pipeline.errors import PipelineError
 from pipeline.generate import CANDIDATE_SCHEMA
 from pipeline.grade import grade
-from pipeline.manifest import read_manifest
+from pipeline.manifest import IMPORTED, read_manifest
 from pipeline.matching import OPTIMUM_TOLERANCE, MatchError, match, targets
 from pipeline.seeds import ENLARGE
 from pipeline.slot_draws import Target, draw, draws_in_round
@@ -83,6 +83,10 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     if not (prev_folder / "levels.parquet").is_file():
         raise PipelineError(f"no version {prev!r} to rotate from under {datasets}")
     manifest = read_manifest(prev_folder / "manifest.json")
+    if manifest.get("seed_source") == IMPORTED:
+        # its slots follow a file, not a spec's tiers and bands: nothing to match slot by slot
+        raise PipelineError(f"{prev} was imported from level files; only a built version can "
+                            "be rotated")
     spec = spec_from_dict(manifest["spec"], source=f"manifest of {prev}")
     files, ids = excluded_levels(exclude)
     rotation = {"from": prev, "excluded_files": files, "excluded_ids": ids}

@@ -16,7 +16,7 @@ from typing import Any
 from pipeline import seeds
 from pipeline.build import check_version_name, existing_versions
 from pipeline.errors import PipelineError
-from pipeline.manifest import read_manifest
+from pipeline.manifest import IMPORTED, read_manifest
 from pipeline.tables import sha256_file, write_text
 
 REVEAL_FILE = "reveal.json"
@@ -35,9 +35,10 @@ def read_reveal(folder: Path) -> dict[str, Any] | None:
 
 
 def seed_status(folder: Path, manifest: dict[str, Any]) -> str:
-    """``public`` (built from a public seed), ``revealed`` or ``committed`` (still secret)."""
-    if manifest.get("seed_source") == "public":
-        return "public"
+    """``public`` (built from a public seed), ``revealed``, ``committed`` (still secret) or
+    ``imported`` (from level files: no seed)."""
+    if manifest.get("seed_source") in ("public", IMPORTED):
+        return str(manifest["seed_source"])
     try:
         reveal = read_reveal(folder)
         if reveal is None:
@@ -103,6 +104,8 @@ def reveal(datasets: Path, version: str) -> Reveal:
     if not (folder / "manifest.json").is_file():
         raise PipelineError(f"no version {version!r} under {datasets}")
     manifest = read_manifest(folder / "manifest.json")
+    if manifest.get("seed_source") == IMPORTED:
+        raise PipelineError(f"{version} was imported from level files: it has no seed")
     if manifest.get("seed_source") == "public":
         seed = manifest.get("public_seed", "given in its build")
         raise PipelineError(f"{version} was built from the public seed {seed}: nothing to "

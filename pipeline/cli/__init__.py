@@ -10,6 +10,7 @@ import click
 from pipeline.cli.audit import audit_command
 from pipeline.cli.build import build_command, stage_group, verify_command
 from pipeline.cli.calibrate import calibrate_command
+from pipeline.cli.importing import import_command
 from pipeline.cli.levels import render_command, solve_command
 from pipeline.cli.rotate import reveal_command, rotate_command, versions_command
 from pipeline.cli.serve import play_command, serve_command
@@ -24,6 +25,7 @@ def main() -> None:
 main.add_command(solve_command)
 main.add_command(render_command)
 main.add_command(build_command)
+main.add_command(import_command)
 main.add_command(stage_group)
 main.add_command(verify_command)
 main.add_command(serve_command)
