@@ -472,8 +472,9 @@ def test_a_wrong_seed_stops_at_the_commitment_before_any_redraw(built, monkeypat
                             "redrawn",)
     no = CliRunner().invoke(main, ["verify", "v1", "--seed", "12", "--datasets", str(datasets)])
     assert no.exit_code == 1 and isinstance(no.exception, SystemExit)
-    assert no.output.startswith("seed commitment: MISMATCH\nstored levels.parquet: match\n")
-    assert no.output.endswith("Error: v1 does not verify\n")
+    assert no.output == ("seed commitment: MISMATCH\nnothing redrawn: the seed does not open "
+                         "the manifest's commitment\nstored levels.parquet: match\n"
+                         "Error: v1 does not verify\n")
 
 
 def test_the_manifest_records_each_levels_origin_and_verify_redraws_it_alone(built, tmp_path):
