@@ -6,6 +6,7 @@ results never depend on the order of work or on the number of workers.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -74,10 +75,8 @@ def forget_secret(datasets: Path, version: str) -> None:
     """Delete the secret seed of a version that was never made (and ``.secrets`` if empty)."""
     path = secret_path(datasets, version)
     path.unlink(missing_ok=True)
-    try:
+    with contextlib.suppress(OSError):  # other secrets stay, or the folder was never made
         path.parent.rmdir()
-    except OSError:
-        pass  # other secrets stay, or the folder was never made
 
 
 def read_secret(datasets: Path, version: str) -> int | None:

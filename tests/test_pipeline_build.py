@@ -296,6 +296,8 @@ def test_scatter_method_builds_levels_inside_their_bands(tmp_path):
         assert row["band_lo"] <= row["optimal_moves"] <= row["band_hi"]
         assert level.n_crates == spec.tiers[row["tier"]].crates
         assert level.is_solved(replay(level, row["solution"])[-1])
+    # Scattered levels are redrawn from their origins too.
+    assert verify("sc", 3, datasets=tmp_path).ok
 
 
 def test_dask_backend_without_a_scheduler_is_refused(tmp_path):
