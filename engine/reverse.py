@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 from numba import njit
@@ -140,6 +139,29 @@ def popcount(x: np.uint64) -> int:
 
 
 @njit(cache=True)
+def within_kernel(words: np.ndarray, distances: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Dense indices of the solvable states at distance in [lo, hi], ascending (without
+    unpacking every index: a generator asks several times per set)."""
+    count = 0
+    for j in range(distances.size):
+        if lo <= distances[j] <= hi:
+            count += 1
+    out = np.empty(count, np.int64)
+    j, k = 0, 0
+    for w in range(words.size):
+        word = words[w]
+        if word == 0:
+            continue
+        for b in range(64):
+            if word & (np.uint64(1) << np.uint64(b)):
+                if lo <= distances[j] <= hi:
+                    out[k] = w * 64 + b
+                    k += 1
+                j += 1
+    return out
+
+
+@njit(cache=True)
 def position_kernel(words: np.ndarray, prefix: np.ndarray, idx: int) -> int:
     """Position of dense index ``idx`` among the solvable states, or -1 when not solvable."""
     if idx < 0 or not has_bit(words, idx):
@@ -184,15 +206,8 @@ class SolvableSet:
 
     def indices(self) -> np.ndarray:
         """Dense indices of every solvable state, ascending (aligned with ``distances``)."""
-        return self._indices
-
-    @cached_property
-    def _indices(self) -> np.ndarray:
-        # Unpacked once: a generator samples several starts from one set.
         bits = np.unpackbits(self.words.view(np.uint8), bitorder="little")
-        found = np.flatnonzero(bits).astype(np.int64)
-        found.flags.writeable = False
-        return found
+        return np.flatnonzero(bits).astype(np.int64)
 
     def histogram(self) -> np.ndarray:
         """Number of solvable states at each distance 0..max_distance."""
@@ -205,7 +220,7 @@ class SolvableSet:
     def start_indices(self, lo: int, hi: int, crates_off_goals: bool = True) -> np.ndarray:
         """Dense indices of the states at distance in [lo, hi] (by default with no crate on a
         goal), ascending: the candidates a generator draws starts from."""
-        candidates = self.indices()[(self.distances >= lo) & (self.distances <= hi)]
+        candidates = within_kernel(self.words, self.distances, lo, hi)
         if crates_off_goals and candidates.size:
             _, crates = self._unranked(candidates)
             candidates = candidates[~self.level.goals.ravel()[crates].any(axis=1)]
