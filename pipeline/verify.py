@@ -22,7 +22,7 @@ from pipeline.build import check_version_name
 from pipeline.errors import PipelineError
 from pipeline.generate import CANDIDATE_SCHEMA, TIER, XSB, generate, placed
 from pipeline.grade import grade
-from pipeline.manifest import read_manifest
+from pipeline.manifest import IMPORTED, read_manifest
 from pipeline.origins import redraw
 from pipeline.solve import solve
 from pipeline.spec import Spec, spec_from_dict
@@ -64,6 +64,9 @@ def verify(version: str, seed: int, *, datasets: Path, workers: Workers | None =
     check_version_name(version)
     folder = datasets / version
     manifest = read_manifest(folder / "manifest.json")
+    if manifest["seed_source"] == IMPORTED:
+        raise PipelineError(f"{version} was imported from level files: it has no seed; "
+                            "verify it without --seed")
     commit = manifest["seed_commitment"]
     expected = manifest["files"]["levels.parquet"]["sha256"]
     path = folder / "levels.parquet"
