@@ -26,7 +26,7 @@ from pathlib import Path
 
 from engine.index import StateSpaceTooLarge
 from pipeline import seeds
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError, PipelineError
 from pipeline.manifest import make_manifest, write_manifest
 from pipeline.spec import Spec, load_spec, spec_from_dict
 from pipeline.tables import fsync_path, read_parquet, sha256_file, write_text
@@ -120,7 +120,7 @@ class BuildFolder:
 def check_version_name(version: str) -> None:
     """Refuse names that could escape ``datasets/`` or hide (a leading dot) as a folder."""
     if not _VERSION.match(version):
-        raise PipelineError(f"version name {version[:70]!r} is not allowed: use letters, digits,"
+        raise InputError(f"version name {version[:70]!r} is not allowed: use letters, digits,"
                             " '.', '_' or '-', starting with a letter or digit")
 
 

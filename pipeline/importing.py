@@ -23,7 +23,7 @@ import polars as pl
 from engine.level_files import FileLevel, read_collection
 from engine.levels import LevelError, canonical_id, to_xsb, wall_layout_id
 from pipeline.build import BuildFolder, build_lock, check_version_name, existing_versions
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError, PipelineError
 from pipeline.manifest import IMPORTED, make_manifest, write_manifest
 from pipeline.spec import Spec, load_spec
 from pipeline.tables import fsync_path, read_parquet, sha256_file, write_parquet
@@ -64,20 +64,20 @@ class ImportResult:
 
 
 def read_source(path: Path) -> Source:
-    """Read one collection file; an unreadable file or board is a ``PipelineError`` naming it."""
+    """Read one collection file; an unreadable file or board is an ``InputError`` naming it."""
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as e:
-        raise PipelineError(f"cannot read {path}: {e.strerror or e}") from None
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise PipelineError(f"{path.name}: not UTF-8 text (byte {e.start})") from None
+        raise InputError(f"{path.name}: not UTF-8 text (byte {e.start})") from None
     try:
         levels = read_collection(text, source=path.name)
     except LevelError as e:
-        raise PipelineError(str(e)) from None
+        raise InputError(str(e)) from None
     return Source(path, path.name, sha256_file(path), tuple(levels))
 
 
@@ -89,9 +89,9 @@ def import_collection(version: str, files: Sequence[Path], *, datasets: Path,
     cannot be solved to optimal (dropped with a warning when ``skip_unsolvable``)."""
     check_version_name(version)
     if visibility not in VISIBILITIES:
-        raise PipelineError(f"visibility {visibility!r}: expected one of {VISIBILITIES}")
+        raise InputError(f"visibility {visibility!r}: expected one of {VISIBILITIES}")
     if not files:
-        raise PipelineError("no level file to import")
+        raise InputError("no level file to import")
     workers = workers or Workers(show_progress=False)
     spec = spec or load_spec("standard")
     sources = [read_source(Path(p)) for p in files]
@@ -99,12 +99,12 @@ def import_collection(version: str, files: Sequence[Path], *, datasets: Path,
         stem = sources[0].path.stem
         game = stem if _GAME.match(stem) else version
     elif not _GAME.match(game):
-        raise PipelineError(f"game name {game[:70]!r} is not allowed: use letters, digits, '.',"
+        raise InputError(f"game name {game[:70]!r} is not allowed: use letters, digits, '.',"
                             " '_' or '-', starting with a letter or digit (it is part of URLs)")
     names = [s.name for s in sources]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise PipelineError(f"two source files are named {twice[0]}: rename one")
+        raise InputError(f"two source files are named {twice[0]}: rename one")
     folder = BuildFolder(datasets, version)
     with build_lock(folder):
         if folder.final.exists():

@@ -12,7 +12,7 @@ from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError
 from pipeline.tables import sha256_file, write_text
 
 FORMAT = 1
@@ -70,20 +70,20 @@ def write_manifest(manifest: dict[str, Any], path: Path) -> None:
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
-    """A version's manifest; a missing, unreadable or incomplete one is a ``PipelineError``."""
+    """A version's manifest; a missing, unreadable or incomplete one is an ``InputError``."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise PipelineError(f"no manifest at {path}") from None
+        raise InputError(f"no manifest at {path}") from None
     except json.JSONDecodeError as e:
-        raise PipelineError(f"manifest {path} is not valid JSON: {e}") from None
+        raise InputError(f"manifest {path} is not valid JSON: {e}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise PipelineError(f"manifest {path}: unknown format (expected format {FORMAT})")
+        raise InputError(f"manifest {path}: unknown format (expected format {FORMAT})")
     required = _REQUIRED_IMPORTED if data.get("seed_source") == IMPORTED else _REQUIRED
     for where in required:
         node: Any = data
         for key in where:
             if not isinstance(node, dict) or key not in node:
-                raise PipelineError(f"manifest {path}: missing field {'.'.join(where)!r}")
+                raise InputError(f"manifest {path}: missing field {'.'.join(where)!r}")
             node = node[key]
     return data

@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from engine.solver import solve as forward_solve
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError
 from pipeline.generate import (
     SCATTER_MAX_STATES,
     candidate_row,
@@ -45,7 +45,7 @@ def redraw(spec: Spec, seed: int, origin: dict[str, Any], slot: int) -> tuple[An
     """The candidate row ``origin`` names, standing in ``slot`` of its tier (and its band).
 
     None when the seed draws nothing there (a wrong seed, or an origin not of this spec).
-    Raises ``PipelineError`` for an origin that is not well formed.
+    Raises ``InputError`` for an origin that is not well formed.
     """
     try:
         kind, tier, layout = _CODES[origin["draw"]], int(origin["tier"]), int(origin["layout"])
@@ -62,7 +62,7 @@ def redraw(spec: Spec, seed: int, origin: dict[str, Any], slot: int) -> tuple[An
         else:
             rows = _scatter_rows(spec, seed, tier, layout, attempt)
     except (KeyError, TypeError, ValueError, IndexError) as e:
-        raise PipelineError(f"origin {origin!r} is not well formed ({e})") from None
+        raise InputError(f"origin {origin!r} is not well formed ({e})") from None
     if not 0 <= pick < len(rows):
         return None
     return placed(rows[pick], slot, band)

@@ -20,8 +20,14 @@ import polars as pl
 from engine.levels import LevelError, canonical_id, parse_levels
 from pipeline.build import BuildFolder, Plan, build, check_version_name, version_ids
 from pipeline.difficulty import MODEL_PATH, score_levels
-from pipeline.equivalence import Equivalence, allowed_gap, compare, planner_solved
-from pipeline.errors import PipelineError
+from pipeline.equivalence import (
+    EQUIVALENCE_FILE,
+    Equivalence,
+    allowed_gap,
+    compare,
+    planner_solved,
+)
+from pipeline.errors import InputError, PipelineError
 from pipeline.generate import CANDIDATE_SCHEMA
 from pipeline.grade import grade
 from pipeline.manifest import IMPORTED, read_manifest
@@ -35,7 +41,6 @@ from pipeline.workers import Workers
 from pipeline.write import play_order
 
 MAX_ENLARGEMENTS = 3  # rounds of extra candidates for the unmatched slots before giving up
-EQUIVALENCE_FILE = "equivalence.json"
 DIFFICULTY_TOLERANCE = 1e-6
 REFINE_GAP = 0.05  # a slot whose difficulty differs more gets one more draw once matched
 
@@ -81,7 +86,7 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     check_version_name(prev)
     prev_folder = datasets / prev
     if not (prev_folder / "levels.parquet").is_file():
-        raise PipelineError(f"no version {prev!r} to rotate from under {datasets}")
+        raise InputError(f"no version {prev!r} to rotate from under {datasets}")
     manifest = read_manifest(prev_folder / "manifest.json")
     if manifest.get("seed_source") == IMPORTED:
         # its slots follow a file, not a spec's tiers and bands: nothing to match slot by slot

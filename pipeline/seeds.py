@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError
 
 # Purposes of a draw, part of the key so two uses of one (tier, slot, attempt) never share a stream.
 LAYOUT = 0
@@ -28,7 +28,7 @@ ENLARGE = 2  # rotation: more candidates for a slot of PREV left unmatched
 REDRAW = 3  # select: more candidates for a slot left unfilled
 
 
-class SeedError(PipelineError):
+class SeedError(InputError):
     """A seed that is malformed or disagrees with what a build recorded."""
 
 

@@ -19,7 +19,7 @@ import polars as pl
 
 from pipeline import seeds
 from pipeline.build import check_version_name
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError, PipelineError
 from pipeline.generate import CANDIDATE_SCHEMA, TIER, XSB, generate, placed
 from pipeline.grade import grade
 from pipeline.manifest import IMPORTED, read_manifest
@@ -65,13 +65,13 @@ def verify(version: str, seed: int, *, datasets: Path, workers: Workers | None =
     folder = datasets / version
     manifest = read_manifest(folder / "manifest.json")
     if manifest["seed_source"] == IMPORTED:
-        raise PipelineError(f"{version} was imported from level files: it has no seed; "
+        raise InputError(f"{version} was imported from level files: it has no seed; "
                             "verify it without --seed")
     commit = manifest["seed_commitment"]
     expected = manifest["files"]["levels.parquet"]["sha256"]
     path = folder / "levels.parquet"
     if not path.is_file():
-        raise PipelineError(f"version {version} has no levels.parquet ({path})")
+        raise InputError(f"version {version} has no levels.parquet ({path})")
     file_matches = sha256_file(path) == expected
     if seeds.commitment(seed, commit["salt"]) != commit["sha256"]:
         return Verification(False, file_matches, expected, problems=(
@@ -105,7 +105,7 @@ def _redraw_from_origins(origins: Any, stored: pl.DataFrame, spec: Spec, seed: i
                          ) -> tuple[list[tuple | None], list[str]]:
     """Each stored level redrawn from its recorded origin, or None where it does not match."""
     if not isinstance(origins, list) or len(origins) != stored.height:
-        raise PipelineError(f"the manifest's origins are not a list of {stored.height}, one "
+        raise InputError(f"the manifest's origins are not a list of {stored.height}, one "
                             "per level")
     rows: list[tuple | None] = []
     problems: list[str] = []

@@ -16,8 +16,9 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from serve.app import build_app
+from serve.connections import AcceptErrorLog, listen
 from serve.dataset import load_version
-from serve.limits import Limits
+from serve.limits import ConnectionLimits, Limits
 from serve.play import Arena
 from serve.sqlite_store import SQLiteStore
 
@@ -38,8 +39,10 @@ class MalformedRequests(logging.Filter):
 
 
 def serve_forever(root: str | Path, version: str, db: str, host: str, port: int,
-                  limits: Limits, synchronous: str = "NORMAL") -> None:
-    """Load ``version`` from ``root`` and serve it until SIGINT or SIGTERM."""
+                  limits: Limits, synchronous: str = "NORMAL", public: str | None = None,
+                  connections: ConnectionLimits | None = None) -> int:
+    """Load ``version`` from ``root`` and serve it until SIGINT or SIGTERM; return which. The
+    pages give ``public`` as the server's URL (default: the listening address)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("aiohttp.server").addFilter(MalformedRequests())
     t0 = time.perf_counter()
@@ -47,7 +50,8 @@ def serve_forever(root: str | Path, version: str, db: str, host: str, port: int,
     loaded = time.perf_counter() - t0
     gc.freeze()  # the loaded levels live as long as the process: keep them out of collections
     arena = Arena(served, SQLiteStore(db, synchronous), limits)
-    asyncio.run(_serve(build_app(arena), host, port, loaded, served.episodes, db))
+    app = build_app(arena, public, connections)
+    return asyncio.run(_serve(app, host, port, loaded, served.episodes, db))
 
 
 class StartError(RuntimeError):
@@ -55,26 +59,28 @@ class StartError(RuntimeError):
 
 
 async def _serve(app: web.Application, host: str, port: int, loaded: float, episodes: int,
-                 db: str) -> None:
+                 db: str) -> int:
+    asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     try:
         await runner.setup()  # opens the store and restores open sessions
     except (OSError, sqlite3.Error, RuntimeError) as e:
         raise StartError(f"cannot open the store {db}: {getattr(e, 'strerror', None) or e}"
                          ) from None
-    site = web.TCPSite(runner, host, port)
     try:
-        await site.start()
+        site = await listen(runner, host, port)
     except OSError as e:
         await runner.cleanup()
         raise StartError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-    bound = site._server.sockets[0].getsockname()[1] if site._server else port  # port 0 -> real
-    print(f"serving {episodes} levels on http://{host}:{bound} (loaded in {loaded:.2f} s, "
-          f"store {db})", file=sys.stderr, flush=True)
     stop = asyncio.Event()
+    stopped_by: list[int] = []
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, lambda s=sig: (stopped_by.append(s), stop.set()))
+    # said once a stop signal is handled: whoever waits for this line may signal right away
+    print(f"serving {episodes} levels on http://{host}:{site.port} (loaded in {loaded:.2f} s, "
+          f"store {db})", file=sys.stderr, flush=True)
     await stop.wait()
     await runner.cleanup()
+    return stopped_by[0]

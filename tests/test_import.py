@@ -160,7 +160,7 @@ def test_budgets_follow_the_rule_of_the_spec_named_on_the_command_line(imported,
 def test_a_game_name_must_fit_in_a_url(imported, tmp_path):
     result = run("import", "g", str(imported["src"]), "--game", "a b/c",
                  "--datasets", str(tmp_path), "--quiet")
-    assert result.exit_code == 1 and "game name 'a b/c' is not allowed" in result.output
+    assert result.exit_code == 2 and "game name 'a b/c' is not allowed" in result.output
 
 
 def test_imported_version_keeps_file_order_optima_budgets_and_sources(imported):
