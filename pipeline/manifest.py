@@ -6,6 +6,7 @@ The manifest names the spec, the seed's salted commitment (never the seed), the 
 
 from __future__ import annotations
 
+import importlib
 import json
 from datetime import UTC, datetime
 from importlib.metadata import version as package_version
@@ -51,7 +52,7 @@ def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt:
         "generator": {
             "package_version": package_version("sokoforge"),
             "method": spec["method"],
-            "libraries": {name: package_version(name) for name in _LIBRARIES},
+            "libraries": {name: _library_version(name) for name in _LIBRARIES},
         },
         "excluded_versions": excluded_versions,
         "rotated_from": rotated_from,
@@ -62,6 +63,12 @@ def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt:
     if public_seed is not None:
         manifest["public_seed"] = str(public_seed)
     return manifest
+
+
+def _library_version(name: str) -> str:
+    """A library's version from the module itself: the build has imported it (``ortools``'s
+    package is light) and asking the installed metadata costs a scan of site-packages."""
+    return importlib.import_module(name).__version__
 
 
 def write_manifest(manifest: dict[str, Any], path: Path) -> None:
