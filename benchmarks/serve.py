@@ -7,6 +7,10 @@ p50/p99 latency of ``act``. Every action is committed to the store before it is 
     python benchmarks/serve.py [--version demo] [--seconds 10] [--sync full|normal] [--no-gzip]
 
 Without the version folder it serves a small set written from the test levels.
+
+``--looks before,arc,shared,themed,themed+noise --sessions 8`` serves the same levels in each
+look at once (one server each; ``before`` is the code of ``--before-rev``, default main, taken
+by ``git archive``) and measures them in interleaved rounds, printing actions/s beside before's.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import random
 import select
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,16 +37,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
 
-def start_server(root: Path, version: str, db: Path, sync: str) -> tuple[subprocess.Popen, str]:
+def start_server(root: Path, version: str, db: Path, sync: str,
+                 src: Path = ROOT) -> tuple[subprocess.Popen, str]:
+    """``sokoforge serve`` of the code in ``src`` as a child process, and its base URL."""
     code = "from pipeline.cli import main; main()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "serve", "--datasets", str(root), "--version", version,
          "--db", str(db), "--port", "0", "--sync", sync, "--sessions-per-key", "1000",
          "--sessions-total", "1000", "--scorecards-per-day", "100000",
          "--connections-per-address", "1000"],  # every session is its own connection
-        stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        stderr=subprocess.PIPE, text=True, cwd=src)
     line = ""
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300  # a fresh source tree compiles its kernels first
     while "serving" not in line:
         if proc.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"server did not start: {line}{proc.stderr.read()}")
@@ -151,6 +158,83 @@ def dataset(root: Path, version: str, tmp: Path) -> tuple[Path, str]:
     return tmp, "bench"
 
 
+def with_look(root: Path, version: str, look: str, tmp: Path) -> tuple[Path, str]:
+    """A copy of ``root/version`` whose spec draws ``look`` (``themed+noise``: themed with
+    noise; themes from seed 0), with the theme columns and sha256 the look needs."""
+    import polars as pl
+
+    from pipeline.spec import spec_from_dict
+    from pipeline.tables import sha256_file, write_parquet
+    from pipeline.write import level_looks
+
+    name, noise = look.removesuffix("+noise"), look.endswith("+noise")
+    folder = tmp / "looks" / look / version
+    folder.mkdir(parents=True)
+    manifest = json.loads((root / version / "manifest.json").read_text())
+    spec = spec_from_dict({**manifest["spec"], "look": name, "noise": noise})
+    df = pl.read_parquet(root / version / "levels.parquet")
+    df = df.with_columns(*level_looks(spec, 0, df["index"].to_list()))
+    write_parquet(df, folder / "levels.parquet")
+    manifest["spec"] = spec.to_dict()
+    manifest["files"]["levels.parquet"]["sha256"] = sha256_file(folder / "levels.parquet")
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return folder.parent, version
+
+
+def source_of(rev: str, tmp: Path) -> Path:
+    """The package source of git revision ``rev``, unpacked into ``tmp`` (for ``before``)."""
+    out = tmp / "before-src"
+    out.mkdir()
+    archive = subprocess.run(["git", "archive", rev, "engine", "pipeline", "serve"], cwd=ROOT,
+                             capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise SystemExit(f"git archive {rev}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out
+
+
+def compare_looks(args: argparse.Namespace, root: Path, version: str, tmp: Path) -> None:
+    """Every look served at once, one server each, measured in interleaved rounds."""
+    looks = args.looks.split(",")
+    servers: dict[str, tuple[subprocess.Popen, str]] = {}
+    try:
+        for look in looks:
+            if look == "before":
+                where, src = (root, version), source_of(args.before_rev, tmp)
+            else:
+                where, src = with_look(root, version, look, tmp), ROOT
+            servers[look] = start_server(*where, tmp / f"{look}.sqlite", args.sync, src)
+        keys = {look: asyncio.run(register(base)) for look, (_, base) in servers.items()}
+        for look, (_, base) in servers.items():  # warm caches and lazy imports first
+            asyncio.run(drive(base, keys[look], 2, 1.0, not args.no_gzip))
+        sessions = [int(x) for x in args.sessions.split(",")]
+        rates: dict[tuple[str, int], list[float]] = {}
+        cpus: dict[tuple[str, int], list[float]] = {}
+        for _ in range(args.rounds):
+            for n in sessions:
+                for look, (proc, base) in servers.items():
+                    cpu = cpu_seconds(proc.pid)
+                    r = asyncio.run(drive(base, keys[look], n, args.seconds, not args.no_gzip))
+                    cpu = cpu_seconds(proc.pid) - cpu
+                    rates.setdefault((look, n), []).append(r["per_s"])
+                    cpus.setdefault((look, n), []).append(1e6 * cpu / max(1, r["actions"]))
+        print(f"{args.rounds} interleaved rounds of {args.seconds:g} s per look; median of "
+              f"rounds; before = {args.before_rev}'s code (the 16-colour picture)")
+        print(f"{'look':<13} {'sessions':>8} {'actions/s':>10} {'server CPU us/action':>21}"
+              f" {'vs ' + looks[0]:>12}")
+        for n in sessions:
+            base_rate = statistics.median(rates[(looks[0], n)])
+            for look in looks:
+                rate = statistics.median(rates[(look, n)])
+                print(f"{look:<13} {n:>8} {rate:>10.0f} "
+                      f"{statistics.median(cpus[(look, n)]):>21.0f} {rate / base_rate:>11.1%}",
+                      flush=True)
+    finally:
+        for proc, _ in servers.values():
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--version", default="demo")
@@ -159,9 +243,16 @@ def main() -> None:
     parser.add_argument("--sessions", default="1,8,32,200")
     parser.add_argument("--sync", choices=["normal", "full"], default="normal")
     parser.add_argument("--no-gzip", action="store_true")
+    parser.add_argument("--looks", default="",
+                        help="compare looks, e.g. before,arc,shared,themed,themed+noise")
+    parser.add_argument("--before-rev", default="main")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root, version = dataset(Path(args.datasets), args.version, Path(tmp))
+        if args.looks:
+            compare_looks(args, root, version, Path(tmp))
+            return
         proc, base = start_server(root, version, Path(tmp) / "bench.sqlite", args.sync)
         try:
             key = asyncio.run(register(base))

@@ -258,7 +258,7 @@ def _run(stage: str, folder: BuildFolder, plan: Plan, workers: Workers,
     elif stage == "grade":
         grade(folder.output("solve"), out, workers)
     else:
-        write(folder.output("grade"), out, plan.spec)
+        write(folder.output("grade"), out, plan.spec, plan.seed)
 
 
 def _publish(folder: BuildFolder, plan: Plan) -> None:

@@ -87,7 +87,7 @@ def verify(version: str, seed: int, *, datasets: Path, workers: Workers | None =
     rebuilt = ""
     if redrawn == stored.height:
         try:
-            rebuilt = _rebuild(rows, spec, workers)
+            rebuilt = _rebuild(rows, spec, seed, workers)
         except PipelineError as e:
             problems.append(f"rebuilding levels.parquet from the redrawn levels stopped: {e}")
         else:
@@ -141,7 +141,7 @@ def _find_in_generated(manifest: dict, stored: pl.DataFrame, spec: Spec, seed: i
     return rows, problems
 
 
-def _rebuild(rows: list[tuple | None], spec: Spec, workers: Workers) -> str:
+def _rebuild(rows: list[tuple | None], spec: Spec, seed: int, workers: Workers) -> str:
     """The sha256 of levels.parquet made from the chosen candidates by solve, grade, write."""
     chosen = pl.DataFrame(rows, schema=CANDIDATE_SCHEMA, orient="row").sort(["tier", "slot"])
     with tempfile.TemporaryDirectory(prefix="sokoforge-verify-") as tmp:
@@ -149,7 +149,8 @@ def _rebuild(rows: list[tuple | None], spec: Spec, workers: Workers) -> str:
         write_parquet(chosen, stages / "select.parquet")
         solve(stages / "select.parquet", stages / "solve.parquet", workers)
         grade(stages / "solve.parquet", stages / "grade.parquet", workers)
-        return sha256_file(write(stages / "grade.parquet", stages / "levels.parquet", spec))
+        return sha256_file(write(stages / "grade.parquet", stages / "levels.parquet", spec,
+                                 seed))
 
 
 def selection_problems(levels: pl.DataFrame, spec: Spec) -> list[str]:

@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.levels import State
-from engine.render import render
 from engine.rules import WAIT, Game, StepResult
 from serve.dataset import ServedLevel, ServedVersion, encode_image
 from serve.framezip import Picture
@@ -231,11 +230,14 @@ class ImageCache:
         self.size = size
         self._images: OrderedDict[tuple[int, State], Picture] = OrderedDict()
 
-    def get(self, served: ServedLevel, state: State) -> Picture:
+    def get(self, served: ServedLevel, state: State, step: int) -> Picture:
+        """The observation of ``state`` after ``step`` actions of ``served``'s episode."""
+        if served.noisy:  # every step draws its own noise: no frame is ever seen twice
+            return Picture(encode_image(served.frame(state, step)))
         key = (served.index, state)
         image = self._images.get(key)
         if image is None:
-            image = Picture(encode_image(render(served.level, state)))
+            image = Picture(encode_image(served.frame(state, step)))
             self._images[key] = image
             if len(self._images) > self.size:
                 self._images.popitem(last=False)
@@ -297,7 +299,7 @@ class Arena:
                 run.begin()
                 for letter in row.actions:
                     run.play(PLAYED.index(letter))
-                run.obs = self.images.get(run.served, run.game.state)
+                run.obs = self.images.get(run.served, run.game.state, run.steps)
             if row.done:
                 run.done, run.solved, run.deadlocked = True, row.solved, row.deadlocked
         session = Session(record, name, self.version, episodes, state=record.state,
@@ -463,8 +465,8 @@ class Arena:
             raise Conflict(f"episode {episode} is not in flight; in flight: {session.in_flight}")
         run = session.episodes[episode]
         step = run.play(action)
-        if step.moved:
-            run.obs = self.images.get(run.served, run.game.state)
+        if step.moved or run.served.noisy:
+            run.obs = self.images.get(run.served, run.game.state, run.steps)
         if step.done:
             run.finish(step.solved)
             session.refill()
