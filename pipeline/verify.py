@@ -87,7 +87,7 @@ def verify(version: str, seed: int, *, datasets: Path, workers: Workers | None =
     rebuilt = ""
     if redrawn == stored.height:
         try:
-            rebuilt = _rebuild(rows, spec, seed, workers)
+            rebuilt = _rebuild(rows, spec, seed, workers, stored.columns)
         except PipelineError as e:
             problems.append(f"rebuilding levels.parquet from the redrawn levels stopped: {e}")
         else:
@@ -141,16 +141,24 @@ def _find_in_generated(manifest: dict, stored: pl.DataFrame, spec: Spec, seed: i
     return rows, problems
 
 
-def _rebuild(rows: list[tuple | None], spec: Spec, seed: int, workers: Workers) -> str:
-    """The sha256 of levels.parquet made from the chosen candidates by solve, grade, write."""
+def _rebuild(rows: list[tuple | None], spec: Spec, seed: int, workers: Workers,
+             columns: list[str]) -> str:
+    """The sha256 of levels.parquet made from the chosen candidates by solve, grade, write.
+
+    A version written before later columns of the format existed is compared on its own
+    ``columns``: the rebuilt table is written again with those alone, in that order.
+    """
     chosen = pl.DataFrame(rows, schema=CANDIDATE_SCHEMA, orient="row").sort(["tier", "slot"])
     with tempfile.TemporaryDirectory(prefix="sokoforge-verify-") as tmp:
         stages = Path(tmp)
         write_parquet(chosen, stages / "select.parquet")
         solve(stages / "select.parquet", stages / "solve.parquet", workers)
         grade(stages / "solve.parquet", stages / "grade.parquet", workers)
-        return sha256_file(write(stages / "grade.parquet", stages / "levels.parquet", spec,
-                                 seed))
+        levels = write(stages / "grade.parquet", stages / "levels.parquet", spec, seed)
+        table = read_parquet(levels)
+        if table.columns != columns and set(columns) <= set(table.columns):
+            write_parquet(table.select(columns), levels)
+        return sha256_file(levels)
 
 
 def selection_problems(levels: pl.DataFrame, spec: Spec) -> list[str]:
