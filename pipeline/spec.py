@@ -23,7 +23,7 @@ VISIBILITIES = ("hidden", "public")
 COMPUTE_SOURCES = ("predicted", "measured")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
                "budget", "tiers", "look", "noise", "compute", "visibility",
-               "min_first_push_traps", "distinct_wall_layouts"}
+               "min_first_push_traps"}
 _TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end", "band"}
 _BUDGET_FIELDS = {"multiple", "floor", "fixed"}
 
@@ -63,8 +63,7 @@ class Spec:
 
     ``budget_fixed`` > 0 gives every level that budget instead of the multiple of its
     optimum; ``min_first_push_traps`` is how many first pushes of each level must lead into
-    a dead state; ``distinct_wall_layouts`` false lets levels share a wall layout (a small
-    board has too few layouts for a large set); ``visibility`` says whether its versions may
+    a dead state; ``visibility`` says whether its versions may
     be shipped (``public``: seed in the manifest) or are a hidden set. The defaults are the
     game as it was before them.
     """
@@ -86,7 +85,6 @@ class Spec:
     budget_fixed: int = 0
     min_first_push_traps: int = 0
     visibility: str = "hidden"
-    distinct_wall_layouts: bool = True
 
     @property
     def n_levels(self) -> int:
@@ -123,8 +121,6 @@ class Spec:
             data["min_first_push_traps"] = self.min_first_push_traps
         if self.visibility != "hidden":
             data["visibility"] = self.visibility
-        if not self.distinct_wall_layouts:
-            data["distinct_wall_layouts"] = False
         return data
 
 
@@ -181,10 +177,6 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
                         f"{VISIBILITIES}")
     traps = _int(data, "min_first_push_traps", source, 0, 64) \
         if "min_first_push_traps" in data else 0
-    distinct = data.get("distinct_wall_layouts", True)
-    if not isinstance(distinct, bool):
-        raise SpecError(f"{source}: field 'distinct_wall_layouts' is {distinct!r}; expected "
-                        "true or false")
     compute = data.get("compute", "predicted")
     if compute not in COMPUTE_SOURCES:
         raise SpecError(f"{source}: field 'compute' is {compute!r}; expected one of "
@@ -228,7 +220,7 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
                         "part of a themed look (look = \"themed\")")
     return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers),
                 look, noise, compute, budget_fixed=fixed, min_first_push_traps=traps,
-                visibility=visibility, distinct_wall_layouts=distinct)
+                visibility=visibility)
 
 
 def version_look(manifest: dict[str, Any]) -> str:

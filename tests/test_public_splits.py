@@ -63,8 +63,8 @@ def test_split_b_is_split_a_in_a_theme_per_level():
 
 def test_new_spec_fields_default_to_the_game_as_it_was():
     standard = load_spec("standard")
-    assert (standard.budget_fixed, standard.min_first_push_traps, standard.visibility,
-            standard.distinct_wall_layouts) == (0, 0, "hidden", True)
+    assert (standard.budget_fixed, standard.min_first_push_traps, standard.visibility) == (
+        0, 0, "hidden")
     assert not any(t.flat for t in standard.tiers)
     # the plain form of a spec written before the fields is unchanged (manifests stay equal)
     assert set(standard.to_dict()) == {"name", "height", "width", "method",
@@ -89,7 +89,6 @@ def test_a_flat_band_is_the_same_for_every_slot():
     (lambda d: d["tiers"][0].update(band_start=[4, 8]), "field 'band' (flat) excludes"),
     (lambda d: d.update(visibility="secret"), "field 'visibility' is 'secret'"),
     (lambda d: d.update(min_first_push_traps=-1), "field 'min_first_push_traps' is -1"),
-    (lambda d: d.update(distinct_wall_layouts="no"), "field 'distinct_wall_layouts'"),
 ])
 def test_bad_new_spec_fields_are_named(change, message):
     data = json.loads(json.dumps(load_spec("public/W").to_dict()))
