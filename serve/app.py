@@ -1,7 +1,7 @@
 """The aiohttp application: the protocol faces, the documentation and the two HTML pages.
 
 ``build_app`` wires an ``Arena`` (game logic over a store) to the routes; start-up opens the
-store and restores open sessions, a background task expires idle ones.
+store (sessions load from it when first used), a background task expires idle ones.
 """
 
 from __future__ import annotations
@@ -64,7 +64,6 @@ def build_app(arena: Arena) -> web.Application:
 async def _lifetime(app: web.Application):
     arena: Arena = app[ARENA]
     await arena.store.start()
-    await arena.restore()
 
     async def sweep() -> None:
         while True:

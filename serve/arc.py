@@ -150,7 +150,7 @@ async def game(request: web.Request, arena: Arena, key: None, args: dict) -> web
 async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
                          args: dict) -> web.Response:
     card, _ = await arena.open_scorecard(key)
-    return reply(request, {"card_id": card.record.id})
+    return reply(request, {"card_id": card.id})
 
 
 async def close_scorecard(request: web.Request, arena: Arena, key: KeyRecord,

@@ -167,7 +167,7 @@ async def create_key(request: web.Request, arena: Arena, key: None, args: dict) 
 async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
                          args: dict) -> web.Response:
     card, opened = await arena.open_scorecard(key)
-    return reply(request, {"scorecard_id": card.record.id, "games": [arena.game],
+    return reply(request, {"scorecard_id": card.id, "games": list(card.games),
                            "episodes_per_game": arena.version.episodes,
                            "version": arena.version.version, "opened_today": opened,
                            "daily_limit": arena.limits.scorecards_per_key_per_day})

@@ -158,15 +158,15 @@ def test_kill_9_mid_session_then_restart_finishes_with_the_uninterrupted_score(d
 
 
 class FailingStore(SQLiteStore):
-    """A store whose ``record_action`` fails when told to, as a full disk would."""
+    """A store whose ``write`` fails when told to, as a full disk would."""
 
     fail_next = False
 
-    async def record_action(self, record):
+    async def write(self, write):
         if self.fail_next:
             self.fail_next = False
             raise OSError("disk full")
-        await super().record_action(record)
+        await super().write(write)
 
 
 def test_an_action_the_store_refuses_is_not_played_and_answers_503(data, tmp_path):
