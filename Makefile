@@ -21,6 +21,10 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "python3.12 not found: install it or set PYTHON312=/path/to/python3.12"; exit 1; }
+	@# the store's tests run against a real PostgreSQL server (Debian's package)
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
+		command -v apt-get >/dev/null || { echo "PostgreSQL is missing: install its server package"; exit 1; }; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; }
 	$(PYTHON312) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
