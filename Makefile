@@ -15,16 +15,18 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export NUMBA_CACHE_DIR := $(CURDIR)/.numba_cache
 
-.PHONY: install test lint dataset audit rotate serve bench clean-cache
+.PHONY: install postgres test lint dataset audit rotate serve bench clean-cache
 
-install: $(STAMP)
+install: $(STAMP) postgres
 
-$(STAMP): pyproject.toml
-	@test -n "$(PYTHON312)" || { echo "python3.12 not found: install it or set PYTHON312=/path/to/python3.12"; exit 1; }
-	@# the store's tests run against a real PostgreSQL server (Debian's package)
+# the store's tests run against a real PostgreSQL server: Debian's package, when missing
+postgres:
 	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
 		command -v apt-get >/dev/null || { echo "PostgreSQL is missing: install its server package"; exit 1; }; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; }
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "python3.12 not found: install it or set PYTHON312=/path/to/python3.12"; exit 1; }
 	$(PYTHON312) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
