@@ -45,7 +45,8 @@ ROUTES = (
                        required=False, minimum=1, maximum=32, default=1),),
           responses={200: "the first Frame", 401: "missing or unknown key",
                      404: "unknown scorecard or game (or another key's)",
-                     409: "game already started, or scorecard closed", 422: "bad parallel",
+                     409: "game already started, scorecard closed, or scorecard opened on a "
+                          "version this server does not serve", 422: "bad parallel",
                      429: "too many sessions in flight"}),
     Route("act", "POST", "/api/sessions/{session_id}/act",
           "Play one action (0 up, 1 down, 2 left, 3 right); returns the next Frame.", auth=True,
@@ -55,7 +56,8 @@ ROUTES = (
           responses={200: "the next Frame", 400: "several episodes in flight and none named",
                      401: "missing or unknown key",
                      404: "unknown or expired session (or another key's)",
-                     409: "session over, or episode not in flight",
+                     409: "session over, episode not in flight, or session of a version this "
+                          "server does not serve",
                      422: "malformed body or action"}),
     Route("get_session", "GET", "/api/sessions/{session_id}",
           "The session's current Frame (last is null), for a client that lost an answer.",

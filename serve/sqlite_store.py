@@ -223,7 +223,8 @@ def _check_files(path: str) -> None:
 def _check_database(conn: sqlite3.Connection, path: str) -> None:
     problems = [r[0] for r in conn.execute("PRAGMA quick_check")]
     if problems != ["ok"]:
-        raise StoreError(f"the store {path} fails its integrity check ({problems[0]}); "
+        first = problems[0].splitlines()[0]
+        raise StoreError(f"the store {path} fails its integrity check ({first}); "
                          "restore it from a backup")
 
 

@@ -10,7 +10,13 @@ import asyncio
 import hashlib
 import http.client
 import json
+import os
+import select
+import signal
+import subprocess
+import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -213,3 +219,34 @@ def solutions_by_goal(rows: list[dict]) -> dict[bytes, list[int]]:
            for r in rows}
     assert len(out) == len(rows), "goal images must tell the levels apart"
     return out
+
+
+class Process:
+    """``sokoforge serve`` as a child process, on a free port it reports at start-up;
+    ``workers`` lists its worker processes' pids when it runs several."""
+
+    def __init__(self, root, db, *extra: str, versions: tuple[str, ...] = ("t1",)) -> None:
+        code = "from pipeline.cli import main; main()"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, "serve", *versions, "--datasets", str(root),
+             "--db", str(db), "--port", "0", "--sync", "normal", *extra],
+            stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 90
+        line = ""
+        while "serving" not in line:
+            ready, _, _ = select.select([self.proc.stderr], [], [], 1.0)
+            assert time.monotonic() < deadline and self.proc.poll() is None, line
+            if ready:
+                line = self.proc.stderr.readline()
+        self.base = line.split(" on ")[1].split(" ")[0]
+        self.workers = ([int(p) for p in line.split("workers ")[1].rstrip(")\n").split()]
+                        if "workers " in line else [])
+
+    def kill9(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM, as an operator stops it, and wait for a clean exit."""
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(30) == 0

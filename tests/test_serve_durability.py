@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import select
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 from click.testing import CliRunner
-from serve_support import Api, ServerThread, server, write_dataset
+from serve_support import Api, Process, ServerThread, server, write_dataset
 
 from engine.rules import lurd_to_actions
 from pipeline.cli import main
@@ -90,29 +84,6 @@ def play(client: Api, rows: list[dict], frame: dict, limit: int | None = None) -
                           {"action": policy(rows, frame)})
         done += 1
     return frame
-
-
-class Process:
-    """``sokoforge serve`` as a child process, on a free port it reports at start-up."""
-
-    def __init__(self, root, db, *extra: str) -> None:
-        code = "from pipeline.cli import main; main()"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, "serve", "--datasets", str(root), "--version", "t1",
-             "--db", str(db), "--port", "0", "--sync", "normal", *extra],
-            stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        line = ""
-        while "serving" not in line:
-            ready, _, _ = select.select([self.proc.stderr], [], [], 1.0)
-            assert time.monotonic() < deadline and self.proc.poll() is None, line
-            if ready:
-                line = self.proc.stderr.readline()
-        self.base = line.split(" on ")[1].split(" ")[0]
-
-    def kill9(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
 
 
 def test_kill_9_mid_session_then_restart_finishes_with_the_uninterrupted_score(data, tmp_path):

@@ -16,11 +16,16 @@ DB_ENV = "SOKOFORGE_DB"
 
 
 @click.command("serve")
-@click.option("--version", "version", default="demo", show_default=True,
-              help="Dataset version to serve (a folder under --datasets).")
+@click.argument("versions", nargs=-1)
+@click.option("--version", "version", default=None,
+              help="One dataset version to serve (the same as giving it as an argument) "
+              "[default: demo].")
 @datasets_option
-@click.option("--db", default=None, type=click.Path(dir_okay=False),
-              help=f"SQLite file of the store [default: ${DB_ENV} or ./sokoforge.sqlite].")
+@click.option("--db", default=None,
+              help="The store: a SQLite file, or a postgresql://user@host/db URL shared by "
+              f"several servers [default: ${DB_ENV} or ./sokoforge.sqlite].")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Processes serving on the one port, sharing the store.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
               help="0 picks a free port (printed at start-up).")
@@ -43,11 +48,13 @@ DB_ENV = "SOKOFORGE_DB"
               help="A session expires after this long without an action.")
 @click.option("--max-parallel", default=32, show_default=True, type=click.IntRange(1, 32),
               help="Largest parallel= a session may ask for.")
-def serve_command(version: str, datasets: Path, db: str | None, host: str, port: int,
-                  synchronous: str, trust_proxy: tuple[str, ...], keys_per_address: int,
+def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path,
+                  db: str | None, workers: int, host: str, port: int, synchronous: str,
+                  trust_proxy: tuple[str, ...], keys_per_address: int,
                   scorecards_per_day: int, sessions_per_key: int, sessions_total: int,
                   idle_minutes: float, max_parallel: int) -> None:
-    """Serve one dataset version over the agent protocol (see /api/docs once running)."""
+    """Serve dataset versions, one game each, over the agent protocol (see /api/docs once
+    running): sokoforge serve V1 [V2 ...]."""
     from serve.dataset import DatasetError
     from serve.limits import Limits, parse_networks
     from serve.run import StartError, serve_forever
@@ -63,11 +70,17 @@ def serve_command(version: str, datasets: Path, db: str | None, host: str, port:
                     sessions_per_key=sessions_per_key, sessions_total=sessions_total,
                     idle_seconds=idle_minutes * 60, max_parallel=max_parallel,
                     trusted_proxies=proxies)
+    names = list(versions) + ([version] if version else [])
+    names = names or ["demo"]
+    if len(set(names)) < len(names):
+        raise CliError(f"a version is given twice: {' '.join(names)}", 2)
     db_path = db or os.environ.get(DB_ENV) or "sokoforge.sqlite"
     try:
-        serve_forever(str(datasets), version, db_path, host, port, limits, synchronous.upper())
+        serve_forever(str(datasets), names, db_path, host, port, limits, synchronous.upper(),
+                      workers)
     except DatasetError as e:
-        raise CliError(f"cannot serve {version!r}: {e}", 2) from None
+        shown = names[0] if len(names) == 1 else " ".join(names)
+        raise CliError(f"cannot serve {shown!r}: {e}", 2) from None
     except StartError as e:
         raise CliError(str(e), 1) from None
 
