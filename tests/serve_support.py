@@ -250,3 +250,30 @@ class Process:
         """SIGTERM, as an operator stops it, and wait for a clean exit."""
         self.proc.send_signal(signal.SIGTERM)
         assert self.proc.wait(30) == 0
+
+
+def corner_walk(budget: int) -> list[int]:
+    return [(1, 3, 0, 2)[i // 2 % 4] for i in range(budget)]
+
+
+def policy(rows: list[dict], frame: dict) -> int:
+    """Solve even episodes, shove crates around in odd ones: solved, failed and dead episodes."""
+    from engine.rules import lurd_to_actions
+
+    ep = frame["episode"]
+    if ep["index"] % 2 == 0:
+        return lurd_to_actions(rows[ep["index"]]["solution"])[ep["steps_used"]]
+    return corner_walk(ep["max_steps"])[ep["steps_used"]]
+
+
+def play(client: Api | list[Api], rows: list[dict], frame: dict,
+         limit: int | None = None) -> dict:
+    """Play ``policy`` until the game is over (or ``limit`` actions); several clients (of
+    several servers) take turns, one action each."""
+    clients = client if isinstance(client, list) else [client]
+    done = 0
+    while frame["state"] != "GAME_OVER" and (limit is None or done < limit):
+        frame = clients[done % len(clients)].ok(
+            "POST", f"/api/sessions/{frame['session_id']}/act", {"action": policy(rows, frame)})
+        done += 1
+    return frame

@@ -6,9 +6,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from serve_support import Api, Process, ServerThread, server, write_dataset
+from serve_support import Api, Process, ServerThread, play, server, write_dataset
 
-from engine.rules import lurd_to_actions
 from pipeline.cli import main
 from serve.dataset import DatasetError, load_version
 from serve.limits import Limits
@@ -63,27 +62,6 @@ def test_an_idle_time_that_is_not_a_number_is_refused(tmp_path):
     assert result.exit_code == 2 and "--idle-minutes" in result.output
     assert isinstance(result.exception, SystemExit)  # refused, not an escaped exception
     assert len(result.output.strip().splitlines()) == 1
-
-
-def corner_walk(budget: int) -> list[int]:
-    return [(1, 3, 0, 2)[i // 2 % 4] for i in range(budget)]
-
-
-def policy(rows: list[dict], frame: dict) -> int:
-    """Solve even episodes, shove crates around in odd ones: solved, failed and dead episodes."""
-    ep = frame["episode"]
-    if ep["index"] % 2 == 0:
-        return lurd_to_actions(rows[ep["index"]]["solution"])[ep["steps_used"]]
-    return corner_walk(ep["max_steps"])[ep["steps_used"]]
-
-
-def play(client: Api, rows: list[dict], frame: dict, limit: int | None = None) -> dict:
-    done = 0
-    while frame["state"] != "GAME_OVER" and (limit is None or done < limit):
-        frame = client.ok("POST", f"/api/sessions/{frame['session_id']}/act",
-                          {"action": policy(rows, frame)})
-        done += 1
-    return frame
 
 
 def test_kill_9_mid_session_then_restart_finishes_with_the_uninterrupted_score(data, tmp_path):
