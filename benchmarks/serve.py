@@ -5,6 +5,9 @@ N = 1, 8 and 32 sessions from this process for a fixed time each and prints acti
 p50/p99 latency of ``act``. Every action is committed to the store before it is answered.
 
     python benchmarks/serve.py [--version demo] [--seconds 10] [--sync full|normal] [--no-gzip]
+                               [--workers N] [--db sqlite|postgres|postgresql://...]
+
+``--db postgres`` starts a throw-away PostgreSQL server (as the tests do) for the store.
 
 Without the version folder it serves a small set written from the test levels.
 """
@@ -32,12 +35,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
 
-def start_server(root: Path, version: str, db: Path, sync: str) -> tuple[subprocess.Popen, str]:
+def start_server(root: Path, version: str, db: str, sync: str,
+                 workers: int = 1) -> tuple[subprocess.Popen, str]:
     code = "from pipeline.cli import main; main()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "serve", "--datasets", str(root), "--version", version,
-         "--db", str(db), "--port", "0", "--sync", sync, "--sessions-per-key", "1000",
-         "--sessions-total", "1000", "--scorecards-per-day", "100000"],
+         "--db", db, "--port", "0", "--sync", sync, "--sessions-per-key", "1000",
+         "--sessions-total", "1000", "--scorecards-per-day", "100000",
+         "--workers", str(workers)],
         stderr=subprocess.PIPE, text=True, cwd=ROOT)
     line = ""
     deadline = time.monotonic() + 120
@@ -127,9 +132,12 @@ async def timed(n: int, worker, latencies: list[float]) -> dict:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process so far (Linux /proc)."""
+    """User plus system CPU time so far of a process and its live children, the server's
+    workers (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return ((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            + sum(cpu_seconds(int(c)) for c in children))
 
 
 async def register(base: str) -> str:
@@ -158,13 +166,28 @@ def main() -> None:
     parser.add_argument("--sessions", default="1,8,32")
     parser.add_argument("--sync", choices=["normal", "full"], default="normal")
     parser.add_argument("--no-gzip", action="store_true")
+    parser.add_argument("--workers", type=int, default=1, help="server processes on the port")
+    parser.add_argument("--db", default="sqlite",
+                        help="sqlite (a temporary file), postgres (a throw-away server) or a "
+                        "postgresql:// URL")
     args = parser.parse_args()
+    cluster = None
     with tempfile.TemporaryDirectory() as tmp:
         root, version = dataset(Path(args.datasets), args.version, Path(tmp))
-        proc, base = start_server(root, version, Path(tmp) / "bench.sqlite", args.sync)
+        db = args.db
+        if db == "sqlite":
+            db = str(Path(tmp) / "bench.sqlite")
+        elif db == "postgres":
+            sys.path.insert(0, str(ROOT / "tests"))
+            from postgres_support import Cluster
+
+            cluster = Cluster().start()
+            db = cluster.database()
+        proc, base = start_server(root, version, db, args.sync, args.workers)
         try:
             key = asyncio.run(register(base))
-            print(f"store synchronous={args.sync.upper()}, gzip={'off' if args.no_gzip else 'on'}"
+            print(f"store {args.db.split('://')[0]} synchronous={args.sync.upper()}, "
+                  f"workers={args.workers}, gzip={'off' if args.no_gzip else 'on'}"
                   f", {args.seconds:g} s per row, {os.cpu_count()} cores")
             print(f"{'sessions':>8} {'actions':>8} {'actions/s':>10} {'p50 ms':>8} {'p99 ms':>8}"
                   f" {'server CPU us/action':>21} {'client CPU':>10}")
@@ -178,6 +201,8 @@ def main() -> None:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+            if cluster is not None:
+                cluster.stop()
 
 
 if __name__ == "__main__":
