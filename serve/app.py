@@ -79,10 +79,11 @@ async def _lifetime(app: web.Application):
 
 
 async def _openapi(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
-    doc = openapi(all_routes(), title=f"sokoforge: {arena.version.version}",
-                  version=arena.version.version,
-                  description="The agent protocol over one hidden dataset version: keys, "
-                              "scorecards, sessions of rendered frames, scores, leaderboard.")
+    served = ", ".join(f"{g} {v}" for g, v in arena.games.versions().items())
+    doc = openapi(all_routes(), title=f"sokoforge: {served}", version=arena.version.version,
+                  description="The agent protocol over hidden dataset versions (one game "
+                              "each): keys, scorecards, sessions of rendered frames, scores, "
+                              "leaderboard.")
     return reply(request, doc)
 
 
@@ -101,12 +102,11 @@ async def _asset(request: web.Request) -> web.Response:
 
 
 async def _landing(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
-    spec = {**arena.version.spec(), "limits": arena.limits.public()}
-    return reply_bytes(request, pages.landing(spec, str(request.url.origin())).encode(),
+    return reply_bytes(request, pages.landing(arena.spec(), str(request.url.origin())).encode(),
                        "text/html")
 
 
 async def _leaderboard_page(request: web.Request, arena: Arena, key: None,
                             args: dict) -> web.Response:
-    board = await arena.leaderboard(args["version"], args["limit"])
+    board = await arena.leaderboard(args["version"], args["limit"], args["game"])
     return reply_bytes(request, pages.leaderboard(board).encode(), "text/html")

@@ -69,10 +69,19 @@ def is_game(requested: str, version: str) -> bool:
     return requested in (BASE_ID, game_id(version))
 
 
-def game_info(version: str, game: str, optimal_moves: Sequence[int]) -> dict:
-    """The game object of ``GET /api/games`` and ``GET /api/games/{id}``."""
-    return {"game_id": game_id(version), "title": f"Sokoban {game} ({version})",
-            "tags": [BASE_ID, game], "baseline_actions": [int(m) for m in optimal_moves],
+RESTART_NOTES = {"none": "RESET never restarts (no free retries)",
+                 "level": "RESET restarts the current level, keeping the actions used",
+                 "game": "RESET restarts the current level, or after no action the whole game"}
+
+
+def game_info(version: str, game: str, optimal_moves: Sequence[int],
+              restarts: str = "none") -> dict:
+    """The game object of ``GET /api/games`` and ``GET /api/games/{id}``; its title and a
+    ``restarts-MODE`` tag say what RESET may do in it."""
+    return {"game_id": game_id(version),
+            "title": f"Sokoban {game} ({version}); {RESTART_NOTES[restarts]}",
+            "tags": [BASE_ID, game, f"restarts-{restarts}"],
+            "baseline_actions": [int(m) for m in optimal_moves],
             "class_name": "Sokoban", "default_fps": 5}
 
 

@@ -23,7 +23,9 @@ SHAPE = [64, 64, 3]
 _TOKEN = re.compile(r"\\u0000(\d+)")
 
 LEADERBOARD_QUERY = (
-    Field("version", STR, "must be a dataset version name (default: the served one)",
+    Field("version", STR, "must be a dataset version name (default: the served version of "
+          "game, else of the first game)", required=False, pattern=r"[A-Za-z0-9_.\-]{1,64}"),
+    Field("game", STR, "must be a served game's name (default: the first game)",
           required=False, pattern=r"[A-Za-z0-9_.\-]{1,64}"),
     Field("limit", INT, "how many entries", required=False, minimum=1, maximum=1000,
           default=100))
@@ -59,6 +61,20 @@ ROUTES = (
                      409: "session over, episode not in flight, or session of a version this "
                           "server does not serve",
                      422: "malformed body or action"}),
+    Route("reset_session", "POST", "/api/sessions/{session_id}/reset",
+          "Restart, where the game allows it (its spec's restarts): the current level (its "
+          "steps stay used) if an action was taken in it since it began, else, where allowed, "
+          "the whole game; returns the Frame, with restarted 'level' or 'game'.", auth=True,
+          body=(Field("episode", INT, "the episode to restart (required when several are in "
+                      "flight)", required=False, minimum=0),),
+          responses={200: "the Frame after the restart",
+                     400: "several episodes in flight and none named",
+                     401: "missing or unknown key",
+                     404: "unknown or expired session (or another key's)",
+                     409: "the game allows no restarts, the session is over, the episode is "
+                          "not in flight, or the session is of a version this server does "
+                          "not serve",
+                     422: "malformed body"}),
     Route("get_session", "GET", "/api/sessions/{session_id}",
           "The session's current Frame (last is null), for a client that lost an answer.",
           auth=True, responses={200: "the current Frame", 401: "missing or unknown key",
@@ -103,7 +119,7 @@ def _episode(run: EpisodeRun, of: int) -> dict:
 
 
 def frame(session: Session, outcome: Outcome | None,
-          images: list[Picture] | None = None) -> dict:
+          images: list[Picture] | None = None, restarted: str | None = None) -> dict:
     """The Frame after ``outcome`` (None on start): serial or parallel shape by the session."""
     over = session.state != IN_PROGRESS
     of = len(session.episodes)
@@ -133,15 +149,18 @@ def frame(session: Session, outcome: Outcome | None,
         if session.parallel > 1:
             out["last"]["episode"] = outcome.episode
     out["result"] = session.score() if over else {}
+    if restarted is not None:
+        out["restarted"] = restarted
     return out
 
 
-def frame_pieces(session: Session, outcome: Outcome | None) -> list[bytes | Picture]:
+def frame_pieces(session: Session, outcome: Outcome | None,
+                 restarted: str | None = None) -> list[bytes | Picture]:
     """The Frame as JSON text pieces and the pictures between them: base64 is ASCII without
     quotes or backslashes, so it stands in JSON as it is."""
     images: list[Picture] = []
     pieces: list[Any] = _TOKEN.split(
-        json.dumps(frame(session, outcome, images), separators=(",", ":")))
+        json.dumps(frame(session, outcome, images, restarted), separators=(",", ":")))
     for i in range(0, len(pieces), 2):
         pieces[i] = pieces[i].encode()
     for i in range(1, len(pieces), 2):
@@ -149,8 +168,9 @@ def frame_pieces(session: Session, outcome: Outcome | None) -> list[bytes | Pict
     return pieces
 
 
-def reply_frame(request: web.Request, session: Session, outcome: Outcome | None) -> web.Response:
-    pieces = frame_pieces(session, outcome)
+def reply_frame(request: web.Request, session: Session, outcome: Outcome | None,
+                restarted: str | None = None) -> web.Response:
+    pieces = frame_pieces(session, outcome, restarted)
     if accepts_gzip(request):
         return web.Response(body=framezip.gzipped(pieces), content_type="application/json",
                             headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
@@ -171,6 +191,7 @@ async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
     card, opened = await arena.open_scorecard(key)
     return reply(request, {"scorecard_id": card.id, "games": list(card.games),
                            "episodes_per_game": arena.version.episodes,
+                           "episodes_by_game": {g.name: g.episodes for g in arena.games},
                            "version": arena.version.version, "opened_today": opened,
                            "daily_limit": arena.limits.scorecards_per_key_per_day})
 
@@ -186,6 +207,12 @@ async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) ->
     session, outcome = await arena.act(key, request.match_info["session_id"], args["action"],
                                        args["episode"])
     return reply_frame(request, session, outcome)
+
+
+async def reset_session(request: web.Request, arena: Arena, key: KeyRecord,
+                        args: dict) -> web.Response:
+    session, scope = await arena.restart(key, request.match_info["session_id"], args["episode"])
+    return reply_frame(request, session, None, scope)
 
 
 async def get_session(request: web.Request, arena: Arena, key: KeyRecord,
@@ -210,14 +237,16 @@ async def get_replay(request: web.Request, arena: Arena, key: None, args: dict) 
 
 async def get_leaderboard(request: web.Request, arena: Arena, key: None,
                           args: dict) -> web.Response:
-    return reply(request, await arena.leaderboard(args["version"], args["limit"]))
+    return reply(request, await arena.leaderboard(args["version"], args["limit"],
+                                                  args["game"]))
 
 
 async def get_spec(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
-    return reply(request, {**arena.version.spec(), "limits": arena.limits.public()})
+    return reply(request, arena.spec())
 
 
 HANDLERS = {"create_key": create_key, "open_scorecard": open_scorecard, "start_game": start_game,
-            "act": act, "get_session": get_session, "get_scorecard": get_scorecard,
-            "close_scorecard": close_scorecard, "get_replay": get_replay,
+            "act": act, "reset_session": reset_session, "get_session": get_session,
+            "get_scorecard": get_scorecard, "close_scorecard": close_scorecard,
+            "get_replay": get_replay,
             "get_leaderboard": get_leaderboard, "get_spec": get_spec}

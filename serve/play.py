@@ -212,6 +212,13 @@ class Arena:
     def game(self) -> str:
         return self.games.first.name
 
+    def spec(self) -> dict:
+        """The public numbers of every served game: the first game's at the top level (the
+        shape single-game clients read), each game's under ``game_specs``, and the limits."""
+        return {**self.games.first.spec(), "games": self.games.names,
+                "game_specs": {g.name: g.spec() for g in self.games},
+                "limits": self.limits.public()}
+
     # -- keys ----------------------------------------------------------------------------------
     async def create_key(self, name: str, address: str) -> str:
         """A new key bound to ``name``; the caller shows it once, the store keeps its hash."""
