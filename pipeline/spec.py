@@ -17,7 +17,8 @@ from pipeline.errors import PipelineError
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 METHODS = ("goal_first", "scatter")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
-               "budget", "tiers"}
+               "budget", "tiers", "restarts"}
+RESTARTS = ("none", "level", "game")
 _TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end"}
 _BUDGET_FIELDS = {"multiple", "floor"}
 
@@ -57,6 +58,9 @@ class Spec:
     budget_multiple: int
     budget_floor: int
     tiers: tuple[Tier, ...]
+    # what RESET may do when the game is served: unset, a hidden set allows nothing ("none")
+    # and a practice set (public seed, imported) the whole game ("game")
+    restarts: str | None = None
 
     @property
     def n_levels(self) -> int:
@@ -71,8 +75,9 @@ class Spec:
         return max(self.budget_floor, self.budget_multiple * optimal_moves)
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as plain data, in the shape of its TOML file (for manifests)."""
-        return {
+        """The spec as plain data, in the shape of its TOML file (for manifests); an unset
+        ``restarts`` is left out, so specs without one write the manifests they always did."""
+        out = {
             "name": self.name, "height": self.height, "width": self.width,
             "method": self.method, "candidates_per_slot": self.candidates_per_slot,
             "max_attempts": self.max_attempts,
@@ -81,6 +86,9 @@ class Spec:
                        "band_start": list(t.band_start), "band_end": list(t.band_end)}
                       for t in self.tiers],
         }
+        if self.restarts is not None:
+            out["restarts"] = self.restarts
+        return out
 
 
 def load_spec(name_or_path: str | Path) -> Spec:
@@ -135,7 +143,11 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
             levels=_int(raw, "levels", where, 1, 10_000), crates=crates,
             wall_density=float(density),
             band_start=_band(raw, "band_start", where), band_end=_band(raw, "band_end", where)))
-    return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers))
+    restarts = data.get("restarts")
+    if restarts is not None and restarts not in RESTARTS:
+        raise SpecError(f"{source}: field 'restarts' is {restarts!r}; expected one of {RESTARTS}")
+    return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers),
+                restarts)
 
 
 def _no_unknown(data: dict[str, Any], known: set[str], where: str) -> None:
