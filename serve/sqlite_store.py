@@ -255,6 +255,7 @@ class SQLiteStore(Store):
         self.synchronous = synchronous.upper()
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._turns: int | None = None  # the lock file writers of several processes share
 
     # -- the database thread ------------------------------------------------------------
     async def start(self) -> None:
@@ -306,6 +307,8 @@ class SQLiteStore(Store):
             # commit path, so a commit never waits for one
             conn.execute("PRAGMA wal_autocheckpoint=0")
             _migrate(conn, self.path)
+            self._turns = (None if self.path == ":memory:" else
+                           os.open(self.path + ".write-lock", os.O_RDWR | os.O_CREAT, 0o644))
         except Exception as e:
             ready.set_exception(e)
             return
@@ -324,8 +327,22 @@ class SQLiteStore(Store):
             if batch:
                 self._run_batch(conn, batch)
         conn.close()
+        if self._turns is not None:
+            os.close(self._turns)
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list) -> None:
+        if self._turns is None:
+            self._run_transaction(conn, batch)
+            return
+        # processes sharing the file (one server's workers) take turns on a lock the kernel
+        # hands over at once; SQLite's own busy handler would sleep and poll instead
+        fcntl.flock(self._turns, fcntl.LOCK_EX)
+        try:
+            self._run_transaction(conn, batch)
+        finally:
+            fcntl.flock(self._turns, fcntl.LOCK_UN)
+
+    def _run_transaction(self, conn: sqlite3.Connection, batch: list) -> None:
         outcomes: list[tuple[asyncio.Future, bool, Any]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
