@@ -359,9 +359,7 @@ class Arena:
                           record=record, name=name, entry=entry, last_active=record.last_active,
                           seq=record.seq, writer=record.writer, own=secrets.token_hex(8))
         session.refill()
-        for run in episodes:
-            if run.game is not None:
-                run.obs = self.picture(run)
+        self._show(session)  # pictures only for the episodes in flight: nothing else shows
         return session
 
     async def _reload(self, key: KeyRecord, session_id: str) -> Session:
@@ -395,8 +393,11 @@ class Arena:
             session = await self._reload(key, session_id)  # another process kept it alive
         return session
 
-    def _over(self, session: Session) -> Conflict:
-        if session.state == GAME_OVER and session.finished < len(session.episodes):
+    async def _over(self, session: Session) -> Conflict:
+        """The refusal for a session that is not in progress: its scorecard closed, or every
+        episode played."""
+        card = await self.store.scorecard(session.record.scorecard_id)
+        if card is not None and card.closed is not None:
             return Conflict(f"session {session.id} is over (its scorecard is closed)")
         return Conflict(f"session {session.id} is over: no episode is left to play")
 
@@ -433,7 +434,7 @@ class Arena:
         session = await self._session(key, session_id)
         for _ in range(RETRIES):
             if session.state != IN_PROGRESS:
-                raise self._over(session)
+                raise await self._over(session)
             index = self._in_flight(session, episode)
             outcome = session.act(index, action)
             run = session.episodes[index]
@@ -480,7 +481,7 @@ class Arena:
             elif session.state == GAME_OVER and mode == "game":
                 scope, index = "game", -1
             else:
-                raise self._over(session)
+                raise await self._over(session)
             if scope == "level":
                 session.restart_level(index)
                 run = session.episodes[index]
@@ -512,8 +513,10 @@ class Arena:
     async def current(self, key: KeyRecord, session_id: str) -> Session:
         """A session of this key as the store has it, for a client that lost an answer."""
         session = await self._session(key, session_id, check=True)
-        if session.state != IN_PROGRESS and session.finished < len(session.episodes):
-            raise self._over(session)
+        if session.state != IN_PROGRESS:
+            card = await self.store.scorecard(session.record.scorecard_id)
+            if card is not None and card.closed is not None:
+                raise Conflict(f"session {session_id} is over (its scorecard is closed)")
         return session
 
     # -- views and closing ------------------------------------------------------------------------
