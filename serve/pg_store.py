@@ -15,6 +15,7 @@ from typing import Any
 
 import asyncpg
 
+from serve import store_sql as sql
 from serve.store import (
     EpisodeRecord,
     Final,
@@ -70,8 +71,11 @@ CREATE INDEX standings_board ON standings (version, closed);
 """,
 }
 
-_MISCOUNTED = ("SELECT count(*) FROM sessions s WHERE s.seq != "
-               "(SELECT count(*) FROM actions a WHERE a.session_id = s.id)")
+# the shared statements, with PostgreSQL's placeholders
+EPISODES, WRITE_EPISODE, HEAD, LIVE_OF_KEY, LIVE, EXPIRE, CLOSE_SESSION, INSERT_ACTION, \
+    INSERT_STANDING, LEADERBOARD = (sql.numbered(q) for q in (
+        sql.EPISODES, sql.WRITE_EPISODE, sql.HEAD, sql.LIVE_OF_KEY, sql.LIVE, sql.EXPIRE,
+        sql.CLOSE_SESSION, sql.INSERT_ACTION, sql.INSERT_STANDING, sql.LEADERBOARD))
 
 
 class PostgresStore(Store):
@@ -180,19 +184,14 @@ class PostgresStore(Store):
             if row[0] is not None:
                 return json.loads(row[1])
             for f in final:
-                done = await conn.execute("UPDATE sessions SET state='GAME_OVER' WHERE id=$1 "
-                                          "AND seq=$2", f.session_id, f.expected)
+                done = await conn.execute(CLOSE_SESSION, f.session_id, f.expected)
                 if done != "UPDATE 1":
                     raise StaleSession(f.session_id)
                 await self._write_episodes(conn, f.session_id, f.episodes)
             await conn.execute("UPDATE scorecards SET closed=$1, result=$2 WHERE id=$3",
                                closed, json.dumps(result), scorecard_id)
-            await conn.executemany(
-                "INSERT INTO standings VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)",
-                [(scorecard_id, game, result["versions"][game], row[2], row[3], closed,
-                  result["session_ids"][game], score["success_rate"], score["move_efficiency"],
-                  score["deadlock_rate"], json.dumps(score))
-                 for game, score in result["games"].items()])
+            await conn.executemany(INSERT_STANDING, sql.standing_rows(
+                scorecard_id, result, row[2], row[3], closed))
             return result
 
     # -- sessions, episodes, actions -----------------------------------------------------------
@@ -208,14 +207,10 @@ class PostgresStore(Store):
             if await conn.fetchval("SELECT 1 FROM sessions WHERE scorecard_id=$1 AND game=$2",
                                    record.scorecard_id, record.game):
                 raise StoreConflict("started")
-            mine = await conn.fetchval("SELECT count(*) FROM sessions WHERE key_hash=$1 AND "
-                                       "state='IN_PROGRESS' AND last_active>=$2",
-                                       record.key_hash, live_since)
+            mine = await conn.fetchval(LIVE_OF_KEY, record.key_hash, live_since)
             if mine >= per_key:
                 raise StoreLimit(mine, "key")
-            everyone = await conn.fetchval("SELECT count(*) FROM sessions WHERE "
-                                           "state='IN_PROGRESS' AND last_active>=$1",
-                                           live_since)
+            everyone = await conn.fetchval(LIVE, live_since)
             if everyone >= total:
                 raise StoreLimit(everyone, "total")
             await conn.execute("INSERT INTO sessions VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)",
@@ -225,88 +220,61 @@ class PostgresStore(Store):
             await conn.executemany("INSERT INTO episodes VALUES ($1, $2, false, false, false, "
                                    "0, '', NULL)", [(record.id, i) for i in range(episodes)])
 
-    _SESSION = ("SELECT id, scorecard_id, key_hash, game, version, parallel, state, created, "
-                "last_active, seq, writer FROM sessions")
-
     @staticmethod
     async def _episodes(conn: asyncpg.Connection, session_id: str) -> list[EpisodeRecord]:
-        rows = await conn.fetch("SELECT idx, done, solved, deadlocked, steps, actions, snapshot "
-                                "FROM episodes WHERE session_id=$1 ORDER BY idx", session_id)
+        rows = await conn.fetch(EPISODES, session_id)
         return [EpisodeRecord(*r) for r in rows]
 
     @staticmethod
     async def _write_episodes(conn: asyncpg.Connection, session_id: str,
                               episodes: tuple[EpisodeRecord, ...]) -> None:
-        await conn.executemany(
-            "UPDATE episodes SET done=$1, solved=$2, deadlocked=$3, steps=$4, actions=$5, "
-            "snapshot=$6 WHERE session_id=$7 AND idx=$8",
-            [(e.done, e.solved, e.deadlocked, e.steps, e.actions, e.snapshot, session_id,
-              e.index) for e in episodes])
+        await conn.executemany(WRITE_EPISODE, sql.episode_rows(session_id, episodes))
 
     async def sessions(self, scorecard_id: str) -> list[tuple[SessionRecord, list[EpisodeRecord]]]:
         async with self._tx() as conn:
-            rows = await conn.fetch(self._SESSION + " WHERE scorecard_id=$1 ORDER BY created",
+            rows = await conn.fetch(sql.SESSION + " WHERE scorecard_id=$1 ORDER BY created",
                                     scorecard_id)
             return [(SessionRecord(*r), await self._episodes(conn, r[0])) for r in rows]
 
     async def session(self, session_id: str) -> tuple[SessionRecord, list[EpisodeRecord]] | None:
         async with self._tx() as conn:
-            row = await conn.fetchrow(self._SESSION + " WHERE id=$1", session_id)
+            row = await conn.fetchrow(sql.SESSION + " WHERE id=$1", session_id)
             return (SessionRecord(*row), await self._episodes(conn, session_id)) if row else None
 
     async def head(self, session_id: str) -> tuple[int, str, str, float] | None:
         async with self._tx() as conn:
-            row = await conn.fetchrow("SELECT seq, writer, state, last_active FROM sessions "
-                                      "WHERE id=$1", session_id)
+            row = await conn.fetchrow(HEAD, session_id)
         return tuple(row) if row else None
 
     async def write(self, write: Write) -> None:
-        revive = write.session_state == "IN_PROGRESS"
-        cas = ("UPDATE sessions SET seq=seq+1, writer=$1, last_active=$2, "
-               "state=coalesce($3, state) WHERE id=$4 AND seq=$5 AND writer=$6 AND "
-               + ("state IN ('IN_PROGRESS', 'GAME_OVER') AND (SELECT closed FROM scorecards c "
-                  "WHERE c.id = sessions.scorecard_id) IS NULL" if revive
-                  else "state='IN_PROGRESS'"))
+        cas, args = sql.conditional_write(write)
         async with self._tx() as conn:
-            done = await conn.execute(cas, write.writer, write.at, write.session_state,
-                                      write.session_id, write.expected, write.expected_writer)
-            if done != "UPDATE 1":
+            if await conn.execute(sql.numbered(cas), *args) != "UPDATE 1":
                 raise StaleSession(write.session_id)
-            await conn.execute("INSERT INTO actions VALUES ($1, $2, $3, $4, $5)",
-                               write.session_id, write.expected + 1, write.episode, write.action,
-                               write.at)
+            await conn.execute(INSERT_ACTION, *sql.action_row(write))
             await self._write_episodes(conn, write.session_id, write.episodes)
 
     async def expire(self, idle_before: float, session_id: str | None = None) -> int:
-        sql = "UPDATE sessions SET state='EXPIRED' WHERE state='IN_PROGRESS' AND last_active<$1"
         async with self._tx() as conn:
             if session_id is None:
-                done = await conn.execute(sql, idle_before)
+                done = await conn.execute(EXPIRE, idle_before)
             else:
-                done = await conn.execute(sql + " AND id=$2", idle_before, session_id)
+                done = await conn.execute(EXPIRE + " AND id=$2", idle_before, session_id)
         return int(done.split()[-1])
 
     async def miscounted(self) -> int:
         async with self._tx() as conn:
-            return await conn.fetchval(_MISCOUNTED)
+            return await conn.fetchval(sql.MISCOUNTED)
 
     # -- leaderboard -------------------------------------------------------------------------
     async def leaderboard(self, version: str, limit: int) -> list[Standing]:
         async with self._tx() as conn:
-            rows = await conn.fetch("""
-                SELECT scorecard_id, name, closed, result, session_id
-                FROM (SELECT *, row_number() OVER (
-                          PARTITION BY key_hash ORDER BY success_rate DESC,
-                          move_efficiency DESC, deadlock_rate ASC, closed ASC) AS pick
-                      FROM standings WHERE version=$1) AS c
-                WHERE pick = 1
-                ORDER BY success_rate DESC, move_efficiency DESC, deadlock_rate ASC, closed ASC
-                LIMIT $2""", version, limit)
+            rows = await conn.fetch(LEADERBOARD, version, limit)
         return [Standing(r[0], r[4], r[1], r[2], json.loads(r[3])) for r in rows]
 
     async def versions(self) -> list[str]:
         async with self._tx() as conn:
-            rows = await conn.fetch("SELECT DISTINCT version FROM standings ORDER BY 1")
+            rows = await conn.fetch(sql.VERSIONS)
         return [r[0] for r in rows]
 
 

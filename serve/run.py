@@ -102,6 +102,8 @@ async def _serve(games: Registry, db: str, synchronous: str, limits: Limits, hos
     runner = web.AppRunner(build_app(arena), access_log=None, handle_signals=False)
     try:
         await runner.setup()  # opens the store
+        if is_postgres(db):  # a SQLite store was checked when it was claimed
+            await arena.store.integrity(f"the store {_shown(db)}")
     except (OSError, StoreError, RuntimeError) as e:
         raise StartError(f"cannot open the store {_shown(db)}: "
                          f"{getattr(e, 'strerror', None) or e}") from None

@@ -27,6 +27,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from serve import store_sql as sql
 from serve.store import (
     EpisodeRecord,
     Final,
@@ -40,6 +41,7 @@ from serve.store import (
     StoreError,
     StoreLimit,
     Write,
+    miscounted_error,
 )
 
 SCHEMA_VERSION = 2
@@ -170,11 +172,9 @@ def claim(path: str) -> StoreLock:
             conn.execute("PRAGMA journal_mode=WAL")
             _check_database(conn, path)
             _migrate(conn, path)
-            miscounted = conn.execute(_MISCOUNTED).fetchone()[0]
+            miscounted = conn.execute(sql.MISCOUNTED).fetchone()[0]
             if miscounted:
-                raise StoreError(f"{path} is damaged: {miscounted} session(s) hold a different "
-                                 "number of stored actions than their records say; restore "
-                                 "it from a backup")
+                raise miscounted_error(path, miscounted)
             conn.execute("INSERT INTO meta VALUES ('open', '1') ON CONFLICT (k) "
                          "DO UPDATE SET v='1'")
             # the mark must reach the database file itself: a log deleted later is then seen
@@ -226,10 +226,6 @@ def _check_database(conn: sqlite3.Connection, path: str) -> None:
         first = problems[0].splitlines()[0]
         raise StoreError(f"the store {path} fails its integrity check ({first}); "
                          "restore it from a backup")
-
-
-_MISCOUNTED = ("SELECT count(*) FROM sessions s WHERE s.seq != "
-               "(SELECT count(*) FROM actions a WHERE a.session_id = s.id)")
 
 
 _STOP = object()
@@ -454,8 +450,7 @@ class SQLiteStore(Store):
             if row[0] is not None:
                 return json.loads(row[1])
             for f in final:
-                if conn.execute("UPDATE sessions SET state='GAME_OVER' WHERE id=? AND seq=?",
-                                (f.session_id, f.expected)).rowcount != 1:
+                if conn.execute(sql.CLOSE_SESSION, (f.session_id, f.expected)).rowcount != 1:
                     raise StaleSession(f.session_id)
                 self._write_episodes(conn, f.session_id, f.episodes)
             conn.execute(
@@ -463,12 +458,8 @@ class SQLiteStore(Store):
                 "deadlock_rate=? WHERE id=?",
                 (closed, json.dumps(result), result["success_rate"], result["move_efficiency"],
                  result["deadlock_rate"], scorecard_id))
-            conn.executemany(
-                "INSERT INTO standings VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                [(scorecard_id, game, result["versions"][game], row[2], row[3], closed,
-                  result["session_ids"][game], score["success_rate"], score["move_efficiency"],
-                  score["deadlock_rate"], json.dumps(score))
-                 for game, score in result["games"].items()])
+            conn.executemany(sql.INSERT_STANDING,
+                             sql.standing_rows(scorecard_id, result, row[2], row[3], closed))
             return result
         return await self._call(job)
 
@@ -483,13 +474,10 @@ class SQLiteStore(Store):
             if conn.execute("SELECT 1 FROM sessions WHERE scorecard_id=? AND game=?",
                             (record.scorecard_id, record.game)).fetchone():
                 raise StoreConflict("started")
-            mine = conn.execute("SELECT count(*) FROM sessions WHERE key_hash=? AND "
-                                "state='IN_PROGRESS' AND last_active>=?",
-                                (record.key_hash, live_since)).fetchone()[0]
+            mine = conn.execute(sql.LIVE_OF_KEY, (record.key_hash, live_since)).fetchone()[0]
             if mine >= per_key:
                 raise StoreLimit(mine, "key")
-            everyone = conn.execute("SELECT count(*) FROM sessions WHERE state='IN_PROGRESS' "
-                                    "AND last_active>=?", (live_since,)).fetchone()[0]
+            everyone = conn.execute(sql.LIVE, (live_since,)).fetchone()[0]
             if everyone >= total:
                 raise StoreLimit(everyone, "total")
             conn.execute("INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?)", (
@@ -500,93 +488,65 @@ class SQLiteStore(Store):
                              [(record.id, i) for i in range(episodes)])
         await self._call(job)
 
-    _SESSION = ("SELECT id, scorecard_id, key_hash, game, version, parallel, state, created, "
-                "last_active, seq, writer FROM sessions")
-
     @staticmethod
     def _episodes(conn: sqlite3.Connection, session_id: str) -> list[EpisodeRecord]:
-        rows = conn.execute("SELECT idx, done, solved, deadlocked, steps, actions, snapshot "
-                            "FROM episodes WHERE session_id=? ORDER BY idx", (session_id,))
+        rows = conn.execute(sql.EPISODES, (session_id,))
         return [EpisodeRecord(r[0], bool(r[1]), bool(r[2]), bool(r[3]), r[4], r[5], r[6])
                 for r in rows]
 
     @staticmethod
     def _write_episodes(conn: sqlite3.Connection, session_id: str,
                         episodes: tuple[EpisodeRecord, ...]) -> None:
-        conn.executemany(
-            "UPDATE episodes SET done=?, solved=?, deadlocked=?, steps=?, actions=?, snapshot=? "
-            "WHERE session_id=? AND idx=?",
-            [(e.done, e.solved, e.deadlocked, e.steps, e.actions, e.snapshot, session_id,
-              e.index) for e in episodes])
+        conn.executemany(sql.WRITE_EPISODE, sql.episode_rows(session_id, episodes))
 
     async def sessions(self, scorecard_id: str) -> list[tuple[SessionRecord, list[EpisodeRecord]]]:
         def job(conn: sqlite3.Connection) -> list:
-            rows = conn.execute(self._SESSION + " WHERE scorecard_id=? ORDER BY created",
+            rows = conn.execute(sql.SESSION + " WHERE scorecard_id=? ORDER BY created",
                                 (scorecard_id,)).fetchall()
             return [(SessionRecord(*r), self._episodes(conn, r[0])) for r in rows]
         return await self._call(job, guarded=False)
 
     async def session(self, session_id: str) -> tuple[SessionRecord, list[EpisodeRecord]] | None:
         def job(conn: sqlite3.Connection) -> tuple | None:
-            row = conn.execute(self._SESSION + " WHERE id=?", (session_id,)).fetchone()
+            row = conn.execute(sql.SESSION + " WHERE id=?", (session_id,)).fetchone()
             return (SessionRecord(*row), self._episodes(conn, session_id)) if row else None
         return await self._call(job, guarded=False)
 
     async def head(self, session_id: str) -> tuple[int, str, str, float] | None:
         def job(conn: sqlite3.Connection) -> tuple | None:
-            return conn.execute("SELECT seq, writer, state, last_active FROM sessions "
-                                "WHERE id=?", (session_id,)).fetchone()
+            return conn.execute(sql.HEAD, (session_id,)).fetchone()
         return await self._call(job, guarded=False)
 
     async def write(self, write: Write) -> None:
-        revive = write.session_state == "IN_PROGRESS"
-        cas = ("UPDATE sessions SET seq=seq+1, writer=?, last_active=?, "
-               "state=coalesce(?, state) WHERE id=? AND seq=? AND writer=? AND "
-               + ("state IN ('IN_PROGRESS', 'GAME_OVER') AND (SELECT closed FROM scorecards c "
-                  "WHERE c.id = sessions.scorecard_id) IS NULL" if revive
-                  else "state='IN_PROGRESS'"))
-        args = (write.writer, write.at, write.session_state, write.session_id, write.expected,
-                write.expected_writer)
+        cas, args = sql.conditional_write(write)
 
         def job(conn: sqlite3.Connection) -> None:
             if conn.execute(cas, args).rowcount != 1:
                 raise StaleSession(write.session_id)
-            conn.execute("INSERT INTO actions VALUES (?,?,?,?,?)", (
-                write.session_id, write.expected + 1, write.episode, write.action, write.at))
+            conn.execute(sql.INSERT_ACTION, sql.action_row(write))
             self._write_episodes(conn, write.session_id, write.episodes)
         await self._call(job)
 
     async def expire(self, idle_before: float, session_id: str | None = None) -> int:
         def job(conn: sqlite3.Connection) -> int:
-            sql = ("UPDATE sessions SET state='EXPIRED' WHERE state='IN_PROGRESS' "
-                   "AND last_active<?")
             if session_id is None:
-                return conn.execute(sql, (idle_before,)).rowcount
-            return conn.execute(sql + " AND id=?", (idle_before, session_id)).rowcount
+                return conn.execute(sql.EXPIRE, (idle_before,)).rowcount
+            return conn.execute(sql.EXPIRE + " AND id=?", (idle_before, session_id)).rowcount
         return await self._call(job, guarded=False)
 
     async def miscounted(self) -> int:
         def job(conn: sqlite3.Connection) -> int:
-            return conn.execute(_MISCOUNTED).fetchone()[0]
+            return conn.execute(sql.MISCOUNTED).fetchone()[0]
         return await self._call(job, guarded=False)
 
     # -- leaderboard -------------------------------------------------------------------------
     async def leaderboard(self, version: str, limit: int) -> list[Standing]:
         def job(conn: sqlite3.Connection) -> list[Standing]:
-            rows = conn.execute("""
-                SELECT scorecard_id, name, closed, result, session_id
-                FROM (SELECT *, row_number() OVER (
-                          PARTITION BY key_hash ORDER BY success_rate DESC,
-                          move_efficiency DESC, deadlock_rate ASC, closed ASC) AS pick
-                      FROM standings WHERE version=?) AS c
-                WHERE pick = 1
-                ORDER BY success_rate DESC, move_efficiency DESC, deadlock_rate ASC, closed ASC
-                LIMIT ?""", (version, limit)).fetchall()
+            rows = conn.execute(sql.LEADERBOARD, (version, limit)).fetchall()
             return [Standing(r[0], r[4], r[1], r[2], json.loads(r[3])) for r in rows]
         return await self._call(job, guarded=False)
 
     async def versions(self) -> list[str]:
         def job(conn: sqlite3.Connection) -> list[str]:
-            return [r[0] for r in conn.execute(
-                "SELECT DISTINCT version FROM standings ORDER BY 1")]
+            return [r[0] for r in conn.execute(sql.VERSIONS)]
         return await self._call(job, guarded=False)

@@ -199,17 +199,20 @@ class Store(ABC):
     async def versions(self) -> list[str]:
         """Every version with a closed result."""
 
-    async def integrity(self) -> None:
+    async def integrity(self, where: str) -> None:
         """Check that the stored actions agree with the sessions' records (``StoreError``)."""
         bad = await self.miscounted()
         if bad:
-            raise StoreError(f"the store is damaged: {bad} session(s) hold a different number "
-                             "of stored actions than their records say; restore it from a "
-                             "backup")
+            raise miscounted_error(where, bad)
 
     @abstractmethod
     async def miscounted(self) -> int:
         """How many sessions' action counts disagree with their stored actions."""
+
+
+def miscounted_error(where: str, sessions: int) -> StoreError:
+    return StoreError(f"{where} is damaged: {sessions} session(s) hold a different number of "
+                      "stored actions than their records say; restore it from a backup")
 
 
 def is_postgres(location: str) -> bool:

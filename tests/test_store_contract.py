@@ -220,20 +220,44 @@ def test_closing_is_once_refused_when_a_session_moved_and_ranks_each_names_best(
     run(location, body)
 
 
+def execute(location: str, statement: str) -> None:
+    """Run one statement on the backend directly, as an operator (or damage) would."""
+    if location.startswith("postgresql"):
+        import asyncpg
+
+        async def go():
+            conn = await asyncpg.connect(location)
+            try:
+                await conn.execute(statement)
+            finally:
+                await conn.close()
+        asyncio.run(go())
+    else:
+        with sqlite3.connect(location) as conn:
+            conn.execute(statement)
+
+
 def test_a_store_of_a_newer_schema_is_refused(location):
     async def body(store):
         await store.create_key(KeyRecord("h", "n"), "a", DAY, 1)
     run(location, body)
-    if location.startswith("postgresql"):
-        import asyncpg
-
-        async def bump():
-            conn = await asyncpg.connect(location)
-            await conn.execute("INSERT INTO schema_version VALUES (99)")
-            await conn.close()
-        asyncio.run(bump())
-    else:
-        with sqlite3.connect(location) as conn:
-            conn.execute("UPDATE meta SET v='99' WHERE k='schema'")
+    execute(location, "INSERT INTO schema_version VALUES (99)" if location.startswith(
+        "postgresql") else "UPDATE meta SET v='99' WHERE k='schema'")
     with pytest.raises(StoreError, match="schema 99, newer"):
         run(location, lambda store: asyncio.sleep(0))
+
+
+def test_stored_actions_missing_from_a_session_fail_the_integrity_check(location):
+    async def played(store):
+        await opened_session(store)
+        for n in range(3):
+            await store.write(step("gs-k1-1", n, "w0" if n == 0 else "A", "A", n + 1))
+        await store.integrity("the store")
+    run(location, played)
+    execute(location, "DELETE FROM actions WHERE seq = 2")
+
+    async def check(store):
+        assert await store.miscounted() == 1
+        with pytest.raises(StoreError, match="1 session"):
+            await store.integrity("the store")
+    run(location, check)
