@@ -182,13 +182,19 @@ def arc(client: Api, command: str, body: dict) -> dict:
     return client.ok("POST", f"/api/cmd/{command}", body)
 
 
+def arc_started(base: str, version: str, restarts: str) -> tuple[Api, str, str, dict]:
+    """A new key's ARC game of ``version`` (whose tags name ``restarts``), started: the
+    client, the game id, the scorecard and the first FrameData."""
+    client = keyed(base, f"arc-{version}")
+    game = w.game_id(version)
+    assert f"restarts-{restarts}" in client.ok("GET", f"/api/games/{game}")["tags"]
+    card = client.ok("POST", "/api/scorecard/open", {})["card_id"]
+    return client, game, card, arc(client, "RESET", {"card_id": card, "game_id": game})
+
+
 def test_arc_reset_restarts_the_level_then_the_game_where_the_game_allows_it(data, tmp_path):
     with server(data["pub"], tmp_path / "s.sqlite") as s:
-        client = keyed(s.base, "arc-practiser")
-        game = w.game_id("pub")
-        assert "restarts-game" in client.ok("GET", f"/api/games/{game}")["tags"]
-        card = client.ok("POST", "/api/scorecard/open", {})["card_id"]
-        start = arc(client, "RESET", {"card_id": card, "game_id": game})
+        client, game, card, start = arc_started(s.base, "pub", "game")
         guid = start["guid"]
         moved = arc(client, "ACTION2", {"game_id": game, "guid": guid})
         assert moved["frame"] != start["frame"]
@@ -202,11 +208,7 @@ def test_arc_reset_restarts_the_level_then_the_game_where_the_game_allows_it(dat
 
 def test_arc_reset_in_a_level_only_game_never_restarts_the_game(data, tmp_path):
     with server(data["lv"], tmp_path / "s.sqlite") as s:
-        client = keyed(s.base, "arc-leveller")
-        game = w.game_id("lv")
-        assert "restarts-level" in client.ok("GET", f"/api/games/{game}")["tags"]
-        card = client.ok("POST", "/api/scorecard/open", {})["card_id"]
-        start = arc(client, "RESET", {"card_id": card, "game_id": game})
+        client, game, card, start = arc_started(s.base, "lv", "level")
         arc(client, "ACTION2", {"game_id": game, "guid": start["guid"]})
         for _ in range(2):
             again = arc(client, "RESET", {"card_id": card, "game_id": game,

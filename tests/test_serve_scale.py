@@ -8,6 +8,7 @@ import os
 import signal
 import sqlite3
 import time
+from contextlib import contextmanager
 
 import pytest
 from serve_support import Api, Process, play, server, write_dataset
@@ -109,12 +110,26 @@ def stored_actions(url: str, session_id: str) -> tuple[int, int, int]:
     return asyncio.run(count())
 
 
+@contextmanager
+def two_servers(root, url: str):
+    """Two servers (two processes, as if on two machines) on one PostgreSQL store."""
+    first = Process(root, url)
+    try:
+        second = Process(root, url)
+    except BaseException:
+        first.stop()
+        raise
+    try:
+        yield first, second
+    finally:
+        first.stop()
+        second.stop()
+
+
 def test_two_servers_on_one_postgres_store_alternate_one_session_like_one_server(
         data, postgres):
     url = postgres.database()
-    first = Process(data["root"], url)
-    second = Process(data["root"], url)
-    try:
+    with two_servers(data["root"], url) as (first, second):
         client, sid, frame = begin(first.base, "fleet")
         other = Api(second.base, client.key)
         frame = play([client, other], data["rows"], frame)
@@ -124,9 +139,6 @@ def test_two_servers_on_one_postgres_store_alternate_one_session_like_one_server
         got = other.ok("POST", f"/api/scorecards/{sid}/close")
         assert client.ok("POST", f"/api/scorecards/{sid}/close") == got
         replay = client.ok("GET", f"/api/replays/{frame['session_id']}")
-    finally:
-        first.stop()
-        second.stop()
     assert {k: got[k] for k in SCORE} == {k: data["expected"][k] for k in SCORE}
     assert replay["episodes"] == data["replay"]["episodes"]
     assert stored_actions(url, frame["session_id"]) == (got["total_actions"],) * 3
@@ -135,9 +147,7 @@ def test_two_servers_on_one_postgres_store_alternate_one_session_like_one_server
 def test_a_server_whose_cached_session_was_played_elsewhere_answers_from_the_store(
         data, postgres):
     url = postgres.database()
-    first = Process(data["root"], url)
-    second = Process(data["root"], url)
-    try:
+    with two_servers(data["root"], url) as (first, second):
         client, _, frame = begin(first.base, "stale")
         gid = frame["session_id"]
         client.ok("POST", f"/api/sessions/{gid}/act", {"action": 1})  # cached by the first
@@ -149,9 +159,6 @@ def test_a_server_whose_cached_session_was_played_elsewhere_answers_from_the_sto
         assert client.ok("GET", f"/api/sessions/{gid}")["episode"]["steps_used"] == 4
         after = client.ok("POST", f"/api/sessions/{gid}/act", {"action": 1})
         assert after["episode"]["steps_used"] == 5
-    finally:
-        first.stop()
-        second.stop()
     assert stored_actions(url, gid) == (5, 5, 5)
 
 

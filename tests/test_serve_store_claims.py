@@ -45,6 +45,17 @@ def played(base: str, actions: int, name: str = "player") -> tuple[Api, str, str
     return client, sid, frame["session_id"]
 
 
+def after_a_server(data, db, actions: int, killed: bool = True):
+    """``db`` after a server played ``actions`` actions on it and was killed (kill -9) or
+    stopped as an operator stops it."""
+    first = Process(data["root"], db)
+    try:
+        played(first.base, actions)
+    finally:
+        first.kill9() if killed else first.stop()
+    return db
+
+
 def test_a_second_server_on_one_store_refuses_to_start_naming_the_first_ones_pid(data,
                                                                                tmp_path):
     db = tmp_path / "one.sqlite"
@@ -61,24 +72,14 @@ def test_a_second_server_on_one_store_refuses_to_start_naming_the_first_ones_pid
 
 
 def test_a_wal_deleted_after_a_kill_is_refused_instead_of_losing_actions(data, tmp_path):
-    db = tmp_path / "wal.sqlite"
-    first = Process(data["root"], db)
-    try:
-        played(first.base, 40)
-    finally:
-        first.kill9()
+    db = after_a_server(data, tmp_path / "wal.sqlite", 40)
     (tmp_path / "wal.sqlite-wal").unlink()
     line = refused(data, db)
     assert "write-ahead log" in line and "missing" in line
 
 
 def test_a_deleted_database_whose_wal_is_left_is_refused(data, tmp_path):
-    db = tmp_path / "main.sqlite"
-    first = Process(data["root"], db)
-    try:
-        played(first.base, 10)
-    finally:
-        first.kill9()
+    db = after_a_server(data, tmp_path / "main.sqlite", 10)
     db.unlink()
     line = refused(data, db)
     assert "is missing but its write-ahead log" in line
@@ -86,19 +87,13 @@ def test_a_deleted_database_whose_wal_is_left_is_refused(data, tmp_path):
 
 
 def test_a_cleanly_stopped_store_without_a_wal_starts(data, tmp_path):
-    db = tmp_path / "clean.sqlite"
-    first = Process(data["root"], db)
-    played(first.base, 5)
-    first.stop()
+    db = after_a_server(data, tmp_path / "clean.sqlite", 5, killed=False)
     assert not (tmp_path / "clean.sqlite-wal").exists()
     Process(data["root"], db).stop()
 
 
 def test_stored_actions_that_disagree_with_the_sessions_records_are_refused(data, tmp_path):
-    db = tmp_path / "count.sqlite"
-    first = Process(data["root"], db)
-    played(first.base, 12)
-    first.stop()
+    db = after_a_server(data, tmp_path / "count.sqlite", 12, killed=False)
     with sqlite3.connect(db) as conn:
         conn.execute("DELETE FROM actions WHERE seq > 9")
     line = refused(data, db)
@@ -106,10 +101,7 @@ def test_stored_actions_that_disagree_with_the_sessions_records_are_refused(data
 
 
 def test_a_store_failing_its_integrity_check_is_refused(data, tmp_path):
-    db = tmp_path / "pages.sqlite"
-    first = Process(data["root"], db)
-    played(first.base, 30)
-    first.stop()
+    db = after_a_server(data, tmp_path / "pages.sqlite", 30, killed=False)
     with sqlite3.connect(db) as conn:
         page = conn.execute("PRAGMA page_size").fetchone()[0]
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
