@@ -162,9 +162,12 @@ def claim(path: str) -> StoreLock:
     """
     if path == ":memory:":
         raise StoreError("a store shared by processes must be a file")
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
     lock = StoreLock(path)
-    lock.acquire()
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except OSError as e:
+        raise StoreError(f"cannot open the store {path}: {e.strerror or e}") from None
     try:
         _check_files(path)
         conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_SECONDS)
@@ -181,7 +184,7 @@ def claim(path: str) -> StoreLock:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             conn.close()
-    except sqlite3.DatabaseError as e:
+    except (sqlite3.Error, OSError) as e:
         lock.release()
         raise StoreError(f"cannot open the store {path}: {e}") from None
     except BaseException:

@@ -148,7 +148,7 @@ def test_a_server_whose_cached_session_was_played_elsewhere_answers_from_the_sto
         data, postgres):
     url = postgres.database()
     with two_servers(data["root"], url) as (first, second):
-        client, _, frame = begin(first.base, "stale")
+        client, sid, frame = begin(first.base, "stale")
         gid = frame["session_id"]
         client.ok("POST", f"/api/sessions/{gid}/act", {"action": 1})  # cached by the first
         other = Api(second.base, client.key)
@@ -159,6 +159,10 @@ def test_a_server_whose_cached_session_was_played_elsewhere_answers_from_the_sto
         assert client.ok("GET", f"/api/sessions/{gid}")["episode"]["steps_used"] == 4
         after = client.ok("POST", f"/api/sessions/{gid}/act", {"action": 1})
         assert after["episode"]["steps_used"] == 5
+        # closed through the second server, the session takes no action through the first
+        other.ok("POST", f"/api/scorecards/{sid}/close")
+        status, body = client.call("POST", f"/api/sessions/{gid}/act", {"action": 1})
+        assert status == 409 and "closed" in body["detail"]
     assert stored_actions(url, gid) == (5, 5, 5)
 
 

@@ -86,6 +86,12 @@ def test_a_deleted_database_whose_wal_is_left_is_refused(data, tmp_path):
     assert not db.exists() or db.stat().st_size == 0  # nothing was started on an empty store
 
 
+def test_a_store_in_a_folder_that_cannot_be_made_is_refused_in_one_line(data, tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    line = refused(data, tmp_path / "file" / "store.sqlite")
+    assert "cannot open the store" in line
+
+
 def test_a_cleanly_stopped_store_without_a_wal_starts(data, tmp_path):
     db = after_a_server(data, tmp_path / "clean.sqlite", 5, killed=False)
     assert not (tmp_path / "clean.sqlite-wal").exists()
