@@ -171,10 +171,10 @@ class ImageCache:
 
     def __init__(self, size: int = 2048) -> None:
         self.size = size
-        self._images: OrderedDict[tuple[int, State], Picture] = OrderedDict()
+        self._images: OrderedDict[tuple[ServedLevel, State], Picture] = OrderedDict()
 
     def get(self, served: ServedLevel, state: State) -> Picture:
-        key = (served.index, state)
+        key = (served, state)  # the level itself: several games have a level 0
         image = self._images.get(key)
         if image is None:
             image = Picture(encode_image(render(served.level, state)))
@@ -184,8 +184,6 @@ class ImageCache:
         else:
             self._images.move_to_end(key)
         return image
-
-
 
 
 class Arena:

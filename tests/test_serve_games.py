@@ -216,3 +216,12 @@ def test_arc_reset_in_a_level_only_game_never_restarts_the_game(data, tmp_path):
             assert again["frame"] == start["frame"] and not again["full_reset"]
         view = client.ok("GET", f"/api/scorecard/{card}")
         assert view["environments"][0]["runs"][0]["actions"] == 1
+
+
+def test_pictures_of_one_state_on_levels_of_two_games_are_kept_apart(data):
+    from serve.play import ImageCache
+
+    standard, expert = data["t1"].levels[0], data["x1"].levels[0]
+    state = standard.level.start._replace(crates=expert.level.start.crates)
+    cache = ImageCache()
+    assert cache.get(standard, state).b64 != cache.get(expert, state).b64
