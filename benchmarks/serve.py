@@ -5,7 +5,7 @@ N = 1, 8 and 32 sessions from this process for a fixed time each and prints acti
 p50/p99 latency of ``act``. Every action is committed to the store before it is answered.
 
     python benchmarks/serve.py [--version demo] [--seconds 10] [--sync full|normal] [--no-gzip]
-                               [--workers N] [--db sqlite|postgres|postgresql://...]
+                               [--workers 1,2] [--db sqlite|postgres|postgresql://...]
 
 ``--db postgres`` starts a throw-away PostgreSQL server (as the tests do) for the store.
 
@@ -166,41 +166,55 @@ def main() -> None:
     parser.add_argument("--sessions", default="1,8,32")
     parser.add_argument("--sync", choices=["normal", "full"], default="normal")
     parser.add_argument("--no-gzip", action="store_true")
-    parser.add_argument("--workers", type=int, default=1, help="server processes on the port")
+    parser.add_argument("--workers", default="1",
+                        help="server processes on the port; a list (1,2) starts one server "
+                        "per count and measures them row by row, side by side, with ratios")
     parser.add_argument("--db", default="sqlite",
                         help="sqlite (a temporary file), postgres (a throw-away server) or a "
                         "postgresql:// URL")
     args = parser.parse_args()
+    workers = [int(x) for x in args.workers.split(",")]
     cluster = None
+    servers: list[tuple[int, subprocess.Popen, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         root, version = dataset(Path(args.datasets), args.version, Path(tmp))
-        db = args.db
-        if db == "sqlite":
-            db = str(Path(tmp) / "bench.sqlite")
-        elif db == "postgres":
+        if args.db == "postgres":
             sys.path.insert(0, str(ROOT / "tests"))
             from postgres_support import Cluster
 
             cluster = Cluster().start()
-            db = cluster.database()
-        proc, base = start_server(root, version, db, args.sync, args.workers)
         try:
-            key = asyncio.run(register(base))
+            for count in workers:
+                db = args.db
+                if db == "sqlite":
+                    db = str(Path(tmp) / f"bench-{count}.sqlite")
+                elif cluster is not None:
+                    db = cluster.database()
+                servers.append((count, *start_server(root, version, db, args.sync, count)))
+            keys = [asyncio.run(register(base)) for _, _, base in servers]
             print(f"store {args.db.split('://')[0]} synchronous={args.sync.upper()}, "
-                  f"workers={args.workers}, gzip={'off' if args.no_gzip else 'on'}"
-                  f", {args.seconds:g} s per row, {os.cpu_count()} cores")
-            print(f"{'sessions':>8} {'actions':>8} {'actions/s':>10} {'p50 ms':>8} {'p99 ms':>8}"
-                  f" {'server CPU us/action':>21} {'client CPU':>10}")
+                  f"gzip={'off' if args.no_gzip else 'on'}, {args.seconds:g} s per row, "
+                  f"{os.cpu_count()} cores")
+            print(f"{'workers':>7} {'sessions':>8} {'actions':>8} {'actions/s':>10} "
+                  f"{'p50 ms':>8} {'p99 ms':>8} {'server CPU us/action':>21} {'client CPU':>10}")
             for n in (int(x) for x in args.sessions.split(",")):
-                cpu = cpu_seconds(proc.pid)
-                r = asyncio.run(drive(base, key, n, args.seconds, not args.no_gzip))
-                cpu = cpu_seconds(proc.pid) - cpu
-                print(f"{r['n']:>8} {r['actions']:>8} {r['per_s']:>10.0f} {r['p50']:>8.2f} "
-                      f"{r['p99']:>8.2f} {1e6 * cpu / max(1, r['actions']):>21.0f} "
-                      f"{r['client_cpu']:>10.0%}", flush=True)
+                rates = []
+                for (count, proc, base), key in zip(servers, keys, strict=True):
+                    cpu = cpu_seconds(proc.pid)
+                    r = asyncio.run(drive(base, key, n, args.seconds, not args.no_gzip))
+                    cpu = cpu_seconds(proc.pid) - cpu
+                    rates.append(r["per_s"])
+                    print(f"{count:>7} {r['n']:>8} {r['actions']:>8} {r['per_s']:>10.0f} "
+                          f"{r['p50']:>8.2f} {r['p99']:>8.2f} "
+                          f"{1e6 * cpu / max(1, r['actions']):>21.0f} "
+                          f"{r['client_cpu']:>10.0%}", flush=True)
+                for count, rate in list(zip(workers, rates, strict=True))[1:]:
+                    print(f"{'':>7} {n:>8} workers {count} / {workers[0]}: "
+                          f"{rate / rates[0]:.2f}x actions/s", flush=True)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(30)
+            for _, proc, _ in servers:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
             if cluster is not None:
                 cluster.stop()
 
