@@ -32,8 +32,9 @@ _XY = (Field("x", INT, "accepted for ACTION6 and ignored", required=False, minim
 REASONING = Field("reasoning", ANY, "any JSON the agent attaches, at most "
                   f"{w.MAX_REASONING_BYTES // 1024} KB; echoed in action_input",
                   required=False, max_bytes=w.MAX_REASONING_BYTES)
-_CMD_ERRORS = {200: "FrameData", 400: "bad body, or the game is over", 401: "missing or unknown "
-               "key", 404: "unknown game, scorecard or guid (or another key's)",
+_CMD_ERRORS = {200: "FrameData", 400: "bad body, the game is over, or it was opened on a "
+               "version this server does not serve", 401: "missing or unknown key",
+               404: "unknown game, scorecard or guid (or another key's)",
                429: "too many games in flight"}
 
 _route = partial(Route, tag=TAG, error_schema="ArcError")

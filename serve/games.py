@@ -32,6 +32,11 @@ class GameEntry:
     def episodes(self) -> int:
         return self.version.episodes
 
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        """Each level's step budget, in play order."""
+        return tuple(lv.max_steps for lv in self.version.levels)
+
     def spec(self) -> dict:
         return {**self.version.spec(), "restarts": self.restarts, "look": self.look}
 

@@ -133,6 +133,9 @@ async def _serve(games: Registry, db: str, synchronous: str, limits: Limits, hos
 def _reserve(host: str, port: int) -> tuple[socket.socket, int]:
     """A socket bound to the port (a free one for 0) with ``SO_REUSEPORT``, never listening:
     it holds the port for the workers, which bind it too and do listen."""
+    if not hasattr(socket, "SO_REUSEPORT"):
+        raise StartError("--workers above 1 needs SO_REUSEPORT, which this platform lacks; "
+                         "run one worker per port behind a proxy instead")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -225,12 +225,14 @@ class Process:
     """``sokoforge serve`` as a child process, on a free port it reports at start-up;
     ``workers`` lists its worker processes' pids when it runs several."""
 
-    def __init__(self, root, db, *extra: str, versions: tuple[str, ...] = ("t1",)) -> None:
+    def __init__(self, root, db, *extra: str, versions: tuple[str, ...] = ("t1",),
+                 env: dict | None = None) -> None:
         code = "from pipeline.cli import main; main()"
+        store = [] if db is None else ["--db", str(db)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, "serve", *versions, "--datasets", str(root),
-             "--db", str(db), "--port", "0", "--sync", "normal", *extra],
-            stderr=subprocess.PIPE, text=True)
+            [sys.executable, "-c", code, "serve", *versions, "--datasets", str(root), *store,
+             "--port", "0", "--sync", "normal", *extra],
+            stderr=subprocess.PIPE, text=True, env=None if env is None else {**os.environ, **env})
         deadline = time.monotonic() + 90
         line = ""
         while "serving" not in line:

@@ -166,6 +166,17 @@ def test_a_server_whose_cached_session_was_played_elsewhere_answers_from_the_sto
     assert stored_actions(url, gid) == (5, 5, 5)
 
 
+def test_sokoforge_db_in_the_environment_names_a_postgres_store(data, postgres):
+    url = postgres.database()
+    served = Process(data["root"], None, env={"SOKOFORGE_DB": url})
+    try:
+        client, _, frame = begin(served.base, "from-env")
+        client.ok("POST", f"/api/sessions/{frame['session_id']}/act", {"action": 1})
+    finally:
+        served.stop()
+    assert stored_actions(url, frame["session_id"]) == (1, 1, 1)
+
+
 def test_a_postgres_store_that_cannot_be_reached_is_refused_in_one_line(data):
     from click.testing import CliRunner
 
