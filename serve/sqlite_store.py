@@ -524,11 +524,13 @@ class SQLiteStore(Store):
         cas, args = sql.conditional_write(write)
 
         def job(conn: sqlite3.Connection) -> None:
+            # no savepoint needed: a refusal changes nothing, and once the compare-and-set
+            # holds, (session, seq) is new, so the action row cannot collide
             if conn.execute(cas, args).rowcount != 1:
                 raise StaleSession(write.session_id)
             conn.execute(sql.INSERT_ACTION, sql.action_row(write))
             self._write_episodes(conn, write.session_id, write.episodes)
-        await self._call(job)
+        await self._call(job, guarded=False)
 
     async def expire(self, idle_before: float, session_id: str | None = None) -> int:
         def job(conn: sqlite3.Connection) -> int:
