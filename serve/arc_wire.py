@@ -152,7 +152,9 @@ def run(game: str, guid: str | None, state: str, episodes: Sequence[dict]) -> di
     The score weights level i (1-based) by i, as the API does, so later (harder) levels count
     more; an unsolved level scores 0.
     """
-    scores = [level_score(e["optimal"], e["steps"]) if e["solved"] else 0.0 for e in episodes]
+    # a version no longer served has no optimum at hand: its levels count a baseline of 0
+    scores = [level_score(e["optimal"] or 0, e["steps"]) if e["solved"] else 0.0
+              for e in episodes]
     weights = range(1, len(scores) + 1)
     total = sum(weights)
     score = sum(w * s for w, s in zip(weights, scores, strict=True)) / total if total else 0.0
@@ -161,7 +163,7 @@ def run(game: str, guid: str | None, state: str, episodes: Sequence[dict]) -> di
             "actions": sum(int(e["steps"]) for e in episodes), "resets": 0, "state": state,
             "completed": state == WIN, "level_scores": [round(s, 4) for s in scores],
             "level_actions": [int(e["steps"]) for e in episodes],
-            "level_baseline_actions": [int(e["optimal"]) for e in episodes]}
+            "level_baseline_actions": [int(e["optimal"] or 0) for e in episodes]}
 
 
 def scorecard(card_id: str, runs: list[dict], *, name: str, version: str, closed: bool,

@@ -157,8 +157,13 @@ def test_another_versions_session_and_scorecard_are_refused_with_the_true_reason
     with server(data["served"], db) as s:
         client, sid, gid = played(s.base, 2)
         other = client.ok("POST", "/api/scorecards")["scorecard_id"]
+        closer, closed, _ = played(s.base, 2, "closer")
+        Api(s.base, closer.key).ok("POST", f"/api/scorecards/{closed}/close")
     with server(load_version(data["root"], "t2"), db) as s:
         client = Api(s.base, client.key)
+        # a closed scorecard of the old version stays readable on both faces
+        assert Api(s.base, closer.key).ok("GET", f"/api/scorecard/{closed}")["closed"]
+        assert Api(s.base, closer.key).ok("GET", f"/api/scorecards/{closed}")["closed"]
         status, body = client.call("POST", f"/api/sessions/{gid}/act", {"action": 1})
         assert status == 409 and "version t1" in body["detail"]
         assert "does not serve" in body["detail"] and "closed" not in body["detail"]
