@@ -72,10 +72,10 @@ CREATE INDEX standings_board ON standings (version, closed);
 }
 
 # the shared statements, with PostgreSQL's placeholders
-EPISODES, WRITE_EPISODE, HEAD, LIVE_OF_KEY, LIVE, EXPIRE, CLOSE_SESSION, INSERT_ACTION, \
-    INSERT_STANDING, LEADERBOARD = (sql.numbered(q) for q in (
+EPISODES, WRITE_EPISODE, HEAD, LIVE_OF_KEY, LIVE, EXPIRE, CLOSE_SESSION, INSERT_STANDING, \
+    LEADERBOARD = (sql.numbered(q) for q in (
         sql.EPISODES, sql.WRITE_EPISODE, sql.HEAD, sql.LIVE_OF_KEY, sql.LIVE, sql.EXPIRE,
-        sql.CLOSE_SESSION, sql.INSERT_ACTION, sql.INSERT_STANDING, sql.LEADERBOARD))
+        sql.CLOSE_SESSION, sql.INSERT_STANDING, sql.LEADERBOARD))
 
 
 class PostgresStore(Store):
@@ -114,6 +114,12 @@ class PostgresStore(Store):
             pool, self._pool = self._pool, None
             await pool.close()
 
+    def _conn(self) -> Any:
+        """A pooled connection, for one statement (its own transaction)."""
+        if self._pool is None:
+            raise RuntimeError("the store is not started")
+        return self._pool.acquire()
+
     def _tx(self) -> Any:
         """A pooled connection in a transaction: ``async with self._tx() as conn``."""
         if self._pool is None:
@@ -149,7 +155,7 @@ class PostgresStore(Store):
             return count
 
     async def find_key(self, key_hash: str) -> KeyRecord | None:
-        async with self._tx() as conn:
+        async with self._conn() as conn:
             row = await conn.fetchrow("SELECT key_hash, name FROM keys WHERE key_hash=$1",
                                       key_hash)
         return KeyRecord(*row) if row else None
@@ -169,7 +175,7 @@ class PostgresStore(Store):
                                json.loads(row[6]) if row[6] else None)
 
     async def scorecard(self, scorecard_id: str) -> ScorecardRecord | None:
-        async with self._tx() as conn:
+        async with self._conn() as conn:
             row = await conn.fetchrow("SELECT id, key_hash, name, games, opened, closed, result "
                                       "FROM scorecards WHERE id=$1", scorecard_id)
         return self._card(row) if row else None
@@ -242,20 +248,35 @@ class PostgresStore(Store):
             return (SessionRecord(*row), await self._episodes(conn, session_id)) if row else None
 
     async def head(self, session_id: str) -> tuple[int, str, str, float] | None:
-        async with self._tx() as conn:
+        async with self._conn() as conn:
             row = await conn.fetchrow(HEAD, session_id)
         return tuple(row) if row else None
 
     async def write(self, write: Write) -> None:
+        """One statement, so one round trip and its own transaction: the compare-and-set of
+        the session row ($1-$6) and, only where it held, the action row and episode rows."""
         cas, args = sql.conditional_write(write)
-        async with self._tx() as conn:
-            if await conn.execute(sql.numbered(cas), *args) != "UPDATE 1":
-                raise StaleSession(write.session_id)
-            await conn.execute(INSERT_ACTION, *sql.action_row(write))
-            await self._write_episodes(conn, write.session_id, write.episodes)
+        statement = (
+            f"WITH s AS ({sql.numbered(cas)} RETURNING id), "
+            "a AS (INSERT INTO actions SELECT $4, $5 + 1, $7, $8, $2 FROM s), "
+            "e AS (UPDATE episodes AS ep SET done = u.done, solved = u.solved, "
+            "deadlocked = u.deadlocked, steps = u.steps, actions = u.actions, "
+            "snapshot = u.snapshot FROM s, unnest($9::integer[], $10::boolean[], "
+            "$11::boolean[], $12::boolean[], $13::integer[], $14::text[], $15::text[]) "
+            "AS u(idx, done, solved, deadlocked, steps, actions, snapshot) "
+            "WHERE ep.session_id = s.id AND ep.idx = u.idx) "
+            "SELECT count(*) FROM s")
+        rows = write.episodes
+        async with self._conn() as conn:
+            stored = await conn.fetchval(
+                statement, *args, write.episode, write.action, [e.index for e in rows],
+                [e.done for e in rows], [e.solved for e in rows], [e.deadlocked for e in rows],
+                [e.steps for e in rows], [e.actions for e in rows], [e.snapshot for e in rows])
+        if stored != 1:
+            raise StaleSession(write.session_id)
 
     async def expire(self, idle_before: float, session_id: str | None = None) -> int:
-        async with self._tx() as conn:
+        async with self._conn() as conn:
             if session_id is None:
                 done = await conn.execute(EXPIRE, idle_before)
             else:
@@ -263,17 +284,17 @@ class PostgresStore(Store):
         return int(done.split()[-1])
 
     async def miscounted(self) -> int:
-        async with self._tx() as conn:
+        async with self._conn() as conn:
             return await conn.fetchval(sql.MISCOUNTED)
 
     # -- leaderboard -------------------------------------------------------------------------
     async def leaderboard(self, version: str, limit: int) -> list[Standing]:
-        async with self._tx() as conn:
+        async with self._conn() as conn:
             rows = await conn.fetch(LEADERBOARD, version, limit)
         return [Standing(r[0], r[4], r[1], r[2], json.loads(r[3])) for r in rows]
 
     async def versions(self) -> list[str]:
-        async with self._tx() as conn:
+        async with self._conn() as conn:
             rows = await conn.fetch(sql.VERSIONS)
         return [r[0] for r in rows]
 

@@ -528,7 +528,8 @@ class SQLiteStore(Store):
             # holds, (session, seq) is new, so the action row cannot collide
             if conn.execute(cas, args).rowcount != 1:
                 raise StaleSession(write.session_id)
-            conn.execute(sql.INSERT_ACTION, sql.action_row(write))
+            conn.execute("INSERT INTO actions VALUES (?,?,?,?,?)", (
+                write.session_id, write.expected + 1, write.episode, write.action, write.at))
             self._write_episodes(conn, write.session_id, write.episodes)
         await self._call(job, guarded=False)
 

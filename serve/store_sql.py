@@ -23,7 +23,6 @@ LIVE_OF_KEY = ("SELECT count(*) FROM sessions WHERE key_hash=? AND state='IN_PRO
 LIVE = "SELECT count(*) FROM sessions WHERE state='IN_PROGRESS' AND last_active>=?"
 EXPIRE = "UPDATE sessions SET state='EXPIRED' WHERE state='IN_PROGRESS' AND last_active<?"
 CLOSE_SESSION = "UPDATE sessions SET state='GAME_OVER' WHERE id=? AND seq=?"
-INSERT_ACTION = "INSERT INTO actions VALUES (?,?,?,?,?)"
 INSERT_STANDING = "INSERT INTO standings VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 # sessions whose action count disagrees with their stored actions (a damaged store)
 MISCOUNTED = ("SELECT count(*) FROM sessions s WHERE s.seq != "
@@ -60,10 +59,6 @@ def conditional_write(write: Write) -> tuple[str, tuple]:
            f"WHERE id=? AND seq=? AND writer=? AND {playable}")
     return sql, (write.writer, write.at, write.session_state, write.session_id, write.expected,
                  write.expected_writer)
-
-
-def action_row(write: Write) -> tuple:
-    return (write.session_id, write.expected + 1, write.episode, write.action, write.at)
 
 
 def episode_rows(session_id: str, episodes) -> list[tuple]:

@@ -174,8 +174,10 @@ def test_an_ended_or_expired_session_takes_no_more_actions_but_a_revival_restart
         await store.write(step("gs-k1-1", 0, "w0", "A", 1, state="GAME_OVER"))
         with pytest.raises(StaleSession):
             await store.write(step("gs-k1-1", 1, "A", "A", 2))
-        await store.write(step("gs-k1-1", 1, "A", "A", 0, state="IN_PROGRESS"))
+        fresh = tuple(EpisodeRecord(i, False, False, False, 0, "", None) for i in range(3))
+        await store.write(Write("gs-k1-1", 1, "A", "A", NOW, 6, -1, fresh, "IN_PROGRESS"))
         assert (await store.head("gs-k1-1"))[2] == "IN_PROGRESS"
+        assert (await store.session("gs-k1-1"))[1] == list(fresh)  # every row written
         assert await store.expire(NOW - 1) == 0  # active at NOW
         assert await store.expire(NOW + 1, "gs-other") == 0
         assert await store.expire(NOW + 1, "gs-k1-1") == 1
