@@ -15,10 +15,11 @@ from typing import Any
 from aiohttp import web
 
 from serve import arc_wire as w
+from serve import native
 from serve.games import GameEntry
 from serve.play import IN_PROGRESS, WAIT, Arena, Conflict, KeyRecord, PlayError, Session
 from serve.schema import ANY, INT, STR, Field, Invalid, Route
-from serve.web import ARENA, api_key, client_ip, inputs, register, reply, reply_bytes
+from serve.web import ARENA, client_ip, identified, inputs, register, reply, reply_bytes
 
 TAG = "arc-agi-3"
 ANON_PREFIX = "anon-"
@@ -49,8 +50,9 @@ ROUTES = (
     _route("arc_game", "GET", "/api/games/{game_id}", "ARC-AGI-3: one game by full or base id.",
            responses={200: "the game object", 404: "unknown game"}),
     _route("arc_open", "POST", "/api/scorecard/open",
-           "ARC-AGI-3: open a scorecard (tags, source_url, opaque, competition_mode are "
-           "accepted and ignored; play is always without retries).", auth=True, body=(),
+           "ARC-AGI-3: open a scorecard (tags, source_url and opaque are kept and shown with "
+           "it; competition_mode is accepted and ignored).", auth=True,
+           body=native.CARD_META,
            responses={200: "{card_id}", 401: "missing or unknown key",
                       429: "daily scorecard limit reached"}),
     _route("arc_close", "POST", "/api/scorecard/close",
@@ -136,7 +138,8 @@ async def _runs(arena: Arena, key: KeyRecord, view: dict) -> list[dict]:
 async def _scorecard(arena: Arena, key: KeyRecord, card_id: str) -> dict:
     view = await arena.scorecard_view(key, card_id)
     return w.scorecard(card_id, await _runs(arena, key, view), name=view["name"],
-                       version=view["version"], closed=view["closed"], result=view["score"])
+                       version=view["version"], closed=view["closed"], result=view["score"],
+                       meta={k: view[k] for k in ("tags", "source_url", "opaque")})
 
 
 # -- handlers --------------------------------------------------------------------------------
@@ -156,7 +159,7 @@ async def game(request: web.Request, arena: Arena, key: None, args: dict) -> web
 
 async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
                          args: dict) -> web.Response:
-    card, _ = await arena.open_scorecard(key)
+    card, _ = await arena.open_scorecard(key, meta=native.card_meta(args))
     return reply(request, {"card_id": card.id})
 
 
@@ -247,7 +250,7 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
     async def endpoint(request: web.Request) -> web.StreamResponse:
         arena = request.app[ARENA]
         try:
-            key = await arena.identify(api_key(request)) if route.auth else None
+            key = await identified(request, arena) if route.auth else None
             return await handler(request, arena, key, await inputs(request, route))
         except web.HTTPException as e:  # a body over the size limit
             if e.status < 400:

@@ -100,6 +100,21 @@ class EpisodeRun:
         return run
 
 
+def replay_states(served: ServedLevel, actions: str) -> list[State]:
+    """The state at the start and after each letter of a stored action string (a level
+    restart ``|`` included), replayed on the level from its start."""
+    run = EpisodeRun(served)
+    run.begin()
+    states = [run.state]
+    for letter in actions:
+        if letter == PLAYED[RESTART_LEVEL]:
+            run.restart()
+        else:
+            run.play(PLAYED.index(letter))
+        states.append(run.state)
+    return states
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one action did, for the answer to it."""

@@ -27,6 +27,7 @@ class GameEntry:
     version: ServedVersion
     restarts: str
     look: str | None
+    public: bool = False
 
     @property
     def episodes(self) -> int:
@@ -38,7 +39,19 @@ class GameEntry:
         return tuple(lv.max_steps for lv in self.version.levels)
 
     def spec(self) -> dict:
-        return {**self.version.spec(), "restarts": self.restarts, "look": self.look}
+        return {**self.version.spec(), "restarts": self.restarts, "look": self.look,
+                "public": self.public}
+
+
+def is_public(version: ServedVersion) -> bool:
+    """Whether people may see this version's boards (play it in the browser, watch replays):
+    its manifest says ``visibility: public``, or it was imported and says no visibility.
+    Anything else is a hidden benchmark set, shown to no one but the key that played it."""
+    visibility = version.manifest.get("visibility")
+    if visibility is not None:
+        return visibility == "public"
+    generator = version.manifest.get("generator") or {}
+    return generator.get("method") == "imported" or bool(version.manifest.get("sources"))
 
 
 def restarts_of(version: ServedVersion) -> str:
@@ -68,7 +81,7 @@ class Registry:
                                    f"{v.version} are both of game {v.game!r}; serve one "
                                    "version per game")
             look = (v.manifest.get("spec") or {}).get("look")
-            self._games[v.game] = GameEntry(v.game, v, restarts_of(v), look)
+            self._games[v.game] = GameEntry(v.game, v, restarts_of(v), look, is_public(v))
         if not self._games:
             raise DatasetError("no version to serve")
 

@@ -15,7 +15,7 @@ from aiohttp import web
 from serve import framezip
 from serve.framezip import Picture
 from serve.play import IN_PROGRESS, Arena, EpisodeRun, KeyRecord, Outcome, Session
-from serve.schema import INT, STR, Field, Route
+from serve.schema import ANY, INT, STR, Field, Invalid, Route
 from serve.web import accepts_gzip, api_key, client_ip, reply
 
 NAME_PATTERN = r"[A-Za-z0-9_.\-][A-Za-z0-9_. \-]{0,38}[A-Za-z0-9_.\-]"
@@ -30,6 +30,30 @@ LEADERBOARD_QUERY = (
     Field("limit", INT, "how many entries", required=False, minimum=1, maximum=1000,
           default=100))
 
+MAX_TAGS, MAX_TAG_CHARS = 32, 64
+# what a client may attach to a scorecard when opening it (the ARC-AGI-3 toolkit sends these),
+# kept as given within these bounds and shown back with the scorecard
+CARD_META = (
+    Field("tags", ANY, f"a list of at most {MAX_TAGS} strings of 1-{MAX_TAG_CHARS} characters",
+          required=False, max_bytes=4096),
+    Field("source_url", STR, "a URL of at most 512 characters", required=False,
+          pattern=r"[^\x00-\x1f]{0,512}"),
+    Field("opaque", ANY, "any JSON, at most 4 KB", required=False, max_bytes=4096))
+SOURCE = Field("source", STR, "'browser' for a run a person plays on the play page (a tag "
+               "on the scorecard and its results; omit for an agent)", required=False,
+               pattern="browser")
+
+
+def card_meta(args: dict) -> dict:
+    """The ``CARD_META`` values of a request, the tags checked to be a list of short strings."""
+    tags = args.get("tags")
+    if tags is not None and not (
+            isinstance(tags, list) and len(tags) <= MAX_TAGS
+            and all(isinstance(t, str) and 1 <= len(t) <= MAX_TAG_CHARS for t in tags)):
+        raise Invalid(f"tags must be {CARD_META[0].description}")
+    return {f.name: args[f.name] for f in CARD_META if args.get(f.name) is not None}
+
+
 ROUTES = (
     Route("create_key", "POST", "/api/keys",
           "Create a key bound to a unique leaderboard name; the key is shown once.",
@@ -38,7 +62,9 @@ ROUTES = (
           responses={201: "the new key (shown once)", 409: "name taken", 422: "bad name",
                      429: "too many keys from this address today"}),
     Route("open_scorecard", "POST", "/api/scorecards",
-          "Open a scorecard; it counts against the key's daily allowance.", auth=True,
+          "Open a scorecard; it counts against the key's daily allowance. Tags, a source URL "
+          "and opaque JSON are kept as given and shown with it.", auth=True,
+          body=(SOURCE, *CARD_META),
           responses={200: "the new scorecard", 401: "missing or unknown key",
                      429: "daily scorecard limit reached"}),
     Route("start_game", "POST", "/api/scorecards/{scorecard_id}/games/{game}/start",
@@ -188,7 +214,7 @@ async def create_key(request: web.Request, arena: Arena, key: None, args: dict) 
 
 async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
                          args: dict) -> web.Response:
-    card, opened = await arena.open_scorecard(key)
+    card, opened = await arena.open_scorecard(key, args["source"], card_meta(args))
     return reply(request, {"scorecard_id": card.id, "games": list(card.games),
                            "episodes_per_game": arena.version.episodes,
                            "episodes_by_game": {g.name: g.episodes for g in arena.games},

@@ -288,10 +288,10 @@ def test_openapi_is_generated_from_the_declarations_that_validate(srv):
     for route in all_routes():
         op = doc["paths"][route.path][route.method.lower()]
         assert op["operationId"] == route.operation
-    # and nothing is served that is not declared, but the docs page's two static files
+    # and nothing is served that is not declared, but the pages' static files
     unnamed = [r.canonical for r in srv.app.router.resources() if r.name is None]
     assert set(srv.app.router.named_resources()) == {r.operation for r in all_routes()}
-    assert unnamed == ["/api/docs/{asset}"]
+    assert unnamed == ["/api/docs/{asset}", "/static/{script}"]
     act_schema = doc["paths"]["/api/sessions/{session_id}/act"]["post"]["requestBody"]
     action = act_schema["content"]["application/json"]["schema"]["properties"]["action"]
     assert action == {"type": "integer", "minimum": 0, "maximum": 3,

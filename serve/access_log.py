@@ -1,0 +1,125 @@
+"""The access log: one JSON line per request, for operators, written off the serving loop.
+
+A middleware notes each answered request (time, method, route template, status, latency,
+bytes, client address, key name) on a queue; a writer thread turns the notes into JSON lines
+and writes them in batches, so the loop never formats or waits for a write. A key itself is
+never noted, only the name it is bound to, and paths are the route templates, never raw paths
+(which hold session and scorecard ids).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+from aiohttp import web
+
+from serve.web import ARENA, KEY_NAME, client_ip
+
+BATCH = 512  # notes written per write call at most
+UNMATCHED = "(no route)"
+
+_STOP = object()
+
+
+class AccessLog:
+    """JSON lines to ``target`` (a file path, appended to, or ``-`` for stdout) by a writer
+    thread; ``note`` only queues a tuple. Several worker processes may append to one file:
+    each batch is one ``write`` of whole lines to a file opened for appending."""
+
+    def __init__(self, target: str | Path) -> None:
+        self.target = str(target)
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._stream: IO[str] | None = None
+
+    def start(self) -> None:
+        """Open the target (``OSError`` if it cannot be) and start the writer."""
+        if self._thread is not None:
+            return
+        self._stream = (sys.stdout if self.target == "-" else
+                        open(self.target, "a", encoding="utf-8", buffering=1 << 16))
+        self._thread = threading.Thread(target=self._write, name="access-log", daemon=True)
+        self._thread.start()
+
+    def note(self, at: float, method: str, route: str, status: int, seconds: float, size: int,
+             client: str, key_name: str | None) -> None:
+        self._queue.put_nowait((at, method, route, status, seconds, size, client, key_name))
+
+    def stop(self) -> None:
+        """Write what is queued, then stop the writer and close the file."""
+        if self._thread is None:
+            return
+        self._queue.put(_STOP)
+        self._thread.join()
+        self._thread = None
+        if self._stream is not None and self._stream is not sys.stdout:
+            self._stream.close()
+        self._stream = None
+
+    def _write(self) -> None:
+        stream = self._stream
+        assert stream is not None
+        while True:
+            notes = [self._queue.get()]
+            while len(notes) < BATCH:
+                try:
+                    notes.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stopping = notes[-1] is _STOP
+            lines = [line(n) for n in notes if n is not _STOP]
+            if lines:
+                stream.write("".join(lines))
+                stream.flush()
+            if stopping:
+                return
+
+
+def line(note: tuple) -> str:
+    """One note as its JSON line."""
+    at, method, route, status, seconds, size, client, key_name = note
+    when = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+    return json.dumps({"time": when, "method": method, "route": route, "status": status,
+                       "ms": round(seconds * 1000, 3), "bytes": size, "client": client,
+                       "key": key_name}, separators=(",", ":")) + "\n"
+
+
+def route_template(request: web.Request) -> str:
+    """The template of the route that answered (``/api/sessions/{session_id}/act``)."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else UNMATCHED
+
+
+def middleware(log: AccessLog) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """The middleware noting every request on ``log``; it sits outside the error middleware,
+    so it sees the status each refusal leaves with."""
+
+    @web.middleware
+    async def logged(request: web.Request,
+                     handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                     ) -> web.StreamResponse:
+        t0 = time.perf_counter()
+        try:
+            response = await handler(request)
+        except web.HTTPException as e:  # a redirect (merged slashes) leaves as an exception
+            _note(log, request, e.status, t0, len((e.text or "").encode()))
+            raise
+        size = response.content_length or 0
+        _note(log, request, response.status, t0, size)
+        return response
+
+    return logged
+
+
+def _note(log: AccessLog, request: web.Request, status: int, t0: float, size: int) -> None:
+    proxies = request.app[ARENA].limits.trusted_proxies
+    log.note(time.time(), request.method, route_template(request), status,
+             time.perf_counter() - t0, size, client_ip(request, proxies), request.get(KEY_NAME))
