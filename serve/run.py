@@ -25,6 +25,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from serve.access_log import AccessLog
 from serve.app import build_app
 from serve.dataset import load_version
 from serve.games import Registry
@@ -56,8 +57,11 @@ class StartError(RuntimeError):
 
 
 def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: str, port: int,
-                  limits: Limits, synchronous: str = "NORMAL", workers: int = 1) -> None:
-    """Load ``versions`` (one game each) from ``root`` and serve them until SIGINT or SIGTERM."""
+                  limits: Limits, synchronous: str = "NORMAL", workers: int = 1,
+                  access_log: str | None = None) -> None:
+    """Load ``versions`` (one game each) from ``root`` and serve them until SIGINT or SIGTERM;
+    ``access_log`` is a file (appended to by every worker) or ``-`` for one JSON line per
+    request."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("aiohttp.server").addFilter(MalformedRequests())
     t0 = time.perf_counter()
@@ -77,10 +81,17 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
         levels = sum(g.episodes for g in games)
         about = (f"serving {levels} levels of {', '.join(games.names)} on http://{host}:"
                  "{port} " + f"(loaded in {loaded:.2f} s, store {_shown(db)}")
+        if access_log not in (None, "-"):
+            try:  # refused here, once, rather than by each worker
+                open(access_log, "a").close()
+            except OSError as e:
+                raise StartError(f"cannot write the access log {access_log}: "
+                                 f"{e.strerror or e}") from None
         if workers == 1:
-            asyncio.run(_serve(games, db, synchronous, limits, host, port, about))
+            asyncio.run(_serve(games, db, synchronous, limits, host, port, about,
+                               access_log=access_log))
         else:
-            _supervise(games, db, synchronous, limits, host, port, workers, about)
+            _supervise(games, db, synchronous, limits, host, port, workers, about, access_log)
     finally:
         if lock is not None:
             release(db, lock)
@@ -96,10 +107,12 @@ def _shown(db: str) -> str:
 
 
 async def _serve(games: Registry, db: str, synchronous: str, limits: Limits, host: str,
-                 port: int, about: str, ready_fd: int | None = None) -> None:
+                 port: int, about: str, ready_fd: int | None = None,
+                 access_log: str | None = None) -> None:
     """One serving process: its own store connection, its app, until SIGINT or SIGTERM."""
     arena = Arena(games, open_store(db, synchronous), limits)
-    runner = web.AppRunner(build_app(arena), access_log=None, handle_signals=False)
+    app = build_app(arena, AccessLog(access_log) if access_log else None)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
     try:
         await runner.setup()  # opens the store
         if is_postgres(db):  # a SQLite store was checked when it was claimed
@@ -149,7 +162,7 @@ def _reserve(host: str, port: int) -> tuple[socket.socket, int]:
 
 
 def _fork_worker(games: Registry, db: str, synchronous: str, limits: Limits, host: str,
-                 port: int) -> tuple[int, int]:
+                 port: int, access_log: str | None) -> tuple[int, int]:
     """Start one worker; returns its pid and the pipe it reports readiness (or a fault) on."""
     read, write = os.pipe()
     pid = os.fork()
@@ -159,7 +172,8 @@ def _fork_worker(games: Registry, db: str, synchronous: str, limits: Limits, hos
         try:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, signal.SIG_DFL)
-            asyncio.run(_serve(games, db, synchronous, limits, host, port, "", write))
+            asyncio.run(_serve(games, db, synchronous, limits, host, port, "", write,
+                               access_log))
         except BaseException as e:  # noqa: BLE001 - the parent reports it
             with contextlib.suppress(OSError):
                 os.write(write, f"error {e}".encode()[:4000])
@@ -182,7 +196,7 @@ def _await_ready(pid: int, read: int) -> None:
 
 
 def _supervise(games: Registry, db: str, synchronous: str, limits: Limits, host: str,
-               port: int, workers: int, about: str) -> None:
+               port: int, workers: int, about: str, access_log: str | None = None) -> None:
     """Run ``workers`` processes on one port until SIGINT or SIGTERM; replace any that dies."""
     reservation, port = _reserve(host, port)
     children: set[int] = set()
@@ -196,7 +210,7 @@ def _supervise(games: Registry, db: str, synchronous: str, limits: Limits, host:
                 os.kill(child, signal.SIGTERM)
 
     def start_one() -> None:
-        pid, read = _fork_worker(games, db, synchronous, limits, host, port)
+        pid, read = _fork_worker(games, db, synchronous, limits, host, port, access_log)
         children.add(pid)
         _await_ready(pid, read)
 

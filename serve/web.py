@@ -21,7 +21,7 @@ from serve.schema import Invalid, Route
 log = logging.getLogger("sokoforge.serve")
 GZIP_MIN_BYTES = 1024
 ARENA = web.AppKey("arena", object)
-KEY_NAME = "sokoforge.key_name"  # request storage: the name of the key that was identified
+KEY_NAME = web.RequestKey("key_name", str)  # the name of the key a request was identified by
 
 Handler = Callable[[web.Request, Any, Any, dict], Awaitable[web.StreamResponse]]
 

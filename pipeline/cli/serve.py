@@ -48,11 +48,15 @@ DB_ENV = "SOKOFORGE_DB"
               help="A session expires after this long without an action.")
 @click.option("--max-parallel", default=32, show_default=True, type=click.IntRange(1, 32),
               help="Largest parallel= a session may ask for.")
+@click.option("--access-log", default=None, metavar="PATH|-",
+              help="Write one JSON line per request (time, method, route template, status, "
+              "latency, bytes, client address, key name; never a key) to PATH, appended, or "
+              "to stdout with '-'.")
 def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path,
                   db: str | None, workers: int, host: str, port: int, synchronous: str,
                   trust_proxy: tuple[str, ...], keys_per_address: int,
                   scorecards_per_day: int, sessions_per_key: int, sessions_total: int,
-                  idle_minutes: float, max_parallel: int) -> None:
+                  idle_minutes: float, max_parallel: int, access_log: str | None) -> None:
     """Serve dataset versions, one game each, over the agent protocol (see /api/docs once
     running): sokoforge serve V1 [V2 ...]."""
     from serve.dataset import DatasetError
@@ -77,7 +81,7 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
     db_path = db or os.environ.get(DB_ENV) or "sokoforge.sqlite"
     try:
         serve_forever(str(datasets), names, db_path, host, port, limits, synchronous.upper(),
-                      workers)
+                      workers, access_log)
     except DatasetError as e:
         shown = names[0] if len(names) == 1 else " ".join(names)
         raise CliError(f"cannot serve {shown!r}: {e}", 2) from None
