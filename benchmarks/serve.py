@@ -6,8 +6,12 @@ p50/p99 latency of ``act``. Every action is committed to the store before it is 
 
     python benchmarks/serve.py [--version demo] [--seconds 10] [--sync full|normal] [--no-gzip]
                                [--workers 1,2] [--db sqlite|postgres|postgresql://...]
+                               [--access-log] [--rounds R]
 
 ``--db postgres`` starts a throw-away PostgreSQL server (as the tests do) for the store.
+``--access-log`` starts a second server of the first worker count writing an access log to a
+file and measures the two side by side (the rows alternate, ``--rounds`` times, on a shared
+machine), printing the ratio of actions/s with the log to without.
 
 Without the version folder it serves a small set written from the test levels.
 """
@@ -36,13 +40,13 @@ sys.path[0] = str(ROOT)
 
 
 def start_server(root: Path, version: str, db: str, sync: str,
-                 workers: int = 1) -> tuple[subprocess.Popen, str]:
+                 workers: int = 1, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
     code = "from pipeline.cli import main; main()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "serve", "--datasets", str(root), "--version", version,
          "--db", db, "--port", "0", "--sync", sync, "--sessions-per-key", "1000",
          "--sessions-total", "1000", "--scorecards-per-day", "100000",
-         "--workers", str(workers)],
+         "--workers", str(workers), *extra],
         stderr=subprocess.PIPE, text=True, cwd=ROOT)
     line = ""
     deadline = time.monotonic() + 120
@@ -172,10 +176,19 @@ def main() -> None:
     parser.add_argument("--db", default="sqlite",
                         help="sqlite (a temporary file), postgres (a throw-away server) or a "
                         "postgresql:// URL")
+    parser.add_argument("--access-log", action="store_true",
+                        help="also a server writing an access log, measured side by side")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure each row this many times, the servers in turn, and sum")
     args = parser.parse_args()
     workers = [int(x) for x in args.workers.split(",")]
+    # each configuration: its label, worker count and extra serve options
+    configs: list[tuple[str, int, tuple[str, ...]]] = [(str(c), c, ()) for c in workers]
+    if args.access_log:
+        configs = [(f"{workers[0]}", workers[0], ()),
+                   (f"{workers[0]}+log", workers[0], ("--access-log", "LOG"))]
     cluster = None
-    servers: list[tuple[int, subprocess.Popen, str]] = []
+    servers: list[tuple[str, subprocess.Popen, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         root, version = dataset(Path(args.datasets), args.version, Path(tmp))
         if args.db == "postgres":
@@ -184,13 +197,16 @@ def main() -> None:
 
             cluster = Cluster().start()
         try:
-            for count in workers:
+            for n, (label, count, extra) in enumerate(configs):
                 db = args.db
                 if db == "sqlite":
-                    db = str(Path(tmp) / f"bench-{count}.sqlite")
+                    db = str(Path(tmp) / f"bench-{n}.sqlite")
                 elif cluster is not None:
                     db = cluster.database()
-                servers.append((count, *start_server(root, version, db, args.sync, count)))
+                extra = tuple(str(Path(tmp) / f"access-{n}.log") if x == "LOG" else x
+                              for x in extra)
+                servers.append((label, *start_server(root, version, db, args.sync, count,
+                                                     extra)))
             keys = [asyncio.run(register(base)) for _, _, base in servers]
             print(f"store {args.db.split('://')[0]} synchronous={args.sync.upper()}, "
                   f"gzip={'off' if args.no_gzip else 'on'}, {args.seconds:g} s per row, "
@@ -198,19 +214,23 @@ def main() -> None:
             print(f"{'workers':>7} {'sessions':>8} {'actions':>8} {'actions/s':>10} "
                   f"{'p50 ms':>8} {'p99 ms':>8} {'server CPU us/action':>21} {'client CPU':>10}")
             for n in (int(x) for x in args.sessions.split(",")):
-                rates = []
-                for (count, proc, base), key in zip(servers, keys, strict=True):
-                    cpu = cpu_seconds(proc.pid)
-                    r = asyncio.run(drive(base, key, n, args.seconds, not args.no_gzip))
-                    cpu = cpu_seconds(proc.pid) - cpu
-                    rates.append(r["per_s"])
-                    print(f"{count:>7} {r['n']:>8} {r['actions']:>8} {r['per_s']:>10.0f} "
-                          f"{r['p50']:>8.2f} {r['p99']:>8.2f} "
-                          f"{1e6 * cpu / max(1, r['actions']):>21.0f} "
-                          f"{r['client_cpu']:>10.0%}", flush=True)
-                for count, rate in list(zip(workers, rates, strict=True))[1:]:
-                    print(f"{'':>7} {n:>8} workers {count} / {workers[0]}: "
-                          f"{rate / rates[0]:.2f}x actions/s", flush=True)
+                actions = [0] * len(servers)
+                for _ in range(args.rounds):
+                    for i, ((label, proc, base), key) in enumerate(
+                            zip(servers, keys, strict=True)):
+                        cpu = cpu_seconds(proc.pid)
+                        r = asyncio.run(drive(base, key, n, args.seconds, not args.no_gzip))
+                        cpu = cpu_seconds(proc.pid) - cpu
+                        actions[i] += r["actions"]
+                        print(f"{label:>7} {r['n']:>8} {r['actions']:>8} {r['per_s']:>10.0f} "
+                              f"{r['p50']:>8.2f} {r['p99']:>8.2f} "
+                              f"{1e6 * cpu / max(1, r['actions']):>21.0f} "
+                              f"{r['client_cpu']:>10.0%}", flush=True)
+                for (label, _, _), done in list(zip(servers, actions, strict=True))[1:]:
+                    print(f"{'':>7} {n:>8} {label} / {servers[0][0]}: "
+                          f"{done / actions[0]:.3f}x actions/s "
+                          f"({done} / {actions[0]} actions in {args.rounds} x "
+                          f"{args.seconds:g} s each)", flush=True)
         finally:
             for _, proc, _ in servers:
                 proc.send_signal(signal.SIGTERM)
