@@ -15,15 +15,22 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export NUMBA_CACHE_DIR := $(CURDIR)/.numba_cache
 
-.PHONY: install postgres test lint dataset audit rotate serve bench clean-cache
+.PHONY: install postgres browser test lint dataset audit rotate serve bench clean-cache
 
-install: $(STAMP) postgres
+install: $(STAMP) postgres browser
 
 # the store's tests run against a real PostgreSQL server: Debian's package, when missing
 postgres:
 	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
 		command -v apt-get >/dev/null || { echo "PostgreSQL is missing: install its server package"; exit 1; }; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; }
+
+# the play page's test drives Debian's chromium through chromium-driver: installed when missing
+browser:
+	@{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || { \
+		command -v apt-get >/dev/null || { echo "chromium and chromium-driver are missing: install them"; exit 1; }; \
+		apt-get -o DPkg::Lock::Timeout=600 update && DEBIAN_FRONTEND=noninteractive \
+		apt-get -o DPkg::Lock::Timeout=600 install -y chromium chromium-driver; }
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "python3.12 not found: install it or set PYTHON312=/path/to/python3.12"; exit 1; }

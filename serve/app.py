@@ -129,4 +129,5 @@ async def _leaderboard_page(request: web.Request, arena: Arena, key: None,
         boards = [await arena.leaderboard(args["version"], args["limit"], args["game"])]
     else:  # every served game's version, one table each
         boards = [await arena.leaderboard(None, args["limit"], g) for g in arena.games.names]
-    return reply_bytes(request, pages.leaderboard(boards).encode(), "text/html")
+    playable = frozenset(g.name for g in arena.games if g.public)
+    return reply_bytes(request, pages.leaderboard(boards, playable).encode(), "text/html")

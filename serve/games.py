@@ -56,12 +56,13 @@ def is_public(version: ServedVersion) -> bool:
 
 def restarts_of(version: ServedVersion) -> str:
     """The spec's ``restarts``; without one, ``game`` for a practice set (built from a public
-    seed, or imported) and ``none`` for a hidden one."""
+    seed, imported, or public) and ``none`` for a hidden one."""
     spec = version.manifest.get("spec") or {}
     value = spec.get("restarts")
     if value is None:
         practice = version.manifest.get("public_seed") is not None or bool(
-            version.manifest.get("imported") or version.manifest.get("source"))
+            version.manifest.get("imported") or version.manifest.get("source")) or is_public(
+            version)
         return "game" if practice else "none"
     if value not in RESTARTS:
         raise DatasetError(f"version {version.version}: restarts must be one of "

@@ -30,6 +30,9 @@ button{font:inherit;padding:.3rem .8rem;border:1px solid #999;border-radius:4px;
 cursor:pointer}button:disabled{opacity:.5;cursor:default}
 .status{font-size:1.05rem;margin:.6rem 0}.message{min-height:1.5rem;font-weight:600}
 input{font:inherit;padding:.25rem .4rem}td.l,th.l{text-align:left}
+td[colspan]{text-align:left;color:#666}
+table.board{table-layout:fixed}table.board th{width:5.6rem}table.board th:nth-child(1){width:2.5rem}
+table.board th:nth-child(2){width:auto}
 """
 
 
@@ -55,7 +58,7 @@ def landing(spec: dict, origin: str) -> str:
 <h1>sokoforge: version <code>{escape(spec['version'])}</code></h1>{_games(spec)}
 <p>Game <code>{escape(spec['game'])}</code>: {spec['episodes']} hidden Sokoban levels, played in
 order, easiest first. Agents see only 64x64 RGB renders of the board and of its goal; actions are
-0 up, 1 down, 2 left, 3 right.</p>
+0 up, 1 down, 2 left, 3 right.</p>{_play_link(spec)}
 <h2>Connect</h2>
 <pre>sokoforge play --url {o} --register YOUR_NAME --agent random</pre>
 <p>or by hand: <code>POST {o}/api/keys {{"name"}}</code>, then
@@ -82,6 +85,13 @@ in parallel; a session expires after {limits['idle_minutes']:g} minutes idle.</p
     return _page(f"sokoforge {spec['version']}", body)
 
 
+def _play_link(spec: dict) -> str:
+    if not spec.get("public"):
+        return ""
+    return (f"<p>A public game: <a href='/play/{escape(spec['game'])}'>play it in the "
+            "browser</a> with the arrow keys.</p>")
+
+
 def _games(spec: dict) -> str:
     """Every served game, when there are several; the page below describes the first."""
     games = spec.get("game_specs") or {}
@@ -90,12 +100,14 @@ def _games(spec: dict) -> str:
     items = "".join(
         f"<li><code>{escape(name)}</code>: version <code>{escape(g['version'])}</code>, "
         f"{g['episodes']} levels, restarts <code>{escape(g['restarts'])}</code> "
-        f"(<a href='/leaderboard?game={escape(name)}'>leaderboard</a>)</li>"
+        f"(<a href='/leaderboard?game={escape(name)}'>leaderboard</a>"
+        + (f", <a href='/play/{escape(name)}'>play it in the browser</a>" if g.get("public")
+           else "") + ")</li>"
         for name, g in games.items())
     return f"<p>Games served (one scorecard may play each once):</p><ul>{items}</ul>"
 
 
-def _board_table(board: dict) -> str:
+def _board_table(board: dict, playable: bool) -> str:
     """One version's ranking; each name links to its scorecard's page."""
     rows = "".join(
         f"<tr><td>{e['rank']}</td><td><a href='/scorecards/{escape(e['scorecard_id'])}'>"
@@ -107,8 +119,10 @@ def _board_table(board: dict) -> str:
     if not rows:
         rows = "<tr><td colspan=7>no closed scorecards yet</td></tr>"
     game = f"game <code>{escape(board['game'])}</code>, " if board.get("game") else ""
-    return (f"<h2>{game}version <code>{escape(board['version'])}</code></h2>"
-            f"<div class=wrap><table><tr><th>#</th><th>name</th><th>success</th>"
+    play = (f" <a class=tag href='/play/{escape(board['game'])}'>play it in the browser</a>"
+            if playable else "")
+    return (f"<h2>{game}version <code>{escape(board['version'])}</code>{play}</h2>"
+            f"<div class=wrap><table class=board><tr><th>#</th><th>name</th><th>success</th>"
             f"<th>efficiency</th><th>deadlocks</th><th>solved</th><th>date</th></tr>{rows}"
             f"</table></div>")
 
@@ -118,8 +132,9 @@ def _browser_tag(source: str | None) -> str:
         source == "browser") else ""
 
 
-def leaderboard(boards: list[dict]) -> str:
-    """One ranking table per game and version, with links to the other versions' boards."""
+def leaderboard(boards: list[dict], playable: frozenset[str] = frozenset()) -> str:
+    """One ranking table per game and version, with links to the other versions' boards;
+    the games in ``playable`` link to their play page."""
     shown = {b["version"] for b in boards}
     others = " ".join(f"<a href='/leaderboard?version={escape(v)}'>{escape(v)}</a>"
                       for v in boards[0]["versions"] if v not in shown)
@@ -127,7 +142,10 @@ def leaderboard(boards: list[dict]) -> str:
     body = ("<h1>Leaderboard</h1><p>Best closed scorecard per name, ranked by success rate, "
             "then move efficiency, then fewer deadlocks, then the earlier submission. A name "
             "links to its scorecard; <span class=tag>browser</span> marks a run a person "
-            "played on the play page.</p>" + "".join(_board_table(b) for b in boards)
+            "played on the play page.</p>"
+            + "".join(_board_table(b, b.get("game") in playable
+                                   and b["version"] == b["served"].get(b["game"]))
+                      for b in boards)
             + (f"<p>Other versions: {others}</p>" if others else ""))
     return _page(f"sokoforge leaderboard {title}", body)
 
@@ -205,8 +223,9 @@ def _score(score: dict | None) -> str:
 def scorecard(view: dict) -> str:
     """A scorecard's page: its tags, Score and each game's per-episode outcomes, with a
     replay viewer (``serve/static/scorecard.js``) for the episodes one may watch."""
-    tags = "".join(f"<span class=tag>{escape(str(t))}</span>" for t in view["tags"])
-    tags += _browser_tag(view["source"])
+    shown = [t for t in view["tags"] if not (view["source"] == "browser" and t == "browser")]
+    tags = _browser_tag(view["source"]).strip() + "".join(
+        f"<span class=tag>{escape(str(t))}</span>" for t in shown)
     state = (f"closed {escape(view['closed_at'] or '')}" if view["closed"]
              else "open (still being played)")
     url = view.get("source_url")
@@ -217,10 +236,12 @@ def scorecard(view: dict) -> str:
         who = ("Anyone may watch this public game's replays." if g["public"] else
                "A hidden game: its replays are shown only to the key that played it, when "
                "that key is kept in this browser.")
+        # a game's own Score only when the card played several (else it is the card's)
+        own = _score(g["score"]) if len(view["games"]) > 1 and g["score"] else ""
         games += (f"<h2>game <code>{escape(g['game'])}</code>, version "
                   f"<code>{escape(g['version'])}</code> <span class=muted>"
                   f"{escape(g['state'].lower().replace('_', ' '))}</span></h2>"
-                  f"{_score(g['score'])}<p class=muted>{who}</p>"
+                  f"{own}<p class=muted>{who}</p>"
                   f"<div class=wrap><table data-session='{escape(g['session_id'])}'>"
                   f"<tr><th>level</th><th class=l>outcome</th><th>steps</th><th>optimal</th>"
                   f"<th>deadlocked</th><th></th></tr>{rows}</table></div>")
@@ -238,10 +259,10 @@ def scorecard(view: dict) -> str:
 </div></div>
 <p class=status>step <b id=replay-step>0</b> of <b id=replay-steps>0</b>
 <span id=replay-action class=muted></span></p>
-<p><button id=replay-first type=button>&#x23EE;</button>
-<button id=replay-prev type=button>&#x25C0;</button>
+<p><button id=replay-first type=button>start</button>
+<button id=replay-prev type=button>&larr; step</button>
 <button id=replay-play type=button>play</button>
-<button id=replay-next type=button>&#x25B6;</button>
+<button id=replay-next type=button>step &rarr;</button>
 <input id=replay-slider type=range min=0 max=0 value=0 aria-label=step></p></section>
 <p id=replay-message class=message aria-live=polite></p>"""
     return _page(f"scorecard {view['scorecard_id']}", body, ("board.js", "scorecard.js"))

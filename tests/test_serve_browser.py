@@ -100,7 +100,7 @@ def test_a_browser_run_is_scored_ranked_and_marked_like_any_other(data, tmp_path
         # the page: one table per served game, names linking to their scorecards
         status, page = Api(srv.base).call("GET", "/leaderboard")
         assert status == 200
-        assert page.count("<table>") == 3 and "version <code>p1</code>" in page
+        assert page.count("<table class=board>") == 3 and "version <code>p1</code>" in page
         assert f"/scorecards/{card['scorecard_id']}" in page and f"/scorecards/{other}" in page
         assert "<span class=tag title='played by a person in the browser'>browser</span>" in page
 
