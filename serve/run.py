@@ -150,6 +150,15 @@ def _reserve(host: str, port: int) -> tuple[socket.socket, int]:
         raise StartError("--workers above 1 needs SO_REUSEPORT, which this platform lacks; "
                          "run one worker per port behind a proxy instead")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if port:
+        # SO_REUSEPORT would also let this server share a port another one (of this user)
+        # listens on, splitting its clients between the two: a plain bind first refuses that
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError as e:
+                raise StartError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)

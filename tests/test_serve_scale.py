@@ -82,6 +82,22 @@ def test_a_worker_killed_mid_run_loses_nothing_and_the_score_is_the_uninterrupte
     assert stored == (got["total_actions"],) * 3  # every action once, none lost
 
 
+def test_a_second_server_with_workers_cannot_share_a_port_in_use(data, tmp_path):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    served = Process(data["root"], tmp_path / "a.sqlite", "--workers", "2")
+    try:
+        port = int(served.base.rsplit(":", 1)[1])
+        result = CliRunner().invoke(main, ["serve", "t1", "--datasets", str(data["root"]),
+                                           "--db", str(tmp_path / "b.sqlite"), "--workers", "2",
+                                           "--port", str(port)])
+        assert result.exit_code == 1 and f"cannot listen on 127.0.0.1:{port}" in result.output
+    finally:
+        served.stop()
+
+
 def test_workers_share_the_limits_counted_in_the_store(data, tmp_path):
     served = Process(data["root"], tmp_path / "limits.sqlite", "--workers", "2",
                      "--sessions-per-key", "2")

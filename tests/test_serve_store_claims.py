@@ -220,3 +220,14 @@ def test_a_store_of_the_first_schema_is_migrated_and_its_sessions_go_on(data, tm
         assert [(e["name"], e["scorecard_id"]) for e in board["entries"]] == [("old", "sc-a")]
     finally:
         first.stop()
+
+
+def test_a_session_is_loaded_from_its_stored_snapshot_not_replayed_from_step_0(data, tmp_path):
+    db = tmp_path / "snap.sqlite"
+    with server(data["served"], db) as s:
+        client, _, gid = played(s.base, 3)
+        seen = client.ok("GET", f"/api/sessions/{gid}")
+    with sqlite3.connect(db) as conn:  # a replay of these letters would end elsewhere
+        conn.execute("UPDATE episodes SET actions='UUU' WHERE session_id=? AND idx=0", (gid,))
+    with server(data["served"], db) as s:
+        assert Api(s.base, client.key).ok("GET", f"/api/sessions/{gid}") == seen
