@@ -1,8 +1,9 @@
 """The access log: one JSON line per request, for operators, written off the serving loop.
 
 A middleware notes each answered request (time, method, route template, status, latency,
-bytes, client address, key name) on a queue; a writer thread turns the notes into JSON lines
-and writes them in batches, so the loop never formats or waits for a write. A key itself is
+bytes, client address, key name) as a tuple on a deque; a writer thread wakes a few times a
+second and turns what piled up into JSON lines, written at once, so the loop never formats
+or waits for a write and the thread is not woken per request. A key itself is
 never noted, only the name it is bound to, and paths are the route templates, never raw paths
 (which hold session and scorecard ids).
 """
@@ -10,10 +11,10 @@ never noted, only the name it is bound to, and paths are the route templates, ne
 from __future__ import annotations
 
 import json
-import queue
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,10 +24,8 @@ from aiohttp import web
 
 from serve.web import ARENA, KEY_NAME, client_ip
 
-BATCH = 512  # notes written per write call at most
+FLUSH_SECONDS = 0.2  # how often the writer wakes to write what piled up
 UNMATCHED = "(no route)"
-
-_STOP = object()
 
 
 class AccessLog:
@@ -36,7 +35,8 @@ class AccessLog:
 
     def __init__(self, target: str | Path) -> None:
         self.target = str(target)
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._notes: deque[tuple] = deque()
+        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._stream: IO[str] | None = None
 
@@ -46,18 +46,19 @@ class AccessLog:
             return
         self._stream = (sys.stdout if self.target == "-" else
                         open(self.target, "a", encoding="utf-8", buffering=1 << 16))
+        self._stop.clear()
         self._thread = threading.Thread(target=self._write, name="access-log", daemon=True)
         self._thread.start()
 
     def note(self, at: float, method: str, route: str, status: int, seconds: float, size: int,
              client: str, key_name: str | None) -> None:
-        self._queue.put_nowait((at, method, route, status, seconds, size, client, key_name))
+        self._notes.append((at, method, route, status, seconds, size, client, key_name))
 
     def stop(self) -> None:
-        """Write what is queued, then stop the writer and close the file."""
+        """Write what is noted, then stop the writer and close the file."""
         if self._thread is None:
             return
-        self._queue.put(_STOP)
+        self._stop.set()
         self._thread.join()
         self._thread = None
         if self._stream is not None and self._stream is not sys.stdout:
@@ -65,22 +66,18 @@ class AccessLog:
         self._stream = None
 
     def _write(self) -> None:
-        stream = self._stream
-        assert stream is not None
-        while True:
-            notes = [self._queue.get()]
-            while len(notes) < BATCH:
-                try:
-                    notes.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            stopping = notes[-1] is _STOP
-            lines = [line(n) for n in notes if n is not _STOP]
-            if lines:
-                stream.write("".join(lines))
-                stream.flush()
-            if stopping:
-                return
+        while not self._stop.wait(FLUSH_SECONDS):
+            self._flush()
+        self._flush()
+
+    def _flush(self) -> None:
+        lines = []
+        while self._notes:  # appends may go on meanwhile: popleft takes each note once
+            lines.append(line(self._notes.popleft()))
+        if lines:
+            assert self._stream is not None
+            self._stream.write("".join(lines))
+            self._stream.flush()
 
 
 def line(note: tuple) -> str:
