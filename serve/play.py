@@ -125,6 +125,13 @@ def iso(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
+def attached(card: ScorecardRecord) -> dict:
+    """Where a scorecard was played from and what its client attached, as views show them."""
+    meta = card.meta or {}
+    return {"source": card.source, "tags": meta.get("tags") or [],
+            "source_url": meta.get("source_url"), "opaque": meta.get("opaque")}
+
+
 @dataclass(eq=False)
 class Session(Run):
     """A cached session: the episode core plus what ties it to its stored record.
@@ -563,14 +570,12 @@ class Arena:
                 "total_actions": live["total_actions"], "last_active": iso(s.last_active)}
 
     def _card_view(self, record: ScorecardRecord, games: dict, result: dict | None) -> dict:
-        meta = record.meta or {}
         return {"scorecard_id": record.id, "name": record.name,
                 "version": result["version"] if result else record.version,
                 "opened_at": iso(record.opened), "closed": result is not None,
                 "closed_at": iso(record.closed), "games": games,
                 "score": None if result is None else {k: result[k] for k in SCORE_FIELDS},
-                "source": record.source, "tags": meta.get("tags") or [],
-                "source_url": meta.get("source_url"), "opaque": meta.get("opaque")}
+                **attached(record)}
 
     async def close(self, key: KeyRecord, scorecard_id: str) -> dict:
         """Lock, score and post a scorecard; a second close returns the first result.
@@ -651,11 +656,9 @@ class Arena:
                           "public": bool(entry and entry.public),
                           "score": (card.result or {}).get("games", {}).get(record.game),
                           "episodes": self._outcomes(record.version, rows, False)})
-        meta = card.meta or {}
         return {"scorecard_id": card.id, "name": card.name, "opened_at": iso(card.opened),
                 "closed": card.closed is not None, "closed_at": iso(card.closed),
-                "source": card.source, "tags": meta.get("tags") or [],
-                "source_url": meta.get("source_url"), "games": games,
+                "games": games, **attached(card),
                 "score": None if card.result is None else {k: card.result[k]
                                                            for k in SCORE_FIELDS}}
 
