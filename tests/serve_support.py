@@ -149,10 +149,10 @@ class Api:
 class ServerThread:
     """The aiohttp app on 127.0.0.1 and a free port, in a thread with its own event loop."""
 
-    def __init__(self, arena: Any) -> None:
+    def __init__(self, arena: Any, public: str | None = None, connections: Any = None) -> None:
         from serve.app import build_app
 
-        self.app = build_app(arena)
+        self.app = build_app(arena, public, connections)
         self.arena = arena
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -162,12 +162,13 @@ class ServerThread:
     def _run(self) -> None:
         from aiohttp import web
 
+        from serve.connections import listen
+
         asyncio.set_event_loop(self.loop)
         self.runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         self.loop.run_until_complete(self.runner.setup())
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+        self.site = self.loop.run_until_complete(listen(self.runner, "127.0.0.1", 0))
+        self.base = f"http://127.0.0.1:{self.site.port}"
         self.ready.set()
         self.loop.run_forever()
         self.loop.run_until_complete(self.runner.cleanup())
@@ -184,8 +185,10 @@ class ServerThread:
 
 
 @contextmanager
-def server(served: Any, db: Path, clock: Any = None, **limits: Any):
-    """A running server over ``served`` with store ``db``, limit overrides and maybe a clock."""
+def server(served: Any, db: Path, clock: Any = None, public: str | None = None,
+           connections: Any = None, **limits: Any):
+    """A running server over ``served`` with store ``db``, limit overrides and maybe a clock,
+    a public URL and connection limits."""
     import time
 
     from serve.limits import Limits
@@ -193,7 +196,7 @@ def server(served: Any, db: Path, clock: Any = None, **limits: Any):
     from serve.sqlite_store import SQLiteStore
 
     arena = Arena(served, SQLiteStore(db, "NORMAL"), Limits(**limits), clock=clock or time.time)
-    with ServerThread(arena) as running:
+    with ServerThread(arena, public, connections) as running:
         yield running
 
 
