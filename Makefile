@@ -15,22 +15,30 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export NUMBA_CACHE_DIR := $(CURDIR)/.numba_cache
 
-.PHONY: install postgres browser test lint dataset audit rotate serve bench clean-cache
+.PHONY: install chromium postgres test lint dataset audit rotate serve bench clean-cache
 
-install: $(STAMP) postgres browser
+install: $(STAMP) chromium postgres
 
-# the store's tests run against a real PostgreSQL server: Debian's package, when missing
+# Debian's chromium and chromium-driver, for the headless-browser tests (the audit report's
+# screenshot, the play page driven through chromium-driver): installed only when either is
+# missing (apt-get update once, then install; as root, or through sudo when not root).
+chromium:
+	@{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then as_root=; \
+	  elif command -v sudo >/dev/null 2>&1; then as_root="sudo -n"; \
+	  else echo "chromium is missing and this is not root: apt-get install -y chromium chromium-driver"; exit 1; fi; \
+	  $$as_root apt-get -o DPkg::Lock::Timeout=600 update && \
+	  DEBIAN_FRONTEND=noninteractive $$as_root apt-get -o DPkg::Lock::Timeout=600 install -y chromium chromium-driver; }
+
+# Debian's PostgreSQL server, for the store's tests (they start a throw-away cluster): installed
+# only when missing, the same way.
 postgres:
 	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
-		command -v apt-get >/dev/null || { echo "PostgreSQL is missing: install its server package"; exit 1; }; \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; }
-
-# the play page's test drives Debian's chromium through chromium-driver: installed when missing
-browser:
-	@{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || { \
-		command -v apt-get >/dev/null || { echo "chromium and chromium-driver are missing: install them"; exit 1; }; \
-		apt-get -o DPkg::Lock::Timeout=600 update && DEBIAN_FRONTEND=noninteractive \
-		apt-get -o DPkg::Lock::Timeout=600 install -y chromium chromium-driver; }
+	  if [ "$$(id -u)" = 0 ]; then as_root=; \
+	  elif command -v sudo >/dev/null 2>&1; then as_root="sudo -n"; \
+	  else echo "PostgreSQL is missing and this is not root: apt-get install -y postgresql"; exit 1; fi; \
+	  $$as_root apt-get -o DPkg::Lock::Timeout=600 update && \
+	  DEBIAN_FRONTEND=noninteractive $$as_root apt-get -o DPkg::Lock::Timeout=600 install -y postgresql; }
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "python3.12 not found: install it or set PYTHON312=/path/to/python3.12"; exit 1; }
@@ -65,6 +73,7 @@ bench: install
 	$(PY) benchmarks/build.py
 	$(PY) benchmarks/serve.py
 	$(PY) benchmarks/arc.py
+	$(PY) benchmarks/import_grade.py
 
 clean-cache:
 	rm -rf .numba_cache

@@ -1,7 +1,7 @@
 """Server speed: N concurrent sessions of random actions on loopback, actions/s and latency.
 
 Starts ``sokoforge serve`` as a child process (its own core, its own store file), then drives
-N = 1, 8 and 32 sessions from this process for a fixed time each and prints actions/s and
+N = 1, 8, 32 and 200 sessions from this process for a fixed time each and prints actions/s and
 p50/p99 latency of ``act``. Every action is committed to the store before it is answered.
 
     python benchmarks/serve.py [--version demo] [--seconds 10] [--sync full|normal] [--no-gzip]
@@ -46,6 +46,7 @@ def start_server(root: Path, version: str, db: str, sync: str,
         [sys.executable, "-c", code, "serve", "--datasets", str(root), "--version", version,
          "--db", db, "--port", "0", "--sync", sync, "--sessions-per-key", "1000",
          "--sessions-total", "1000", "--scorecards-per-day", "100000",
+         "--connections-per-address", "1000",  # every session is its own connection
          "--workers", str(workers), *extra],
         stderr=subprocess.PIPE, text=True, cwd=ROOT)
     line = ""
@@ -167,7 +168,7 @@ def main() -> None:
     parser.add_argument("--version", default="demo")
     parser.add_argument("--datasets", default=str(ROOT / "datasets"))
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--sessions", default="1,8,32")
+    parser.add_argument("--sessions", default="1,8,32,200")
     parser.add_argument("--sync", choices=["normal", "full"], default="normal")
     parser.add_argument("--no-gzip", action="store_true")
     parser.add_argument("--workers", default="1",

@@ -6,6 +6,7 @@ ids from the board), so editing one column of one row makes exactly the matching
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,19 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from engine.index import StateSpaceTooLarge
 from engine.levels import Level, LevelError, canonical_id, parse_xsb
 from engine.planner import plan
+from engine.reachable import push_reachable_stats
+from engine.reverse import solvable_set
 from engine.rules import ACTIONS, step
 from engine.solver import solve
-from pipeline.errors import PipelineError
-from pipeline.manifest import read_manifest
+from pipeline.equivalence import EQUIVALENCE_FILE
+from pipeline.errors import InputError, PipelineError
+from pipeline.grade import first_push_traps
+from pipeline.importing import tier_of
+from pipeline.manifest import IMPORTED, read_manifest
+from pipeline.solve import SOLVE_MAX_STATES
 from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet, sha256_file
 
@@ -34,12 +42,15 @@ class Check:
     name: str
     passed: bool
     offenders: tuple[str, ...] = ()
+    skipped: str = ""  # why the promise does not apply to this version (then it passes)
 
     @property
     def status(self) -> str:
-        return "PASS" if self.passed else "FAIL"
+        return "SKIP" if self.skipped else "PASS" if self.passed else "FAIL"
 
     def describe(self, limit: int = _MAX_LISTED) -> str:
+        if self.skipped:
+            return self.skipped
         shown = "; ".join(self.offenders[:limit])
         more = f" (+{len(self.offenders) - limit} more)" if len(self.offenders) > limit else ""
         return shown + more
@@ -54,6 +65,7 @@ class VersionFacts:
     spec: Spec
     table: pl.DataFrame
     levels: list[Level] = field(repr=False)
+    rotation: dict[str, Any] | None = None  # the rotation verdict (equivalence.json), if any
 
 
 @dataclass
@@ -63,6 +75,7 @@ class AuditResult:
     facts: VersionFacts
     checks: list[Check]
     against: VersionFacts | None = None
+    comparison: Comparison | None = None
 
     @property
     def passed(self) -> bool:
@@ -71,6 +84,34 @@ class AuditResult:
     @property
     def failed(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
+
+
+class AuditRefused(InputError):
+    """An audit request that makes no sense as asked (a version against itself)."""
+
+
+@dataclass(frozen=True)
+class TierPair:
+    """A tier of the audited version and the tier of the other one it is compared with."""
+
+    tier: int
+    other_tier: int
+    crates: int
+    levels: int
+    other_levels: int
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What two versions share (tiers with the same crate count, slot by slot) and what not.
+
+    ``slots`` has one row per slot of the audited version, the other version's columns
+    suffixed with its name and empty where it has no such slot.
+    """
+
+    pairs: tuple[TierPair, ...]
+    not_compared: tuple[str, ...]
+    slots: pl.DataFrame
 
 
 def load_version(root: Path, version: str) -> VersionFacts:
@@ -88,13 +129,19 @@ def load_version(root: Path, version: str) -> VersionFacts:
     except LevelError as e:
         raise PipelineError(f"{folder / LEVELS_FILE}: a level does not parse ({e})") from None
     solved_moves, planner_ok, planner_steps, ids = [], [], [], []
+    dead, traps = [], []
     for level, budget in zip(levels, table["max_steps"], strict=True):
-        result = solve(level)
+        # the bound the solve stage and imports searched with: a level they proved must not
+        # read as unsolved here for want of room
+        result = solve(level, max_states=SOLVE_MAX_STATES)
         solved_moves.append(result.moves if result.status == "solved" else None)
         outcome = plan(level, int(budget))
         planner_ok.append(outcome.solved)
         planner_steps.append(outcome.steps)
         ids.append(canonical_id(level))
+        dead_fraction, first_traps = deadlock_facts(level)
+        dead.append(dead_fraction)
+        traps.append(first_traps)
     tiers = table["tier"].to_numpy()
     if "slot" in table.columns:
         slots = table["slot"].to_numpy().astype(np.int64)
@@ -103,7 +150,8 @@ def load_version(root: Path, version: str) -> VersionFacts:
         for t in np.unique(tiers):
             where = np.flatnonzero(tiers == t)
             slots[where] = np.arange(where.size)
-    bands = [spec.tiers[int(t)].band(int(s)) if 0 <= int(t) < len(spec.tiers) else (-1, -1)
+    bands = [(None, None) if is_imported(manifest)
+             else spec.tiers[int(t)].band(int(s)) if 0 <= int(t) < len(spec.tiers) else (-1, -1)
              for t, s in zip(tiers, slots, strict=True)]
     table = table.drop("slot", "band_lo", "band_hi", strict=False).with_columns(
         pl.Series("slot", slots, dtype=pl.Int64),
@@ -113,8 +161,36 @@ def load_version(root: Path, version: str) -> VersionFacts:
         pl.Series("planner_solved", planner_ok, dtype=pl.Boolean),
         pl.Series("planner_steps", planner_steps, dtype=pl.Int64),
         pl.Series("computed_id", ids, dtype=pl.String),
+        pl.Series("audit_dead_fraction", dead, dtype=pl.Float64),
+        pl.Series("audit_first_push_traps", traps, dtype=pl.Int64),
     )
-    return VersionFacts(version, manifest, spec, table, levels)
+    return VersionFacts(version, manifest, spec, table, levels, read_rotation(folder))
+
+
+def read_rotation(folder: Path) -> dict[str, Any] | None:
+    """The verdict a rotation recorded in the version's stages (None for a plain build)."""
+    path = folder / "stages" / EQUIVALENCE_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: not a readable rotation verdict ({e})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a readable rotation verdict")
+    return data
+
+
+def deadlock_facts(level: Level) -> tuple[float | None, int | None]:
+    """Recomputed from the board: the share of reachable states that are dead (no longer
+    solvable), and how many pushes available at the start lead straight into one."""
+    try:
+        sset = solvable_set(level)
+        stats = push_reachable_stats(level, sset)
+    except StateSpaceTooLarge:  # a board too large to enumerate: no figure rather than a guess
+        return None, None
+    fraction = stats.dead / stats.reachable if stats.reachable else 0.0
+    return float(fraction), first_push_traps(level, sset)
 
 
 def _rows(facts: VersionFacts) -> list[dict[str, Any]]:
@@ -249,21 +325,59 @@ def check_unique_ids(facts: VersionFacts, root: Path) -> Check:
                  not bad, tuple(bad))
 
 
+def is_imported(manifest: dict[str, Any]) -> bool:
+    """Whether a version came from level files (``sokoforge import``) rather than a spec."""
+    return manifest.get("seed_source") == IMPORTED
+
+
+def check_board_crates(facts: VersionFacts) -> Check:
+    """Every stored crate count is the board's own and the tier follows from it (an import's
+    tiers come from its boards, not from the spec)."""
+    rows = _rows(facts)
+    bad = [f"level {r['index']}: {level.n_crates} crates on the board, {r['n_crates']} stored"
+           for r, level in zip(rows, facts.levels, strict=True) if r["n_crates"] != level.n_crates]
+    bad += [f"level {r['index']}: tier {r['tier']}, its {level.n_crates} crates give "
+            f"{tier_of(level.n_crates)}" for r, level in zip(rows, facts.levels, strict=True)
+            if r["tier"] != tier_of(level.n_crates)]
+    return Check("stored crate counts match the boards, tier by crate count", not bad,
+                 tuple(bad))
+
+
 def audit(root: Path, version: str, against: str | None = None) -> AuditResult:
-    """Load ``version`` (and ``against``), run every check and return the result."""
+    """Load ``version`` (and ``against``), run every check and return the result.
+
+    An imported version is held to every promise a collection can make; the spec's band,
+    tier and ramp promises are reported as skipped, with the reason.
+    """
+    if against == version:
+        raise AuditRefused(f"cannot audit {version} against itself: --against names another "
+                           "version to compare with")
     facts = load_version(root, version)
+    if is_imported(facts.manifest):
+        spec_checks = [
+            Check("optima inside their slot bands", True,
+                  skipped="an imported collection has no slot bands; its optima are the files'"),
+            check_board_crates(facts),
+            Check("crates per tier as the spec says", True,
+                  skipped="an imported collection's tiers hold whatever levels of each crate "
+                          "count its files have, in file order"),
+            Check("difficulty non-decreasing within each tier", True,
+                  skipped="play order is file order, not a difficulty ramp"),
+        ]
+    else:
+        spec_checks = [check_bands(facts), check_crates(facts), check_difficulty_order(facts)]
     checks = [
         check_manifest(facts, root),
         check_optima(facts),
         check_solutions(facts),
         check_budgets(facts),
-        check_bands(facts),
-        check_crates(facts),
-        check_difficulty_order(facts),
+        *spec_checks,
         check_unique_ids(facts, root),
     ]
-    other = load_version(root, against) if against else None
-    return AuditResult(facts, checks, other)
+    if not against:
+        return AuditResult(facts, checks)
+    other = load_version(root, against)
+    return AuditResult(facts, checks, other, compare_versions(facts, other))
 
 
 def tier_summary(facts: VersionFacts) -> pl.DataFrame:
@@ -287,3 +401,73 @@ def tier_summary(facts: VersionFacts) -> pl.DataFrame:
             "planner solved": f"{int(part['planner_solved'].sum())}/{part.height}",
         })
     return pl.DataFrame(rows)
+
+
+def deadlock_summary(facts: VersionFacts) -> pl.DataFrame:
+    """One row per tier: mean and largest dead fraction of the reachable states, first-push
+    traps in all and per level, and the share of levels with at least one such trap."""
+    rows = []
+    for t, part in facts.table.group_by("tier", maintain_order=True):
+        dead = part["audit_dead_fraction"].drop_nulls()
+        traps = part["audit_first_push_traps"].drop_nulls()
+        rows.append({
+            "tier": int(t[0]),
+            "levels": part.height,
+            "dead fraction mean": round(float(dead.mean()), 3) if dead.len() else None,
+            "dead fraction max": round(float(dead.max()), 3) if dead.len() else None,
+            "first-push traps": int(traps.sum()) if traps.len() else None,
+            "traps per level": round(float(traps.mean()), 2) if traps.len() else None,
+            "levels with a trap": (f"{int((traps > 0).sum())}/{traps.len()} "
+                                   f"({100 * float((traps > 0).mean()):.0f}%)"
+                                   if traps.len() else "boards too large to enumerate"),
+        })
+    return pl.DataFrame(rows)
+
+
+_SLOT_COLUMNS = ("index", "n_crates", "optimal_moves", "optimal_pushes", "max_steps",
+                 "difficulty", "grade", "planner_solved")
+
+
+def compare_versions(a: VersionFacts, b: VersionFacts) -> Comparison:
+    """Pair each tier of ``a`` with the first unpaired tier of ``b`` that has the same crate
+    count, align their slots by number, and say in words what cannot be compared."""
+    free = list(range(len(b.spec.tiers)))
+    pairs, notes = [], []
+    if a.spec.to_dict() != b.spec.to_dict():
+        notes.append(f"{a.name} (game {a.spec.name}) and {b.name} (game {b.spec.name}) have "
+                     "different specs: only tiers with the same crate count are compared, slot "
+                     "by slot, and their slot bands may differ")
+    for t, tier in enumerate(a.spec.tiers):
+        match = next((u for u in free if b.spec.tiers[u].crates == tier.crates), None)
+        if match is None:
+            taken = any(u.crates == tier.crates for u in b.spec.tiers)
+            notes.append(f"tier {t} of {a.name} ({tier.crates} crates): {b.name} has no "
+                         f"{'other ' if taken else ''}tier with {tier.crates} crates; "
+                         "not compared")
+            continue
+        free.remove(match)
+        other = b.spec.tiers[match]
+        pairs.append(TierPair(t, match, tier.crates, tier.levels, other.levels))
+        if other.levels != tier.levels:
+            short, name = ((a.name, b.name) if tier.levels < other.levels
+                           else (b.name, a.name))
+            notes.append(f"tier {t} of {a.name} has {tier.levels} slots, tier {match} of "
+                         f"{b.name} {other.levels}: slots {min(tier.levels, other.levels)}-"
+                         f"{max(tier.levels, other.levels) - 1} of {name} have no counterpart "
+                         f"in {short}")
+    for u in free:
+        crates = b.spec.tiers[u].crates
+        notes.append(f"tier {u} of {b.name} ({crates} crates): no tier of {a.name} left with "
+                     f"{crates} crates; not compared")
+    mapping = pl.DataFrame({"other_tier": [p.other_tier for p in pairs],
+                            "tier": [p.tier for p in pairs]},
+                           schema={"other_tier": pl.Int64, "tier": pl.Int64})
+    left = a.table.select(pl.col("tier").cast(pl.Int64), "slot", *_SLOT_COLUMNS)
+    right = (b.table.select(pl.col("tier").cast(pl.Int64).alias("other_tier"), "slot",
+                            *_SLOT_COLUMNS)
+             .join(mapping, on="other_tier", how="inner"))
+    slots = left.join(right, on=["tier", "slot"], how="left", suffix=f" {b.name}",
+                      maintain_order="left").sort(["tier", "slot"], maintain_order=True)
+    slots = slots.rename({c: f"{c} {a.name}" for c in _SLOT_COLUMNS}).rename(
+        {"other_tier": f"tier {b.name}"})
+    return Comparison(tuple(pairs), tuple(notes), slots)

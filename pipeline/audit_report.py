@@ -10,7 +10,15 @@ import base64
 import html
 import io
 import json
+import os
+import platform
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -19,13 +27,31 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from engine.levels import parse_xsb  # noqa: E402
 from engine.render import render  # noqa: E402
-from pipeline.audit import AuditResult, VersionFacts, tier_summary  # noqa: E402
+from pipeline.audit import (  # noqa: E402
+    AuditResult,
+    Check,
+    Comparison,
+    VersionFacts,
+    deadlock_summary,
+    tier_summary,
+)
 from pipeline.difficulty import load_model  # noqa: E402
-from pipeline.tables import write_text  # noqa: E402
+from pipeline.equivalence import EQUIVALENCE_FILE, Equivalence  # noqa: E402
+from pipeline.reliability import curve, load_pool_curve, wilson_interval  # noqa: E402
 
 _TIER_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02")
 _DPI = 110
+_LIBRARIES = ("numpy", "numba", "ortools", "polars", "pyarrow", "matplotlib")
+# Small levels holding every kind of cell, drawn like the contact sheet for its legend:
+# (name, level, row, column) of the cell that shows each kind.
+_LEGEND_XSB = "######\n#@$. #\n#  * #\n######"
+_LEGEND_CELLS = (("wall", _LEGEND_XSB, 0, 0), ("floor", _LEGEND_XSB, 2, 2),
+                 ("floor, alternate squares", _LEGEND_XSB, 2, 1),
+                 ("player", _LEGEND_XSB, 1, 1), ("crate", _LEGEND_XSB, 1, 2),
+                 ("goal", _LEGEND_XSB, 1, 3), ("crate on a goal", _LEGEND_XSB, 2, 3),
+                 ("player on a goal", "#####\n#+$ #\n#####", 1, 1))
 
 
 def _colour(tier: int) -> str:
@@ -39,7 +65,49 @@ def _png(fig: plt.Figure) -> bytes:
     return buf.getvalue()
 
 
-def plot_optima(facts: VersionFacts, other: VersionFacts | None = None) -> bytes:
+def _grade_lines(ax: plt.Axes, vertical: bool = False) -> None:
+    """The fixed grade cut points as dashed lines, each labelled with its value, and every
+    band between them named (grade 1 easiest to 5) at the plot's edge."""
+    cuts = list(load_model().grade_cuts)
+    edges = [0.0, *cuts, 1.0]
+    line = ax.axvline if vertical else ax.axhline
+    # label positions: along the axis in data units, across it in axes fractions
+    where = ax.get_xaxis_transform() if vertical else ax.get_yaxis_transform()
+    for cut in cuts:
+        line(cut, color="#777777", lw=0.9, ls="--", zorder=0)
+        if vertical:
+            ax.text(cut, 1.01, f"{cut:g}", transform=where, ha="center", va="bottom",
+                    fontsize=7, color="#555555")
+        else:
+            ax.text(1.005, cut, f"{cut:g}", transform=where, ha="left", va="center",
+                    fontsize=7, color="#555555")
+    for g, (lo, hi) in enumerate(zip(edges, edges[1:], strict=False), start=1):
+        mid = (lo + hi) / 2
+        if vertical and hi - lo < 0.1:  # too narrow to name beside its neighbours
+            continue
+        if vertical:
+            ax.text(mid, 0.97, f"g{g}", transform=where, ha="center", va="top", fontsize=8,
+                    color="#444444", fontweight="bold")
+        else:
+            ax.text(1.035, mid, f"grade {g}", transform=where, ha="left", va="center",
+                    fontsize=8, color="#444444", fontweight="bold")
+
+
+def _overlay(ax: plt.Axes, comparison: Comparison | None, a: str, b: str,
+             column: str) -> None:
+    """``b``'s value of ``column`` at each slot ``a`` shares with it, drawn at ``a``'s play
+    position: black crosses joined within a tier, so the two follow the same slots."""
+    if comparison is None:
+        return
+    slots = comparison.slots.filter(pl.col(f"{column} {b}").is_not_null())
+    for i, (_, part) in enumerate(slots.group_by("tier", maintain_order=True)):
+        ax.plot(part[f"index {a}"].to_numpy(), part[f"{column} {b}"].to_numpy(), "x-",
+                color="black", lw=0.8, ms=4, alpha=0.7,
+                label=f"{b}, same tier and slot" if i == 0 else None)
+
+
+def plot_optima(facts: VersionFacts, comparison: Comparison | None = None,
+                other: str = "") -> bytes:
     """Optimal moves against play order, each slot's band drawn as a bar behind its point."""
     t = facts.table
     fig, ax = plt.subplots(figsize=(11, 4.2))
@@ -52,9 +120,7 @@ def plot_optima(facts: VersionFacts, other: VersionFacts | None = None) -> bytes
         ax.scatter(px[ok], py[ok], s=22, color=_colour(tier[0]), label=f"tier {tier[0]}")
         ax.scatter(px[~ok], py[~ok], s=30, facecolors="none", edgecolors=_colour(tier[0]),
                    linewidths=1.4)
-    if other is not None:
-        ax.plot(other.table["index"].to_numpy(), other.table["optimal_moves"].to_numpy(),
-                color="black", lw=1, alpha=0.6, label=other.name)
+    _overlay(ax, comparison, facts.name, other, "optimal_moves")
     ax.set_xlabel("play order (index); hollow = reference planner failed")
     ax.set_ylabel("optimal moves")
     ax.set_title(f"{facts.name}: optimal moves and slot bands")
@@ -63,21 +129,19 @@ def plot_optima(facts: VersionFacts, other: VersionFacts | None = None) -> bytes
     return _png(fig)
 
 
-def plot_difficulty(facts: VersionFacts, other: VersionFacts | None = None) -> bytes:
-    """Difficulty against play order with the fixed grade cut points as horizontal lines."""
+def plot_difficulty(facts: VersionFacts, comparison: Comparison | None = None,
+                    other: str = "") -> bytes:
+    """Difficulty against play order with the fixed grade cut points as labelled lines."""
     t = facts.table
     fig, ax = plt.subplots(figsize=(11, 4.2))
-    for cut in load_model().grade_cuts:
-        ax.axhline(cut, color="#999999", lw=0.8, ls="--")
+    ax.set_ylim(-0.02, 1.02)
+    _grade_lines(ax)
     for tier, part in t.group_by("tier", maintain_order=True):
         ax.plot(part["index"].to_numpy(), part["difficulty"].to_numpy(), "o-", ms=4,
                 color=_colour(tier[0]), label=f"tier {tier[0]}")
-    if other is not None:
-        ax.plot(other.table["index"].to_numpy(), other.table["difficulty"].to_numpy(),
-                color="black", lw=1, alpha=0.6, label=other.name)
+    _overlay(ax, comparison, facts.name, other, "difficulty")
     ax.set_xlabel("play order (index); dashed lines: grade cut points")
     ax.set_ylabel("difficulty (P planner fails)")
-    ax.set_ylim(-0.02, 1.02)
     ax.set_title(f"{facts.name}: difficulty along the ramp")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=9, ncol=3)
@@ -94,12 +158,128 @@ def plot_histograms(facts: VersionFacts) -> bytes:
                           color=_colour(tier[0]))
         axes[0, col].set_title(f"tier {tier[0]} ({part.height} levels)")
         axes[0, col].set_xlabel("optimal moves")
-        axes[1, col].hist(part["difficulty"].to_numpy(), bins=np.linspace(0, 1, 11),
+        axes[1, col].hist(part["difficulty"].to_numpy(), bins=np.linspace(0, 1, 21),
                           color=_colour(tier[0]))
-        axes[1, col].set_xlabel("difficulty")
+        axes[1, col].set_xlim(0, 1)
+        _grade_lines(axes[1, col], vertical=True)
+        axes[1, col].set_xlabel("difficulty (dashed: grade cut points)")
     axes[0, 0].set_ylabel("levels")
     axes[1, 0].set_ylabel("levels")
     fig.tight_layout()
+    return _png(fig)
+
+
+def plot_pushes_and_slack(facts: VersionFacts) -> bytes:
+    """Per tier: optimal pushes, the budget's slack over the optimum (max_steps minus optimal
+    moves), and the slack the reference planner left when it solved (max_steps minus its steps)."""
+    t = facts.table
+    tiers = sorted(set(t["tier"].to_list()))
+    solved = t.filter(pl.col("planner_solved"))
+    panels = (
+        ("optimal pushes", [t.filter(pl.col("tier") == k)["optimal_pushes"] for k in tiers]),
+        ("budget slack: max_steps - optimal moves",
+         [t.filter(pl.col("tier") == k).select(pl.col("max_steps").cast(pl.Int64)
+                                                - pl.col("optimal_moves"))
+          .to_series() for k in tiers]),
+        ("planner slack: max_steps - planner steps (solved levels)",
+         [solved.filter(pl.col("tier") == k).select(pl.col("max_steps").cast(pl.Int64)
+                                                     - pl.col("planner_steps"))
+          .to_series() for k in tiers]),
+    )
+    fig, axes = plt.subplots(1, 3, figsize=(12.5, 3.8))
+    rng = np.random.default_rng(0)  # jitter only: the same report for the same version
+    for ax, (title, series) in zip(axes, panels, strict=True):
+        data = [s.to_numpy().astype(float) for s in series]
+        shown = [d if d.size else np.array([np.nan]) for d in data]
+        ax.boxplot(shown, positions=range(len(tiers)), widths=0.55, showfliers=False,
+                   medianprops={"color": "black"})
+        for i, (k, d) in enumerate(zip(tiers, data, strict=True)):
+            ax.scatter(i + rng.uniform(-0.18, 0.18, d.size), d, s=9, alpha=0.65,
+                       color=_colour(k), zorder=3)
+        ax.set_xticks(range(len(tiers)), [f"tier {k}\n(n={d.size})" for k, d in
+                                          zip(tiers, data, strict=True)])
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("pushes")
+    axes[1].set_ylabel("steps")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def version_curve(facts: VersionFacts) -> dict[str, Any]:
+    """The version's reliability curve: its stored difficulty against the planner's outcome
+    in this audit, by decile."""
+    return curve(facts.table["difficulty"].to_numpy(), ~facts.table["planner_solved"].to_numpy())
+
+
+def plot_calibration(facts: VersionFacts, mine: dict[str, Any],
+                     pool: dict[str, Any] | None) -> bytes:
+    """Predicted difficulty against the reference planner's observed failure rate, by decile,
+    for the version and for the model's held-out calibration pool, with grade cut lines."""
+    fig, ax = plt.subplots(figsize=(7.2, 6))
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.02, 1.02)
+    _grade_lines(ax, vertical=True)
+    ax.plot([0, 1], [0, 1], color="#aaaaaa", lw=1, label="perfect calibration")
+    if pool is not None:
+        x = [b["predicted_mean"] for b in pool["bins"]]
+        y = [b["observed_failure_rate"] for b in pool["bins"]]
+        ax.plot(x, y, "s-", color="#555555", ms=5,
+                label=f"calibration pool (held out, {pool['levels']} levels): "
+                      f"Brier {pool['brier']:.3f}")
+    x = np.array([b["predicted_mean"] for b in mine["bins"]])
+    y = np.array([b["observed_failure_rate"] for b in mine["bins"]])
+    lo, hi = np.array([wilson_interval(b["failures"], b["levels"]) for b in mine["bins"]]).T
+    ax.errorbar(x, y, yerr=[y - lo, hi - y], fmt="o-", color="#c62828", ms=6, lw=1.2,
+                capsize=3, zorder=3,
+                label=f"{facts.name} ({mine['levels']} levels, 95% intervals): "
+                      f"Brier {mine['brier']:.3f}")
+    ax.set_xlabel("predicted difficulty (decile mean)")
+    ax.set_ylabel("observed failure rate of the reference planner")
+    ax.set_title(f"{facts.name}: calibration of the difficulty model", pad=16)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8, bbox_to_anchor=(0.0, 0.93))
+    return _png(fig)
+
+
+def colour_legend(facts: VersionFacts, scale: int = 4) -> bytes:
+    """What each colour of the contact sheet means: every kind of cell cut from small levels
+    drawn the same way, then the label colour of each tier."""
+    cells: list[tuple[str, np.ndarray]] = []
+    for name, xsb, r, col in _LEGEND_CELLS:
+        level = parse_xsb(xsb)
+        c = 64 // max(level.height, level.width)
+        top, left = (64 - level.height * c) // 2, (64 - level.width * c) // 2
+        tile = render(level)[top + r * c: top + (r + 1) * c, left + col * c: left + (col + 1) * c]
+        if not any(np.array_equal(tile, seen) for _, seen in cells):  # e.g. no checker
+            cells.append((name, tile))
+    tiers = sorted(set(facts.table["tier"].to_list()))
+    per_row = 4
+    rows = -(-len(cells) // per_row) + 2
+    width, height = 11.0, 0.45 * rows + 0.2
+    fig = plt.figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.axis("off")
+    side = 0.34  # inches: square swatches whatever the figure's proportions
+    dx, dy = side * per_row / width, side * rows / height
+    for i, (name, tile) in enumerate(cells):
+        x, y = i % per_row, i // per_row
+        big = np.kron(tile, np.ones((scale, scale, 1), dtype=np.uint8))
+        y0 = y + (1 - dy) / 2
+        ax.imshow(big, extent=(x + 0.02, x + 0.02 + dx, y0 + dy, y0), interpolation="nearest",
+                  aspect="auto")
+        ax.add_patch(plt.Rectangle((x + 0.02, y0), dx, dy, fill=False, lw=0.8,
+                                   edgecolor="#555555"))
+        ax.text(x + 0.06 + dx, y + 0.5, name, va="center", fontsize=10)
+    y = rows - 2
+    ax.text(0.02, y + 0.5, "label colour of each tier:", va="center", fontsize=10)
+    for j, k in enumerate(tiers):
+        ax.text(0.9 + 0.4 * j, y + 0.5, f"tier {k}", va="center", fontsize=10,
+                fontweight="bold", color=_colour(k))
+    ax.text(0.02, y + 1.5, "label of a level: #index, opt = optimal moves, g = grade; "
+            "x = the reference planner failed it", va="center", fontsize=10)
+    ax.set_xlim(0, per_row)  # imshow moved the limits to its pictures
+    ax.set_ylim(rows, 0)
     return _png(fig)
 
 
@@ -143,22 +323,26 @@ def _md_table(df: pl.DataFrame) -> str:
 
 
 def _cell(v: object) -> str:
-    if isinstance(v, float):
-        return f"{v:.3f}".rstrip("0").rstrip(".") if v != int(v) else str(int(v))
     if isinstance(v, bool):
         return "yes" if v else "no"
+    if isinstance(v, float):
+        if v != v:  # NaN: nothing to show
+            return ""
+        return f"{v:.3f}".rstrip("0").rstrip(".") if v != int(v) else str(int(v))
     return "" if v is None else str(v)
 
 
 def comparison_tiers(result: AuditResult) -> pl.DataFrame:
-    """Per tier, both versions side by side: optimum, difficulty, grades, planner solved."""
-    a, b = result.facts, result.against
-    assert b is not None
+    """Per pair of compared tiers: both versions' sizes, optimum, difficulty, planner solved."""
+    a, b, comparison = result.facts, result.against, result.comparison
+    assert b is not None and comparison is not None
     rows = []
-    for t in sorted(set(a.table["tier"].to_list()) | set(b.table["tier"].to_list())):
-        pa_, pb = a.table.filter(pl.col("tier") == t), b.table.filter(pl.col("tier") == t)
+    for p in comparison.pairs:
+        pa_ = a.table.filter(pl.col("tier") == p.tier)
+        pb = b.table.filter(pl.col("tier") == p.other_tier)
         rows.append({
-            "tier": t, f"levels {a.name}": pa_.height, f"levels {b.name}": pb.height,
+            "tier": p.tier, f"tier {b.name}": p.other_tier, "crates": p.crates,
+            f"levels {a.name}": pa_.height, f"levels {b.name}": pb.height,
             f"opt mean {a.name}": _mean(pa_["optimal_moves"]),
             f"opt mean {b.name}": _mean(pb["optimal_moves"]),
             f"difficulty mean {a.name}": _mean(pa_["difficulty"]),
@@ -166,40 +350,115 @@ def comparison_tiers(result: AuditResult) -> pl.DataFrame:
             f"planner {a.name}": f"{int(pa_['planner_solved'].sum())}/{pa_.height}",
             f"planner {b.name}": f"{int(pb['planner_solved'].sum())}/{pb.height}",
         })
+    if not rows:
+        return pl.DataFrame({"tier": []})
     return pl.DataFrame(rows)
 
 
-def _mean(s: pl.Series) -> float:
-    return round(float(s.mean()), 3) if s.len() else float("nan")
+def _mean(s: pl.Series) -> float | None:
+    return round(float(s.mean()), 3) if s.len() else None
 
 
 def comparison_slots(result: AuditResult) -> pl.DataFrame:
     """Slot by slot (tier, slot): both versions' optimum, difficulty, grade, planner outcome."""
-    a, b = result.facts, result.against
-    assert b is not None
-    cols = ["tier", "slot", "index", "n_crates", "optimal_moves", "difficulty", "grade",
-            "planner_solved"]
-    left = a.table.select(cols)
-    right = b.table.select(cols)
-    joined = left.join(right, on=["tier", "slot"], how="full", suffix=f" {b.name}",
-                       coalesce=True, maintain_order="left_right")
-    joined = joined.sort(["tier", "slot"], maintain_order=True)
-    return joined.rename({c: f"{c} {a.name}" for c in cols[2:]}).with_columns(
+    a, b, comparison = result.facts, result.against, result.comparison
+    assert b is not None and comparison is not None
+    cols = ["tier", "slot", f"tier {b.name}"] + [
+        f"{c} {n}" for c in ("index", "optimal_moves", "difficulty", "grade", "planner_solved")
+        for n in (a.name, b.name)]
+    return comparison.slots.select(cols).with_columns(
         pl.col(f"difficulty {a.name}").round(3), pl.col(f"difficulty {b.name}").round(3))
+
+
+def _bins_table(bins: list[dict[str, Any]]) -> pl.DataFrame:
+    return pl.DataFrame([{"bin": b["bin"], "levels": b["levels"],
+                          "predicted": b["predicted_mean"],
+                          "failed": b["observed_failure_rate"]} for b in bins])
+
+
+def _versions_of(packages: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in packages.items())
+
+
+def _installed(name: str) -> str:
+    try:
+        return package_version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def version_metadata(facts: VersionFacts, audited_at: datetime) -> list[tuple[str, str]]:
+    """What the version is and what audited it, as (field, value) rows."""
+    m = facts.manifest
+    generator = m.get("generator", {})
+    spec = facts.spec
+    commitment = (m.get("seed_commitment") or {}).get("sha256")
+    if m.get("seed_source") == "public":
+        seed = f"public: {m.get('public_seed', 'given at build time')}"
+    elif commitment:
+        seed = f"secret: only its salted sha256 commitment {commitment[:16]}... is published"
+    else:  # an imported collection: its source files stand where a seed would
+        files = ", ".join(f"{s.get('name')} ({str(s.get('sha256'))[:12]}...)"
+                          for s in m.get("sources", []))
+        seed = f"none ({m.get('seed_source')}); sources: {files or 'not recorded'}"
+    tiers = "; ".join(f"tier {t}: {tier.levels} x {tier.crates} crate(s), bands "
+                      f"{tier.band_start[0]}-{tier.band_start[1]} to "
+                      f"{tier.band_end[0]}-{tier.band_end[1]}"
+                      for t, tier in enumerate(spec.tiers))
+    built = {"sokoforge": generator.get("package_version", "not recorded"),
+             **generator.get("libraries", {})}
+    audited = {"sokoforge": _installed("sokoforge"),
+               **{name: _installed(name) for name in _LIBRARIES}}
+    budget = f"step budget max({spec.budget_floor}, {spec.budget_multiple} x optimal moves)"
+    if commitment or m.get("seed_source") == "public":
+        game = (f"{spec.name}, {spec.height}x{spec.width}, {spec.n_levels} levels, method "
+                f"{spec.method}, {budget}; {tiers}")
+    else:
+        game = (f"levels from files; {budget} (the rule of spec {spec.name}); tiers are the "
+                "levels of each crate count")
+    model = load_model()
+    return [
+        ("version", facts.name),
+        ("created", m.get("created", "not recorded")),
+        ("spec", game),
+        ("seed", seed),
+        ("rotated from", m.get("rotated_from") or "none (a fresh build)"),
+        ("levels.parquet sha256", m["files"]["levels.parquet"]["sha256"]),
+        ("built with", _versions_of(built)),
+        ("audited with", f"{_versions_of(audited)}; Python {platform.python_version()}"),
+        ("difficulty model", f"fitted {model.info.get('fit_date', '?')}, grade cut points "
+                             f"{list(model.grade_cuts)}"),
+        ("audit time", audited_at.strftime("%Y-%m-%d %H:%M:%S UTC")),
+    ]
 
 
 class Report:
     """All pieces of one audit report, rendered as Markdown, HTML and a terminal summary."""
 
-    def __init__(self, result: AuditResult) -> None:
+    def __init__(self, result: AuditResult, audited_at: datetime | None = None) -> None:
         self.result = result
-        facts, other = result.facts, result.against
+        self.audited_at = audited_at or datetime.now(UTC)
+        facts, other, comparison = result.facts, result.against, result.comparison
+        other_name = other.name if other is not None else ""
         self.tiers = tier_summary(facts)
+        self.deadlocks = deadlock_summary(facts)
+        self.metadata = version_metadata(facts, self.audited_at)
+        self.rotation = (Equivalence.from_dict(facts.rotation)
+                         if facts.rotation is not None else None)
+        self.curve = version_curve(facts)
+        self.pool_curve = load_pool_curve()
         self.images = {
-            "optima.png": ("Optimal moves against play order", plot_optima(facts, other)),
-            "difficulty.png": ("Difficulty against play order", plot_difficulty(facts, other)),
+            "optima.png": ("Optimal moves against play order",
+                           plot_optima(facts, comparison, other_name)),
+            "difficulty.png": ("Difficulty against play order",
+                               plot_difficulty(facts, comparison, other_name)),
+            "calibration.png": ("Calibration: predicted difficulty against planner failures",
+                                plot_calibration(facts, self.curve, self.pool_curve)),
             "histograms.png": ("Per-tier histograms", plot_histograms(facts)),
+            "pushes_slack.png": ("Pushes and budget slack per tier",
+                                 plot_pushes_and_slack(facts)),
             "contact_sheet.png": ("Contact sheet", contact_sheet(facts)),
+            "legend.png": ("Legend of the contact sheet", colour_legend(facts)),
         }
         if other is not None:
             self.images["against_contact_sheet.png"] = (f"Contact sheet of {other.name}",
@@ -214,8 +473,14 @@ class Report:
         r = self.result
         solved = int(r.facts.table["planner_solved"].sum())
         verdict = "all checks pass" if r.passed else f"{len(r.failed)} check(s) FAIL"
-        return (f"{r.facts.table.height} levels, game {r.facts.spec.name}; "
-                f"reference planner solves {solved}/{r.facts.table.height}; {verdict}")
+        rotation = ""
+        if self.rotation is not None:
+            rotation = ("; rotation from " + self.rotation.prev + " "
+                        + ("accepted" if self.rotation.accepted else "REFUSED"))
+        game = r.facts.manifest.get("game") or r.facts.spec.name
+        return (f"{r.facts.table.height} levels, game {game}; "
+                f"reference planner solves {solved}/{r.facts.table.height}; {verdict}"
+                f"{rotation}")
 
     def _model_note(self) -> str:
         model = load_model()
@@ -227,51 +492,148 @@ class Report:
                 f"length alone {held.get('auc_optimal_moves', '?')}); grade cut points "
                 f"{list(model.grade_cuts)}")
 
+    def calibration_lines(self) -> list[str]:
+        """The Brier scores of the version and of the calibration pool, in words."""
+        c = self.curve
+        lines = [f"{self.result.facts.name}: Brier score {c['brier']:.4f} over {c['levels']} "
+                 f"levels ({c['failures']} planner failures; predicting the base rate for every "
+                 f"level would score {c['brier_base_rate']:.4f}); lower is better"]
+        pool = self.pool_curve
+        fitted = load_model().info.get("fit_date")
+        if pool is None:
+            lines.append("calibration pool: no stored curve (run scripts/pool_curve.py)")
+        elif pool.get("model_fit_date") != fitted:
+            lines.append(f"calibration pool: the stored curve belongs to the model fitted "
+                         f"{pool.get('model_fit_date')}, not to this one ({fitted}); run "
+                         "scripts/pool_curve.py")
+        else:
+            lines.append(f"calibration pool (held out, seed {pool['pool']['seed']}, "
+                         f"{pool['levels']} levels, {pool['failures']} planner failures): "
+                         f"Brier score {pool['brier']:.4f} (base rate "
+                         f"{pool['brier_base_rate']:.4f}); model fitted "
+                         f"{pool.get('model_fit_date', '?')}")
+        return lines
+
+    def calibration_tables(self) -> list[tuple[str, pl.DataFrame]]:
+        """Bin by bin (deciles of predicted difficulty, fewer bins below 10 levels): the mean
+        prediction and the observed failure rate, of the version and of the pool."""
+        out = [(self.result.facts.name, _bins_table(self.curve["bins"]))]
+        if self.pool_curve is not None:
+            out.append(("calibration pool", _bins_table(self.pool_curve["bins"])))
+        return out
+
+    def rotation_table(self) -> pl.DataFrame:
+        """The rotation verdict's tier figures, as the rotate command printed them."""
+        e = self.rotation
+        assert e is not None
+        return pl.DataFrame([{
+            "tier": t["tier"], "levels": t["levels"],
+            f"opt mean {e.prev}": round(t["prev_mean_optimum"], 2),
+            f"opt mean {e.new}": round(t["new_mean_optimum"], 2),
+            f"difficulty mean {e.prev}": round(t["prev_mean_difficulty"], 4),
+            f"difficulty mean {e.new}": round(t["new_mean_difficulty"], 4),
+            f"planner {e.prev}": f"{t['prev_planner_solved']}/{t['levels']}",
+            f"planner {e.new}": f"{t['new_planner_solved']}/{t['levels']}",
+        } for t in e.tiers])
+
     def markdown(self) -> str:
         r = self.result
         out = [f"# {self._title()}", "", self._headline(), "", self._model_note(), "",
-               "## Tiers", "",
-               _md_table(self.tiers), "", "## Checks", ""]
+               "## Version", "", "| field | value |", "| --- | --- |"]
+        out += [f"| {k} | {v} |" for k, v in self.metadata]
+        if self.rotation is not None:
+            lines = self.rotation.lines()
+            out += ["", "## Rotation verdict", "", lines[0], "", _md_table(self.rotation_table()),
+                    "", *[f"- {line}" for line in lines[-2:]]]
+        out += ["", "## Checks", ""]
         for c in r.checks:
-            out.append(f"- **{c.status}** {c.name}" + (f": {c.describe(50)}" if not c.passed
+            out.append(f"- **{c.status}** {c.name}" + (f": {c.describe(50)}" if _detail(c)
                                                         else ""))
-        if r.against is not None:
+        out += ["", "## Tiers", "", _md_table(self.tiers), "",
+                "## Deadlocks", "", _DEADLOCK_NOTE, "", _md_table(self.deadlocks), "",
+                "## Calibration", "", *[f"- {line}" for line in self.calibration_lines()]]
+        for name, table in self.calibration_tables():
+            out += ["", f"{name}, by bin of predicted difficulty:", "", _md_table(table)]
+        if r.against is not None and r.comparison is not None:
             out += ["", f"## {r.facts.name} against {r.against.name}", "",
-                    _md_table(comparison_tiers(r)), "", "### Slot by slot", "",
-                    _md_table(comparison_slots(r))]
+                    _md_table(comparison_tiers(r)), ""]
+            out += [f"- {note}" for note in r.comparison.not_compared] or [
+                "- every tier and slot compared"]
+            out += ["", "### Slot by slot", "", _md_table(comparison_slots(r))]
         out += ["", "## Plots", ""]
         for name, (caption, _) in self.images.items():
             out += [f"### {caption}", "", f"![{caption}]({name})", ""]
+            if name == "legend.png":
+                out += [_LEGEND_NOTE, ""]
         return "\n".join(out) + "\n"
 
     def html(self) -> str:
         r = self.result
-        parts = [f"<h1>{html.escape(self._title())}</h1>",
-                 f"<p class='head'>{html.escape(self._headline())}</p>",
-                 f"<p>{html.escape(self._model_note())}</p>",
-                 "<h2>Tiers</h2>", _html_table(self.tiers), "<h2>Checks</h2><ul>"]
-        for c in r.checks:
-            detail = f": {html.escape(c.describe(50))}" if not c.passed else ""
-            parts.append(f"<li><b class='{c.status.lower()}'>{c.status}</b> "
-                         f"{html.escape(c.name)}{detail}</li>")
-        parts.append("</ul>")
-        if r.against is not None:
-            parts += [f"<h2>{html.escape(r.facts.name)} against {html.escape(r.against.name)}"
-                      "</h2>", _html_table(comparison_tiers(r))]
-        for name, (caption, png) in self.images.items():
-            data = base64.b64encode(png).decode("ascii")
-            parts.append(f"<h2>{html.escape(caption)}</h2>"
-                         f"<img alt='{html.escape(name)}' src='data:image/png;base64,{data}'>")
-        if r.against is not None:
-            parts += ["<h2>Slot by slot</h2>", _html_table(comparison_slots(r))]
-        style = ("body{font-family:sans-serif;max-width:1400px;margin:1em auto;padding:0 1em}"
-                 "table{border-collapse:collapse;font-size:13px}"
-                 "td,th{border:1px solid #bbb;padding:3px 7px;text-align:right}"
-                 "th{background:#eee}img{max-width:100%;display:block;margin:0.5em 0}"
-                 ".pass{color:#1a7f37}.fail{color:#c62828}.head{font-size:15px}")
+        imgs = {name: (caption, base64.b64encode(png).decode("ascii"))
+                for name, (caption, png) in self.images.items()}
+
+        def figure(name: str, note: str = "") -> str:
+            caption, data = imgs[name]
+            return (f"<figure><img alt='{html.escape(caption)}' "
+                    f"src='data:image/png;base64,{data}'>"
+                    + (f"<figcaption>{html.escape(note)}</figcaption>" if note else "")
+                    + "</figure>")
+
+        sections: list[tuple[str, str, str]] = []  # (anchor, heading, body)
+        meta = "".join(f"<tr><th>{html.escape(k)}</th><td class='l'>{html.escape(v)}</td></tr>"
+                       for k, v in self.metadata)
+        sections.append(("version", "Version", f"<table class='meta'>{meta}</table>"))
+        if self.rotation is not None:
+            lines = self.rotation.lines()
+            cls = "pass" if self.rotation.accepted else "fail"
+            body = (f"<p><b class='{cls}'>{html.escape(lines[0])}</b></p>"
+                    + _html_table(self.rotation_table())
+                    + "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines[-2:])
+                    + "</ul>")
+            sections.append(("rotation", "Rotation verdict", body))
+        checks = "".join(
+            f"<li><b class='{c.status.lower()}'>{c.status}</b> {html.escape(c.name)}"
+            + (f": {html.escape(c.describe(50))}" if _detail(c) else "") + "</li>"
+            for c in r.checks)
+        sections.append(("checks", "Checks", f"<ul>{checks}</ul>"))
+        sections.append(("tiers", "Tiers", _html_table(self.tiers)))
+        sections.append(("deadlocks", "Deadlocks",
+                         f"<p>{html.escape(_DEADLOCK_NOTE)}</p>" + _html_table(self.deadlocks)))
+        calibration = ("<div class='row'>" + figure("calibration.png") + "<div>"
+                       + "<ul>" + "".join(f"<li>{html.escape(x)}</li>"
+                                          for x in self.calibration_lines()) + "</ul>"
+                       + "<div class='row'>" + "".join(
+                           f"<div><p class='note'>{html.escape(name)}, by bin of predicted "
+                           f"difficulty</p>{_html_table(table)}</div>"
+                           for name, table in self.calibration_tables())
+                       + "</div></div></div>")
+        sections.append(("calibration", "Calibration", calibration))
+        if r.against is not None and r.comparison is not None:
+            notes = r.comparison.not_compared or ("every tier and slot compared",)
+            body = (_html_table(comparison_tiers(r)) + "<ul class='notes'>"
+                    + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+            sections.append(("against", f"{r.facts.name} against {r.against.name}", body))
+        sections.append(("plots", "Along the ramp",
+                         figure("optima.png") + figure("difficulty.png")))
+        sections.append(("distributions", "Distributions per tier",
+                         figure("histograms.png") + figure("pushes_slack.png")))
+        sheet = figure("legend.png", _LEGEND_NOTE) + figure("contact_sheet.png")
+        sections.append(("sheet", "Contact sheet", sheet))
+        if "against_contact_sheet.png" in imgs:
+            sections.append(("sheet-against", imgs["against_contact_sheet.png"][0],
+                             figure("against_contact_sheet.png")))
+        if r.against is not None and r.comparison is not None:
+            sections.append(("slots", "Slot by slot", _html_table(comparison_slots(r))))
+        nav = " &middot; ".join(f"<a href='#{a}'>{html.escape(h)}</a>" for a, h, _ in sections)
+        body = "".join(f"<section id='{a}'><h2>{html.escape(h)}</h2>{b}</section>"
+                       for a, h, b in sections)
+        head = (f"<h1>{html.escape(self._title())}</h1>"
+                f"<p class='head {'pass' if r.passed else 'fail'}'>"
+                f"{html.escape(self._headline())}</p>"
+                f"<p class='note'>{html.escape(self._model_note())}</p><nav>{nav}</nav>")
         return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-                f"<title>{html.escape(self._title())}</title><style>{style}</style></head>"
-                f"<body>{''.join(parts)}</body></html>\n")
+                f"<title>{html.escape(self._title())}</title><style>{_STYLE}</style></head>"
+                f"<body>{head}{body}</body></html>\n")
 
     def summary(self) -> str:
         r = self.result
@@ -279,12 +641,14 @@ class Report:
         cols = ["tier", "levels", "crates", "opt min", "opt median", "opt max", "difficulty mean",
                 "grades 1-5", "planner solved"]
         lines += _text_table(self.tiers.select(cols))
-        if r.against is not None:
+        if r.against is not None and r.comparison is not None:
             lines += ["", f"against {r.against.name}:"]
-            lines += _text_table(comparison_tiers(r))
-        lines.append("")
+            if r.comparison.pairs:
+                lines += _text_table(comparison_tiers(r))
+            lines += [f"- {note}" for note in r.comparison.not_compared]
+        lines += ["", *self.calibration_lines(), ""]
         for c in r.checks:
-            lines.append(f"{c.status}  {c.name}" + (f": {c.describe(4)}" if not c.passed else ""))
+            lines.append(f"{c.status}  {c.name}" + (f": {c.describe(4)}" if _detail(c) else ""))
         return "\n".join(lines)
 
     def checks_json(self) -> str:
@@ -294,22 +658,81 @@ class Report:
             "version": r.facts.name,
             "against": r.against.name if r.against else None,
             "passed": r.passed,
-            "checks": [{"name": c.name, "passed": c.passed, "offenders": list(c.offenders)}
-                       for c in r.checks],
+            "checks": [{"name": c.name, "passed": c.passed, "offenders": list(c.offenders),
+                        "skipped": c.skipped or None} for c in r.checks],
         }, indent=2) + "\n"
 
+    def files(self) -> dict[str, bytes]:
+        """Every file of the report by name: the PNGs, report.md, report.html, checks.json,
+        and the rotation verdict (equivalence.json) of a rotated version."""
+        out = {name: png for name, (_, png) in self.images.items()}
+        out["report.md"] = self.markdown().encode("utf-8")
+        out["report.html"] = self.html().encode("utf-8")
+        out["checks.json"] = self.checks_json().encode("utf-8")
+        if self.result.facts.rotation is not None:
+            out[EQUIVALENCE_FILE] = (json.dumps(self.result.facts.rotation, indent=2)
+                                     + "\n").encode("utf-8")
+        return out
+
     def write(self, folder: Path) -> list[Path]:
-        """Write report.md, its PNGs, report.html and checks.json into ``folder``."""
-        folder.mkdir(parents=True, exist_ok=True)
-        written = []
-        for name, (_, png) in self.images.items():
-            (folder / name).write_bytes(png)
-            written.append(folder / name)
-        for name, text in (("report.md", self.markdown()), ("report.html", self.html()),
-                           ("checks.json", self.checks_json())):
-            write_text(text, folder / name)
-            written.append(folder / name)
-        return written
+        """Write the report into a fresh folder beside ``folder``, then swap it in: a report
+        that fails half-way leaves the previous one whole."""
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        fresh = Path(tempfile.mkdtemp(prefix=f".{folder.name}-new-", dir=folder.parent))
+        try:
+            for name, data in self.files().items():
+                (fresh / name).write_bytes(data)
+            os.chmod(fresh, 0o755)
+            swap_in(fresh, folder)
+        except BaseException:
+            shutil.rmtree(fresh, ignore_errors=True)
+            raise
+        return [folder / name for name in sorted(os.listdir(folder))]
+
+
+def swap_in(fresh: Path, folder: Path) -> None:
+    """Replace ``folder`` (if any) by ``fresh`` with two renames; the old one is then removed.
+
+    Between the renames there is no ``folder`` at all, never one mixing old and new files;
+    if the second rename fails the old folder is put back.
+    """
+    if not folder.exists():
+        os.rename(fresh, folder)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{folder.name}-old-", dir=folder.parent))
+    os.rmdir(old)  # a free name to move the old report to
+    os.rename(folder, old)
+    try:
+        os.rename(fresh, folder)
+    except BaseException:
+        os.rename(old, folder)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+_DEADLOCK_NOTE = ("Recomputed from each board: dead fraction = share of the states reachable "
+                  "from the start from which the level can no longer be solved; a first-push "
+                  "trap = a push available at the start that leads straight into such a state.")
+_LEGEND_NOTE = ("Each kind of cell as the contact sheet below draws it (the agent's view), "
+                "and the colours of the level labels.")
+_STYLE = ("body{font-family:sans-serif;max-width:1400px;margin:1em auto;padding:0 1em;"
+          "color:#222}h1{margin-bottom:0.2em}h2{border-bottom:1px solid #ccc;"
+          "padding-bottom:2px;margin-top:1.4em}"
+          "table{border-collapse:collapse;font-size:13px;margin:0.4em 0}"
+          "td,th{border:1px solid #bbb;padding:3px 7px;text-align:right}"
+          "th{background:#eee}td.l{text-align:left}table.meta th{text-align:left}"
+          "img{max-width:100%;display:block;margin:0.5em 0}figure{margin:0.6em 0}"
+          "figcaption{font-size:13px;color:#555}"
+          ".row{display:flex;gap:1.5em;align-items:flex-start;flex-wrap:wrap}"
+          ".row figure{flex:0 1 640px}.row>div{flex:1 1 420px}"
+          ".pass{color:#1a7f37}.skip{color:#8a6d00}.fail{color:#c62828}.head{font-size:16px;font-weight:bold}"
+          ".note{font-size:13px;color:#555}nav{font-size:14px;margin:0.6em 0}"
+          "nav a{color:#1f5fa8}ul.notes li{color:#8a4b00}")
+
+
+def _detail(check: Check) -> bool:
+    """A check's detail is shown when it failed or was skipped (the reason)."""
+    return not check.passed or bool(check.skipped)
 
 
 def _html_table(df: pl.DataFrame) -> str:

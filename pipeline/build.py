@@ -21,7 +21,7 @@ from pathlib import Path
 
 from engine.index import StateSpaceTooLarge
 from pipeline import seeds
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError, PipelineError
 from pipeline.manifest import make_manifest, write_manifest
 from pipeline.spec import Spec, load_spec, spec_from_dict
 from pipeline.tables import fsync_path, read_parquet, sha256_file, write_text
@@ -109,7 +109,7 @@ class BuildFolder:
 def check_version_name(version: str) -> None:
     """Refuse names that could escape ``datasets/`` or hide (a leading dot) as a folder."""
     if not _VERSION.match(version):
-        raise PipelineError(f"version name {version[:70]!r} is not allowed: use letters, digits,"
+        raise InputError(f"version name {version[:70]!r} is not allowed: use letters, digits,"
                             " '.', '_' or '-', starting with a letter or digit")
 
 
@@ -151,7 +151,7 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
     workers = workers or Workers()
     folder = BuildFolder(datasets, version)
     exclusion_root = exclusion_root or datasets
-    with _locked(folder):
+    with build_lock(folder):
         if folder.final.exists():
             raise PipelineError(f"version {version} already exists ({folder.final}); a finished"
                                 " version is immutable: build under a new name")
@@ -293,7 +293,7 @@ def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None,
 
 
 @contextmanager
-def _locked(folder: BuildFolder) -> Iterator[None]:
+def build_lock(folder: BuildFolder) -> Iterator[None]:
     """Hold the version's build lock; a second concurrent build of it is refused."""
     lock_dir = folder.datasets / ".build"
     lock_dir.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ from pipeline.generate import generate
 from pipeline.grade import grade_features
 from pipeline.logistic import fit_logistic, log_loss
 from pipeline.rank_metrics import roc_auc, spearman
+from pipeline.reliability import curve
 from pipeline.solve import solve
 from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet
@@ -194,3 +195,41 @@ def calibrate(template: Spec, seed: int, size: PoolSize, work: Path,
     model = DifficultyModel(model.columns, model.transforms, model.means, model.scales,
                             model.weights, model.intercept, model.grade_cuts, info)
     return Calibration(model, fit_pool, held)
+
+
+def held_out_pool(model: DifficultyModel, template: Spec, work: Path,
+                  workers: Workers) -> pl.DataFrame:
+    """Redraw and replay the model's held-out pool from the seed its file records.
+
+    The pool is deterministic in seed, template and code; it must come back with the recorded
+    size and planner failures, or it is not the pool the model was judged on.
+    """
+    pool, held = model.info.get("pool", {}), model.info.get("held_out", {})
+    if "held_out_seed" not in pool or "held_out_per_tier" not in pool:
+        raise PipelineError("the difficulty model records no held-out pool seed and size")
+    table = build_pool(pool_spec(template, int(pool["held_out_per_tier"])),
+                       int(pool["held_out_seed"]), work, workers)
+    failures = int((~table["planner_solved"]).sum())
+    if (table.height, failures) != (held.get("levels"), held.get("planner_failures")):
+        raise PipelineError(
+            f"the redrawn held-out pool has {table.height} levels and {failures} planner "
+            f"failures, the model file records {held.get('levels')} and "
+            f"{held.get('planner_failures')}: generation or the planner changed since the fit; "
+            "refit with `sokoforge calibrate`")
+    return table
+
+
+def pool_curve(model: DifficultyModel, held: pl.DataFrame) -> dict[str, Any]:
+    """The held-out pool's reliability curve under ``model``, with where it came from."""
+    pool = model.info.get("pool", {})
+    return {
+        "what": "reliability of the difficulty model on its held-out calibration pool: levels "
+                "sorted by predicted difficulty, cut into deciles, each decile's mean "
+                "prediction against the reference planner's observed failure rate",
+        "made_by": "scripts/pool_curve.py (also written by `sokoforge calibrate`): redraws the "
+                   "held-out pool from its recorded seed, replays it with the reference planner",
+        "model_fit_date": model.info.get("fit_date"),
+        "pool": {"template": pool.get("template"), "seed": pool.get("held_out_seed"),
+                 "per_tier": pool.get("held_out_per_tier")},
+        **curve(model.difficulty(held), ~held["planner_solved"].to_numpy()),
+    }

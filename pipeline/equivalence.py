@@ -18,6 +18,7 @@ from engine.planner import plan
 from pipeline.workers import Workers
 
 GAP_PER_HUNDRED = 3
+EQUIVALENCE_FILE = "equivalence.json"  # in a rotated version's stages/ and its report/
 _COLUMNS = ("index", "tier", "slot", "n_crates", "optimal_moves", "difficulty", "grade",
             "planner_solved")
 

@@ -5,3 +5,9 @@ from __future__ import annotations
 
 class PipelineError(RuntimeError):
     """A build, stage or verification that stopped; the message says what to change."""
+
+
+class InputError(PipelineError):
+    """A request that is malformed (a bad name or value) or names something that is not there
+    or cannot be read (a version, a spec, a seed, a file): the CLI exits 2 for it, and 1 for
+    any other refusal."""

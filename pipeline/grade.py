@@ -7,11 +7,15 @@ calibrated model in ``pipeline/specs/difficulty.json`` (see ``pipeline.difficult
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
+from engine.index import StateSpaceTooLarge
 from engine.levels import Level, State, parse_xsb
 from engine.optimal_paths import optimal_paths
 from engine.planner import push_lower_bound
@@ -19,7 +23,7 @@ from engine.reachable import push_reachable_stats
 from engine.reverse import SolvableSet, solvable_set
 from engine.rules import lurd_to_actions
 from engine.solver import SolveResult
-from pipeline.difficulty import score_levels
+from pipeline.difficulty import TRANSFORMS, load_model, score_levels
 from pipeline.tables import read_parquet, write_parquet
 from pipeline.workers import Workers
 
@@ -46,8 +50,15 @@ def grade_features(solved: Path, out: Path, workers: Workers) -> Path:
     return out
 
 
-def with_features(df: pl.DataFrame, workers: Workers) -> pl.DataFrame:
-    """``df`` (solved candidates) with every feature column of ``FEATURE_SCHEMA``."""
+def with_features(df: pl.DataFrame, workers: Workers,
+                  grader: Callable[[list[Any]], list[dict[str, Any]]] | None = None,
+                  schema: dict[str, Any] = FEATURE_SCHEMA) -> pl.DataFrame:
+    """``df`` (solved candidates) with every column of ``schema`` (the features by default).
+
+    ``grader`` features one board's candidates (``_grade_group``, which needs the board's
+    solvable set, by default; ``grade_group_within_limits`` for boards of any size).
+    """
+    grader = grader or _grade_group
     # Candidates drawn from one layout share its solvable set: grade them together.
     boards = df.select(pl.col("xsb").map_elements(_board_key, return_dtype=pl.String)
                        .alias("board"))["board"]
@@ -56,32 +67,47 @@ def with_features(df: pl.DataFrame, workers: Workers) -> pl.DataFrame:
         groups.setdefault(key, []).append(i)
     work = [[(df["xsb"][i], df["optimal_moves"][i], df["optimal_pushes"][i],
               df["solution"][i]) for i in rows] for rows in groups.values()]
-    results = workers.map(_grade_group, work, label="grade")
+    results = workers.map(grader, work, label="grade")
     by_row: dict[int, dict[str, Any]] = {}
     for rows, feats in zip(groups.values(), results, strict=True):
         by_row.update(zip(rows, feats, strict=True))
     cols = {name: pl.Series(name, [by_row[i][name] for i in range(df.height)], dtype=dtype)
-            for name, dtype in FEATURE_SCHEMA.items()}
+            for name, dtype in schema.items()}
     return df.with_columns(**cols)
 
 
 def level_features(level: Level, result: SolveResult, sset: SolvableSet) -> dict[str, Any]:
     """The grading features of a solved level; ``sset`` is its board's solvable set."""
-    stats = push_reachable_stats(level, sset)
-    paths = optimal_paths(level)
+    return (_solution_features(level, result) | _solvable_features(level, sset)
+            | _path_features(level))
+
+
+def _solution_features(level: Level, result: SolveResult) -> dict[str, Any]:
+    """The features read off the level and its optimal solution alone (no search)."""
     return {
         "n_crates": level.n_crates,
         "optimal_moves": int(result.moves),
         "optimal_pushes": int(result.pushes),
         "box_changes": box_changes(level, result.solution),
+        # pushes beyond taking every crate alone to its nearest goal: detours and re-routing
+        "detour_pushes": int(result.pushes) - push_lower_bound(level),
+    }
+
+
+def _solvable_features(level: Level, sset: SolvableSet) -> dict[str, Any]:
+    """The features that need the board's solvable set."""
+    stats = push_reachable_stats(level, sset)
+    return {
         "reachable_states": int(stats.reachable),
         "dead_fraction": stats.dead / stats.reachable if stats.reachable else 0.0,
         "first_push_traps": first_push_traps(level, sset),
-        # pushes beyond taking every crate alone to its nearest goal: detours and re-routing
-        "detour_pushes": int(result.pushes) - push_lower_bound(level),
-        "optimal_solutions": paths.solutions,
-        "branching_factor": paths.branching,
     }
+
+
+def _path_features(level: Level) -> dict[str, Any]:
+    """The features of the layered count of optimal paths."""
+    paths = optimal_paths(level)
+    return {"optimal_solutions": paths.solutions, "branching_factor": paths.branching}
 
 
 def box_changes(level: Level, lurd: str) -> int:
@@ -151,3 +177,53 @@ def _grade_group(items: list[tuple[str, int, int, str]]) -> list[dict[str, Any]]
     sset = solvable_set(levels[0])
     return [level_features(level, SolveResult("solved", moves, pushes, lurd, 0), sset)
             for level, (_, moves, pushes, lurd) in zip(levels, items, strict=True)]
+
+
+# Grading a collection's board of any size: the solvable set is searched only up to this many
+# dense states (10 bytes each: 160 MB); past it the features that need it are imputed.
+BOUNDED_SET_INDEX = 2**24
+_NEEDS_SET = ("reachable_states", "dead_fraction", "first_push_traps")
+_NEEDS_PATHS = ("optimal_solutions", "branching_factor")
+IMPUTED_SCHEMA = FEATURE_SCHEMA | {"imputed_features": pl.String}
+
+
+def grade_group_within_limits(items: list[tuple[str, int, int, str]]) -> list[dict[str, Any]]:
+    """Features of one board's levels whatever its size; each row's ``imputed_features``
+    names the features whose search did not fit, set to the model's neutral value."""
+    levels = [parse_xsb(xsb) for xsb, *_ in items]
+    try:
+        sset: SolvableSet | None = solvable_set(levels[0], max_size=BOUNDED_SET_INDEX)
+    except StateSpaceTooLarge:
+        sset = None
+    return [_features_within_limits(level, SolveResult("solved", moves, pushes, lurd, 0), sset)
+            for level, (_, moves, pushes, lurd) in zip(levels, items, strict=True)]
+
+
+@lru_cache(maxsize=1)
+def neutral_features() -> dict[str, float]:
+    """Each model feature at the model's training mean: it then adds nothing to the score."""
+    model = load_model()
+    inverse = {"identity": lambda v: v, "log1p": np.expm1}
+    assert set(inverse) == set(TRANSFORMS)
+    return {c: float(inverse[t](m)) for c, t, m in zip(model.columns, model.transforms,
+                                                      model.means, strict=True)}
+
+
+def _features_within_limits(level: Level, result: SolveResult, sset: SolvableSet | None
+                            ) -> dict[str, Any]:
+    out = _solution_features(level, result)
+    missing: list[str] = []
+    parts = ((_NEEDS_SET, lambda: None if sset is None else _solvable_features(level, sset)),
+             (_NEEDS_PATHS, lambda: _path_features(level)))
+    for names, compute in parts:
+        try:
+            found = compute()
+        except StateSpaceTooLarge:
+            found = None
+        if found is None:
+            neutral = neutral_features()
+            missing += names
+            found = {n: round(neutral[n]) if FEATURE_SCHEMA[n] in (pl.Int16, pl.Int64)
+                     else neutral[n] for n in names}
+        out |= found
+    return out | {"imputed_features": ",".join(missing)}

@@ -12,7 +12,7 @@ from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError
 from pipeline.tables import sha256_file, write_text
 
 FORMAT = 1
@@ -21,23 +21,28 @@ _LIBRARIES = ("numpy", "numba", "ortools", "polars", "pyarrow")
 _REQUIRED = (("version",), ("spec",), ("seed_source",), ("seed_commitment", "salt"),
              ("seed_commitment", "sha256"), ("files", "levels.parquet", "sha256"),
              ("files", "levels.parquet", "rows"))
+# A version imported from level files has no seed: its sources stand where the commitment is.
+IMPORTED = "imported"
+_REQUIRED_IMPORTED = (("version",), ("spec",), ("seed_source",), ("sources",),
+                      ("files", "levels.parquet", "sha256"), ("files", "levels.parquet", "rows"))
 
 
-def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt: str,
-                  seed_sha256: str, levels: Path, rows: int, excluded_versions: list[str],
+def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt: str | None,
+                  seed_sha256: str | None, levels: Path, rows: int, excluded_versions: list[str],
                   public_seed: int | None = None, rotated_from: str | None = None
                   ) -> dict[str, Any]:
     """The manifest of a finished version whose levels file is ``levels``.
 
     ``public_seed`` is written only for versions built from a seed that was public from the
-    start (demos, tests); a secret seed appears only as its commitment.
+    start (demos, tests); a secret seed appears only as its commitment. A version without a
+    seed (``seed_source`` ``imported``) has a null commitment.
     """
     manifest = {
         "format": FORMAT,
         "version": version,
         "game": spec["name"],
         "spec": spec,
-        "seed_commitment": {"salt": salt, "sha256": seed_sha256},
+        "seed_commitment": None if salt is None else {"salt": salt, "sha256": seed_sha256},
         "seed_source": seed_source,
         "files": {"levels.parquet": {"sha256": sha256_file(levels), "rows": rows}},
         "generator": {
@@ -60,19 +65,20 @@ def write_manifest(manifest: dict[str, Any], path: Path) -> None:
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
-    """A version's manifest; a missing, unreadable or incomplete one is a ``PipelineError``."""
+    """A version's manifest; a missing, unreadable or incomplete one is an ``InputError``."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise PipelineError(f"no manifest at {path}") from None
+        raise InputError(f"no manifest at {path}") from None
     except json.JSONDecodeError as e:
-        raise PipelineError(f"manifest {path} is not valid JSON: {e}") from None
+        raise InputError(f"manifest {path} is not valid JSON: {e}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise PipelineError(f"manifest {path}: unknown format (expected format {FORMAT})")
-    for where in _REQUIRED:
+        raise InputError(f"manifest {path}: unknown format (expected format {FORMAT})")
+    required = _REQUIRED_IMPORTED if data.get("seed_source") == IMPORTED else _REQUIRED
+    for where in required:
         node: Any = data
         for key in where:
             if not isinstance(node, dict) or key not in node:
-                raise PipelineError(f"manifest {path}: missing field {'.'.join(where)!r}")
+                raise InputError(f"manifest {path}: missing field {'.'.join(where)!r}")
             node = node[key]
     return data

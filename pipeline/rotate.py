@@ -20,9 +20,15 @@ from engine.levels import LevelError, canonical_id, parse_levels
 from pipeline import seeds
 from pipeline.build import BuildFolder, Plan, build, check_version_name, version_ids
 from pipeline.difficulty import MODEL_PATH, score_levels
-from pipeline.equivalence import Equivalence, allowed_gap, compare, planner_solved
-from pipeline.errors import PipelineError
-from pipeline.manifest import read_manifest
+from pipeline.equivalence import (
+    EQUIVALENCE_FILE,
+    Equivalence,
+    allowed_gap,
+    compare,
+    planner_solved,
+)
+from pipeline.errors import InputError, PipelineError
+from pipeline.manifest import IMPORTED, read_manifest
 from pipeline.matching import MatchError, match, targets
 from pipeline.rotation_pool import draws_in_round, enlarge
 from pipeline.spec import Spec, spec_from_dict
@@ -30,7 +36,6 @@ from pipeline.tables import read_parquet, sha256_file, write_parquet, write_text
 from pipeline.workers import Workers
 
 MAX_ENLARGEMENTS = 3  # rounds of extra candidates for the unmatched slots before giving up
-EQUIVALENCE_FILE = "equivalence.json"
 DIFFICULTY_TOLERANCE = 1e-6
 REFINE_GAP = 0.05  # a slot whose difficulty differs more gets one more draw once matched
 
@@ -76,8 +81,12 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     check_version_name(prev)
     prev_folder = datasets / prev
     if not (prev_folder / "levels.parquet").is_file():
-        raise PipelineError(f"no version {prev!r} to rotate from under {datasets}")
+        raise InputError(f"no version {prev!r} to rotate from under {datasets}")
     manifest = read_manifest(prev_folder / "manifest.json")
+    if manifest.get("seed_source") == IMPORTED:
+        # its slots follow a file, not a spec's tiers and bands: nothing to match slot by slot
+        raise PipelineError(f"{prev} was imported from level files; only a built version can "
+                            "be rotated")
     spec = spec_from_dict(manifest["spec"], source=f"manifest of {prev}")
     files, ids = excluded_levels(exclude)
     rotation = {"from": prev, "excluded_files": files, "excluded_ids": ids}

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError
 
 # Purposes of a draw, part of the key so two uses of one (tier, slot, attempt) never share a stream.
 LAYOUT = 0
 START = 1
 
 
-class SeedError(PipelineError):
+class SeedError(InputError):
     """A seed that is malformed or disagrees with what a build recorded."""
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from engine.levels import parse_xsb
+from engine.solver import SolveResult
 from engine.solver import solve as forward_solve
 from pipeline.errors import PipelineError
 from pipeline.tables import read_parquet, write_parquet
@@ -22,13 +23,7 @@ SOLVE_MAX_STATES = 20_000_000
 def solve(candidates: Path, out: Path, workers: Workers) -> Path:
     """Add optimal_moves, optimal_pushes, solution and states_expanded; check the optimum."""
     df = read_parquet(candidates)
-    results = workers.map(_solve_one, df["xsb"].to_list(), label="solve")
-    solved = df.with_columns(
-        pl.Series("optimal_moves", [r[0] for r in results], dtype=pl.Int16),
-        pl.Series("optimal_pushes", [r[1] for r in results], dtype=pl.Int16),
-        pl.Series("solution", [r[2] for r in results], dtype=pl.String),
-        pl.Series("states_expanded", [r[3] for r in results], dtype=pl.Int64),
-    )
+    solved = with_solutions(df, solve_all(df["xsb"].to_list(), workers))
     bad = solved.filter(pl.col("optimal_moves") != pl.col("distance"))
     if bad.height:
         row = bad.row(0, named=True)
@@ -41,15 +36,29 @@ def solve(candidates: Path, out: Path, workers: Workers) -> Path:
     return out
 
 
+def solve_all(xsbs: list[str], workers: Workers) -> list[SolveResult]:
+    """The forward solver's answer for every level, in order, within ``SOLVE_MAX_STATES``."""
+    return workers.map(_solve_one, xsbs, label="solve")
+
+
+def with_solutions(df: pl.DataFrame, results: list[SolveResult]) -> pl.DataFrame:
+    """``df`` with optimal_moves, optimal_pushes, solution and states_expanded (-1 and an
+    empty solution where a level was not solved, so a check can name it)."""
+    def found(value: int | None) -> int:
+        return -1 if value is None else value
+
+    return df.with_columns(
+        pl.Series("optimal_moves", [found(r.moves) for r in results], dtype=pl.Int16),
+        pl.Series("optimal_pushes", [found(r.pushes) for r in results], dtype=pl.Int16),
+        pl.Series("solution", [r.solution or "" for r in results], dtype=pl.String),
+        pl.Series("states_expanded", [r.states_expanded for r in results], dtype=pl.Int64),
+    )
+
+
 def one_line(xsb: str) -> str:
     """A board on one line, rows separated by ``|``: an error message stays a single line."""
     return "|".join(xsb.splitlines())
 
 
-def _solve_one(xsb: str) -> tuple[int, int, str, int]:
-    level = parse_xsb(xsb)
-    result = forward_solve(level, max_states=SOLVE_MAX_STATES)
-    if result.status != "solved":
-        # Kept as -1 so the disagreement check names this level.
-        return -1, -1, "", result.states_expanded
-    return result.moves, result.pushes, result.solution, result.states_expanded
+def _solve_one(xsb: str) -> SolveResult:
+    return forward_solve(parse_xsb(xsb), max_states=SOLVE_MAX_STATES)

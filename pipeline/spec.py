@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.levels import MAX_CRATES, MAX_SIDE
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 METHODS = ("goal_first", "scatter")
@@ -23,7 +23,7 @@ _TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end"}
 _BUDGET_FIELDS = {"multiple", "floor"}
 
 
-class SpecError(PipelineError):
+class SpecError(InputError):
     """A spec that cannot be built, with the offending field named."""
 
 

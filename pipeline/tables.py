@@ -14,7 +14,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError
 
 
 def write_parquet(df: pl.DataFrame, path: Path) -> str:
@@ -49,9 +49,9 @@ def read_parquet(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
     try:
         return pl.read_parquet(path, columns=columns)
     except pl.exceptions.ColumnNotFoundError as e:
-        raise PipelineError(f"{path} lacks a column ({str(e).splitlines()[0]})") from None
+        raise InputError(f"{path} lacks a column ({str(e).splitlines()[0]})") from None
     except (pl.exceptions.PolarsError, pa.ArrowException) as e:
-        raise PipelineError(f"{path} is not a readable Parquet table "
+        raise InputError(f"{path} is not a readable Parquet table "
                             f"({str(e).splitlines()[0]})") from None
 
 

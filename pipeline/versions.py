@@ -15,8 +15,8 @@ from typing import Any
 
 from pipeline import seeds
 from pipeline.build import check_version_name, existing_versions
-from pipeline.errors import PipelineError
-from pipeline.manifest import read_manifest
+from pipeline.errors import InputError, PipelineError
+from pipeline.manifest import IMPORTED, read_manifest
 from pipeline.tables import sha256_file, write_text
 
 REVEAL_FILE = "reveal.json"
@@ -31,13 +31,14 @@ def read_reveal(folder: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as e:
-        raise PipelineError(f"{path} is not valid JSON: {e}") from None
+        raise InputError(f"{path} is not valid JSON: {e}") from None
 
 
 def seed_status(folder: Path, manifest: dict[str, Any]) -> str:
-    """``public`` (built from a public seed), ``revealed`` or ``committed`` (still secret)."""
-    if manifest.get("seed_source") == "public":
-        return "public"
+    """``public`` (built from a public seed), ``revealed``, ``committed`` (still secret) or
+    ``imported`` (from level files: no seed)."""
+    if manifest.get("seed_source") in ("public", IMPORTED):
+        return str(manifest["seed_source"])
     try:
         reveal = read_reveal(folder)
         if reveal is None:
@@ -96,13 +97,16 @@ class Reveal:
     first_time: bool
 
 
-def reveal(datasets: Path, version: str) -> Reveal:
-    """Publish ``version``'s secret seed: check it opens the commitment, record it, return it."""
+def revealable_seed(datasets: Path, version: str) -> tuple[int, dict[str, Any]]:
+    """``version``'s secret seed and manifest, once checked that the seed opens the manifest's
+    commitment; refused (nothing recorded) for a public seed or a seed not on this machine."""
     check_version_name(version)
     folder = datasets / version
     if not (folder / "manifest.json").is_file():
-        raise PipelineError(f"no version {version!r} under {datasets}")
+        raise InputError(f"no version {version!r} under {datasets}")
     manifest = read_manifest(folder / "manifest.json")
+    if manifest.get("seed_source") == IMPORTED:
+        raise PipelineError(f"{version} was imported from level files: it has no seed")
     if manifest.get("seed_source") == "public":
         seed = manifest.get("public_seed", "given in its build")
         raise PipelineError(f"{version} was built from the public seed {seed}: nothing to "
@@ -115,6 +119,14 @@ def reveal(datasets: Path, version: str) -> Reveal:
     if seeds.commitment(seed, commit["salt"]) != commit["sha256"]:
         raise PipelineError(f"the stored seed of {version} does not open its manifest's "
                             "commitment; refusing to reveal it")
+    return seed, manifest
+
+
+def reveal(datasets: Path, version: str) -> Reveal:
+    """Publish ``version``'s secret seed: check it opens the commitment, record it, return it."""
+    seed, manifest = revealable_seed(datasets, version)
+    folder = datasets / version
+    commit = manifest["seed_commitment"]
     path = folder / REVEAL_FILE
     recorded = read_reveal(folder)
     if recorded is not None and int(recorded["seed"]) == seed:

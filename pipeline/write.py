@@ -6,6 +6,7 @@ Budgets follow the spec's rule, ``max(floor, multiple * optimal_moves)``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -32,11 +33,18 @@ def write(selected: Path, out: Path, spec: Spec) -> Path:
     if df.height != spec.n_levels:
         raise PipelineError(f"write: selection holds {df.height} levels, the spec "
                             f"{spec.name} needs {spec.n_levels}")
+    write_parquet(levels_table(df, spec), out)
+    return out
+
+
+def levels_table(df: pl.DataFrame, spec: Spec, extra: dict[str, Any] | None = None
+                 ) -> pl.DataFrame:
+    """The rows of ``levels.parquet``: budgets by the spec's rule, play order, the format's
+    column types, then the ``extra`` columns (name to type) a version kind adds."""
     budget = pl.max_horizontal(pl.lit(spec.budget_floor, dtype=pl.Int32),
                                spec.budget_multiple * pl.col("optimal_moves").cast(pl.Int32))
     df = df.with_columns(budget.alias("max_steps")).sort("index")
     if df["max_steps"].max() > 32767:
         raise PipelineError("write: a step budget exceeds int16; lower the budget multiple")
-    levels = df.select([pl.col(name).cast(dtype) for name, dtype in LEVEL_COLUMNS.items()])
-    write_parquet(levels, out)
-    return out
+    columns = LEVEL_COLUMNS | (extra or {})
+    return df.select([pl.col(name).cast(dtype) for name, dtype in columns.items()])

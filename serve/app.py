@@ -8,30 +8,47 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 from importlib import resources
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from serve import arc, browser, native, pages
 from serve.access_log import AccessLog
 from serve.access_log import middleware as access_middleware
+from serve.limits import ConnectionLimits
 from serve.play import Arena
-from serve.schema import Route, openapi
-from serve.web import ARENA, bind, errors_as_json, reply, reply_bytes
+from serve.schema import MAP, TEXT, Route, obj, openapi
+from serve.web import (
+    ARENA,
+    CONNECTIONS,
+    ROUTER_PATHS,
+    bind,
+    errors_as_json,
+    reply,
+    reply_bytes,
+    router_paths,
+)
+
+PUBLIC_URL = web.AppKey("public_url", str)
 
 MAX_BODY = 64 * 1024
 EXPIRY_SWEEP_SECONDS = 30.0
 
 PAGE_ROUTES = (
     Route("openapi", "GET", "/api/openapi.json", "This schema.", tag="documentation",
-          responses={200: "the OpenAPI document"}),
+          responses={200: "the OpenAPI document"},
+          bodies={200: obj({"openapi": TEXT, "info": MAP, "paths": MAP})}),
     Route("docs", "GET", "/api/docs", "An interactive page built from the schema.",
           tag="documentation", json_response=False, responses={200: "HTML"}),
     Route("landing", "GET", "/", "What is served and how to connect.", tag="pages",
           json_response=False, responses={200: "HTML"}),
     Route("leaderboard_page", "GET", "/leaderboard", "The leaderboard as an HTML table.",
           tag="pages", json_response=False,
-          query=native.LEADERBOARD_QUERY, responses={200: "HTML", 422: "bad version or limit"}),
+          query=native.LEADERBOARD_QUERY,
+          responses={200: "HTML", 404: "a game this server does not serve",
+                     422: "bad version, game or limit"}),
 )
 
 
@@ -44,12 +61,46 @@ def all_routes() -> list[Route]:
     return [r for face in FACES for r in face.ROUTES] + list(PAGE_ROUTES)
 
 
+def public_url(text: str) -> str:
+    """``text`` as the base URL the pages tell clients to use (scheme, host, port, maybe a
+    path), without a trailing slash; ``ValueError`` says what is wrong with it."""
+    try:
+        parts = urlsplit(text.strip())
+        parts.port  # noqa: B018 - raises on a port that is not a number in 0-65535
+    except ValueError as e:
+        raise ValueError(f"{text!r} is not a URL: {e}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{text!r}: expected http://HOST[:PORT][/PATH] or https://...")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError(f"{text!r}: no query, fragment or credentials in a public URL")
+    return f"{parts.scheme}://{parts.netloc}{parts.path}".rstrip("/")
+
+
+def _local_origin(request: web.Request) -> str:
+    """The address the server is reached at on this machine: the listening socket's own, never
+    the client's ``Host`` header (which anyone can set)."""
+    sockname = request.transport.get_extra_info("sockname") if request.transport else None
+    if not sockname:
+        return "http://localhost"
+    host = str(sockname[0])
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(host).version == 6:
+            host = f"[{host}]"
+    return f"http://{host}:{sockname[1]}"
+
+
 ACCESS_LOG = web.AppKey("access_log", AccessLog)
 
 
-def build_app(arena: Arena, access_log: AccessLog | None = None) -> web.Application:
+def build_app(arena: Arena, public: str | None = None,
+              connections: ConnectionLimits | None = None,
+              access_log: AccessLog | None = None) -> web.Application:
     """The application serving ``arena``; its store is opened and closed with the app, and
-    so is ``access_log`` (one JSON line per request) when given."""
+    so is ``access_log`` (one JSON line per request) when given.
+
+    ``public`` is the base URL the pages give (default: the listening address);
+    ``connections`` the read deadlines and per-address cap that ``serve.connections`` applies.
+    """
     # ARC-AGI-3 clients join base URL and path verbatim: a base ending in '/' asks for
     # '//api/...', which is redirected (308: method and body kept) to the merged path
     merge_slashes = web.normalize_path_middleware(append_slash=False, merge_slashes=True)
@@ -60,6 +111,10 @@ def build_app(arena: Arena, access_log: AccessLog | None = None) -> web.Applicat
     app[ARENA] = arena
     if access_log is not None:
         app[ACCESS_LOG] = access_log
+    app[CONNECTIONS] = connections or ConnectionLimits()
+    app[ROUTER_PATHS] = router_paths(all_routes())
+    if public is not None:
+        app[PUBLIC_URL] = public_url(public)
     for face in FACES:
         for route in face.ROUTES:
             getattr(face, "bind", bind)(app, route, face.HANDLERS[route.operation])
@@ -119,8 +174,8 @@ async def _asset(request: web.Request) -> web.Response:
 
 
 async def _landing(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
-    return reply_bytes(request, pages.landing(arena.spec(), str(request.url.origin())).encode(),
-                       "text/html")
+    origin = request.app.get(PUBLIC_URL) or _local_origin(request)
+    return reply_bytes(request, pages.landing(arena.spec(), origin).encode(), "text/html")
 
 
 async def _leaderboard_page(request: web.Request, arena: Arena, key: None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -17,15 +18,47 @@ from aiohttp import web
 from serve import arc_wire as w
 from serve import native
 from serve.games import GameEntry
+from serve.native import SCORECARD_ID, SESSION_ID
 from serve.play import IN_PROGRESS, WAIT, Arena, Conflict, KeyRecord, PlayError, Session
-from serve.schema import ANY, INT, STR, Field, Invalid, Route
-from serve.web import ARENA, client_ip, identified, inputs, register, reply, reply_bytes
+from serve.schema import (
+    ANY,
+    BOOLEAN,
+    INT,
+    INTEGER,
+    MAP,
+    NUMBER,
+    STR,
+    TEXT,
+    Field,
+    Invalid,
+    Route,
+    Unknown,
+    arr,
+    maybe,
+    obj,
+    string,
+)
+from serve.web import (
+    ARENA,
+    BodyTooSlow,
+    client_ip,
+    identified,
+    inputs,
+    refusal_detail,
+    register,
+    reply,
+    reply_bytes,
+)
 
 TAG = "arc-agi-3"
+STATES = [w.NOT_PLAYED, w.NOT_FINISHED, w.WIN, w.GAME_OVER]
 ANON_PREFIX = "anon-"
+GAME_ID_PATTERN = r"sokoban(?:-[A-Za-z0-9_.\-]{1,64})?"
 _GAME_ID = Field("game_id", STR, "the game: its full id from GET /api/games, or the base id "
-                 "'sokoban'")
-_GUID = Field("guid", STR, "the session id a RESET returned")
+                 "'sokoban'", pattern=GAME_ID_PATTERN, refers_to="game")
+_CARD_ID = Field("card_id", STR, "the scorecard", pattern=SCORECARD_ID, refers_to="scorecard")
+_GUID = Field("guid", STR, "the session id a RESET returned", pattern=SESSION_ID,
+              refers_to="game")
 _XY = (Field("x", INT, "accepted for ACTION6 and ignored", required=False, minimum=0,
              maximum=63),
        Field("y", INT, "accepted for ACTION6 and ignored", required=False, minimum=0,
@@ -33,50 +66,81 @@ _XY = (Field("x", INT, "accepted for ACTION6 and ignored", required=False, minim
 REASONING = Field("reasoning", ANY, "any JSON the agent attaches, at most "
                   f"{w.MAX_REASONING_BYTES // 1024} KB; echoed in action_input",
                   required=False, max_bytes=w.MAX_REASONING_BYTES)
-_CMD_ERRORS = {200: "FrameData", 400: "bad body, the game is over, or it was opened on a "
-               "version this server does not serve", 401: "missing or unknown key",
+_CMD_ERRORS = {200: "FrameData", 400: "bad body, the game is over, or a scorecard or session "
+               "of a version this server does not serve", 401: "missing or unknown key",
                404: "unknown game, scorecard or guid (or another key's)",
                429: "too many games in flight"}
 
-_route = partial(Route, tag=TAG, error_schema="ArcError")
+# -- the answers' shapes ------------------------------------------------------------------------
+GAME = obj({"game_id": string(GAME_ID_PATTERN), "title": TEXT, "tags": arr(TEXT),
+            "baseline_actions": arr(INTEGER), "class_name": TEXT, "default_fps": INTEGER})
+_RUN = obj({"id": TEXT, "guid": maybe(TEXT), "score": NUMBER, "levels_completed": INTEGER,
+            "actions": INTEGER, "resets": INTEGER, "state": string(enum=STATES),
+            "completed": BOOLEAN, "level_scores": arr(NUMBER), "level_actions": arr(INTEGER),
+            "level_baseline_actions": arr(INTEGER)})
+SCORECARD = obj({"card_id": string(SCORECARD_ID), "score": NUMBER,
+                 "environments": arr(obj({"id": TEXT, "runs": arr(_RUN)})),
+                 "tags_scores": arr(MAP), "name": TEXT, "version": TEXT, "closed": BOOLEAN,
+                 "result": maybe(MAP), "tags": arr(TEXT), "source_url": maybe(TEXT),
+                 "opaque": {"nullable": True}})
+FRAME_DATA = obj({"game_id": string(GAME_ID_PATTERN), "guid": string(SESSION_ID),
+                  "state": string(enum=STATES), "levels_completed": INTEGER,
+                  "win_levels": INTEGER,
+                  "action_input": obj({"id": INTEGER, "data": MAP}, {"reasoning": {}}),
+                  "available_actions": arr(INTEGER), "full_reset": BOOLEAN,
+                  "frame": arr(arr(arr(INTEGER)))})
+
+_route = partial(Route, tag=TAG, error_schema="ArcError", invalid_status=400)
 
 ROUTES = (
     _route("arc_games", "GET", "/api/games", "ARC-AGI-3: the games served (one per version).",
-           responses={200: "list of game objects"}),
+           responses={200: "list of game objects"}, bodies={200: arr(GAME)}),
     _route("arc_anonkey", "GET", "/api/games/anonkey",
            "ARC-AGI-3: a new key under an anonymous name (counts against the per-address "
            "key limit).", responses={200: "{api_key}", 429: "too many keys today"},
+           bodies={200: obj({"api_key": TEXT})},
            head=False),  # a GET that creates a key: a HEAD must not
     _route("arc_game", "GET", "/api/games/{game_id}", "ARC-AGI-3: one game by full or base id.",
-           responses={200: "the game object", 404: "unknown game"}),
+           params=(_GAME_ID,), responses={200: "the game object", 404: "unknown game"},
+           bodies={200: GAME}),
     _route("arc_open", "POST", "/api/scorecard/open",
            "ARC-AGI-3: open a scorecard (tags, source_url and opaque are kept and shown with "
            "it; competition_mode is accepted and ignored).", auth=True,
            body=native.CARD_META,
-           responses={200: "{card_id}", 401: "missing or unknown key",
-                      429: "daily scorecard limit reached"}),
+           responses={200: "{card_id}", 400: "the body is not a JSON object, or a field of "
+                      "it out of bounds", 401: "missing or unknown key",
+                      429: "daily scorecard limit reached"},
+           bodies={200: obj({"card_id": string(SCORECARD_ID)})},
+           links={"view": ("arc_scorecard", {"card_id": "/card_id"})}),
     _route("arc_close", "POST", "/api/scorecard/close",
            "ARC-AGI-3: close, score and post a scorecard to the leaderboard; again returns the "
-           "same scorecard.", auth=True, body=(Field("card_id", STR, "the scorecard to close"),),
-           responses={200: "the scorecard", 400: "bad body", 401: "missing or unknown key",
-                      404: "unknown scorecard (or another key's)"}),
+           "same scorecard.", auth=True, body=(_CARD_ID,),
+           responses={200: "the scorecard", 400: "bad body, or a scorecard of another version",
+                      401: "missing or unknown key",
+                      404: "unknown scorecard (or another key's)"},
+           bodies={200: SCORECARD}),
     _route("arc_scorecard", "GET", "/api/scorecard/{card_id}",
-           "ARC-AGI-3: the scorecard, live or closed.", auth=True,
-           responses={200: "the scorecard", 401: "missing or unknown key",
-                      404: "unknown scorecard (or another key's)"}),
+           "ARC-AGI-3: the scorecard, live or closed.", auth=True, params=(_CARD_ID,),
+           responses={200: "the scorecard", 400: "a scorecard of another version",
+                      401: "missing or unknown key",
+                      404: "unknown scorecard (or another key's)"},
+           bodies={200: SCORECARD}),
     _route("arc_reset", "POST", "/api/cmd/RESET",
            "ARC-AGI-3: start the game on a scorecard. With the guid of a started game: where "
            "the game allows restarts (its title and restarts-MODE tag say), the current level "
            "again if an action was taken in it since it began, else the whole game; where it "
            "allows none (hidden benchmark games), its current frame, nothing replayed.",
            auth=True,
-           body=(Field("card_id", STR, "the scorecard"), _GAME_ID,
-                 Field("guid", STR, "the session, once started", required=False)),
-           responses=_CMD_ERRORS),
+           body=(_CARD_ID, _GAME_ID, replace(_GUID, description="the session, once started",
+                                             required=False, nullable=True)),
+           responses={**_CMD_ERRORS, 503: "the store did not take it; retry"},
+           bodies={200: FRAME_DATA}),
     *[_route(f"arc_action{n}", "POST", f"/api/cmd/ACTION{n}",
              f"ARC-AGI-3: {'move ' + 'up down left right'.split()[n - 1] if n in w.MOVES else
                            'a no-op that uses a step'}.", auth=True,
-             body=(_GAME_ID, _GUID, *_XY, REASONING), responses=_CMD_ERRORS) for n in range(1, 8)],
+             body=(_GAME_ID, _GUID, *_XY, REASONING),
+             responses={**_CMD_ERRORS, 503: "the action could not be stored and was not played; "
+                        "retry it"}, bodies={200: FRAME_DATA}) for n in range(1, 8)],
 )
 
 
@@ -235,8 +299,12 @@ HANDLERS: dict[str, Callable[..., Awaitable[web.Response]]] = {
     "arc_reset": reset, **{f"arc_action{n}": action_handler(n) for n in range(1, 8)}}
 
 
-def _refusal(request: web.Request, error: w.ArcError) -> web.Response:
-    return reply(request, error.body(), status=error.status)
+def _refusal(request: web.Request, error: w.ArcError,
+             retry_after: int | None = None) -> web.Response:
+    response = reply(request, error.body(), status=error.status)
+    if error.status == 429:  # every limit says when trying again makes sense
+        response.headers["Retry-After"] = str(retry_after or 1)
+    return response
 
 
 def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[Any]]) -> None:
@@ -252,14 +320,22 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
         try:
             key = await identified(request, arena) if route.auth else None
             return await handler(request, arena, key, await inputs(request, route))
-        except web.HTTPException as e:  # a body over the size limit
+        except web.HTTPException as e:  # a body over the size limit, or too slow
             if e.status < 400:
                 raise
-            return _refusal(request, w.ArcError.from_status(e.status, e.text or e.reason))
+            response = _refusal(request, w.ArcError.from_status(e.status,
+                                                                refusal_detail(request, e)))
+            if isinstance(e, BodyTooSlow):
+                response.force_close()
+            return response
         except w.ArcError as e:
             return _refusal(request, e)
         except PlayError as e:
-            return _refusal(request, w.ArcError.from_status(e.status, e.detail, not_found))
+            return _refusal(request, w.ArcError.from_status(e.status, e.detail, not_found),
+                            getattr(e, "retry_after", None))
+        except Unknown as e:
+            code = w.GAME_NOT_AVAILABLE_ERROR if e.field == "game_id" else not_found
+            return _refusal(request, w.ArcError(404, code, str(e)))
         except Invalid as e:
             return _refusal(request, w.ArcError(400, w.VALIDATION_ERROR, str(e)))
 

@@ -14,25 +14,40 @@ from importlib import resources
 from aiohttp import web
 
 from serve import pages
+from serve.native import GAME_NAME, SCORECARD_ID, SESSION_ID
 from serve.play import Arena, NotFound
-from serve.schema import Route
+from serve.schema import BOOLEAN, INTEGER, STR, TEXT, Field, Route, arr, obj, string
 from serve.web import api_key, reply, reply_bytes
 
 SCRIPTS = ("board.js", "play.js", "scorecard.js")
-MAX_EPISODE_DIGITS = 6
+
+EPISODE_REPLAY = obj({"session_id": string(SESSION_ID), "game": TEXT, "version": TEXT,
+                      "episode": INTEGER, "actions": string("[UDLR.|]*"), "solved": BOOLEAN,
+                      "steps": INTEGER, "optimal": INTEGER, "max_steps": INTEGER,
+                      "deadlocked": BOOLEAN, "shape": arr(INTEGER), "encoding": TEXT,
+                      "goal": TEXT, "pictures": arr(TEXT), "sequence": arr(INTEGER)})
 
 ROUTES = (
     Route("play_page", "GET", "/play/{game}",
           "Play a public game in the browser (a hidden game is refused).", tag="pages",
+          params=(Field("game", STR, "the game's name", pattern=GAME_NAME, refers_to="game"),),
           json_response=False, responses={200: "HTML", 404: "HTML: unknown or hidden game"}),
     Route("scorecard_page", "GET", "/scorecards/{scorecard_id}",
           "A scorecard's page: tags, Score, per-episode outcomes and a replay viewer.",
-          tag="pages", json_response=False, responses={200: "HTML", 404: "HTML: no scorecard"}),
+          tag="pages", json_response=False,
+          params=(Field("scorecard_id", STR, "the scorecard's id", pattern=SCORECARD_ID,
+                        refers_to="scorecard"),),
+          responses={200: "HTML", 404: "HTML: no scorecard"}),
     Route("get_episode_replay", "GET", "/api/replays/{session_id}/episodes/{episode}",
           "One played episode's observations rendered from its stored actions: for a public "
           "game to anyone, for a hidden game only to the key that played it.",
+          params=(Field("session_id", STR, "the session's id", pattern=SESSION_ID,
+                        refers_to="session"),
+                  Field("episode", STR, "the episode's index", pattern="[0-9]{1,6}",
+                        refers_to="episode")),
           responses={200: "the pictures, the goal and the step sequence",
-                     404: "unknown session or episode, or a hidden game of another key"}),
+                     404: "unknown session or episode, or a hidden game of another key"},
+          bodies={200: EPISODE_REPLAY}),
 )
 
 
@@ -41,7 +56,7 @@ def _html(request: web.Request, text: str, status: int = 200) -> web.Response:
 
 
 async def play_page(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
-    name = request.match_info["game"]
+    name = args["game"]
     entry = arena.games.get(name)
     if entry is None or not entry.public:
         return _html(request, pages.refusal(
@@ -54,7 +69,7 @@ async def play_page(request: web.Request, arena: Arena, key: None, args: dict) -
 
 async def scorecard_page(request: web.Request, arena: Arena, key: None,
                          args: dict) -> web.Response:
-    card_id = request.match_info["scorecard_id"]
+    card_id = args["scorecard_id"]
     try:
         view = await arena.scorecard_outcomes(card_id)
     except NotFound:
@@ -65,12 +80,9 @@ async def scorecard_page(request: web.Request, arena: Arena, key: None,
 
 async def get_episode_replay(request: web.Request, arena: Arena, key: None,
                              args: dict) -> web.Response:
-    text = request.match_info["episode"]
-    if not text.isdigit() or len(text) > MAX_EPISODE_DIGITS:
-        raise NotFound(f"no episode {text!r}: episodes are numbered 0, 1, 2, ...")
     viewer = await arena.owner_of(api_key(request))
-    return reply(request, await arena.replay_frames(request.match_info["session_id"],
-                                                    int(text), viewer))
+    return reply(request, await arena.replay_frames(args["session_id"], int(args["episode"]),
+                                                    viewer))
 
 
 async def script(request: web.Request) -> web.Response:

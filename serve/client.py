@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import importlib
+import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -24,6 +25,7 @@ RETRIES = 8
 BACKOFF_START = 0.25
 BACKOFF_MAX = 8.0
 RETRY_AFTER_MAX = 120  # seconds; a server asking for longer is not waited for
+log = logging.getLogger(__name__)
 
 
 class ClientError(Exception):
@@ -69,10 +71,12 @@ class Connection:
     """One keep-alive connection to the server, with the key and the retry policy."""
 
     def __init__(self, url: str, key: str | None = None, retries: int = RETRIES,
-                 backoff: float = BACKOFF_START) -> None:
+                 backoff: float = BACKOFF_START,
+                 notify: Callable[[str], None] = log.warning) -> None:
         self.url = url.rstrip("/")
         self.key = key
         self.retries, self.backoff = retries, backoff
+        self.notify = notify  # told of every retry: what is retried, why, and when
         self.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1),
                                           timeout=aiohttp.ClientTimeout(total=60))
 
@@ -93,6 +97,8 @@ class Connection:
         unsure = False
         for attempt in range(self.retries + 1):
             if attempt:
+                self.notify(f"retrying {method} {path} in {delay:g} s (retry {attempt} of "
+                            f"{self.retries}): {problem}")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
                 if unsure and landed is not None:
@@ -168,7 +174,7 @@ async def play(url: str, factory: Callable[[], Any], *, name: str | None = None,
                key: str | None = None, parallel: int = 1,
                echo: Callable[[str], None] = print) -> dict:
     """Register (or use ``key``), open a scorecard, play every episode, close; the outcome."""
-    conns = [Connection(url) for _ in range(parallel)]
+    conns = [Connection(url, notify=echo) for _ in range(parallel)]
     try:
         first = conns[0]
         if name is not None:

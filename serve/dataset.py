@@ -20,6 +20,11 @@ from serve.framezip import Picture
 
 FORMATS = (1,)
 COLUMNS = ("index", "tier", "n_crates", "xsb", "optimal_moves", "max_steps")
+# A level's solvable set is precomputed when its search holds at most this many dense states
+# (10 bytes each while searching); larger boards of imported collections are judged on demand.
+SERVED_SET_INDEX = 2**24
+# States a forward search may store to judge one end state of such a level (13 bytes each).
+DEAD_CHECK_STATES = 2_000_000
 
 
 class DatasetError(ValueError):
@@ -143,6 +148,7 @@ def _read_rows(path: Path) -> list[dict]:
 
 
 def _served_level(row: dict) -> ServedLevel:
+    from engine.index import StateSpaceTooLarge
     from engine.render import render, render_goal
     from engine.reverse import solvable_set
 
@@ -150,14 +156,39 @@ def _served_level(row: dict) -> ServedLevel:
         level = parse_xsb(row["xsb"])
     except LevelError as e:
         raise DatasetError(f"level {row['index']}: {e}") from None
-    solvable = solvable_set(level)
-    if not solvable.is_solvable(level.start):
-        raise DatasetError(f"level {row['index']} cannot be solved from its start")
+    try:
+        solvable: Any = solvable_set(level, max_size=SERVED_SET_INDEX)
+    except StateSpaceTooLarge:
+        solvable = ForwardSolvability(level)  # solved to optimal when it was published
+    else:
+        if not solvable.is_solvable(level.start):
+            raise DatasetError(f"level {row['index']} cannot be solved from its start")
     return ServedLevel(
         index=int(row["index"]), tier=int(row["tier"]), n_crates=int(row["n_crates"]),
         level=level, optimal_moves=int(row["optimal_moves"]), max_steps=int(row["max_steps"]),
         goal=Picture(encode_image(render_goal(level))), start=Picture(encode_image(render(level))),
         solvable=solvable)
+
+
+@dataclass(frozen=True, eq=False)
+class ForwardSolvability:
+    """Whether a state can still be solved, for levels whose solvable set is too large to
+    keep: a crate on a dead square or frozen off its goal is proof; otherwise a bounded forward
+    search decides, and one that does not finish counts as solvable (no unproven deadlock)."""
+
+    level: Level
+    max_states: int = DEAD_CHECK_STATES
+
+    def is_solvable(self, state: Any) -> bool:
+        from engine.deadlock import dead_squares, is_frozen_dead
+        from engine.solver import solve
+
+        dead = dead_squares(self.level).ravel()
+        goals = self.level.goals.ravel()
+        if any(dead[c] or (not goals[c] and is_frozen_dead(self.level, state, c))
+               for c in state.crates):
+            return False
+        return solve(self.level, state, max_states=self.max_states).status != "unsolvable"
 
 
 def encode_image(image: np.ndarray) -> str:

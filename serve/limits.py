@@ -2,7 +2,8 @@
 
 Every limit is a field here so the command line can set it; the client address is the
 connecting peer unless that peer is a configured proxy, the only case where
-``X-Forwarded-For`` is believed.
+``X-Forwarded-For`` is believed. An IPv6 client counts as its /64, the block one host
+usually gets, so it cannot multiply its allowances by changing its low bits.
 """
 
 from __future__ import annotations
@@ -34,6 +35,39 @@ class Limits:
                 "max_parallel": self.max_parallel}
 
 
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How long a connection may take to send a request, and how many one address may hold.
+
+    A request's headers must arrive within ``header_seconds`` of its first byte, its body
+    within ``body_seconds`` of the headers; a connection with no request under way closes
+    after ``idle_seconds``. ``per_address`` caps open connections per client address
+    (``Limits.trusted_proxies`` are not capped: they carry many clients).
+    """
+
+    header_seconds: float = 10.0
+    body_seconds: float = 30.0
+    idle_seconds: float = 60.0
+    per_address: int = 64
+
+
+IPV6_BLOCK = 64
+
+
+def address_subject(address: str) -> str:
+    """What limits count for an address: itself for IPv4 (or an IPv4-mapped IPv6 address),
+    its /64 for IPv6; anything unparseable as it is."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/{IPV6_BLOCK}", strict=False))
+    return str(ip)
+
+
 def parse_networks(values: tuple[str, ...] | list[str]) -> tuple[Network, ...]:
     """Addresses or CIDR blocks of trusted proxies; ``ValueError`` names a bad one."""
     out = []
@@ -48,7 +82,8 @@ def parse_networks(values: tuple[str, ...] | list[str]) -> tuple[Network, ...]:
     return tuple(out)
 
 
-def _trusted(address: str, proxies: tuple[Network, ...]) -> bool:
+def trusted(address: str, proxies: tuple[Network, ...]) -> bool:
+    """Whether ``address`` lies in one of the trusted proxy networks."""
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
@@ -58,16 +93,16 @@ def _trusted(address: str, proxies: tuple[Network, ...]) -> bool:
 
 def client_address(peer: str | None, forwarded_for: str | None,
                    proxies: tuple[Network, ...]) -> str:
-    """The address a request counts against.
+    """The address a request counts against (``address_subject`` of it).
 
     The peer itself, unless it is a trusted proxy: then the rightmost ``X-Forwarded-For``
     entry that is not itself a trusted proxy (entries left of it could be forged by anyone).
     """
     peer = peer or "unknown"
-    if not forwarded_for or not _trusted(peer, proxies):
-        return peer
+    if not forwarded_for or not trusted(peer, proxies):
+        return address_subject(peer)
     hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
     for hop in reversed(hops):
-        if not _trusted(hop, proxies):
-            return hop
-    return hops[0] if hops else peer
+        if not trusted(hop, proxies):
+            return address_subject(hop)
+    return address_subject(hops[0] if hops else peer)

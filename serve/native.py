@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -15,27 +16,131 @@ from aiohttp import web
 from serve import framezip
 from serve.framezip import Picture
 from serve.play import IN_PROGRESS, Arena, EpisodeRun, KeyRecord, Outcome, Session
-from serve.schema import ANY, INT, STR, Field, Invalid, Route
+from serve.schema import (
+    ANY,
+    BOOLEAN,
+    INT,
+    INTEGER,
+    MAP,
+    NUMBER,
+    STR,
+    TEXT,
+    Field,
+    Invalid,
+    Route,
+    arr,
+    maybe,
+    obj,
+    string,
+)
 from serve.web import accepts_gzip, api_key, client_ip, reply
 
 NAME_PATTERN = r"[A-Za-z0-9_.\-][A-Za-z0-9_. \-]{0,38}[A-Za-z0-9_.\-]"
+SCORECARD_ID = r"sc-[0-9a-f]{24}"  # as serve.play makes them
+SESSION_ID = r"gs-[0-9a-f]{24}"
+GAME_NAME = r"[A-Za-z0-9_.\-]{1,64}"
+VERSION_NAME = r"[A-Za-z0-9_.\-]{1,64}"
 SHAPE = [64, 64, 3]
 _TOKEN = re.compile(r"\\u0000(\d+)")
 
 LEADERBOARD_QUERY = (
     Field("version", STR, "must be a dataset version name (default: the served version of "
-          "game, else of the first game)", required=False, pattern=r"[A-Za-z0-9_.\-]{1,64}"),
+          "game, else of the first game)", required=False, pattern=VERSION_NAME),
     Field("game", STR, "must be a served game's name (default: the first game)",
-          required=False, pattern=r"[A-Za-z0-9_.\-]{1,64}"),
+          required=False, pattern=GAME_NAME),
     Field("limit", INT, "how many entries", required=False, minimum=1, maximum=1000,
           default=100))
+_SCORECARD = Field("scorecard_id", STR, "the scorecard's id", pattern=SCORECARD_ID,
+                   refers_to="scorecard")
+_SESSION = Field("session_id", STR, "the session's id", pattern=SESSION_ID, refers_to="session")
+_GAME = Field("game", STR, "the game's name", pattern=GAME_NAME, refers_to="game")
+
+# -- the answers' shapes ------------------------------------------------------------------------
+SCORE = obj({"episodes": INTEGER, "solved": INTEGER, "success_rate": NUMBER,
+             "move_efficiency": NUMBER, "avg_steps_solved": NUMBER, "deadlock_rate": NUMBER,
+             "total_actions": INTEGER})
+_OBSERVATION = obj({"obs": TEXT, "goal": TEXT, "shape": arr(INTEGER), "dtype": TEXT,
+                    "encoding": TEXT})
+_EPISODE = obj({"index": INTEGER, "of": INTEGER, "steps_used": INTEGER, "max_steps": INTEGER})
+FRAME = obj(
+    {"session_id": string(SESSION_ID), "game": TEXT,
+     "state": string(enum=["IN_PROGRESS", "GAME_OVER"]),
+     "last": obj({"action": INTEGER, "moved": BOOLEAN, "pushed": BOOLEAN, "solved": BOOLEAN,
+                  "episode_done": BOOLEAN}, {"episode": INTEGER}, nullable=True),
+     "result": obj({}, SCORE["properties"])},
+    {"episode": _EPISODE, "observation": maybe(_OBSERVATION),
+     "episodes": arr(obj({**_EPISODE["properties"], "observation": _OBSERVATION})),
+     "tier": obj({"index": INTEGER, "of": INTEGER, "range": arr(INTEGER)}),
+     "finished": INTEGER, "acted_episode": maybe(INTEGER)})
+_PROGRESS = obj({"session_id": maybe(TEXT), "state": TEXT, "episodes": INTEGER},
+                {**SCORE["properties"], "finished": INTEGER, "parallel": INTEGER,
+                 "in_flight": arr(INTEGER), "tier": maybe(INTEGER), "deadlocked": INTEGER,
+                 "last_active": maybe(TEXT)})
+# where a scorecard was played from and what its client attached when opening it
+ATTACHED = {"source": maybe(string("browser")), "tags": arr(TEXT), "source_url": maybe(TEXT),
+            "opaque": {"nullable": True}}
+SCORECARD = obj({"scorecard_id": string(SCORECARD_ID), "name": TEXT, "version": TEXT,
+                 "opened_at": maybe(TEXT), "closed": BOOLEAN, "closed_at": maybe(TEXT),
+                 "games": {"type": "object", "additionalProperties": _PROGRESS},
+                 "score": maybe(SCORE)}, ATTACHED)
+RESULT = obj({**SCORE["properties"], "scorecard_id": string(SCORECARD_ID), "name": TEXT,
+              "version": TEXT, "closed": BOOLEAN,
+              "games": {"type": "object", "additionalProperties": SCORE}},
+             {"session_ids": {"type": "object", "additionalProperties": maybe(TEXT)}})
+REPLAY = obj({"session_id": string(SESSION_ID), "name": maybe(TEXT), "game": TEXT,
+              "version": TEXT, "state": TEXT, "owner_view": BOOLEAN,
+              "episodes": arr(obj({"index": INTEGER, "finished": BOOLEAN, "solved": BOOLEAN,
+                                   "steps": INTEGER, "optimal": maybe(INTEGER),
+                                   "deadlocked": BOOLEAN}, {"actions": string("[UDLR.|]*")}))})
+LEADERBOARD = obj({"version": TEXT, "served_version": TEXT, "versions": arr(TEXT),
+                   "entries": arr(obj({
+                       "rank": INTEGER, "name": TEXT, "success_rate": NUMBER,
+                       "move_efficiency": NUMBER, "deadlock_rate": NUMBER, "solved": INTEGER,
+                       "episodes": INTEGER, "avg_steps_solved": NUMBER,
+                       "total_actions": INTEGER, "scorecard_id": string(SCORECARD_ID),
+                       "session_id": maybe(TEXT), "submitted_at": maybe(TEXT)},
+                       {"source": maybe(TEXT)}))},
+                  {"game": maybe(TEXT), "served": MAP})
+_RANGE = obj({"min": INTEGER, "max": INTEGER}, {"mean": NUMBER})
+SPEC = obj({"version": TEXT, "game": TEXT, "games": arr(TEXT), "episodes": INTEGER,
+            "tiers": arr(obj({"index": INTEGER, "levels": INTEGER, "range": arr(INTEGER),
+                              "crates": INTEGER, "optimal_moves": _RANGE,
+                              "max_steps": _RANGE})),
+            "observation": MAP, "actions": MAP, "limits": MAP, "levels_sha256": TEXT},
+           {"boards": arr(arr(INTEGER)), "step_budget": MAP,
+            "seed_commitment": maybe(TEXT), "rotated_from": maybe(TEXT),
+            "restarts": string(enum=["none", "level", "game"]), "look": maybe(TEXT),
+            "game_specs": MAP})
+
+_SESSION_LINKS = {"act": ("act", {"session_id": "/session_id"}),
+                  "reset": ("reset_session", {"session_id": "/session_id"}),
+                  "current": ("get_session", {"session_id": "/session_id"}),
+                  "replay": ("get_replay", {"session_id": "/session_id"})}
 
 MAX_TAGS, MAX_TAG_CHARS = 32, 64
+
+
+@dataclass(frozen=True)
+class Tags(Field):
+    """A list of at most ``MAX_TAGS`` strings of 1-``MAX_TAG_CHARS`` characters."""
+
+    def check(self, value: Any) -> Any:
+        if not (isinstance(value, list) and len(value) <= MAX_TAGS and all(
+                isinstance(t, str) and 1 <= len(t) <= MAX_TAG_CHARS
+                for t in value)):
+            raise Invalid(f"{self.name} must be {self.description}")
+        return value
+
+    def openapi(self) -> dict:
+        return {"description": self.description, "type": "array", "maxItems": MAX_TAGS,
+                "items": {"type": "string", "minLength": 1, "maxLength": MAX_TAG_CHARS}}
+
+
 # what a client may attach to a scorecard when opening it (the ARC-AGI-3 toolkit sends these),
 # kept as given within these bounds and shown back with the scorecard
 CARD_META = (
-    Field("tags", ANY, f"a list of at most {MAX_TAGS} strings of 1-{MAX_TAG_CHARS} characters",
-          required=False, max_bytes=4096),
+    Tags("tags", ANY, f"a list of at most {MAX_TAGS} strings of 1-{MAX_TAG_CHARS} characters",
+         required=False),
     Field("source_url", STR, "a URL of at most 512 characters", required=False,
           pattern=r"[^\x00-\x1f]{0,512}"),
     Field("opaque", ANY, "any JSON, at most 4 KB", required=False, max_bytes=4096))
@@ -45,12 +150,7 @@ SOURCE = Field("source", STR, "'browser' for a run a person plays on the play pa
 
 
 def card_meta(args: dict) -> dict:
-    """The ``CARD_META`` values of a request, the tags checked to be a list of short strings."""
-    tags = args.get("tags")
-    if tags is not None and not (
-            isinstance(tags, list) and len(tags) <= MAX_TAGS
-            and all(isinstance(t, str) and 1 <= len(t) <= MAX_TAG_CHARS for t in tags)):
-        raise Invalid(f"tags must be {CARD_META[0].description}")
+    """The ``CARD_META`` values a request gave."""
     return {f.name: args[f.name] for f in CARD_META if args.get(f.name) is not None}
 
 
@@ -60,37 +160,51 @@ ROUTES = (
           body=(Field("name", STR, "must be 2-40 letters, digits, '_', '.', '-' or spaces, not "
                       "starting or ending with a space", pattern=NAME_PATTERN),),
           responses={201: "the new key (shown once)", 409: "name taken", 422: "bad name",
-                     429: "too many keys from this address today"}),
+                     429: "too many keys from this address today"},
+          bodies={201: obj({"api_key": string(r"lsk-[A-Za-z0-9_\-]+"), "name": TEXT,
+                            "note": TEXT})}),
     Route("open_scorecard", "POST", "/api/scorecards",
           "Open a scorecard; it counts against the key's daily allowance. Tags, a source URL "
           "and opaque JSON are kept as given and shown with it.", auth=True,
           body=(SOURCE, *CARD_META),
           responses={200: "the new scorecard", 401: "missing or unknown key",
-                     429: "daily scorecard limit reached"}),
+                     429: "daily scorecard limit reached"},
+          links={"start": ("start_game", {"scorecard_id": "/scorecard_id", "game": "/games/0"}),
+                 "view": ("get_scorecard", {"scorecard_id": "/scorecard_id"}),
+                 "close": ("close_scorecard", {"scorecard_id": "/scorecard_id"})},
+          bodies={200: obj({"scorecard_id": string(SCORECARD_ID), "games": arr(TEXT),
+                            "episodes_per_game": INTEGER, "version": TEXT,
+                            "opened_today": INTEGER, "daily_limit": INTEGER},
+                           {"episodes_by_game": MAP})}),
     Route("start_game", "POST", "/api/scorecards/{scorecard_id}/games/{game}/start",
           "Start the one session of a game on a scorecard; returns the first Frame.", auth=True,
+          params=(_SCORECARD, _GAME),
           query=(Field("parallel", INT, "episodes of the current tier kept in flight",
                        required=False, minimum=1, maximum=32, default=1),),
           responses={200: "the first Frame", 401: "missing or unknown key",
                      404: "unknown scorecard or game (or another key's)",
-                     409: "game already started, scorecard closed, or scorecard opened on a "
-                          "version this server does not serve", 422: "bad parallel",
-                     429: "too many sessions in flight"}),
+                     409: "game already started, scorecard closed, or a scorecard opened on "
+                          "a version this server does not serve", 422: "bad parallel",
+                     429: "too many sessions in flight", 503: "the store did not take it"},
+          bodies={200: FRAME}, links=_SESSION_LINKS),
     Route("act", "POST", "/api/sessions/{session_id}/act",
           "Play one action (0 up, 1 down, 2 left, 3 right); returns the next Frame.", auth=True,
+          params=(_SESSION,),
           body=(Field("action", INT, "0 up, 1 down, 2 left, 3 right", minimum=0, maximum=3),
                 Field("episode", INT, "the episode the action is for (required when several "
                       "are in flight)", required=False, minimum=0)),
           responses={200: "the next Frame", 400: "several episodes in flight and none named",
                      401: "missing or unknown key",
                      404: "unknown or expired session (or another key's)",
-                     409: "session over, episode not in flight, or session of a version this "
-                          "server does not serve",
-                     422: "malformed body or action"}),
+                     409: "session over, episode not in flight, or a session of a version "
+                          "this server does not serve", 422: "malformed body or action",
+                     503: "the action could not be stored and was not played; retry it"},
+          bodies={200: FRAME}, links=_SESSION_LINKS),
     Route("reset_session", "POST", "/api/sessions/{session_id}/reset",
           "Restart, where the game allows it (its spec's restarts): the current level (its "
           "steps stay used) if an action was taken in it since it began, else, where allowed, "
           "the whole game; returns the Frame, with restarted 'level' or 'game'.", auth=True,
+          params=(_SESSION,),
           body=(Field("episode", INT, "the episode to restart (required when several are in "
                       "flight)", required=False, minimum=0),),
           responses={200: "the Frame after the restart",
@@ -100,30 +214,42 @@ ROUTES = (
                      409: "the game allows no restarts, the session is over, the episode is "
                           "not in flight, or the session is of a version this server does "
                           "not serve",
-                     422: "malformed body"}),
+                     422: "malformed body",
+                     503: "the restart could not be stored and was not made; retry it"},
+          bodies={200: FRAME}, links=_SESSION_LINKS),
     Route("get_session", "GET", "/api/sessions/{session_id}",
           "The session's current Frame (last is null), for a client that lost an answer.",
-          auth=True, responses={200: "the current Frame", 401: "missing or unknown key",
-                                404: "unknown or expired session (or another key's)",
-                                409: "session over (its scorecard is closed)"}),
+          auth=True, params=(_SESSION,),
+          responses={200: "the current Frame", 401: "missing or unknown key",
+                     404: "unknown or expired session (or another key's)",
+                     409: "session over (its scorecard is closed), or of another version"},
+          bodies={200: FRAME}),
     Route("get_scorecard", "GET", "/api/scorecards/{scorecard_id}",
           "Live per-game progress of an open or closed scorecard.", auth=True,
+          params=(_SCORECARD,),
           responses={200: "the scorecard", 401: "missing or unknown key",
-                     404: "unknown scorecard (or another key's)"}),
+                     404: "unknown scorecard (or another key's)",
+                     409: "an open scorecard of another version"},
+          bodies={200: SCORECARD}),
     Route("close_scorecard", "POST", "/api/scorecards/{scorecard_id}/close",
           "Lock, score and post a scorecard; unfinished episodes count as unsolved. "
-          "Closing again returns the same Score.", auth=True,
+          "Closing again returns the same Score.", auth=True, params=(_SCORECARD,),
           responses={200: "the Score", 401: "missing or unknown key",
-                     404: "unknown scorecard (or another key's)"}),
+                     404: "unknown scorecard (or another key's)",
+                     409: "an open scorecard of another version"},
+          bodies={200: RESULT}),
     Route("get_replay", "GET", "/api/replays/{session_id}",
           "Per-episode outcomes of a session; the action strings only for the key that played.",
-          responses={200: "the replay", 404: "unknown session"}),
+          params=(_SESSION,), responses={200: "the replay", 404: "unknown session"},
+          bodies={200: REPLAY}),
     Route("get_leaderboard", "GET", "/api/leaderboard",
-          "Each name's best closed scorecard of a version, ranked.",
+          "Each name's best closed scorecard of a version (or a served game's), ranked.",
           query=LEADERBOARD_QUERY,
-          responses={200: "the ranking", 422: "bad version or limit"}),
+          responses={200: "the ranking", 404: "a game this server does not serve",
+                     422: "bad version, game or limit"},
+          bodies={200: LEADERBOARD}),
     Route("get_spec", "GET", "/api/spec", "The live numbers of the served set, read from the data.",
-          responses={200: "the spec"}),
+          responses={200: "the spec"}, bodies={200: SPEC}),
 )
 
 

@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
@@ -27,9 +28,10 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from serve.access_log import AccessLog
 from serve.app import build_app
+from serve.connections import AcceptErrorLog, listen
 from serve.dataset import load_version
 from serve.games import Registry
-from serve.limits import Limits
+from serve.limits import ConnectionLimits, Limits
 from serve.play import Arena
 from serve.store import StoreError, is_postgres, open_store
 
@@ -57,11 +59,13 @@ class StartError(RuntimeError):
 
 
 def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: str, port: int,
-                  limits: Limits, synchronous: str = "NORMAL", workers: int = 1,
-                  access_log: str | None = None) -> None:
+                  limits: Limits, synchronous: str = "NORMAL", public: str | None = None,
+                  connections: ConnectionLimits | None = None, workers: int = 1,
+                  access_log: str | None = None) -> int:
     """Load ``versions`` (one game each) from ``root`` and serve them until SIGINT or SIGTERM;
-    ``access_log`` is a file (appended to by every worker) or ``-`` for one JSON line per
-    request."""
+    return which. The pages give ``public`` as the server's URL (default: the listening
+    address); ``access_log`` is a file (appended to by every worker) or ``-`` (stdout) for
+    one JSON line per request."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("aiohttp.server").addFilter(MalformedRequests())
     t0 = time.perf_counter()
@@ -87,11 +91,10 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
             except OSError as e:
                 raise StartError(f"cannot write the access log {access_log}: "
                                  f"{e.strerror or e}") from None
+        served = Serving(games, db, synchronous, limits, public, connections, access_log)
         if workers == 1:
-            asyncio.run(_serve(games, db, synchronous, limits, host, port, about,
-                               access_log=access_log))
-        else:
-            _supervise(games, db, synchronous, limits, host, port, workers, about, access_log)
+            return asyncio.run(served.run(host, port, about))
+        return _supervise(served, host, port, workers, about)
     finally:
         if lock is not None:
             release(db, lock)
@@ -106,41 +109,56 @@ def _shown(db: str) -> str:
     return db
 
 
-async def _serve(games: Registry, db: str, synchronous: str, limits: Limits, host: str,
-                 port: int, about: str, ready_fd: int | None = None,
-                 access_log: str | None = None) -> None:
-    """One serving process: its own store connection, its app, until SIGINT or SIGTERM."""
-    arena = Arena(games, open_store(db, synchronous), limits)
-    app = build_app(arena, AccessLog(access_log) if access_log else None)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    try:
-        await runner.setup()  # opens the store
-        if is_postgres(db):  # a SQLite store was checked when it was claimed
-            await arena.store.integrity(f"the store {_shown(db)}")
-    except (OSError, StoreError, RuntimeError) as e:
-        raise StartError(f"cannot open the store {_shown(db)}: "
-                         f"{getattr(e, 'strerror', None) or e}") from None
-    except Exception as e:  # a database driver's own errors
-        raise StartError(f"cannot open the store {_shown(db)}: {e}") from None
-    site = web.TCPSite(runner, host, port, reuse_port=ready_fd is not None)
-    try:
-        await site.start()
-    except OSError as e:
+@dataclass(frozen=True)
+class Serving:
+    """What every serving process of one server runs: the games, the store, the limits."""
+
+    games: Registry
+    db: str
+    synchronous: str
+    limits: Limits
+    public: str | None
+    connections: ConnectionLimits | None
+    access_log: str | None = None
+
+    async def run(self, host: str, port: int, about: str, ready_fd: int | None = None) -> int:
+        """One serving process: its own store connection and app, until SIGINT or SIGTERM
+        (returned). A worker (``ready_fd``) shares the port and reports readiness on it."""
+        asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
+        arena = Arena(self.games, open_store(self.db, self.synchronous), self.limits)
+        app = build_app(arena, self.public, self.connections,
+                        AccessLog(self.access_log) if self.access_log else None)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        shown = _shown(self.db)
+        try:
+            await runner.setup()  # opens the store
+            if is_postgres(self.db):  # a SQLite store was checked when it was claimed
+                await arena.store.integrity(f"the store {shown}")
+        except (OSError, StoreError, RuntimeError) as e:
+            raise StartError(f"cannot open the store {shown}: "
+                             f"{getattr(e, 'strerror', None) or e}") from None
+        except Exception as e:  # a database driver's own errors
+            raise StartError(f"cannot open the store {shown}: {e}") from None
+        try:
+            site = await listen(runner, host, port, reuse_port=ready_fd is not None)
+        except OSError as e:
+            await runner.cleanup()
+            raise StartError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        stop = asyncio.Event()
+        stopped_by: list[int] = []
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, lambda s=sig: (stopped_by.append(s), stop.set()))
+        # said once a stop signal is handled: whoever waits for this may signal right away
+        if ready_fd is None:
+            print(about.replace("{port}", str(site.port)) + ")", file=sys.stderr, flush=True)
+        else:
+            os.write(ready_fd, b"ok")
+            os.close(ready_fd)
+        await stop.wait()
         await runner.cleanup()
-        raise StartError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    bound = site._server.sockets[0].getsockname()[1] if site._server else port  # port 0 -> real
-    if ready_fd is None:
-        print(about.replace("{port}", str(bound)) + ")", file=sys.stderr, flush=True)
-    else:
-        os.write(ready_fd, b"ok")
-        os.close(ready_fd)
-    await stop.wait()
-    await runner.cleanup()
+        return stopped_by[0]
 
 
 def _reserve(host: str, port: int) -> tuple[socket.socket, int]:
@@ -170,8 +188,7 @@ def _reserve(host: str, port: int) -> tuple[socket.socket, int]:
     return sock, sock.getsockname()[1]
 
 
-def _fork_worker(games: Registry, db: str, synchronous: str, limits: Limits, host: str,
-                 port: int, access_log: str | None) -> tuple[int, int]:
+def _fork_worker(served: Serving, host: str, port: int) -> tuple[int, int]:
     """Start one worker; returns its pid and the pipe it reports readiness (or a fault) on."""
     read, write = os.pipe()
     pid = os.fork()
@@ -181,8 +198,7 @@ def _fork_worker(games: Registry, db: str, synchronous: str, limits: Limits, hos
         try:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, signal.SIG_DFL)
-            asyncio.run(_serve(games, db, synchronous, limits, host, port, "", write,
-                               access_log))
+            asyncio.run(served.run(host, port, "", write))
         except BaseException as e:  # noqa: BLE001 - the parent reports it
             with contextlib.suppress(OSError):
                 os.write(write, f"error {e}".encode()[:4000])
@@ -204,22 +220,21 @@ def _await_ready(pid: int, read: int) -> None:
         raise StartError(said.removeprefix("error ") or f"worker {pid} did not start")
 
 
-def _supervise(games: Registry, db: str, synchronous: str, limits: Limits, host: str,
-               port: int, workers: int, about: str, access_log: str | None = None) -> None:
-    """Run ``workers`` processes on one port until SIGINT or SIGTERM; replace any that dies."""
+def _supervise(served: Serving, host: str, port: int, workers: int, about: str) -> int:
+    """Run ``workers`` processes on one port until SIGINT or SIGTERM (returned, and passed
+    on to them as SIGTERM); replace any that dies meanwhile."""
     reservation, port = _reserve(host, port)
     children: set[int] = set()
-    stopping = False
+    stopped_by: list[int] = []
 
     def stop(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+        stopped_by.append(signum)
         for child in list(children):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGTERM)
 
     def start_one() -> None:
-        pid, read = _fork_worker(games, db, synchronous, limits, host, port, access_log)
+        pid, read = _fork_worker(served, host, port)
         children.add(pid)
         _await_ready(pid, read)
 
@@ -234,18 +249,19 @@ def _supervise(games: Registry, db: str, synchronous: str, limits: Limits, host:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(child, 0)
         raise
-    print(about.replace("{port}", str(port)) + f", workers {' '.join(map(str, sorted(children)))})",
-          file=sys.stderr, flush=True)
+    pids = " ".join(map(str, sorted(children)))
+    print(about.replace("{port}", str(port)) + f", workers {pids})", file=sys.stderr, flush=True)
     while children:
         try:
             pid, status = os.wait()
         except ChildProcessError:
             break
         children.discard(pid)
-        if not stopping:
+        if not stopped_by:
             log.warning("worker %d ended (status %d); starting another", pid, status)
             try:
                 start_one()
             except StartError as e:
                 log.error("a new worker did not start: %s", e)
     reservation.close()
+    return stopped_by[0] if stopped_by else signal.SIGTERM

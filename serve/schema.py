@@ -21,6 +21,15 @@ class Invalid(ValueError):
     """A request value that breaks its declaration; the message names the field."""
 
 
+class Unknown(Invalid):
+    """An id of the wrong shape: it names nothing served, so it is answered 404 like an id
+    of the right shape that names nothing; ``field`` is the field that held it."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 @dataclass(frozen=True)
 class Field:
     """One body or query field: JSON type, bounds and a description."""
@@ -34,6 +43,8 @@ class Field:
     pattern: str | None = None
     default: Any = None
     max_bytes: int | None = None  # for ANY: the compact JSON encoding's size limit
+    nullable: bool = False  # a JSON null in a body is taken as the field left out
+    refers_to: str | None = None  # an id of this kind of thing: a bad shape is ``Unknown``
 
     def check(self, value: Any) -> Any:
         """The value if it fits the declaration, else ``Invalid`` naming the field."""
@@ -53,7 +64,12 @@ class Field:
             return value
         if not isinstance(value, str):
             raise Invalid(f"{self.name} must be a JSON string, got {_json_kind(value)}")
-        if self.pattern is not None and not re.fullmatch(self.pattern, value):
+        fits = self.pattern is None or re.fullmatch(self.pattern, value)
+        if self.refers_to is not None and not (fits and _encodable(value)):
+            raise Unknown(f"no {self.refers_to} {value!r}", self.name)
+        if not _encodable(value):  # JSON escapes can spell a lone surrogate, which no store takes
+            raise Invalid(f"{self.name} must be Unicode text; it holds an unpaired surrogate")
+        if not fits:
             raise Invalid(f"{self.name} {self.description[0].lower()}{self.description[1:]}")
         return value
 
@@ -74,10 +90,20 @@ class Field:
         if self.maximum is not None:
             schema["maximum"] = self.maximum
         if self.pattern is not None:
-            schema["pattern"] = self.pattern
+            schema["pattern"] = f"^(?:{self.pattern})$"  # JSON Schema patterns are unanchored
         if self.default is not None:
             schema["default"] = self.default
+        if self.nullable:
+            schema["nullable"] = True
         return schema
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -96,6 +122,26 @@ class Route:
     json_response: bool = True
     error_schema: str = "Error"  # the components schema its refusals follow
     head: bool = True  # a GET answers HEAD too, unless the GET changes something
+    params: tuple[Field, ...] = ()  # the path's {parameters}, each a string of a known shape
+    bodies: dict[int, dict] = field(default_factory=dict)  # JSON schema of each 2xx answer
+    invalid_status: int = 422  # the status of a body or query that breaks its declaration
+    # what a 2xx answer leads to: link name -> (operation, {path parameter: JSON pointer into
+    # the answer}), so a client (or a fuzzer) can follow ids from one call to the next
+    links: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        named = re.findall(r"\{(\w+)\}", self.path)
+        if named != [f.name for f in self.params]:
+            raise ValueError(f"{self.operation}: path parameters {named} are not declared in "
+                             "params, in order")
+        if self.json_response:
+            missing = [c for c in self.responses if c < 300 and c not in self.bodies]
+            if missing:
+                raise ValueError(f"{self.operation}: no schema for its answers {missing}")
+
+    def parse_path(self, match_info: Any) -> dict[str, Any]:
+        """The path parameters, each of its declared shape (``Unknown`` if not)."""
+        return {f.name: f.check(match_info[f.name]) for f in self.params}
 
     def parse_body(self, raw: bytes) -> dict[str, Any]:
         """Decode and check the JSON body; unknown fields are ignored, as clients add their own."""
@@ -114,8 +160,11 @@ class Route:
             raise Invalid(f"body must be a JSON object, got {_json_kind(data)}")
         out: dict[str, Any] = {}
         for f in self.body:
-            if f.name in data and data[f.name] is not None:
-                out[f.name] = f.check(data[f.name])
+            value = data.get(f.name)
+            # null stands for "left out" only where declared nullable (or required: then the
+            # refusal says it is required); elsewhere it is a value of the wrong type
+            if value is not None or (f.name in data and not (f.nullable or f.required)):
+                out[f.name] = f.check(value)
             elif f.required:
                 raise Invalid(f"{f.name} is required")
             else:
@@ -154,13 +203,92 @@ def _json_kind(value: Any) -> str:
     return "an object"
 
 
+# JSON schemas of answers, in the OpenAPI 3.0 dialect: its ``integer`` refuses 2.0, as the
+# server does, and ``nullable`` says where null may stand
+def obj(required: dict[str, dict], optional: dict[str, dict] | None = None,
+        nullable: bool = False) -> dict:
+    """An object schema: ``required`` properties always present, ``optional`` ones maybe."""
+    schema: dict[str, Any] = {"type": "object", "properties": {**required, **(optional or {})}}
+    if required:
+        schema["required"] = list(required)
+    if nullable:
+        schema["nullable"] = True
+    return schema
+
+
+def arr(items: dict) -> dict:
+    return {"type": "array", "items": items}
+
+
+def maybe(schema: dict) -> dict:
+    """``schema`` or null."""
+    return {**schema, "nullable": True}
+
+
+def string(pattern: str | None = None, enum: list[str] | None = None) -> dict:
+    schema: dict[str, Any] = {"type": "string"}
+    if pattern is not None:
+        schema["pattern"] = f"^(?:{pattern})$"
+    if enum is not None:
+        schema["enum"] = enum
+    return schema
+
+
+INTEGER = {"type": "integer"}
+NUMBER = {"type": "number"}
+BOOLEAN = {"type": "boolean"}
+TEXT = {"type": "string"}
+MAP = {"type": "object"}
+
+_AUTO_STATUS = {401: "missing or unknown key", 404: "nothing served under this path",
+                408: "the body did not arrive in time", 413: "request body too large"}
+
+
+def _responses(r: Route) -> dict[int, str]:
+    """Every status the route can answer: its declared ones, and those its inputs bring."""
+    out = dict(r.responses)
+    if r.auth:
+        out.setdefault(401, _AUTO_STATUS[401])
+    if r.params:
+        out.setdefault(404, _AUTO_STATUS[404])
+    if r.body is not None:
+        out.setdefault(408, _AUTO_STATUS[408])
+        out.setdefault(413, _AUTO_STATUS[413])
+        out.setdefault(r.invalid_status, "malformed body: not a JSON object, or a field that "
+                       "breaks its declaration")
+    if r.query:
+        out.setdefault(r.invalid_status, "a query parameter that breaks its declaration")
+    return out
+
+
+def _response(r: Route, code: int, text: str) -> dict:
+    if code >= 400:
+        answer: dict[str, Any] = {"description": text, "content": {"application/json": {
+            "schema": {"$ref": f"#/components/schemas/{r.error_schema}"}}}}
+        if not r.json_response:  # a page says why it cannot be shown as a page
+            answer["content"]["text/html"] = {"schema": TEXT}
+        if code == 429:
+            answer["headers"] = {"Retry-After": {
+                "description": "seconds until trying again makes sense", "required": True,
+                "schema": {"type": "integer", "minimum": 0}}}
+        return answer
+    if not r.json_response:
+        return {"description": text, "content": {"text/html": {"schema": TEXT}}}
+    answer = {"description": text, "content": {"application/json": {"schema": r.bodies[code]}}}
+    if r.links:
+        answer["links"] = {name: {"operationId": op, "parameters": {
+            param: f"$response.body#{pointer}" for param, pointer in params.items()}}
+            for name, (op, params) in r.links.items()}
+    return answer
+
+
 def openapi(routes: list[Route], title: str, version: str, description: str) -> dict:
-    """The OpenAPI 3.1 document of ``routes``."""
+    """The OpenAPI 3.0 document of ``routes``: every input and every answer the server gives."""
     paths: dict[str, dict] = {}
     for r in routes:
         op: dict[str, Any] = {"operationId": r.operation, "summary": r.summary, "tags": [r.tag]}
-        params = [{"name": name, "in": "path", "required": True, "schema": {"type": STR}}
-                  for name in re.findall(r"\{(\w+)\}", r.path)]
+        params = [{"name": f.name, "in": "path", "required": True,
+                   "description": f.description, "schema": f.openapi()} for f in r.params]
         params += [{"name": f.name, "in": "query", "required": f.required,
                     "description": f.description, "schema": f.openapi()} for f in r.query]
         if params:
@@ -170,19 +298,15 @@ def openapi(routes: list[Route], title: str, version: str, description: str) -> 
                 "application/json": {"schema": {
                     "type": "object",
                     "properties": {f.name: f.openapi() for f in r.body},
-                    "required": [f.name for f in r.body if f.required]}}}}
+                    **({"required": [f.name for f in r.body if f.required]}
+                       if any(f.required for f in r.body) else {})}}}}
         if r.auth:
             op["security"] = [{"ApiKey": []}, {"Bearer": []}]
-        media = "application/json" if r.json_response else "text/html"
-        op["responses"] = {
-            str(code): ({"description": text, "content": {media: {"schema": {"type": "object"}}}}
-                        if code < 400 else
-                        {"description": text, "content": {"application/json": {
-                            "schema": {"$ref": f"#/components/schemas/{r.error_schema}"}}}})
-            for code, text in sorted(r.responses.items())}
+        op["responses"] = {str(code): _response(r, code, text)
+                           for code, text in sorted(_responses(r).items())}
         paths.setdefault(r.path, {})[r.method.lower()] = op
     return {
-        "openapi": "3.1.0",
+        "openapi": "3.0.3",
         "info": {"title": title, "version": version, "description": description},
         "paths": paths,
         "components": {

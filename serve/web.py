@@ -6,22 +6,35 @@ its ``serve.schema.Route``; every refusal leaves as JSON ``{"detail": ...}``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import re
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from aiohttp import web
 
-from serve.limits import Network, client_address
+from serve.limits import ConnectionLimits, Network, client_address
 from serve.play import PlayError
-from serve.schema import Invalid, Route
+from serve.schema import Invalid, Route, Unknown
 
 log = logging.getLogger("sokoforge.serve")
 GZIP_MIN_BYTES = 1024
 ARENA = web.AppKey("arena", object)
 KEY_NAME = web.RequestKey("key_name", str)  # the name of the key a request was identified by
+CONNECTIONS = web.AppKey("connections", ConnectionLimits)
+ROUTER_PATHS = web.AppKey("router_paths", dict)
+# the pages are plain HTML and CSS (inline styles) and the docs page's own script: nothing else
+# may load, and no other site may frame them
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self' "
+                               "'unsafe-inline'; img-src 'self' data:; connect-src 'self'; "
+                               "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer"}
 
 Handler = Callable[[web.Request, Any, Any, dict], Awaitable[web.StreamResponse]]
 
@@ -50,7 +63,9 @@ def _gzip(data: bytes) -> bytes:
 
 def reply_bytes(request: web.Request, body: bytes, content_type: str,
                 status: int = 200) -> web.Response:
-    headers = {"Vary": "Accept-Encoding"}
+    headers = {"Vary": "Accept-Encoding", "X-Content-Type-Options": "nosniff"}
+    if content_type == "text/html":
+        headers.update(PAGE_HEADERS)
     if len(body) >= GZIP_MIN_BYTES and accepts_gzip(request):
         body = _gzip(body)
         headers["Content-Encoding"] = "gzip"
@@ -84,8 +99,17 @@ def client_ip(request: web.Request, proxies: tuple[Network, ...]) -> str:
     return client_address(request.remote, request.headers.get("X-Forwarded-For"), proxies)
 
 
-def error(request: web.Request, status: int, detail: str) -> web.Response:
-    return reply(request, {"detail": detail}, status=status)
+def error(request: web.Request, status: int, detail: str,
+          retry_after: int | None = None) -> web.Response:
+    """A refusal as ``{"detail"}``; a 429 always says when to retry."""
+    response = reply(request, {"detail": detail}, status=status)
+    if retry_after is not None or status == 429:
+        response.headers["Retry-After"] = str(retry_after or 1)
+    return response
+
+
+class BodyTooSlow(web.HTTPRequestTimeout):
+    """The body did not arrive within the configured time; the connection is closed."""
 
 
 @web.middleware
@@ -94,21 +118,19 @@ async def errors_as_json(request: web.Request, handler: Callable) -> web.StreamR
     try:
         return await handler(request)
     except PlayError as e:
-        response = error(request, e.status, e.detail)
-        if hasattr(e, "retry_after"):
-            response.headers["Retry-After"] = str(e.retry_after)
-        return response
+        return error(request, e.status, e.detail, getattr(e, "retry_after", None))
+    except Unknown as e:
+        return error(request, 404, str(e))
     except Invalid as e:
         return error(request, 422, str(e))
     except web.HTTPException as e:
         if e.status < 400:
             raise
-        detail = {404: f"no route {request.path}; see /api/docs",
-                  405: f"{request.method} is not allowed on {request.path}",
-                  413: "request body too large"}.get(e.status, e.reason)
-        response = error(request, e.status, detail)
+        response = error(request, e.status, refusal_detail(request, e))
         if "Allow" in e.headers:  # a 405 says which methods the path does take
             response.headers["Allow"] = e.headers["Allow"]
+        if isinstance(e, BodyTooSlow):
+            response.force_close()
         return response
     except ConnectionResetError:
         # the client went away mid-request: not a fault of ours, and nobody reads the answer
@@ -116,6 +138,14 @@ async def errors_as_json(request: web.Request, handler: Callable) -> web.StreamR
     except Exception:
         log.exception("unexpected fault on %s %s", request.method, request.path)
         return error(request, 500, "internal error; retry, and report it if it persists")
+
+
+def refusal_detail(request: web.Request, e: web.HTTPException) -> str:
+    """What an aiohttp refusal (no route, wrong method, body too large or too slow) says."""
+    return {404: f"no route {request.path}; see /api/docs",
+            405: f"{request.method} is not allowed on {request.path}",
+            408: "the request body did not arrive in time",
+            413: "request body too large"}.get(e.status, e.reason)
 
 
 def bind(app: web.Application, route: Route, handler: Handler) -> None:
@@ -130,19 +160,49 @@ def bind(app: web.Application, route: Route, handler: Handler) -> None:
 
 
 async def inputs(request: web.Request, route: Route) -> dict[str, Any]:
-    """The query and body values of ``request`` checked against ``route``'s declarations."""
-    args = route.parse_query(request.query) if route.query else {}
+    """The path, query and body values of ``request`` checked against ``route``'s
+    declarations."""
+    args = route.parse_path(request.match_info)
+    args.update(route.parse_query(request.query) if route.query else {})
     if route.body is not None:
-        args.update(route.parse_body(await request.read()))
+        limits = request.app.get(CONNECTIONS) or ConnectionLimits()
+        try:
+            async with asyncio.timeout(limits.body_seconds):
+                raw = await request.read()
+        except TimeoutError:
+            raise BodyTooSlow() from None
+        args.update(route.parse_body(raw))
     return args
+
+
+def router_paths(routes: Iterable[Route]) -> dict[str, str]:
+    """Each route's path for aiohttp's router, by operation: a ``{parameter}`` does not match
+    a literal segment another route has in its place (``/api/games/{game_id}`` is not
+    ``/api/games/anonkey``), so every path belongs to one declared route and its methods."""
+    split = {r.operation: r.path.split("/") for r in routes}
+    out = {}
+    for op, segments in split.items():
+        path = []
+        for i, segment in enumerate(segments):
+            if segment.startswith("{"):
+                literals = sorted({other[i] for o, other in split.items() if o != op
+                                   and len(other) == len(segments)
+                                   and other[:i] == segments[:i] and not other[i].startswith("{")})
+                if literals:
+                    taken = "|".join(re.escape(lit) for lit in literals)
+                    segment = f"{{{segment[1:-1]}:(?!(?:{taken})$)[^/]+}}"
+            path.append(segment)
+        out[op] = "/".join(path)
+    return out
 
 
 def register(app: web.Application, route: Route,
              endpoint: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> None:
-    """Add ``endpoint`` under ``route``'s method, path and name; a GET also answers HEAD
-    unless the route says otherwise."""
+    """Add ``endpoint`` under ``route``'s method, path (``router_paths``) and name; a GET
+    also answers HEAD unless the route says otherwise."""
     endpoint.__name__ = route.operation
+    path = app.get(ROUTER_PATHS, {}).get(route.operation, route.path)
     if route.method == "GET":
-        app.router.add_get(route.path, endpoint, name=route.operation, allow_head=route.head)
+        app.router.add_get(path, endpoint, name=route.operation, allow_head=route.head)
     else:
-        app.router.add_route(route.method, route.path, endpoint, name=route.operation)
+        app.router.add_route(route.method, path, endpoint, name=route.operation)

@@ -163,10 +163,11 @@ class Api:
 class ServerThread:
     """The aiohttp app on 127.0.0.1 and a free port, in a thread with its own event loop."""
 
-    def __init__(self, arena: Any, access_log: Any = None) -> None:
+    def __init__(self, arena: Any, public: str | None = None, connections: Any = None,
+                 access_log: Any = None) -> None:
         from serve.app import build_app
 
-        self.app = build_app(arena, access_log)
+        self.app = build_app(arena, public, connections, access_log)
         self.arena = arena
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -176,12 +177,13 @@ class ServerThread:
     def _run(self) -> None:
         from aiohttp import web
 
+        from serve.connections import listen
+
         asyncio.set_event_loop(self.loop)
         self.runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         self.loop.run_until_complete(self.runner.setup())
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+        self.site = self.loop.run_until_complete(listen(self.runner, "127.0.0.1", 0))
+        self.base = f"http://127.0.0.1:{self.site.port}"
         self.ready.set()
         self.loop.run_forever()
         self.loop.run_until_complete(self.runner.cleanup())
@@ -198,9 +200,10 @@ class ServerThread:
 
 
 @contextmanager
-def server(served: Any, db: Path, clock: Any = None, access_log: Any = None, **limits: Any):
-    """A running server over ``served`` with store ``db``, limit overrides, maybe a clock and
-    an access log."""
+def server(served: Any, db: Path, clock: Any = None, public: str | None = None,
+           connections: Any = None, access_log: Any = None, **limits: Any):
+    """A running server over ``served`` with store ``db``, limit overrides and maybe a clock,
+    a public URL, connection limits and an access log."""
     import time
 
     from serve.limits import Limits
@@ -208,7 +211,7 @@ def server(served: Any, db: Path, clock: Any = None, access_log: Any = None, **l
     from serve.sqlite_store import SQLiteStore
 
     arena = Arena(served, SQLiteStore(db, "NORMAL"), Limits(**limits), clock=clock or time.time)
-    with ServerThread(arena, access_log) as running:
+    with ServerThread(arena, public, connections, access_log) as running:
         yield running
 
 

@@ -200,7 +200,7 @@ def test_refusals_use_the_api_error_shape_and_change_nothing(served):
     refused(_post(url, "/api/cmd/ACTION1", owner, {"game_id": GAME_ID}), 400, w.VALIDATION_ERROR)
     refused(_post(url, "/api/cmd/ACTION5", owner, {**act, "reasoning": "x" * 20000}), 400,
             w.VALIDATION_ERROR)
-    refused(_post(url, "/api/cmd/ACTION5", owner, {**act, "reasoning": "x" * 70000}), 400,
+    refused(_post(url, "/api/cmd/ACTION5", owner, {**act, "reasoning": "x" * 70000}), 413,
             w.VALIDATION_ERROR)  # beyond the server's body limit too
     refused(_post(url, "/api/cmd/RESET", other, {"card_id": card, "game_id": GAME_ID}), 404,
             w.GAME_NOT_STARTED_ERROR)

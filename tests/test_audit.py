@@ -142,11 +142,13 @@ def test_audit_command_writes_a_self_contained_report_and_exits_zero(versions):
     assert "PASS  " + UNIQUE in result.output
     assert "against v1" in result.output
     html = (versions / "v2" / "report" / "report.html").read_text()
-    assert html.count("src='data:image/png;base64,") == 5
+    assert html.count("src='data:image/png;base64,") == 8
     assert "src='http" not in html and "<link" not in html
     md = (versions / "v2" / "report" / "report.md").read_text()
     assert "## v2 against v1" in md and "planner_solved v1" in md
-    for name in ("optima.png", "difficulty.png", "histograms.png", "contact_sheet.png"):
+    for name in ("optima.png", "difficulty.png", "histograms.png", "contact_sheet.png",
+                 "calibration.png", "pushes_slack.png", "legend.png",
+                 "against_contact_sheet.png"):
         assert (versions / "v2" / "report" / name).read_bytes()[:4] == b"\x89PNG"
 
 
@@ -193,26 +195,29 @@ def test_audit_of_a_corrupt_table_or_manifest_is_one_readable_line(versions, tmp
     assert "missing field 'version'" in _audit_one_line(root)
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian chromium")
-def test_report_renders_in_headless_chromium_with_plots_and_levels(versions, tmp_path):
+def test_report_renders_whole_in_headless_chromium_with_plots_and_levels(versions, tmp_path):
     import subprocess
     import sys
 
     import matplotlib.image as mpimg
     import numpy as np
 
+    # `make install` installs Debian's chromium: this test runs in CI, it does not skip.
+    assert shutil.which("chromium"), "chromium missing: run `make install`"
     CliRunner().invoke(main, ["audit", "v1", "--datasets", str(versions)])
     html = versions / "v1" / "report" / "report.html"
     shot = tmp_path / "shot.png"
     script = Path(__file__).resolve().parent.parent / "scripts" / "screenshot_report.py"
-    subprocess.run([sys.executable, str(script), str(html), str(shot), "--height", "3000"],
+    subprocess.run([sys.executable, str(script), str(html), str(shot)],
                    check=True, capture_output=True, timeout=180)
     img = mpimg.imread(shot)[..., :3]
-    assert img.shape[:2] == (3000, 1400)
+    # The whole page, however tall: far more than a window, and its last rows are the
+    # contact sheet (ink), not a cut-off blank.
+    assert img.shape[1] == 1400 and img.shape[0] > 3000
     ink = (img < 0.9).any(axis=2)
     rows_with_ink = ink.any(axis=1)
-    # Text, tables, plots and the contact sheet fill much of the page height...
     assert rows_with_ink.mean() > 0.4
+    assert rows_with_ink[-img.shape[0] // 10:].mean() > 0.3
     # ...and the contact sheet's levels bring the palette's crate orange onto the page.
     crate = np.array([255, 133, 27]) / 255.0
     assert (np.abs(img - crate) < 0.05).all(axis=2).sum() > 200
@@ -234,3 +239,115 @@ def test_a_longer_legal_solution_fails_only_the_replay_check_as_not_optimal(vers
     assert {c.name for c in result.failed} == {SOLUTIONS}
     assert result.failed[0].offenders == (
         f"level 1: {row['optimal_moves'] + 2} moves, optimum is {row['optimal_moves']}",)
+
+
+def test_audit_against_itself_is_refused_in_one_line_and_touches_no_report(versions):
+    CliRunner().invoke(main, ["audit", "v1", "--datasets", str(versions)])
+    before = {p.name: p.read_bytes() for p in (versions / "v1" / "report").iterdir()}
+    result = CliRunner().invoke(main, ["audit", "v1", "--against", "v1",
+                                       "--datasets", str(versions)])
+    assert result.exit_code == 2
+    assert result.output == ("Error: cannot audit v1 against itself: --against names another "
+                             "version to compare with\n")
+    assert {p.name: p.read_bytes() for p in (versions / "v1" / "report").iterdir()} == before
+
+
+@pytest.fixture(scope="module")
+def other_spec(versions, tmp_path_factory):
+    """``o1``: a game whose tiers are tiny's 2-crate and 1-crate tiers, swapped and resized,
+    beside the tiny versions: tier 2 of tiny (3 crates) has no counterpart."""
+    text = (Path(__file__).resolve().parent.parent / "pipeline/specs/tiny.toml").read_text()
+    head, *tiers = text.split("[[tiers]]")
+    one, two = tiers[0].replace("levels = 3", "levels = 2"), tiers[1].replace(
+        "levels = 3", "levels = 4")
+    spec = tmp_path_factory.mktemp("spec") / "other.toml"
+    spec.write_text(head.replace('name = "tiny"', 'name = "other"')
+                    + "[[tiers]]" + two + "[[tiers]]" + one)
+    build("o1", datasets=versions, spec=load_spec(spec), seed=5,
+          workers=Workers(jobs=1, show_progress=False))
+    return versions
+
+
+def test_audit_against_another_spec_compares_tiers_by_crate_count_and_says_what_not(other_spec):
+    versions = other_spec
+    result = CliRunner().invoke(main, ["audit", "v1", "--against", "o1",
+                                       "--datasets", str(versions)])
+    assert result.exit_code == 0, result.output
+    assert "NaN" not in result.output and "nan" not in result.output.split("Brier")[0]
+    out = result.output
+    assert "tier 2 of v1 (3 crates): o1 has no tier with 3 crates; not compared" in out
+    assert "tier 0 of v1 has 3 slots, tier 1 of o1 2: slots 2-2 of v1 have no counterpart" in out
+    assert "tier 1 of v1 has 3 slots, tier 0 of o1 4: slots 3-3 of o1 have no counterpart" in out
+    md = (versions / "v1" / "report" / "report.md").read_text()
+    assert "different specs" in md
+
+
+def test_comparison_overlays_by_tier_and_slot_not_play_order(other_spec):
+    from pipeline.audit import compare_versions, load_version
+
+    a, b = load_version(other_spec, "v1"), load_version(other_spec, "o1")
+    comparison = compare_versions(a, b)
+    assert [(p.tier, p.other_tier, p.crates) for p in comparison.pairs] == [(0, 1, 1), (1, 0, 2)]
+    theirs = {(r["tier"], r["slot"]): r for r in b.table.iter_rows(named=True)}
+    to_theirs = {0: 1, 1: 0}
+    for row in comparison.slots.iter_rows(named=True):
+        mine = (to_theirs.get(row["tier"]), row["slot"])
+        if mine in theirs:
+            assert row["index o1"] == theirs[mine]["index"]
+            assert row["optimal_moves o1"] == theirs[mine]["optimal_moves"]
+            assert row["tier o1"] == mine[0]
+        else:  # tier 2 (no 3-crate tier in o1) and slot 2 of tier 0 (o1's tier 1 has 2)
+            assert row["index o1"] is None and (row["tier"] == 2 or row["slot"] == 2)
+    assert comparison.slots.height == a.table.height
+
+
+def test_a_failed_report_leaves_the_previous_one_whole(versions, monkeypatch):
+    from pipeline import audit_report
+
+    assert CliRunner().invoke(main, ["audit", "v2", "--datasets", str(versions)]).exit_code == 0
+    folder = versions / "v2" / "report"
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    real = audit_report.Report.files
+
+    class FillsUp(dict):
+        """The first files are written, then the disk fills up."""
+
+        def items(self):
+            yield from list(super().items())[:3]
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(audit_report.Report, "files", lambda self: FillsUp(real(self)))
+    result = CliRunner().invoke(main, ["audit", "v2", "--against", "v1",
+                                       "--datasets", str(versions)])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: cannot write the report: No space left on device")
+    # the previous report, whole, and no half-written folder beside it
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert not [p for p in (versions / "v2").iterdir() if p.name.startswith(".")]
+
+
+def test_report_holds_deadlocks_calibration_metadata_legend_and_grade_labels(versions):
+    CliRunner().invoke(main, ["audit", "v1", "--datasets", str(versions)])
+    html = (versions / "v1" / "report" / "report.html").read_text()
+    md = (versions / "v1" / "report" / "report.md").read_text()
+    for section in ("Version", "Checks", "Tiers", "Deadlocks", "Calibration",
+                    "Distributions per tier", "Contact sheet"):
+        assert f"<h2>{section}</h2>" in html
+    manifest = json.loads((versions / "v1" / "manifest.json").read_text())
+    for fact in (manifest["created"], "public: 11", manifest["files"]["levels.parquet"]["sha256"],
+                 "audit time", "numba ", "polars "):
+        assert fact in html and fact in md
+    assert "Brier score" in html and "calibration pool (held out" in html
+    assert "dead fraction mean" in md and "levels with a trap" in md
+    assert "legend.png" in md and "Legend of the contact sheet" in html
+
+
+def test_deadlock_figures_are_recomputed_from_the_boards(versions):
+    from pipeline.audit import load_version
+
+    facts = load_version(versions, "v1")
+    t = facts.table
+    # the build's grade stage computed the same figures its own way, stored beside the levels
+    assert t["audit_first_push_traps"].to_list() == t["first_push_traps"].to_list()
+    assert (t["audit_dead_fraction"] - t["dead_fraction"].cast(pl.Float64)).abs().max() < 1e-6

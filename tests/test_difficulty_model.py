@@ -138,7 +138,7 @@ def test_calibrate_command_refuses_an_unknown_template_in_one_line(tmp_path):
 
     result = CliRunner().invoke(main, ["calibrate", "--spec", "nosuch", "--out",
                                        str(tmp_path / "m.json")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # unreadable input
     assert result.output.startswith("Error: spec 'nosuch' not found")
     assert len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "m.json").exists()

@@ -199,7 +199,7 @@ def test_bad_spec_field_is_refused_with_its_name_and_nothing_written(tmp_path):
     datasets = tmp_path / "datasets"
     result = CliRunner().invoke(main, ["build", "vx", "--seed", "3", "--spec", str(spec),
                                        "--datasets", str(datasets), "--quiet"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # unreadable input
     assert result.output == ("Error: bad.toml tier 0: field 'wall_density' is 1.5; "
                              "expected 0 <= d < 1\n")
     assert not (datasets / "vx").exists() and not (datasets / ".build" / "vx").exists()
@@ -235,7 +235,7 @@ def test_secret_seed_is_stored_0600_never_printed_and_committed(tiny, tmp_path):
     # A damaged secret file is refused without quoting any of it.
     path.write_text(f"{seed}x\n")
     damaged = CliRunner().invoke(main, ["reveal", "s1", "--datasets", str(tmp_path)])
-    assert damaged.exit_code == 1 and "is damaged" in damaged.output
+    assert damaged.exit_code == 2 and "is damaged" in damaged.output  # unreadable input
     assert str(seed)[:6] not in damaged.output
 
 
@@ -377,7 +377,7 @@ def test_unsafe_version_names_are_refused(tmp_path, name):
 def test_verify_of_a_missing_version_says_so(tmp_path):
     result = CliRunner().invoke(main, ["verify", "nope", "--seed", "1",
                                        "--datasets", str(tmp_path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # unreadable input
     assert result.output == f"Error: no manifest at {tmp_path / 'nope' / 'manifest.json'}\n"
 
 
@@ -406,7 +406,7 @@ def test_verify_of_an_incomplete_manifest_is_one_readable_line(built, tmp_path):
     shutil.copytree(built[1], tmp_path / "v")
     (tmp_path / "v" / "manifest.json").write_text('{"format": 1, "version": "v"}')
     result = CliRunner().invoke(main, ["verify", "v", "--seed", "1", "--datasets", str(tmp_path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # unreadable input
     assert result.output == (f"Error: manifest {tmp_path / 'v' / 'manifest.json'}: missing "
                              "field 'spec'\n")
 

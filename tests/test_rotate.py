@@ -147,6 +147,21 @@ def test_rotation_writes_the_audit_against_the_previous_version(rotated):
     assert first.audit_passed, first.failed_checks
 
 
+def test_rotation_verdict_is_a_section_of_the_report_and_survives_a_new_audit(rotated):
+    datasets, first, _ = rotated
+    verdict = first.equivalence.lines()[0]
+    assert verdict == "r1 against demo: accepted"
+    html = (datasets / "r1" / "report" / "report.html").read_text()
+    assert "<h2>Rotation verdict</h2>" in html and verdict in html
+    # The report is replaced whole by a later audit; the verdict comes from the version's
+    # stages/, so it is in the new report too.
+    again = CliRunner().invoke(main, ["audit", "r1", "--datasets", str(datasets)])
+    assert again.exit_code == 0, again.output
+    assert verdict in (datasets / "r1" / "report" / "report.html").read_text()
+    assert json.loads((datasets / "r1" / "report" / EQUIVALENCE_FILE).read_text()) == \
+        first.equivalence.to_dict()
+
+
 def test_secret_rotation_keeps_its_seed_private_until_revealed(rotated):
     datasets, _, out = rotated
     path = secret_path(datasets, "r2")
@@ -162,13 +177,13 @@ def test_secret_rotation_keeps_its_seed_private_until_revealed(rotated):
     assert rows["r1"]["audit"] == "pass" and rows["demo"]["audit"] == "not audited"
 
     before = (datasets / "r2" / "manifest.json").read_bytes()
-    shown = CliRunner().invoke(main, ["reveal", "r2", "--datasets", str(datasets)])
+    shown = CliRunner().invoke(main, ["reveal", "r2", "--yes", "--datasets", str(datasets)])
     assert shown.exit_code == 0 and shown.stdout.strip() == seed
     record = json.loads((datasets / "r2" / REVEAL_FILE).read_text())
     assert record["seed"] == seed and record["seed_commitment"] == manifest["seed_commitment"]
     assert (datasets / "r2" / "manifest.json").read_bytes() == before
     assert {r["version"]: r for r in version_table(datasets)}["r2"]["seed"] == "revealed"
-    again = CliRunner().invoke(main, ["reveal", "r2", "--datasets", str(datasets)])
+    again = CliRunner().invoke(main, ["reveal", "r2", "--yes", "--datasets", str(datasets)])
     assert again.exit_code == 0 and "already recorded" in again.stderr
     assert json.loads((datasets / "r2" / REVEAL_FILE).read_text()) == record
     # With the published seed anyone can rebuild the rotation and get the same bytes.

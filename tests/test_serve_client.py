@@ -135,6 +135,26 @@ def test_client_retries_429_and_5xx_with_backoff_but_not_other_4xx():
         stop()
 
 
+def test_client_says_what_it_retries_and_why():
+    base, hits, stop = flaky_server([503, 429])
+    told: list[str] = []
+
+    async def call() -> dict:
+        conn = Connection(base, retries=3, backoff=0.01, notify=told.append)
+        try:
+            return await conn.call("POST", "/x", {})
+        finally:
+            await conn.close()
+
+    try:
+        assert asyncio.run(call()) == {"ok": True}
+    finally:
+        stop()
+    assert len(told) == 2
+    assert told[0].startswith("retrying POST /x in 0.01 s (retry 1 of 3): POST /x: 503")
+    assert told[1].startswith("retrying POST /x in 0.02 s (retry 2 of 3): POST /x: 429")
+
+
 def test_client_does_not_wait_out_a_long_retry_after():
     base, hits, stop = flaky_server([429], retry_after="86400")
     try:

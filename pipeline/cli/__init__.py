@@ -10,20 +10,32 @@ import click
 from pipeline.cli.audit import audit_command
 from pipeline.cli.build import build_command, stage_group, verify_command
 from pipeline.cli.calibrate import calibrate_command
+from pipeline.cli.errors import ConventionGroup
+from pipeline.cli.importing import import_command
 from pipeline.cli.levels import render_command, solve_command
 from pipeline.cli.rotate import reveal_command, rotate_command, versions_command
 from pipeline.cli.serve import play_command, serve_command
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ConventionGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sokoforge")
 def main() -> None:
-    """Build, audit, rotate and serve graded hidden sets of Sokoban levels."""
+    """Build, audit, rotate and serve graded hidden sets of Sokoban levels.
+
+    \b
+    Exit status, the same for every command:
+      0    done
+      1    a check failed or a request was refused
+      2    usage or unreadable input
+      130  interrupted (Ctrl-C)
+    A failure prints one line on stderr, never a traceback.
+    """
 
 
 main.add_command(solve_command)
 main.add_command(render_command)
 main.add_command(build_command)
+main.add_command(import_command)
 main.add_command(stage_group)
 main.add_command(verify_command)
 main.add_command(serve_command)

@@ -21,9 +21,12 @@ from pipeline.cli.errors import CliError, refusals
 def audit_command(version: str, against: str | None, db: str | None, datasets: Path) -> None:
     """Re-check every promise of dataset VERSION and write report/report.md and report.html.
 
-    Exits 0 when every check passes, 1 listing the failed checks.
+    With --against OTHER (not VERSION itself), tiers with the same crate count are compared
+    slot by slot, and the report says what could not be compared. The report is written
+    whole into a fresh folder and then swapped in. Exits 0 when every check passes, 1
+    listing the failed checks, 2 when a version is missing or unreadable.
     """
-    from pipeline.audit import audit
+    from pipeline.audit import AuditRefused, audit
     from pipeline.audit_report import Report
     from pipeline.build import check_version_name
 
@@ -33,7 +36,7 @@ def audit_command(version: str, against: str | None, db: str | None, datasets: P
                 check_version_name(name)
         try:
             result = audit(datasets, version, against)
-        except FileNotFoundError as e:
+        except (FileNotFoundError, AuditRefused) as e:
             raise CliError(str(e), 2) from None
         except (KeyError, ValueError) as e:  # a table lacking a column, a bad value in one
             raise CliError(f"cannot audit {version}: {e}", 2) from None

@@ -98,30 +98,63 @@ for _name in STAGES:
 
 @click.command("verify")
 @click.argument("version")
-@click.option("--seed", required=True, help="The version's published seed.")
+@click.option("--seed", default=None,
+              help="The version's published seed (not for an imported version).")
 @click.option("--jobs", type=click.IntRange(1, 256), default=1, show_default=True)
 @datasets_option
-def verify_command(version: str, seed: str, jobs: int, datasets: Path) -> None:
+def verify_command(version: str, seed: str | None, jobs: int, datasets: Path) -> None:
     """Rebuild VERSION from its published SEED and check it against the manifest.
 
-    Exits 0 when the seed matches the commitment and the rebuilt levels.parquet has the
-    manifest's sha256, 1 otherwise.
+    An imported version has no seed: its kept source files are checked against their
+    sha256 and imported again instead. Exits 0 when everything matches, 1 otherwise.
     """
+    from pipeline.build import check_version_name
+    from pipeline.manifest import IMPORTED, read_manifest
     from pipeline.seeds import parse_seed
     from pipeline.verify import verify
     from pipeline.workers import Workers
 
+    workers = Workers(jobs=jobs, show_progress=False)
     with refusals():
-        outcome = verify(version, parse_seed(seed), datasets=datasets,
-                         workers=Workers(jobs=jobs, show_progress=False))
-    word = {True: "match", False: "MISMATCH"}
-    click.echo(f"seed commitment: {word[outcome.commitment_matches]}")
-    if outcome.rebuild_error is None:
-        click.echo(f"rebuilt levels.parquet sha256 {outcome.rebuilt_sha256[:16]}: "
-                   f"{word[outcome.rebuild_matches]}")
-    else:
-        click.echo(f"rebuild with this seed stopped: {outcome.rebuild_error}")
-    click.echo(f"stored levels.parquet: {word[outcome.file_matches]}")
-    if not outcome.ok:
+        check_version_name(version)
+        imported = read_manifest(datasets / version / "manifest.json").get(
+            "seed_source") == IMPORTED
+        if imported:
+            if seed is not None:
+                raise CliError(f"{version} was imported: it has no seed; run without --seed", 2)
+            _verify_import(version, datasets, workers)
+            return
+        if seed is None:
+            raise CliError(f"{version} was built from a seed: --seed is required", 2)
+        outcome = verify(version, parse_seed(seed), datasets=datasets, workers=workers)
+    click.echo(f"seed commitment: {_WORD[outcome.commitment_matches]}")
+    _verdict(version, ("rebuilt", outcome.rebuilt_sha256, outcome.rebuild_matches),
+             f"rebuild with this seed stopped: {outcome.rebuild_error}"
+             if outcome.rebuild_error else None, outcome.file_matches, outcome.ok, "verified")
+
+
+_WORD = {True: "match", False: "MISMATCH"}
+
+
+def _verify_import(version: str, datasets: Path, workers: Any) -> None:
+    from pipeline.importing import verify_import
+
+    outcome = verify_import(version, datasets=datasets, workers=workers)
+    click.echo(f"{version} was imported from {len(outcome.sources)} file(s): it has no seed; "
+               "its sources are checked and imported again instead")
+    for name, ok in outcome.sources:
+        click.echo(f"source {name} sha256: {_WORD[ok]}")
+    _verdict(version, ("re-imported", outcome.reimported_sha256, outcome.reimport_matches),
+             f"re-import stopped: {outcome.reimport_error}" if outcome.reimport_error else None,
+             outcome.file_matches, outcome.ok, "verified (imported)")
+
+
+def _verdict(version: str, remade: tuple[str, str, bool], stopped: str | None,
+             file_matches: bool, ok: bool, done: str) -> None:
+    """The lines every verification ends with: the remade file, the stored one, the verdict."""
+    how, sha256, matches = remade
+    click.echo(stopped or f"{how} levels.parquet sha256 {sha256[:16]}: {_WORD[matches]}")
+    click.echo(f"stored levels.parquet: {_WORD[file_matches]}")
+    if not ok:
         raise CliError(f"{version} does not verify")
-    click.echo(f"{version}: verified")
+    click.echo(f"{version}: {done}")

@@ -1,21 +1,47 @@
-"""The one way commands fail: a readable line on stderr and a chosen exit status."""
+"""The one way commands fail: a readable line on stderr and a chosen exit status.
+
+Exit statuses, the same for every command: 0 done, 1 a check failed or a request was
+refused, 2 usage or unreadable input, 130 interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import click
 
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError, PipelineError
+
+REFUSED = 1  # a check failed or a request was refused
+USAGE = 2  # usage or unreadable input
+INTERRUPTED = 130  # 128 + SIGINT, as shells report a process stopped by Ctrl-C
 
 
 class CliError(click.ClickException):
     """Print ``Error: message`` (no traceback) and exit with ``exit_code``."""
 
-    def __init__(self, message: str, exit_code: int = 1) -> None:
+    def __init__(self, message: str, exit_code: int = REFUSED) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class Interrupted(CliError):
+    """Ctrl-C (or a closed prompt): one line and exit status 130, not click's ``Aborted!``."""
+
+    def __init__(self) -> None:
+        super().__init__("interrupted", INTERRUPTED)
+
+
+class ConventionGroup(click.Group):
+    """A command group whose commands end an interruption with ``Interrupted``."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (KeyboardInterrupt, click.Abort):  # click.Abort: Ctrl-C or EOF at a prompt
+            raise Interrupted() from None
 
 
 @contextmanager
@@ -23,9 +49,13 @@ def refusals(exit_code: int = 1, prefix: str = "") -> Iterator[None]:
     """Turn a pipeline refusal or a file the system would not read or write into a CliError.
 
     Every command on versions shares it, so none of them can end in a traceback for either.
+    Input that is not there or unreadable (``InputError``) exits 2, anything else
+    ``exit_code``.
     """
     try:
         yield
+    except InputError as e:
+        raise CliError(f"{prefix}{e}", USAGE) from None
     except PipelineError as e:
         raise CliError(f"{prefix}{e}", exit_code) from None
     except OSError as e:

@@ -4,12 +4,13 @@ its build: replaced by an equally hard one, listed, and its seed published when 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
 from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import CliError, refusals
+from pipeline.cli.errors import REFUSED, USAGE, CliError, refusals
 
 
 @click.command("rotate")
@@ -67,16 +68,34 @@ def versions_command(datasets: Path) -> None:
         click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
 
 
+def interactive() -> bool:
+    """Whether a person can answer a question: standard input is a terminal."""
+    return sys.stdin.isatty()
+
+
 @click.command("reveal")
 @click.argument("version")
+@click.option("--yes", is_flag=True,
+              help="Print without asking (needed when standard input is not a terminal).")
 @datasets_option
-def reveal_command(version: str, datasets: Path) -> None:
+def reveal_command(version: str, yes: bool, datasets: Path) -> None:
     """Print VERSION's secret seed and record the reveal in VERSION/reveal.json.
 
     For when a round closes: anyone can then run `sokoforge verify VERSION --seed SEED`.
+    Asks first, unless --yes; without a terminal to ask on, refuses unless --yes (exit 2).
+    Answering no exits 1 with nothing printed or recorded.
     """
-    from pipeline.versions import reveal
+    from pipeline.versions import reveal, revealable_seed
 
+    with refusals():
+        revealable_seed(datasets, version)  # refuse what cannot be revealed before asking
+    if not yes:
+        if not interactive():
+            raise CliError(f"not revealing the secret seed of {version}: no terminal to ask "
+                           "on; pass --yes to print it", USAGE)
+        if not click.confirm(f"Print the secret seed of {version} and record it as revealed "
+                             "(do this only once its round has closed)?", err=True):
+            raise CliError(f"{version}: seed not revealed", REFUSED)
     with refusals():
         outcome = reveal(datasets, version)
     click.echo(str(outcome.seed))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import click
 
 from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import CliError
+from pipeline.cli.errors import USAGE, CliError, Interrupted
 
 DB_ENV = "SOKOFORGE_DB"
 
@@ -48,6 +49,21 @@ DB_ENV = "SOKOFORGE_DB"
               help="A session expires after this long without an action.")
 @click.option("--max-parallel", default=32, show_default=True, type=click.IntRange(1, 32),
               help="Largest parallel= a session may ask for.")
+@click.option("--public-url", default=None, metavar="URL",
+              help="The server's address as clients reach it, given in the pages' "
+              "instructions [default: the listening address].")
+@click.option("--header-timeout", default=10.0, show_default=True,
+              type=click.FloatRange(0.1, 3600), help="Seconds a request may take to send its "
+              "headers once it has started.")
+@click.option("--body-timeout", default=30.0, show_default=True,
+              type=click.FloatRange(0.1, 3600), help="Seconds a request may take to send its "
+              "body after its headers.")
+@click.option("--idle-timeout", default=60.0, show_default=True,
+              type=click.FloatRange(0.1, 86400), help="Seconds a connection may stay open "
+              "with no request under way.")
+@click.option("--connections-per-address", default=64, show_default=True,
+              type=click.IntRange(1), help="Open connections per client address (an IPv6 "
+              "client counts as its /64; trusted proxies are not capped).")
 @click.option("--access-log", default=None, metavar="PATH|-",
               help="Write one JSON line per request (time, method, route template, status, "
               "latency, bytes, client address, key name; never a key) to PATH, appended, or "
@@ -56,15 +72,27 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
                   db: str | None, workers: int, host: str, port: int, synchronous: str,
                   trust_proxy: tuple[str, ...], keys_per_address: int,
                   scorecards_per_day: int, sessions_per_key: int, sessions_total: int,
-                  idle_minutes: float, max_parallel: int, access_log: str | None) -> None:
+                  idle_minutes: float, max_parallel: int, public_url: str | None,
+                  header_timeout: float, body_timeout: float, idle_timeout: float,
+                  connections_per_address: int, access_log: str | None) -> None:
     """Serve dataset versions, one game each, over the agent protocol (see /api/docs once
-    running): sokoforge serve V1 [V2 ...]."""
+    running): sokoforge serve V1 [V2 ...].
+
+    Stops cleanly on SIGTERM (exit 0) or Ctrl-C (exit 130).
+    """
+    from serve.app import public_url as parse_public_url
     from serve.dataset import DatasetError
-    from serve.limits import Limits, parse_networks
+    from serve.limits import ConnectionLimits, Limits, parse_networks
     from serve.run import StartError, serve_forever
 
-    if math.isnan(idle_minutes):  # FloatRange lets nan through; it would expire every session
-        raise CliError("--idle-minutes: nan is not a number of minutes", 2)
+    for option, value in (("--idle-minutes", idle_minutes), ("--header-timeout", header_timeout),
+                          ("--body-timeout", body_timeout), ("--idle-timeout", idle_timeout)):
+        if math.isnan(value):  # FloatRange lets nan through; no deadline would ever hold
+            raise CliError(f"{option}: nan is not a number", 2)
+    try:
+        public = None if public_url is None else parse_public_url(public_url)
+    except ValueError as e:
+        raise CliError(f"--public-url: {e}", 2) from None
     try:
         proxies = parse_networks(trust_proxy)
     except ValueError as e:
@@ -74,19 +102,27 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
                     sessions_per_key=sessions_per_key, sessions_total=sessions_total,
                     idle_seconds=idle_minutes * 60, max_parallel=max_parallel,
                     trusted_proxies=proxies)
+    connections = ConnectionLimits(header_seconds=header_timeout, body_seconds=body_timeout,
+                                   idle_seconds=idle_timeout,
+                                   per_address=connections_per_address)
     names = list(versions) + ([version] if version else [])
     names = names or ["demo"]
     if len(set(names)) < len(names):
-        raise CliError(f"a version is given twice: {' '.join(names)}", 2)
+        raise CliError(f"a version is given twice: {' '.join(names)}", USAGE)
     db_path = db or os.environ.get(DB_ENV) or "sokoforge.sqlite"
+    if "://" not in db_path and not Path(db_path).resolve().parent.is_dir():  # a file path
+        raise CliError(f"--db {db_path}: the folder {Path(db_path).parent} does not exist", USAGE)
     try:
-        serve_forever(str(datasets), names, db_path, host, port, limits, synchronous.upper(),
-                      workers, access_log)
+        stopped_by = serve_forever(str(datasets), names, db_path, host, port, limits,
+                                   synchronous.upper(), public, connections, workers,
+                                   access_log)
     except DatasetError as e:
         shown = names[0] if len(names) == 1 else " ".join(names)
         raise CliError(f"cannot serve {shown!r}: {e}", 2) from None
     except StartError as e:
         raise CliError(str(e), 1) from None
+    if stopped_by == signal.SIGINT:  # Ctrl-C: stopped cleanly, but interrupted all the same
+        raise Interrupted()
 
 
 @click.command("play")

@@ -1,0 +1,181 @@
+"""One exit convention for every command: 0 done, 1 refused or a failed check, 2 usage or
+unreadable input, 130 interrupted; each failure is one line on stderr."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.build import build
+from pipeline.cli import main
+from pipeline.spec import load_spec
+from pipeline.workers import Workers
+
+QUIET = Workers(jobs=1, show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("datasets")
+    build("v1", datasets=root, spec=load_spec("tiny"), seed=11, workers=QUIET)
+    build("s1", datasets=root, spec=load_spec("tiny"), workers=QUIET)  # a secret seed
+    return root
+
+
+def _one_line_exit(args: list[str], code: int, **kwargs) -> str:
+    result = CliRunner().invoke(main, args, **kwargs)
+    assert result.exit_code == code, (args, result.output)
+    assert isinstance(result.exception, SystemExit), result.exception  # no escaped exception
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    return lines[0]
+
+
+def test_help_states_the_exit_statuses():
+    out = CliRunner().invoke(main, ["--help"]).output
+    for line in ("0    done", "1    a check failed or a request was refused",
+                 "2    usage or unreadable input", "130  interrupted (Ctrl-C)"):
+        assert line in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["build", "x", "--seed", "abc"], "seed must be a non-negative integer"),
+    (["build", "x", "--spec", "nosuch"], "spec 'nosuch' not found"),
+    (["build", "../x", "--seed", "1"], "is not allowed"),
+    (["verify", "v1", "--seed", "abc"], "seed must be a non-negative integer"),
+    (["verify", "nope", "--seed", "1"], "no manifest at"),
+    (["rotate", "r", "--from", "nope"], "no version 'nope' to rotate from"),
+    (["rotate", "r", "--from", "v1", "--seed", "x"], "seed must be a non-negative integer"),
+    (["reveal", "nope"], "no version 'nope'"),
+    (["audit", "nope"], "version 'nope' not found"),
+    (["audit", "v1", "--against", "v1"], "cannot audit v1 against itself"),
+    (["stage", "generate", "x", "--spec", "nosuch"], "spec 'nosuch' not found"),
+    (["import", "x", "/nonexistent/levels.xsb"], "cannot read /nonexistent/levels.xsb"),
+])
+def test_usage_and_unreadable_input_exit_2_in_one_line(datasets, args, message):
+    assert message in _one_line_exit([*args, "--datasets", str(datasets)], 2)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["build", "v1", "--seed", "1", "--spec", "tiny"], "version v1 already exists"),
+    (["reveal", "v1"], "built from the public seed 11: nothing to reveal"),
+    (["stage", "solve", "x"], "no build of x in progress"),
+])
+def test_refused_requests_exit_1_in_one_line(datasets, args, message):
+    assert message in _one_line_exit([*args, "--datasets", str(datasets), "--quiet"]
+                                     if args[0] != "reveal" else
+                                     [*args, "--datasets", str(datasets)], 1)
+
+
+def test_calibrate_into_a_missing_folder_is_usage(tmp_path):
+    line = _one_line_exit(["calibrate", "--out", str(tmp_path / "no" / "m.json")], 2)
+    assert "no writable folder there" in line
+
+
+def test_serve_refuses_a_store_in_a_missing_folder(datasets, tmp_path):
+    db = tmp_path / "missing" / "store.sqlite"
+    line = _one_line_exit(["serve", "--datasets", str(datasets), "--db", str(db),
+                           "--port", "0"], 2)
+    assert line == f"Error: --db {db}: the folder {db.parent} does not exist"
+    assert not db.parent.exists()
+    # the same for the store named by the environment
+    line = _one_line_exit(["serve", "--datasets", str(datasets), "--port", "0"], 2,
+                          env={"SOKOFORGE_DB": str(db)})
+    assert "does not exist" in line
+
+
+def _sokoforge() -> str:
+    return str(Path(sys.executable).parent / "sokoforge")  # the installed console script
+
+
+@pytest.mark.parametrize("sig, code, last", [(signal.SIGINT, 130, "Error: interrupted"),
+                                             (signal.SIGTERM, 0, None)])
+def test_a_server_stops_cleanly_on_ctrl_c_with_130_and_on_sigterm_with_0(datasets, tmp_path,
+                                                                        sig, code, last):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "demo").symlink_to(datasets / "v1", target_is_directory=True)
+    proc = subprocess.Popen([_sokoforge(), "serve", "--datasets", str(root), "--db",
+                             str(tmp_path / "s.sqlite"), "--port", "0"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        started = ""
+        while "serving" not in started:
+            started = proc.stderr.readline()
+            assert started or proc.poll() is None, "the server did not start"
+        proc.send_signal(sig)
+        rest = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code, rest
+    errors = [line for line in rest.splitlines() if line.startswith("Error")]
+    assert errors == ([last] if last else [])
+
+
+def test_an_interrupted_command_exits_130_with_one_line(datasets, monkeypatch):
+    import pipeline.versions
+
+    def interrupted(_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline.versions, "version_table", interrupted)
+    result = CliRunner().invoke(main, ["versions", "--datasets", str(datasets)])
+    assert result.exit_code == 130
+    assert result.output == "Error: interrupted\n"  # not click's "Aborted!"
+
+
+def test_ctrl_c_exits_130_with_one_line():
+    """A real SIGINT to a real process: ``play`` waiting on a server that never answers."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        server.settimeout(60)
+        url = f"http://127.0.0.1:{server.getsockname()[1]}"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen([_sokoforge(), "play", "--url", url, "--key", "k"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env)
+        try:
+            conn, _ = server.accept()  # the client is inside the command, waiting for us
+            with conn:
+                conn.recv(1024)
+                proc.send_signal(signal.SIGINT)
+                out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["Error: interrupted"]
+    assert out == ""
+
+
+def test_reveal_without_a_terminal_refuses_unless_yes(datasets):
+    line = _one_line_exit(["reveal", "s1", "--datasets", str(datasets)], 2)
+    assert "no terminal to ask on; pass --yes" in line
+    assert not (datasets / "s1" / "reveal.json").exists()
+    shown = CliRunner().invoke(main, ["reveal", "s1", "--yes", "--datasets", str(datasets)])
+    assert shown.exit_code == 0 and shown.stdout.strip().isdigit()
+    assert (datasets / "s1" / "reveal.json").exists()
+
+
+def test_reveal_asks_first_and_a_no_reveals_nothing(tmp_path, monkeypatch):
+    import pipeline.cli.rotate
+
+    build("s2", datasets=tmp_path, spec=load_spec("tiny"), workers=QUIET)
+    monkeypatch.setattr(pipeline.cli.rotate, "interactive", lambda: True)
+    no = CliRunner().invoke(main, ["reveal", "s2", "--datasets", str(tmp_path)], input="n\n")
+    assert no.exit_code == 1
+    assert "Print the secret seed of s2" in no.stderr and no.stdout == ""
+    assert "Error: s2: seed not revealed" in no.stderr
+    assert not (tmp_path / "s2" / "reveal.json").exists()
+    yes = CliRunner().invoke(main, ["reveal", "s2", "--datasets", str(tmp_path)], input="y\n")
+    assert yes.exit_code == 0 and yes.stdout.strip().isdigit()
+    assert (tmp_path / "s2" / "reveal.json").exists()
