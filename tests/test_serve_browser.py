@@ -52,8 +52,14 @@ def play(client: Api, card: str, game: str, rows: list[dict], levels: int) -> di
 def test_only_public_games_have_a_play_page(data, tmp_path):
     with server(registry(data), tmp_path / "s.sqlite") as srv:
         anyone = Api(srv.base)
-        status, page = anyone.call("GET", "/play/practice")
+        status, headers, raw = anyone.raw("GET", "/play/practice")
+        page = raw.decode()
         assert status == 200 and 'data-game="practice"' in page and "/static/play.js" in page
+        # the pages' policy runs same-origin scripts only: every script here is a file
+        assert "script-src 'self'" in headers["Content-Security-Policy"]
+        assert page.count("<script") == page.count("<script src='/static/") == 2
+        landing = anyone.call("GET", "/")[1]
+        assert "/play/practice" in landing and "/play/standard" not in landing
         for game in ("standard", "secret", "nosuch"):  # no visibility, hidden, unknown
             status, page = anyone.call("GET", f"/play/{game}")
             assert status == 404 and "hidden benchmark game" in page
