@@ -76,6 +76,11 @@ class EpisodeRun:
         self.solved = solved
         self.deadlocked = not solved and self.served.is_dead(self.state)
 
+    def frame(self) -> Any:
+        """The RGB observation of the current state, in the level's look (noise, if its look
+        has any, drawn for the steps used)."""
+        return self.served.frame(self.state, self.steps)
+
     def snapshot(self) -> str | None:
         return None if self.game is None else encode_state(self.game.state)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from pipeline.spec import version_look
 from serve.dataset import DatasetError, ServedVersion
 
 RESTARTS = ("none", "level", "game")
@@ -26,7 +27,7 @@ class GameEntry:
     name: str
     version: ServedVersion
     restarts: str
-    look: str | None
+    look: str
 
     @property
     def episodes(self) -> int:
@@ -38,7 +39,7 @@ class GameEntry:
         return tuple(lv.max_steps for lv in self.version.levels)
 
     def spec(self) -> dict:
-        return {**self.version.spec(), "restarts": self.restarts, "look": self.look}
+        return {**self.version.spec(), "restarts": self.restarts}
 
 
 def restarts_of(version: ServedVersion) -> str:
@@ -67,8 +68,7 @@ class Registry:
                 raise DatasetError(f"versions {self._games[v.game].version.version} and "
                                    f"{v.version} are both of game {v.game!r}; serve one "
                                    "version per game")
-            look = (v.manifest.get("spec") or {}).get("look")
-            self._games[v.game] = GameEntry(v.game, v, restarts_of(v), look)
+            self._games[v.game] = GameEntry(v.game, v, restarts_of(v), version_look(v.manifest))
         if not self._games:
             raise DatasetError("no version to serve")
 

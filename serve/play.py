@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.levels import State
-from engine.render import render
 from engine.rules import WAIT
 from serve.dataset import ServedLevel, ServedVersion, encode_image
 from serve.episode import (
@@ -173,11 +172,14 @@ class ImageCache:
         self.size = size
         self._images: OrderedDict[tuple[ServedLevel, State], Picture] = OrderedDict()
 
-    def get(self, served: ServedLevel, state: State) -> Picture:
+    def get(self, served: ServedLevel, state: State, step: int) -> Picture:
+        """The observation of ``state`` after ``step`` actions of ``served``'s episode."""
+        if served.noisy:  # every step draws its own noise: no frame is ever seen twice
+            return Picture(encode_image(served.frame(state, step)))
         key = (served, state)  # the level itself: several games have a level 0
         image = self._images.get(key)
         if image is None:
-            image = Picture(encode_image(render(served.level, state)))
+            image = Picture(encode_image(served.frame(state, step)))
             self._images[key] = image
             if len(self._images) > self.size:
                 self._images.popitem(last=False)
@@ -400,10 +402,11 @@ class Arena:
         return Conflict(f"session {session.id} is over: no episode is left to play")
 
     def picture(self, run: EpisodeRun) -> Picture:
-        """The observation of an episode's current state."""
-        if run.game is None or run.state == run.served.level.start:
+        """The observation of an episode's current state (after its steps, for a noisy look)."""
+        if run.game is None or (run.state == run.served.level.start
+                                and (run.steps == 0 or not run.served.noisy)):
             return run.served.start
-        return self.images.get(run.served, run.state)
+        return self.images.get(run.served, run.state, run.steps)
 
     def _show(self, session: Session) -> None:
         for i in session.in_flight:
@@ -436,7 +439,7 @@ class Arena:
             index = self._in_flight(session, episode)
             outcome = session.act(index, action)
             run = session.episodes[index]
-            if outcome.moved:
+            if outcome.moved or run.served.noisy:  # noise is drawn anew at every step
                 run.obs = self.picture(run)
             self._show(session)
             ended = session.state if session.state != IN_PROGRESS else None
