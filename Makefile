@@ -69,9 +69,11 @@ serve: install
 
 bench: install
 	$(PY) benchmarks/engine.py
+	$(PY) benchmarks/render.py
 	$(PY) benchmarks/planner.py
 	$(PY) benchmarks/build.py
 	$(PY) benchmarks/serve.py
+	$(PY) benchmarks/serve.py --looks before,arc,shared,themed,themed+noise --sessions 8
 	$(PY) benchmarks/arc.py
 	$(PY) benchmarks/import_grade.py
 

@@ -7,7 +7,7 @@ Python BFS on flat cells with the same dead-square pruning as the solver (the fa
 Levels are drawn like the default game's tiers: 8x8, an outer wall ring, interior walls at the
 tier's density, one connected floor region, and a start drawn from the solvable set inside
 the tier's whole optimal-length band. Both solvers run on the same levels in the same run.
-Last, the renderers' time per frame against the 100 us a frame may take.
+Render time per frame of every look is measured by benchmarks/render.py.
 
     .venv/bin/python benchmarks/engine.py [--levels N] [--seed S]
 """
@@ -32,7 +32,6 @@ from oracle import oracle_solve  # noqa: E402
 
 from engine.deadlock import dead_squares  # noqa: E402
 from engine.levels import Level, State  # noqa: E402
-from engine.render import render, render_indices  # noqa: E402
 from engine.reverse import solvable_set  # noqa: E402
 from engine.solver import solve  # noqa: E402
 
@@ -151,24 +150,6 @@ def main() -> None:
               f" {1e3 * med(tuned):>12.1f} {med(x_tuned):>6.0f}x {med(fast_rate):>11.3g}"
               f" {med(tuned_rate):>11.3g} {1e3 * med(enum):>11.2f} {max(sizes) / 1024:>10.0f}")
     print("x oracle, x tuned: median over levels of Python time / numba time on the same level")
-    frame, frame_indices = render_times(levels)
-    print(f"render: {frame:.1f} us per RGB frame, {frame_indices:.1f} us as palette indices"
-          f" ({frame / 100:.2f} of the 100 us budget), on the last tier's levels")
-
-
-def render_times(levels: list[Level], frames: int = 2000) -> tuple[float, float]:
-    """Microseconds per frame of ``render`` and ``render_indices`` (best of 3 over the levels)."""
-    per_call = []
-    for fn in (render, render_indices):
-        calls = [(fn, lv) for lv in levels] * (frames // len(levels) + 1)
-        best = float("inf")
-        for _ in range(3):
-            began = time.perf_counter()
-            for f, lv in calls:
-                f(lv)
-            best = min(best, time.perf_counter() - began)
-        per_call.append(1e6 * best / len(calls))
-    return per_call[0], per_call[1]
 
 
 if __name__ == "__main__":

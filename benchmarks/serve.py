@@ -6,14 +6,19 @@ p50/p99 latency of ``act``. Every action is committed to the store before it is 
 
     python benchmarks/serve.py [--version demo] [--seconds 10] [--sync full|normal] [--no-gzip]
                                [--workers 1,2] [--db sqlite|postgres|postgresql://...]
-                               [--access-log] [--rounds R]
 
-``--db postgres`` starts a throw-away PostgreSQL server (as the tests do) for the store.
-``--access-log`` starts a second server of the first worker count writing an access log to a
-file and measures the two side by side (the rows alternate, ``--rounds`` times, on a shared
-machine), printing the ratio of actions/s with the log to without.
+``--workers 1,2`` starts one server per count and measures them row by row, side by side,
+printing the ratio; ``--db postgres`` starts a throw-away PostgreSQL server (as the tests do)
+for the stores.
 
 Without the version folder it serves a small set written from the test levels.
+
+``--looks before,arc,shared,themed,themed+noise --sessions 8`` serves the same levels in each
+look at once (one server each; ``before`` is the code of ``--before-rev``, default main, taken
+by ``git archive``) and measures them in interleaved rounds, printing actions/s beside before's.
+
+``--access-log --sessions 8 --rounds 6`` serves the same levels twice, without and with
+``--access-log FILE``, measured the same way: the ratio is the access log's cost.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import os
 import random
 import select
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,18 +45,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
 
-def start_server(root: Path, version: str, db: str, sync: str,
+def start_server(root: Path, version: str, db: Path | str, sync: str, src: Path = ROOT,
                  workers: int = 1, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """``sokoforge serve`` of the code in ``src`` (with ``extra`` options) as a child process,
+    and its base URL."""
     code = "from pipeline.cli import main; main()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "serve", "--datasets", str(root), "--version", version,
-         "--db", db, "--port", "0", "--sync", sync, "--sessions-per-key", "1000",
+         "--db", str(db), "--port", "0", "--sync", sync, "--sessions-per-key", "1000",
          "--sessions-total", "1000", "--scorecards-per-day", "100000",
          "--connections-per-address", "1000",  # every session is its own connection
-         "--workers", str(workers), *extra],
-        stderr=subprocess.PIPE, text=True, cwd=ROOT)
+         *(["--workers", str(workers)] if workers != 1 else []), *extra],
+        stderr=subprocess.PIPE, text=True, cwd=src)
     line = ""
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300  # a fresh source tree compiles its kernels first
     while "serving" not in line:
         if proc.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"server did not start: {line}{proc.stderr.read()}")
@@ -163,6 +171,107 @@ def dataset(root: Path, version: str, tmp: Path) -> tuple[Path, str]:
     return tmp, "bench"
 
 
+def with_look(root: Path, version: str, look: str, tmp: Path) -> tuple[Path, str]:
+    """A copy of ``root/version`` whose spec draws ``look`` (``themed+noise``: themed with
+    noise; themes from seed 0), with the theme columns and sha256 the look needs."""
+    import polars as pl
+
+    from pipeline.spec import spec_from_dict
+    from pipeline.tables import sha256_file, write_parquet
+    from pipeline.write import level_looks
+
+    name, noise = look.removesuffix("+noise"), look.endswith("+noise")
+    folder = tmp / "looks" / look / version
+    folder.mkdir(parents=True)
+    manifest = json.loads((root / version / "manifest.json").read_text())
+    spec = spec_from_dict({**manifest["spec"], "look": name, "noise": noise})
+    df = pl.read_parquet(root / version / "levels.parquet")
+    df = df.with_columns(*level_looks(spec, 0, df["index"].to_list()))
+    write_parquet(df, folder / "levels.parquet")
+    manifest["spec"] = spec.to_dict()
+    manifest["files"]["levels.parquet"]["sha256"] = sha256_file(folder / "levels.parquet")
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return folder.parent, version
+
+
+def source_of(rev: str, tmp: Path) -> Path:
+    """The package source of git revision ``rev``, unpacked into ``tmp`` (for ``before``)."""
+    out = tmp / "before-src"
+    out.mkdir()
+    archive = subprocess.run(["git", "archive", rev, "engine", "pipeline", "serve"], cwd=ROOT,
+                             capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise SystemExit(f"git archive {rev}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out
+
+
+def compare_looks(args: argparse.Namespace, root: Path, version: str, tmp: Path) -> None:
+    """Every look served at once, one server each, measured in interleaved rounds."""
+    looks = args.looks.split(",")
+    servers: dict[str, tuple[subprocess.Popen, str]] = {}
+    try:
+        for look in looks:
+            if look == "before":
+                where, src = (root, version), source_of(args.before_rev, tmp)
+            else:
+                where, src = with_look(root, version, look, tmp), ROOT
+            servers[look] = start_server(*where, tmp / f"{look}.sqlite", args.sync, src)
+        interleaved(args, servers, f"before = {args.before_rev}'s code (the 16-colour picture)")
+    finally:
+        for proc, _ in servers.values():
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+
+
+def compare_access_log(args: argparse.Namespace, root: Path, version: str, tmp: Path) -> None:
+    """The same levels served without and with an access log (to a file), side by side."""
+    servers: dict[str, tuple[subprocess.Popen, str]] = {}
+    try:
+        servers["no log"] = start_server(root, version, tmp / "plain.sqlite", args.sync)
+        servers["access log"] = start_server(root, version, tmp / "logged.sqlite", args.sync,
+                                             extra=("--access-log", str(tmp / "access.log")))
+        interleaved(args, servers, "a JSON line per request to a file")
+        lines = (tmp / "access.log").read_text().count("\n")
+        print(f"the access log holds {lines} lines", flush=True)
+    finally:
+        for proc, _ in servers.values():
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+
+
+def interleaved(args: argparse.Namespace, servers: dict[str, tuple[subprocess.Popen, str]],
+                note: str) -> None:
+    """Measure every server at each session count in ``--rounds`` interleaved rounds (so a
+    shared machine's load falls on all alike); print medians and the ratio to the first."""
+    keys = {name: asyncio.run(register(base)) for name, (_, base) in servers.items()}
+    for name, (_, base) in servers.items():  # warm caches and lazy imports first
+        asyncio.run(drive(base, keys[name], 2, 1.0, not args.no_gzip))
+    sessions = [int(x) for x in args.sessions.split(",")]
+    rates: dict[tuple[str, int], list[float]] = {}
+    cpus: dict[tuple[str, int], list[float]] = {}
+    for _ in range(args.rounds):
+        for n in sessions:
+            for name, (proc, base) in servers.items():
+                cpu = cpu_seconds(proc.pid)
+                r = asyncio.run(drive(base, keys[name], n, args.seconds, not args.no_gzip))
+                cpu = cpu_seconds(proc.pid) - cpu
+                rates.setdefault((name, n), []).append(r["per_s"])
+                cpus.setdefault((name, n), []).append(1e6 * cpu / max(1, r["actions"]))
+    names = list(servers)
+    print(f"{args.rounds} interleaved rounds of {args.seconds:g} s each; median of rounds; "
+          f"{note}")
+    print(f"{'server':<13} {'sessions':>8} {'actions/s':>10} {'server CPU us/action':>21}"
+          f" {'vs ' + names[0]:>12}")
+    for n in sessions:
+        base_rate = statistics.median(rates[(names[0], n)])
+        for name in names:
+            rate = statistics.median(rates[(name, n)])
+            print(f"{name:<13} {n:>8} {rate:>10.0f} "
+                  f"{statistics.median(cpus[(name, n)]):>21.0f} {rate / base_rate:>11.1%}",
+                  flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--version", default="demo")
@@ -171,73 +280,75 @@ def main() -> None:
     parser.add_argument("--sessions", default="1,8,32,200")
     parser.add_argument("--sync", choices=["normal", "full"], default="normal")
     parser.add_argument("--no-gzip", action="store_true")
+    parser.add_argument("--looks", default="",
+                        help="compare looks, e.g. before,arc,shared,themed,themed+noise")
+    parser.add_argument("--before-rev", default="main")
+    parser.add_argument("--access-log", action="store_true",
+                        help="compare a server writing an access log with one that does not")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", default="1",
                         help="server processes on the port; a list (1,2) starts one server "
                         "per count and measures them row by row, side by side, with ratios")
     parser.add_argument("--db", default="sqlite",
                         help="sqlite (a temporary file), postgres (a throw-away server) or a "
                         "postgresql:// URL")
-    parser.add_argument("--access-log", action="store_true",
-                        help="also a server writing an access log, measured side by side")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="measure each row this many times, the servers in turn, and sum")
     args = parser.parse_args()
-    workers = [int(x) for x in args.workers.split(",")]
-    # each configuration: its label, worker count and extra serve options
-    configs: list[tuple[str, int, tuple[str, ...]]] = [(str(c), c, ()) for c in workers]
-    if args.access_log:
-        configs = [(f"{workers[0]}", workers[0], ()),
-                   (f"{workers[0]}+log", workers[0], ("--access-log", "LOG"))]
-    cluster = None
-    servers: list[tuple[str, subprocess.Popen, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         root, version = dataset(Path(args.datasets), args.version, Path(tmp))
-        if args.db == "postgres":
-            sys.path.insert(0, str(ROOT / "tests"))
-            from postgres_support import Cluster
+        if args.looks:
+            compare_looks(args, root, version, Path(tmp))
+            return
+        if args.access_log:
+            compare_access_log(args, root, version, Path(tmp))
+            return
+        compare_workers(args, root, version, Path(tmp))
 
-            cluster = Cluster().start()
-        try:
-            for n, (label, count, extra) in enumerate(configs):
-                db = args.db
-                if db == "sqlite":
-                    db = str(Path(tmp) / f"bench-{n}.sqlite")
-                elif cluster is not None:
-                    db = cluster.database()
-                extra = tuple(str(Path(tmp) / f"access-{n}.log") if x == "LOG" else x
-                              for x in extra)
-                servers.append((label, *start_server(root, version, db, args.sync, count,
-                                                     extra)))
-            keys = [asyncio.run(register(base)) for _, _, base in servers]
-            print(f"store {args.db.split('://')[0]} synchronous={args.sync.upper()}, "
-                  f"gzip={'off' if args.no_gzip else 'on'}, {args.seconds:g} s per row, "
-                  f"{os.cpu_count()} cores")
-            print(f"{'workers':>7} {'sessions':>8} {'actions':>8} {'actions/s':>10} "
-                  f"{'p50 ms':>8} {'p99 ms':>8} {'server CPU us/action':>21} {'client CPU':>10}")
-            for n in (int(x) for x in args.sessions.split(",")):
-                actions = [0] * len(servers)
-                for _ in range(args.rounds):
-                    for i, ((label, proc, base), key) in enumerate(
-                            zip(servers, keys, strict=True)):
-                        cpu = cpu_seconds(proc.pid)
-                        r = asyncio.run(drive(base, key, n, args.seconds, not args.no_gzip))
-                        cpu = cpu_seconds(proc.pid) - cpu
-                        actions[i] += r["actions"]
-                        print(f"{label:>7} {r['n']:>8} {r['actions']:>8} {r['per_s']:>10.0f} "
-                              f"{r['p50']:>8.2f} {r['p99']:>8.2f} "
-                              f"{1e6 * cpu / max(1, r['actions']):>21.0f} "
-                              f"{r['client_cpu']:>10.0%}", flush=True)
-                for (label, _, _), done in list(zip(servers, actions, strict=True))[1:]:
-                    print(f"{'':>7} {n:>8} {label} / {servers[0][0]}: "
-                          f"{done / actions[0]:.3f}x actions/s "
-                          f"({done} / {actions[0]} actions in {args.rounds} x "
-                          f"{args.seconds:g} s each)", flush=True)
-        finally:
-            for _, proc, _ in servers:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(30)
-            if cluster is not None:
-                cluster.stop()
+
+def compare_workers(args: argparse.Namespace, root: Path, version: str, tmp: Path) -> None:
+    """One server per ``--workers`` count on its own store, measured row by row."""
+    workers = [int(x) for x in args.workers.split(",")]
+    cluster = None
+    if args.db == "postgres":
+        sys.path.insert(0, str(ROOT / "tests"))
+        from postgres_support import Cluster
+
+        cluster = Cluster().start()
+    servers: list[tuple[int, subprocess.Popen, str]] = []
+    try:
+        for count in workers:
+            db = args.db
+            if db == "sqlite":
+                db = str(tmp / f"bench-{count}.sqlite")
+            elif cluster is not None:
+                db = cluster.database()
+            servers.append((count, *start_server(root, version, db, args.sync,
+                                                 workers=count)))
+        keys = [asyncio.run(register(base)) for _, _, base in servers]
+        print(f"store {args.db.split('://')[0]} synchronous={args.sync.upper()}, "
+              f"gzip={'off' if args.no_gzip else 'on'}, {args.seconds:g} s per row, "
+              f"{os.cpu_count()} cores")
+        print(f"{'workers':>7} {'sessions':>8} {'actions':>8} {'actions/s':>10} "
+              f"{'p50 ms':>8} {'p99 ms':>8} {'server CPU us/action':>21} {'client CPU':>10}")
+        for n in (int(x) for x in args.sessions.split(",")):
+            rates = []
+            for (count, proc, base), key in zip(servers, keys, strict=True):
+                cpu = cpu_seconds(proc.pid)
+                r = asyncio.run(drive(base, key, n, args.seconds, not args.no_gzip))
+                cpu = cpu_seconds(proc.pid) - cpu
+                rates.append(r["per_s"])
+                print(f"{count:>7} {r['n']:>8} {r['actions']:>8} {r['per_s']:>10.0f} "
+                      f"{r['p50']:>8.2f} {r['p99']:>8.2f} "
+                      f"{1e6 * cpu / max(1, r['actions']):>21.0f} "
+                      f"{r['client_cpu']:>10.0%}", flush=True)
+            for count, rate in list(zip(workers, rates, strict=True))[1:]:
+                print(f"{'':>7} {n:>8} workers {count} / {workers[0]}: "
+                      f"{rate / rates[0]:.2f}x actions/s", flush=True)
+    finally:
+        for _, proc, _ in servers:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+        if cluster is not None:
+            cluster.stop()
 
 
 if __name__ == "__main__":

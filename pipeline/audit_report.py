@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from engine.levels import parse_xsb  # noqa: E402
-from engine.render import render  # noqa: E402
+from engine.look import Look, frame, stored_look  # noqa: E402
 from pipeline.audit import (  # noqa: E402
     AuditResult,
     Check,
@@ -40,6 +40,7 @@ from pipeline.audit import (  # noqa: E402
 from pipeline.difficulty import load_model  # noqa: E402
 from pipeline.equivalence import EQUIVALENCE_FILE, Equivalence  # noqa: E402
 from pipeline.reliability import curve, load_pool_curve, wilson_interval  # noqa: E402
+from pipeline.spec import version_look  # noqa: E402
 
 _TIER_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02")
 _DPI = 110
@@ -242,15 +243,25 @@ def plot_calibration(facts: VersionFacts, mine: dict[str, Any],
     return _png(fig)
 
 
+def level_looks(facts: VersionFacts) -> list[Look]:
+    """Each level's look, as the server draws it: its stored theme, else its version's look."""
+    look = version_look(facts.manifest)
+    return [stored_look(look, row) for row in facts.table.iter_rows(named=True)]
+
+
 def colour_legend(facts: VersionFacts, scale: int = 4) -> bytes:
     """What each colour of the contact sheet means: every kind of cell cut from small levels
-    drawn the same way, then the label colour of each tier."""
+    drawn the same way (in the first level's look, without noise; a themed version recolours
+    every level), then the label colour of each tier."""
+    first = level_looks(facts)[0]
+    look = Look(first.name, first.theme)
     cells: list[tuple[str, np.ndarray]] = []
     for name, xsb, r, col in _LEGEND_CELLS:
         level = parse_xsb(xsb)
         c = 64 // max(level.height, level.width)
         top, left = (64 - level.height * c) // 2, (64 - level.width * c) // 2
-        tile = render(level)[top + r * c: top + (r + 1) * c, left + col * c: left + (col + 1) * c]
+        drawn = frame(level, None, look)
+        tile = drawn[top + r * c: top + (r + 1) * c, left + col * c: left + (col + 1) * c]
         if not any(np.array_equal(tile, seen) for _, seen in cells):  # e.g. no checker
             cells.append((name, tile))
     tiers = sorted(set(facts.table["tier"].to_list()))
@@ -284,18 +295,19 @@ def colour_legend(facts: VersionFacts, scale: int = 4) -> bytes:
 
 
 def contact_sheet(facts: VersionFacts, per_row: int = 10, scale: int = 2) -> bytes:
-    """Every level's 64x64 observation, labelled with index, optimum and grade."""
+    """Every level's 64x64 observation in its version's look, labelled with index, optimum
+    and grade."""
     n = len(facts.levels)
     per_row = max(1, min(per_row, n))
     rows = max(1, -(-n // per_row))
     tile, gap, label = 64 * scale, 8, 22
     cell_w, cell_h = tile + gap, tile + gap + label
     sheet = np.full((rows * cell_h, per_row * cell_w, 3), 255, dtype=np.uint8)
-    for i, level in enumerate(facts.levels):
+    for i, (level, look) in enumerate(zip(facts.levels, level_looks(facts), strict=True)):
         r, c = divmod(i, per_row)
         y, x = r * cell_h + label, c * cell_w + gap // 2
-        sheet[y:y + tile, x:x + tile] = np.kron(render(level), np.ones((scale, scale, 1),
-                                                                        dtype=np.uint8))
+        start = frame(level, None, look)
+        sheet[y:y + tile, x:x + tile] = np.kron(start, np.ones((scale, scale, 1), dtype=np.uint8))
     dpi = 100
     fig = plt.figure(figsize=(sheet.shape[1] / dpi, sheet.shape[0] / dpi + 0.4), dpi=dpi)
     ax = fig.add_axes((0, 0, 1, sheet.shape[0] / (sheet.shape[0] + 40)))

@@ -217,7 +217,7 @@ def _run(stage: str, folder: BuildFolder, plan: Plan, workers: Workers,
         select(folder.output("grade"), out, plan.spec,
                version_ids(exclusion_root, plan.excluded_versions))
     else:
-        write(folder.output("select"), out, plan.spec)
+        write(folder.output("select"), out, plan.spec, plan.seed)
 
 
 def _publish(folder: BuildFolder, plan: Plan) -> None:

@@ -18,6 +18,7 @@ from pipeline.errors import InputError
 # Purposes of a draw, part of the key so two uses of one (tier, slot, attempt) never share a stream.
 LAYOUT = 0
 START = 1
+THEME = 2
 
 
 class SeedError(InputError):
@@ -38,6 +39,13 @@ def parse_seed(text: str | int) -> int:
 def derived_rng(seed: int, *key: int) -> np.random.Generator:
     """A generator for one draw, fixed by the version seed and the draw's key."""
     return np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=key))
+
+
+def noise_key(seed: int, index: int) -> int:
+    """The pixel-noise key of level ``index``: a one-way hash of the seed, so a server that
+    stores it to replay noisy frames learns nothing of the seed."""
+    digest = hashlib.sha256(f"sokoforge-noise:{seed}:{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1  # fits a signed 64-bit column
 
 
 def fresh_seed() -> int:

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.levels import MAX_CRATES, MAX_SIDE
+from engine.look import LOOKS
 from pipeline.errors import InputError
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 METHODS = ("goal_first", "scatter")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
-               "budget", "tiers", "restarts"}
+               "budget", "tiers", "look", "noise", "restarts"}
 RESTARTS = ("none", "level", "game")
 _TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end"}
 _BUDGET_FIELDS = {"multiple", "floor"}
@@ -58,6 +59,10 @@ class Spec:
     budget_multiple: int
     budget_floor: int
     tiers: tuple[Tier, ...]
+    # How levels are drawn (engine.look.LOOKS); specs written before looks existed omit both
+    # fields and mean the shared look without noise.
+    look: str = "shared"
+    noise: bool = False
     # what RESET may do when the game is served: unset, a hidden set allows nothing ("none")
     # and a practice set (public seed, imported) the whole game ("game")
     restarts: str | None = None
@@ -85,6 +90,7 @@ class Spec:
             "tiers": [{"levels": t.levels, "crates": t.crates, "wall_density": t.wall_density,
                        "band_start": list(t.band_start), "band_end": list(t.band_end)}
                       for t in self.tiers],
+            "look": self.look, "noise": self.noise,
         }
         if self.restarts is not None:
             out["restarts"] = self.restarts
@@ -143,11 +149,26 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
             levels=_int(raw, "levels", where, 1, 10_000), crates=crates,
             wall_density=float(density),
             band_start=_band(raw, "band_start", where), band_end=_band(raw, "band_end", where)))
+    look = data.get("look", "shared")
+    if look not in LOOKS:
+        raise SpecError(f"{source}: field 'look' is {look!r}; expected one of {LOOKS}")
+    noise = data.get("noise", False)
+    if not isinstance(noise, bool):
+        raise SpecError(f"{source}: field 'noise' is {noise!r}; expected true or false")
+    if noise and look != "themed":
+        raise SpecError(f"{source}: field 'noise' is true but look is {look!r}; pixel noise is "
+                        "part of a themed look (look = \"themed\")")
     restarts = data.get("restarts")
     if restarts is not None and restarts not in RESTARTS:
         raise SpecError(f"{source}: field 'restarts' is {restarts!r}; expected one of {RESTARTS}")
     return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers),
-                restarts)
+                look, noise, restarts)
+
+
+def version_look(manifest: dict[str, Any]) -> str:
+    """The look a version's manifest names; versions made before looks existed are drawn in
+    the shared look."""
+    return str((manifest.get("spec") or {}).get("look", "shared"))
 
 
 def _no_unknown(data: dict[str, Any], known: set[str], where: str) -> None:

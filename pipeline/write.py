@@ -1,6 +1,7 @@
 """Stage 5, write: ``levels.parquet`` in play order with the column types of the format.
 
-Budgets follow the spec's rule, ``max(floor, multiple * optimal_moves)``.
+Budgets follow the spec's rule, ``max(floor, multiple * optimal_moves)``; a themed spec gives
+each level its theme (and noise key) drawn from the version seed and the level's index.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from typing import Any
 
 import polars as pl
 
+from engine.look import draw_theme
+from pipeline import seeds
 from pipeline.errors import PipelineError
 from pipeline.spec import Spec
 from pipeline.tables import read_parquet, write_parquet
@@ -19,7 +22,7 @@ LEVEL_COLUMNS = {
     "index": pl.Int16, "tier": pl.Int8, "n_crates": pl.Int8, "height": pl.Int8,
     "width": pl.Int8, "xsb": pl.String, "optimal_moves": pl.Int16, "optimal_pushes": pl.Int16,
     "solution": pl.String, "max_steps": pl.Int16, "difficulty": pl.Float32, "grade": pl.Int8,
-    "canonical_id": pl.String,
+    "canonical_id": pl.String, "theme": pl.String, "noise_seed": pl.Int64,
     "slot": pl.Int16, "band_lo": pl.Int16, "band_hi": pl.Int16, "wall_layout_id": pl.String,
     "box_changes": pl.Int16, "reachable_states": pl.Int64, "dead_fraction": pl.Float32,
     "first_push_traps": pl.Int16, "detour_pushes": pl.Int16, "optimal_solutions": pl.Int64,
@@ -27,24 +30,41 @@ LEVEL_COLUMNS = {
 }
 
 
-def write(selected: Path, out: Path, spec: Spec) -> Path:
+def write(selected: Path, out: Path, spec: Spec, seed: int) -> Path:
     """Write the set's ``levels.parquet`` to ``out``; return it."""
     df = read_parquet(selected)
     if df.height != spec.n_levels:
         raise PipelineError(f"write: selection holds {df.height} levels, the spec "
                             f"{spec.name} needs {spec.n_levels}")
-    write_parquet(levels_table(df, spec), out)
+    write_parquet(levels_table(df, spec, seed=seed), out)
     return out
 
 
-def levels_table(df: pl.DataFrame, spec: Spec, extra: dict[str, Any] | None = None
-                 ) -> pl.DataFrame:
-    """The rows of ``levels.parquet``: budgets by the spec's rule, play order, the format's
-    column types, then the ``extra`` columns (name to type) a version kind adds."""
+def levels_table(df: pl.DataFrame, spec: Spec, extra: dict[str, Any] | None = None,
+                 seed: int | None = None) -> pl.DataFrame:
+    """The rows of ``levels.parquet``: budgets by the spec's rule, play order, each level's
+    look, the format's column types, then the ``extra`` columns (name to type) a version kind
+    adds. ``seed`` is the version seed themed looks are drawn from (None: a version without)."""
     budget = pl.max_horizontal(pl.lit(spec.budget_floor, dtype=pl.Int32),
                                spec.budget_multiple * pl.col("optimal_moves").cast(pl.Int32))
     df = df.with_columns(budget.alias("max_steps")).sort("index")
+    df = df.with_columns(*level_looks(spec, seed, df["index"].to_list()))
     if df["max_steps"].max() > 32767:
         raise PipelineError("write: a step budget exceeds int16; lower the budget multiple")
     columns = LEVEL_COLUMNS | (extra or {})
     return df.select([pl.col(name).cast(dtype) for name, dtype in columns.items()])
+
+
+def level_looks(spec: Spec, seed: int | None, indices: list[int]
+                ) -> tuple[pl.Series, pl.Series]:
+    """The ``theme`` (canonical JSON) and ``noise_seed`` columns: null unless the spec is themed
+    (noise keys only with noise), so a version's files alone fix every pixel it serves."""
+    themed = spec.look == "themed"
+    if themed and seed is None:
+        raise PipelineError(f"spec {spec.name} draws a theme per level from the version seed, "
+                            "and this version has no seed; use look = \"shared\" or \"arc\"")
+    themes = [draw_theme(seeds.derived_rng(seed, seeds.THEME, i), spec.noise).to_json()
+              if themed else None for i in indices]
+    keys = [seeds.noise_key(seed, i) if themed and spec.noise else None for i in indices]
+    return (pl.Series("theme", themes, dtype=pl.String),
+            pl.Series("noise_seed", keys, dtype=pl.Int64))

@@ -182,7 +182,7 @@ def _current(session: Session) -> list[bytes]:
     else:
         played = [e for e in session.episodes if e.game is not None]
         run = played[-1] if played else session.episodes[-1]
-    return [w.grid(run.served.level, run.game.state if run.game is not None else None)]
+    return [w.grid(run.served.painter, run.game.state if run.game is not None else None)]
 
 
 async def _runs(arena: Arena, key: KeyRecord, view: dict) -> list[dict]:
@@ -281,10 +281,10 @@ def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
         game = w.game_id(_served_game(arena, args["game_id"]).version.version)
         session, outcome = await arena.act(key, args["guid"], move, None)
         run = session.episodes[outcome.episode]
-        grids = [w.grid(run.served.level, run.game.state)]
+        grids = [w.grid(run.served.painter, run.game.state)]
         if outcome.episode_done and session.in_flight:
             nxt = session.episodes[session.in_flight[0]]
-            grids.append(w.grid(nxt.served.level, nxt.game.state))
+            grids.append(w.grid(nxt.served.painter, nxt.game.state))
         data = {"game_id": game}
         if number == 6:
             data.update({k: args[k] for k in ("x", "y") if args[k] is not None})

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.levels import Level, State
-from engine.render import render_indices
+from engine.levels import State
+from engine.look import Painter
 
 BASE_ID = "sokoban"
 MAX_LEVELS = 254  # FrameData bounds levels_completed and win_levels to 0-254
@@ -122,9 +122,10 @@ def grid_json(indices: np.ndarray) -> bytes:
     return b"[" + flat[flat != 0].tobytes() + b"]"
 
 
-def grid(level: Level, state: State | None) -> bytes:
-    """One 64x64 frame of palette indices 0-15 as JSON, rows first."""
-    return grid_json(render_indices(level, state))
+def grid(painter: Painter, state: State | None) -> bytes:
+    """One 64x64 frame of palette indices 0-15 as JSON, rows first: the ARC face of the board
+    the level's look draws (``engine.look``)."""
+    return grid_json(painter.arc(state))
 
 
 def frame_data(*, game: str, guid: str, grids: list[bytes], state: str,

@@ -14,12 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from engine.levels import Level, LevelError, parse_xsb
+from engine.levels import Level, LevelError, State, parse_xsb
+from engine.look import LOOKS, Look, LookError, Painter, painter, stored_look
+from pipeline.spec import version_look
 from pipeline.tables import sha256_file
 from serve.framezip import Picture
 
 FORMATS = (1,)
 COLUMNS = ("index", "tier", "n_crates", "xsb", "optimal_moves", "max_steps")
+LOOK_COLUMNS = ("theme", "noise_seed")  # absent from versions written before looks existed
 # A level's solvable set is precomputed when its search holds at most this many dense states
 # (10 bytes each while searching); larger boards of imported collections are judged on demand.
 SERVED_SET_INDEX = 2**24
@@ -44,6 +47,18 @@ class ServedLevel:
     goal: Picture
     start: Picture
     solvable: Any
+    look: Look
+    painter: Painter
+
+    @property
+    def noisy(self) -> bool:
+        """Whether every step has its own noise (so a frame depends on the step, not only the
+        state)."""
+        return self.look.noisy
+
+    def frame(self, state: State | None, step: int) -> np.ndarray:
+        """The RGB observation of ``state`` after ``step`` actions, in the level's look."""
+        return self.painter.frame(state, step)
 
     def is_dead(self, state: Any) -> bool:
         """Whether the level can no longer be solved from ``state`` (exact: backward search)."""
@@ -84,6 +99,9 @@ class ServedVersion:
             "version": self.version, "game": self.game, "games": [self.game],
             "episodes": self.episodes, "tiers": tiers,
             "boards": [list(s) for s in sizes],
+            "look": {"name": version_look(self.manifest),
+                     "noise": bool((self.manifest.get("spec") or {}).get("noise", False)),
+                     "themed_levels": sum(lv.look.name == "themed" for lv in self.levels)},
             "observation": {"shape": [64, 64, 3], "dtype": "uint8", "encoding": "base64-raw"},
             "actions": {"0": "up", "1": "down", "2": "left", "3": "right"},
             "step_budget": spec.get("budget") or {},
@@ -120,8 +138,12 @@ def load_version(root: Path, version: str) -> ServedVersion:
     if actual != expected:
         raise DatasetError(f"{levels_path} does not match its manifest (sha256 {actual[:12]}..., "
                            f"manifest says {expected[:12]}...): refusing to serve altered levels")
+    look = version_look(manifest)
+    if look not in LOOKS:
+        raise DatasetError(f"{manifest_path}: unknown look {look!r}; this server draws "
+                           f"{', '.join(LOOKS)}")
     rows = _read_rows(levels_path)
-    levels = tuple(_served_level(row) for row in rows)
+    levels = tuple(_served_level(row, look) for row in rows)
     return ServedVersion(version=str(manifest.get("version", version)),
                          game=str(manifest.get("game") or "standard"), manifest=manifest,
                          levels=levels, tiers=_tier_ranges([lv.tier for lv in levels]),
@@ -139,7 +161,8 @@ def _read_rows(path: Path) -> list[dict]:
     missing = [c for c in COLUMNS if c not in table.column_names]
     if missing:
         raise DatasetError(f"{path} lacks the column(s) {', '.join(missing)}")
-    rows = table.select(list(COLUMNS)).to_pylist()
+    rows = table.select(list(COLUMNS) + [c for c in LOOK_COLUMNS
+                                         if c in table.column_names]).to_pylist()
     if not rows:
         raise DatasetError(f"{path} holds no levels")
     if [r["index"] for r in rows] != list(range(len(rows))):
@@ -147,14 +170,17 @@ def _read_rows(path: Path) -> list[dict]:
     return rows
 
 
-def _served_level(row: dict) -> ServedLevel:
+def _served_level(row: dict, version_look: str) -> ServedLevel:
     from engine.index import StateSpaceTooLarge
-    from engine.render import render, render_goal
     from engine.reverse import solvable_set
 
     try:
         level = parse_xsb(row["xsb"])
     except LevelError as e:
+        raise DatasetError(f"level {row['index']}: {e}") from None
+    try:
+        look = stored_look(version_look, row)
+    except LookError as e:
         raise DatasetError(f"level {row['index']}: {e}") from None
     try:
         solvable: Any = solvable_set(level, max_size=SERVED_SET_INDEX)
@@ -163,11 +189,13 @@ def _served_level(row: dict) -> ServedLevel:
     else:
         if not solvable.is_solvable(level.start):
             raise DatasetError(f"level {row['index']} cannot be solved from its start")
+    drawn = painter(level, look)
     return ServedLevel(
         index=int(row["index"]), tier=int(row["tier"]), n_crates=int(row["n_crates"]),
         level=level, optimal_moves=int(row["optimal_moves"]), max_steps=int(row["max_steps"]),
-        goal=Picture(encode_image(render_goal(level))), start=Picture(encode_image(render(level))),
-        solvable=solvable)
+        goal=Picture(encode_image(drawn.goal())),
+        start=Picture(encode_image(drawn.frame(level.start, 0))),
+        solvable=solvable, look=look, painter=drawn)
 
 
 @dataclass(frozen=True, eq=False)

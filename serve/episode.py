@@ -76,6 +76,11 @@ class EpisodeRun:
         self.solved = solved
         self.deadlocked = not solved and self.served.is_dead(self.state)
 
+    def frame(self) -> Any:
+        """The RGB observation of the current state, in the level's look (noise, if its look
+        has any, drawn for the steps used)."""
+        return self.served.frame(self.state, self.steps)
+
     def snapshot(self) -> str | None:
         return None if self.game is None else encode_state(self.game.state)
 
@@ -100,18 +105,18 @@ class EpisodeRun:
         return run
 
 
-def replay_states(served: ServedLevel, actions: str) -> list[State]:
-    """The state at the start and after each letter of a stored action string (a level
-    restart ``|`` included), replayed on the level from its start."""
+def replay_states(served: ServedLevel, actions: str) -> list[tuple[State, int]]:
+    """The state and the steps used at the start and after each letter of a stored action
+    string (a level restart ``|`` included, which uses no step), replayed from the start."""
     run = EpisodeRun(served)
     run.begin()
-    states = [run.state]
+    states = [(run.state, 0)]
     for letter in actions:
         if letter == PLAYED[RESTART_LEVEL]:
             run.restart()
         else:
             run.play(PLAYED.index(letter))
-        states.append(run.state)
+        states.append((run.state, run.steps))
     return states
 
 

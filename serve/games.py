@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from pipeline.spec import version_look
 from serve.dataset import DatasetError, ServedVersion
 
 RESTARTS = ("none", "level", "game")
@@ -26,7 +27,7 @@ class GameEntry:
     name: str
     version: ServedVersion
     restarts: str
-    look: str | None
+    look: str
     public: bool = False
 
     @property
@@ -39,8 +40,7 @@ class GameEntry:
         return tuple(lv.max_steps for lv in self.version.levels)
 
     def spec(self) -> dict:
-        return {**self.version.spec(), "restarts": self.restarts, "look": self.look,
-                "public": self.public}
+        return {**self.version.spec(), "restarts": self.restarts, "public": self.public}
 
 
 def is_public(version: ServedVersion) -> bool:
@@ -81,8 +81,8 @@ class Registry:
                 raise DatasetError(f"versions {self._games[v.game].version.version} and "
                                    f"{v.version} are both of game {v.game!r}; serve one "
                                    "version per game")
-            look = (v.manifest.get("spec") or {}).get("look")
-            self._games[v.game] = GameEntry(v.game, v, restarts_of(v), look, is_public(v))
+            self._games[v.game] = GameEntry(v.game, v, restarts_of(v), version_look(v.manifest),
+                                            is_public(v))
         if not self._games:
             raise DatasetError("no version to serve")
 

@@ -109,7 +109,7 @@ SPEC = obj({"version": TEXT, "game": TEXT, "games": arr(TEXT), "episodes": INTEG
             "observation": MAP, "actions": MAP, "limits": MAP, "levels_sha256": TEXT},
            {"boards": arr(arr(INTEGER)), "step_budget": MAP,
             "seed_commitment": maybe(TEXT), "rotated_from": maybe(TEXT),
-            "restarts": string(enum=["none", "level", "game"]), "look": maybe(TEXT),
+            "restarts": string(enum=["none", "level", "game"]), "look": MAP,
             "game_specs": MAP})
 
 _SESSION_LINKS = {"act": ("act", {"session_id": "/session_id"}),

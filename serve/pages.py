@@ -54,11 +54,20 @@ def landing(spec: dict, origin: str) -> str:
         f"<td>{t['max_steps']['min']}-{t['max_steps']['max']}</td></tr>" for t in spec["tiers"])
     limits = spec["limits"]
     o = escape(origin)
+    boards = ", ".join(f"{h}x{w}" for h, w in spec["boards"])
+    look = spec["look"]
+    drawn = {"shared": "the shared Latent Sokoban environment's look",
+             "arc": "the ARC 16-colour look",
+             "themed": "a recoloured theme per level"}.get(look["name"], look["name"])
+    if look["noise"]:
+        drawn += ", with pixel noise"
     body = f"""
 <h1>sokoforge: version <code>{escape(spec['version'])}</code></h1>{_games(spec)}
 <p>Game <code>{escape(spec['game'])}</code>: {spec['episodes']} hidden Sokoban levels, played in
 order, easiest first. Agents see only 64x64 RGB renders of the board and of its goal; actions are
-0 up, 1 down, 2 left, 3 right.</p>{_play_link(spec)}
+0 up, 1 down, 2 left, 3 right.</p>
+<p>Boards: <span id=boards>{escape(boards)}</span>.
+Look: <code id=look>{escape(look['name'])}</code> ({escape(drawn)}).</p>{_play_link(spec)}
 <h2>Connect</h2>
 <pre>sokoforge play --url {o} --register YOUR_NAME --agent random</pre>
 <p>or by hand: <code>POST {o}/api/keys {{"name"}}</code>, then

@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.levels import State
-from engine.render import render
 from engine.rules import WAIT
 from serve.dataset import ServedLevel, ServedVersion, encode_image
 from serve.episode import (
@@ -181,11 +180,14 @@ class ImageCache:
         self.size = size
         self._images: OrderedDict[tuple[ServedLevel, State], Picture] = OrderedDict()
 
-    def get(self, served: ServedLevel, state: State) -> Picture:
+    def get(self, served: ServedLevel, state: State, step: int) -> Picture:
+        """The observation of ``state`` after ``step`` actions of ``served``'s episode."""
+        if served.noisy:  # every step draws its own noise: no frame is ever seen twice
+            return Picture(encode_image(served.frame(state, step)))
         key = (served, state)  # the level itself: several games have a level 0
         image = self._images.get(key)
         if image is None:
-            image = Picture(encode_image(render(served.level, state)))
+            image = Picture(encode_image(served.frame(state, step)))
             self._images[key] = image
             if len(self._images) > self.size:
                 self._images.popitem(last=False)
@@ -410,10 +412,16 @@ class Arena:
         return Conflict(f"session {session.id} is over: no episode is left to play")
 
     def picture(self, run: EpisodeRun) -> Picture:
-        """The observation of an episode's current state."""
-        if run.game is None or run.state == run.served.level.start:
+        """The observation of an episode's current state (after its steps, for a noisy look)."""
+        if run.game is None:
             return run.served.start
-        return self.images.get(run.served, run.state)
+        return self.picture_at(run.served, run.state, run.steps)
+
+    def picture_at(self, served: ServedLevel, state: State, steps: int) -> Picture:
+        """The observation of ``state`` reached after ``steps`` steps of ``served``."""
+        if state == served.level.start and (steps == 0 or not served.noisy):
+            return served.start
+        return self.images.get(served, state, steps)
 
     def _show(self, session: Session) -> None:
         for i in session.in_flight:
@@ -446,7 +454,7 @@ class Arena:
             index = self._in_flight(session, episode)
             outcome = session.act(index, action)
             run = session.episodes[index]
-            if outcome.moved:
+            if outcome.moved or run.served.noisy:  # noise is drawn anew at every step
                 run.obs = self.picture(run)
             self._show(session)
             ended = session.state if session.state != IN_PROGRESS else None
@@ -680,16 +688,17 @@ class Arena:
         if row is None or not row.actions:
             raise NotFound(f"episode {episode} of session {session_id} was not played")
         served = entry.version.levels[row.index]
-        pictures: dict[State, int] = {}
-        sequence = [pictures.setdefault(s, len(pictures))
-                    for s in replay_states(served, row.actions)]
+        # one picture per state (per state and step in a noisy look, which draws each anew)
+        pictures: dict[tuple[State, int], int] = {}
+        sequence = [pictures.setdefault((s, n if served.noisy else 0), len(pictures))
+                    for s, n in replay_states(served, row.actions)]
         return {"session_id": record.id, "game": record.game, "version": record.version,
                 "episode": row.index, "actions": row.actions, "solved": row.solved,
                 "steps": row.steps, "optimal": served.optimal_moves,
                 "max_steps": served.max_steps, "deadlocked": row.deadlocked,
                 "shape": [64, 64, 3], "encoding": "base64-raw",
                 "goal": served.goal.b64,
-                "pictures": [self.images.get(served, s).b64 for s in pictures],
+                "pictures": [self.picture_at(served, s, n).b64 for s, n in pictures],
                 "sequence": sequence}
 
     async def leaderboard(self, version: str | None, limit: int = 100,

@@ -230,10 +230,10 @@ class SolutionAgent:
 
 def solutions_by_goal(rows: list[dict]) -> dict[bytes, list[int]]:
     """Each level's goal image (raw bytes) mapped to its stored solution as actions."""
-    from engine.render import render_goal
+    from engine.look import painter
     from engine.rules import lurd_to_actions
 
-    out = {render_goal(parse_xsb(r["xsb"])).tobytes(): lurd_to_actions(r["solution"])
+    out = {painter(parse_xsb(r["xsb"])).goal().tobytes(): lurd_to_actions(r["solution"])
            for r in rows}
     assert len(out) == len(rows), "goal images must tell the levels apart"
     return out

@@ -11,14 +11,16 @@ from arc_agi.scorecard import Scorecard
 from arcengine import FrameData, GameAction, GameState
 
 from engine.levels import parse_xsb
+from engine.look import ARC, SHARED, painter
 from engine.render import PALETTE
 from serve import arc_wire as w
 
 LEVEL = parse_xsb("#####\n#@$.#\n#####")
+PAINTER = painter(LEVEL, SHARED)
 
 
 def _frame(**over):
-    args = dict(game=w.game_id("v1"), guid="gs-1", grids=[w.grid(LEVEL, None)],
+    args = dict(game=w.game_id("v1"), guid="gs-1", grids=[w.grid(PAINTER, None)],
                 state=w.NOT_FINISHED, levels_completed=0, win_levels=3, action=0,
                 data={"game_id": w.game_id("v1")}, reasoning=None, full_reset=True)
     args.update(over)
@@ -43,10 +45,17 @@ def test_grid_json_is_exactly_what_json_dumps_writes():
 
 
 def test_frame_grid_holds_palette_indices_of_the_rendered_board():
-    cells = {v for row in json.loads(w.grid(LEVEL, None)) for v in row}
+    cells = {v for row in json.loads(w.grid(PAINTER, None)) for v in row}
     assert cells <= set(range(len(PALETTE)))
     # player (blue), crate (orange) and goal (red) all appear in the start picture
     assert {9, 12, 8} <= cells
+
+
+def test_frame_grid_of_the_arc_look_is_its_16_colour_picture():
+    arc = painter(LEVEL, ARC)
+    assert np.array_equal(np.array(json.loads(w.grid(arc, None)), dtype=np.uint8),
+                          arc.elements(None))
+    assert w.grid(arc, None) != w.grid(PAINTER, None)
 
 
 def test_frame_data_caps_level_counts_at_the_toolkit_bound():

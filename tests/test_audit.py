@@ -218,8 +218,10 @@ def test_report_renders_whole_in_headless_chromium_with_plots_and_levels(version
     rows_with_ink = ink.any(axis=1)
     assert rows_with_ink.mean() > 0.4
     assert rows_with_ink[-img.shape[0] // 10:].mean() > 0.3
-    # ...and the contact sheet's levels bring the palette's crate orange onto the page.
-    crate = np.array([255, 133, 27]) / 255.0
+    # ...and the contact sheet's levels bring the shared look's crate brown onto the page.
+    from engine.look import SHARED_THEME
+
+    crate = np.array(SHARED_THEME.box) / 255.0
     assert (np.abs(img - crate) < 0.05).all(axis=2).sum() > 200
 
 

@@ -1,13 +1,14 @@
 """``sokoforge solve`` and ``sokoforge render`` as a maintainer uses them."""
 
 import json
+from pathlib import Path
 
 import matplotlib.image
 import numpy as np
 from click.testing import CliRunner
 
 from engine.levels import parse_levels
-from engine.render import render, render_goal
+from engine.look import ARC, SHARED, SHARED_THEME, Look, Theme, painter
 from engine.rules import replay
 from pipeline.cli import main
 
@@ -72,17 +73,61 @@ def test_unreadable_input_exits_2_with_one_line(tmp_path):
     assert isinstance(bad.exception, SystemExit)  # a refusal, not an escaped exception
 
 
-def test_render_writes_observation_and_goal_side_by_side(tmp_path):
+def rendered(tmp_path, *args):
     src = tmp_path / "levels.xsb"
     src.write_text(LEVELS)
     out = tmp_path / "level.png"
-    result = run("render", str(src), "--index", "1", "--scale", "1", "--out", str(out))
+    result = run("render", str(src), "--index", "1", "--scale", "1", "--out", str(out), *args)
     assert result.exit_code == 0, result.output
     picture = (matplotlib.image.imread(out)[..., :3] * 255).round().astype(np.uint8)
-    level = parse_levels(LEVELS)[1]
     assert picture.shape == (64, 132, 3)
-    assert np.array_equal(picture[:, :64], render(level))
-    assert np.array_equal(picture[:, 68:], render_goal(level))
+    return picture[:, :64], picture[:, 68:]
+
+
+def test_render_writes_observation_and_goal_side_by_side_in_the_shared_look(tmp_path):
+    obs, goal = rendered(tmp_path)
+    drawn = painter(parse_levels(LEVELS)[1], SHARED)
+    assert np.array_equal(obs, drawn.frame()) and np.array_equal(goal, drawn.goal())
+
+
+def test_render_draws_the_state_after_the_actions_in_the_given_look(tmp_path):
+    obs, goal = rendered(tmp_path, "--actions", "rdR", "--look", "arc")
+    level = parse_levels(LEVELS)[1]
+    drawn = painter(level, ARC)
+    assert np.array_equal(obs, drawn.frame(replay(level, "rdR")[-1]))
+    assert np.array_equal(goal, drawn.goal())
+    assert not np.array_equal(obs, drawn.frame())
+
+
+def test_render_draws_a_theme_file(tmp_path):
+    theme = Theme.from_dict({**SHARED_THEME.to_dict(), "floor": [10, 200, 30], "checker": False})
+    path = tmp_path / "theme.json"
+    path.write_text(theme.to_json())
+    obs, goal = rendered(tmp_path, "--theme", str(path), "--actions", "r")
+    level = parse_levels(LEVELS)[1]
+    drawn = painter(level, Look("themed", theme))
+    assert np.array_equal(obs, drawn.frame(replay(level, "r")[-1]))
+    assert np.array_equal(goal, drawn.goal())
+    assert (obs == [10, 200, 30]).all(axis=-1).any()
+
+
+def test_render_refuses_a_bad_theme_or_actions_in_one_line(tmp_path):
+    src = tmp_path / "levels.xsb"
+    src.write_text(LEVELS)
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{not json")
+    bad_colour = tmp_path / "colour.json"
+    bad_colour.write_text(json.dumps({**SHARED_THEME.to_dict(), "wall": [1, 2]}))
+    out = tmp_path / "x.png"
+    for args, says in [(["--theme", str(bad_json)], "not valid JSON"),
+                       (["--theme", str(bad_colour)], "wall is [1, 2]"),
+                       (["--theme", str(tmp_path / "none.json")], "cannot read --theme"),
+                       (["--actions", "rdx"], "not a LURD letter: 'x'")]:
+        result = run("render", str(src), "--out", str(out), *args)
+        assert result.exit_code == 2, (args, result.output)
+        assert says in result.output and result.output.strip().count("\n") == 0
+        assert isinstance(result.exception, SystemExit)
+        assert not out.exists()
 
 
 def test_render_refuses_an_index_past_the_file(tmp_path):
@@ -111,3 +156,16 @@ def test_a_level_too_large_to_search_exits_1_and_is_not_called_unsolvable():
     assert result.exit_code == 1
     assert "too large to search: level 1" in result.output
     assert "no solution for level 2" in result.output and "level 1," not in result.output
+
+
+def test_readme_pictures_of_the_looks_are_what_render_draws(tmp_path):
+    docs = Path(__file__).resolve().parent.parent / "docs" / "looks"
+    for name, args in [("shared", ["--look", "shared"]), ("arc", ["--look", "arc"]),
+                       ("themed", ["--theme", str(docs / "themed.json")]),
+                       ("themed-noise", ["--theme", str(docs / "themed-noise.json")])]:
+        out = tmp_path / f"{name}.png"
+        result = run("render", str(docs / "level.xsb"), "--actions", "rrUru", "--scale", "2",
+                     "--out", str(out), *args)
+        assert result.exit_code == 0, result.output
+        assert np.array_equal(matplotlib.image.imread(out), matplotlib.image.imread(
+            docs / f"{name}.png")), f"docs/looks/{name}.png is stale: redraw it (README, Looks)"

@@ -17,7 +17,7 @@ from serve_support import Api, server
 
 from engine.level_files import read_collection
 from engine.levels import LevelError, to_xsb
-from engine.render import render, render_goal
+from engine.look import SHARED, painter
 from engine.rules import lurd_to_actions, step
 from engine.solver import solve
 from pipeline.cli import main
@@ -206,8 +206,10 @@ def test_served_frames_of_every_board_size_equal_the_engines_drawing(imported, t
         frames = 0
         for n, lv in enumerate(served.levels):
             level, state = lv.level, lv.level.start
-            assert np.array_equal(_image(frame["observation"]["obs"]), render(level, state))
-            assert np.array_equal(_image(frame["observation"]["goal"]), render_goal(level))
+            assert lv.look == SHARED  # an import is drawn in its spec's look, shared by default
+            drawn = painter(level, lv.look)
+            assert np.array_equal(_image(frame["observation"]["obs"]), drawn.frame(state, 0))
+            assert np.array_equal(_image(frame["observation"]["goal"]), drawn.goal())
             # a fixed walk first (moves, bumps and pushes), then an optimal finish from there
             walk = [3, 0, 2, 1, 3]
             for a in walk:
@@ -224,7 +226,7 @@ def test_served_frames_of_every_board_size_equal_the_engines_drawing(imported, t
                 if i < len(actions) - 1:
                     assert not frame["last"]["episode_done"]
                     assert np.array_equal(_image(frame["observation"]["obs"]),
-                                          render(level, state)), (n, i)
+                                          drawn.frame(state, i + 1)), (n, i)
             assert frame["last"]["solved"] and frame["last"]["episode_done"]
         assert frame["state"] == "GAME_OVER" and frame["result"]["solved"] == 4
         assert frames > 40

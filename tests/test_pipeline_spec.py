@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.spec import SPECS_DIR, SpecError, load_spec, spec_from_dict
+from pipeline.spec import SPECS_DIR, SpecError, load_spec, spec_from_dict, version_look
 
 
 def test_standard_spec_is_the_design_table():
@@ -43,6 +43,18 @@ def test_spec_round_trips_through_plain_data():
     assert "restarts" not in spec.to_dict()  # unset: the manifests of today, byte for byte
     practice = spec_from_dict({**spec.to_dict(), "restarts": "game"})
     assert practice.restarts == "game" and spec_from_dict(practice.to_dict()) == practice
+    themed = spec_from_dict({**spec.to_dict(), "look": "themed", "noise": True})
+    assert (themed.look, themed.noise) == ("themed", True)
+    assert spec_from_dict(themed.to_dict()) == themed
+
+
+def test_a_spec_written_before_looks_means_the_shared_look_without_noise():
+    old = load_spec("standard").to_dict()
+    del old["look"], old["noise"]
+    spec = spec_from_dict(old)
+    assert (spec.look, spec.noise) == ("shared", False)
+    assert version_look({"spec": old}) == "shared" and version_look({}) == "shared"
+    assert version_look({"spec": {**old, "look": "arc"}}) == "arc"
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -57,6 +69,9 @@ def test_spec_round_trips_through_plain_data():
     (lambda d: d["budget"].update(multiple=0), "[budget]: field 'multiple' is 0"),
     (lambda d: d.update(tiers=[]), "field 'tiers' is empty"),
     (lambda d: d.update(restarts="always"), "field 'restarts' is 'always'"),
+    (lambda d: d.update(look="sepia"), "field 'look' is 'sepia'"),
+    (lambda d: d.update(look="themed", noise="yes"), "field 'noise' is 'yes'"),
+    (lambda d: d.update(noise=True), "field 'noise' is true but look is 'shared'"),
 ])
 def test_bad_spec_field_is_named(change, message):
     data = load_spec("standard").to_dict()

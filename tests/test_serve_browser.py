@@ -11,12 +11,30 @@ import pytest
 from serve_support import Api, server, visible_version
 
 from engine.levels import parse_xsb
-from engine.render import render
 from engine.rules import lurd_to_actions
 from serve.access_log import AccessLog
 from serve.dataset import load_version
 from serve.episode import replay_states
 from serve.games import Registry
+
+
+def noisy(root, version: str, source: str, game: str) -> None:
+    """``root/version``: a copy of ``source`` of ``game`` drawn themed with noise per step."""
+    import polars as pl
+
+    from pipeline.spec import load_spec, spec_from_dict
+    from pipeline.tables import sha256_file, write_parquet
+    from pipeline.write import level_looks
+
+    manifest = json.loads((root / source / "manifest.json").read_text())
+    spec = spec_from_dict({**load_spec("standard").to_dict(), "look": "themed", "noise": True})
+    df = pl.read_parquet(root / source / "levels.parquet")
+    (root / version).mkdir()
+    write_parquet(df.with_columns(*level_looks(spec, 0, df["index"].to_list())),
+                  root / version / "levels.parquet")
+    manifest.update(version=version, game=game, spec=spec.to_dict())
+    manifest["files"]["levels.parquet"]["sha256"] = sha256_file(root / version / "levels.parquet")
+    (root / version / "manifest.json").write_text(json.dumps(manifest))
 
 
 @pytest.fixture(scope="module")
@@ -25,12 +43,13 @@ def data(tmp_path_factory):
     hidden = visible_version(root, "h1", "standard", None)["rows"]
     public = visible_version(root, "p1", "practice", "public")["rows"]
     visible_version(root, "h2", "secret", "hidden")
+    noisy(root, "n1", "p1", "noisy")
     return {"root": root, "hidden": hidden, "public": public,
-            **{v: load_version(root, v) for v in ("h1", "p1", "h2")}}
+            **{v: load_version(root, v) for v in ("h1", "p1", "h2", "n1")}}
 
 
 def registry(data) -> Registry:
-    return Registry([data["h1"], data["p1"], data["h2"]])
+    return Registry([data["h1"], data["p1"], data["h2"], data["n1"]])
 
 
 def keyed(base: str, name: str) -> Api:
@@ -106,7 +125,7 @@ def test_a_browser_run_is_scored_ranked_and_marked_like_any_other(data, tmp_path
         # the page: one table per served game, names linking to their scorecards
         status, page = Api(srv.base).call("GET", "/leaderboard")
         assert status == 200
-        assert page.count("<table class=board>") == 3 and "version <code>p1</code>" in page
+        assert page.count("<table class=board>") == 4 and "version <code>p1</code>" in page
         assert f"/scorecards/{card['scorecard_id']}" in page and f"/scorecards/{other}" in page
         assert "<span class=tag title='played by a person in the browser'>browser</span>" in page
 
@@ -136,29 +155,40 @@ def test_replays_are_rendered_from_stored_actions_and_a_hidden_one_goes_only_to_
     with server(registry(data), tmp_path / "s.sqlite") as srv:
         owner, other, anyone = keyed(srv.base, "owner"), keyed(srv.base, "other"), Api(srv.base)
         seen = {}
-        for game, rows in (("standard", data["hidden"]), ("practice", data["public"])):
+        for game, rows in (("standard", data["hidden"]), ("practice", data["public"]),
+                           ("noisy", data["public"])):
             card = owner.ok("POST", "/api/scorecards")["scorecard_id"]
             frame = owner.ok("POST", f"/api/scorecards/{card}/games/{game}/start")
             shown = [frame["observation"]["obs"]]
-            for action in [2, *lurd_to_actions(rows[0]["solution"])]:  # a bump, then solve
-                frame = owner.ok("POST", f"/api/sessions/{frame['session_id']}/act",
-                                 {"action": action})
-                shown.append(frame["observation"]["obs"])
-            seen[game] = (frame["session_id"], shown[:-1])  # the last shows the next level
+            session = frame["session_id"]
+            for action in [2, "reset", *lurd_to_actions(rows[0]["solution"])]:
+                # a bump, a restart of the level (a noisy look draws it anew), then the solve
+                frame = (owner.ok("POST", f"/api/sessions/{session}/reset", {})
+                         if action == "reset" and game != "standard" else frame
+                         if action == "reset" else
+                         owner.ok("POST", f"/api/sessions/{session}/act", {"action": action}))
+                if action != "reset" or game != "standard":
+                    shown.append(frame["observation"]["obs"])
+            seen[game] = (session, shown[:-1])  # the last shows the next level
         hidden, public = seen["standard"][0], seen["practice"][0]
         path = f"/api/replays/{hidden}/episodes/0"
         for client in (anyone, other):
             status, body = client.call("GET", path)
             assert status == 404 and "only to the key that played" in body["detail"]
-        for client, session in ((owner, hidden), (anyone, public), (other, public)):
-            game = "standard" if session == hidden else "practice"
+        for client, game in ((owner, "standard"), (anyone, "practice"), (other, "practice"),
+                             (anyone, "noisy")):
+            session = seen[game][0]
             replay = client.ok("GET", f"/api/replays/{session}/episodes/0")
             frames = [replay["pictures"][i] for i in replay["sequence"]]
-            assert replay["solved"] and replay["actions"].startswith("L")
+            assert replay["solved"] and replay["actions"].startswith("L|" if game != "standard"
+                                                                      else "LR")
             # every observation the player saw, in order, then the solved board (which the
             # Frame that ended the level replaced by the next level's start)
             assert frames[:-1] == seen[game][1]
-            assert len(replay["pictures"]) < len(frames)  # the bump repeats the start picture
+            if game == "noisy":  # every step drawn anew, the same as when it was played
+                assert len(set(frames)) == len(frames) - 1  # the restart uses no step
+            else:  # the bump repeats the start picture, sent once
+                assert len(replay["pictures"]) < len(frames)
         for bad in ("1", "x", "9999999"):  # unplayed, not a number, too long
             assert owner.call("GET", f"/api/replays/{public}/episodes/{bad}")[0] == 404
 
@@ -166,9 +196,8 @@ def test_replays_are_rendered_from_stored_actions_and_a_hidden_one_goes_only_to_
 def test_replay_states_follow_the_action_string_with_restarts():
     level = parse_xsb("#####\n#@$.#\n#####")
     states = replay_states(type("L", (), {"level": level, "max_steps": 9})(), "L|R")
-    assert [s.player for s in states] == [6, 6, 6, 7]
-    final = render(level, states[-1])
-    assert final.shape == (64, 64, 3) and not np.array_equal(final, render(level))
+    assert [(s.player, steps) for s, steps in states] == [(6, 0), (6, 1), (6, 1), (7, 2)]
+    assert states[-1][0] != level.start
 
 
 def test_the_access_log_has_one_json_line_per_request_with_templates_and_no_key(
@@ -232,5 +261,5 @@ def test_b64_frames_decode_to_the_rendered_start(data, tmp_path):
         frame = owner.ok("POST", f"/api/sessions/{frame['session_id']}/act", {"action": 0})
         replay = Api(srv.base).ok("GET", f"/api/replays/{frame['session_id']}/episodes/0")
         start = np.frombuffer(base64.b64decode(replay["pictures"][0]), np.uint8)
-        level = parse_xsb(data["public"][0]["xsb"])
-        assert np.array_equal(start.reshape(64, 64, 3), render(level))
+        served = data["p1"].levels[0]
+        assert np.array_equal(start.reshape(64, 64, 3), served.frame(served.level.start, 0))

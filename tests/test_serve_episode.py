@@ -50,6 +50,7 @@ def test_a_snapshot_puts_an_episode_back_without_replaying_its_actions(data):
     # the action string is not consulted when a snapshot is there: a wrong one changes nothing
     back = EpisodeRun.restored(level, False, False, False, 4, "LLLL", snapshot)
     assert back.state == played.state and back.steps == 4
+    assert (back.frame() == played.frame()).all()  # the same picture, in the level's look
     replayed = EpisodeRun.restored(level, False, False, False, 4, "DRRU", None)
     assert replayed.state == played.state  # a row written before snapshots: replayed once
 

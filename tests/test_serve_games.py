@@ -224,4 +224,4 @@ def test_pictures_of_one_state_on_levels_of_two_games_are_kept_apart(data):
     standard, expert = data["t1"].levels[0], data["x1"].levels[0]
     state = standard.level.start._replace(crates=expert.level.start.crates)
     cache = ImageCache()
-    assert cache.get(standard, state).b64 != cache.get(expert, state).b64
+    assert cache.get(standard, state, 1).b64 != cache.get(expert, state, 1).b64

@@ -8,8 +8,9 @@ import sys
 import click
 import numpy as np
 
-from engine.levels import Level, LevelError, parse_levels
-from pipeline.cli.errors import CliError
+from engine.levels import Level, LevelError, parse_levels, parse_xsb
+from engine.look import SHARED, Look, LookError, Theme, painter, stored_look
+from pipeline.cli.errors import CliError, refusals
 
 
 def read_levels(path: str) -> list[Level]:
@@ -84,26 +85,81 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
               help="PNG file to write.")
 @click.option("--index", "index", type=click.IntRange(0), default=0, show_default=True,
-              help="Which level of the file.")
+              help="Which level of the file (of the version, in play order).")
+@click.option("--look", "look_name", type=click.Choice(["shared", "arc"]), default=None,
+              help="Draw in this look [default: shared, or the version's own look].")
+@click.option("--theme", "theme_file", type=str, default=None,
+              help="A theme JSON file (the eleven fields of DESIGN.md) to draw in; a theme "
+                   "with noise_std > 0 draws its noise with key 0.")
+@click.option("--actions", "actions", type=str, default="",
+              help="Moves to play first, in LURD letters (e.g. rrUl).")
 @click.option("--scale", type=click.IntRange(1, 16), default=4, show_default=True,
               help="Pixels per observation pixel, for people to look at.")
-def render_command(file: str, out: str, index: int, scale: int) -> None:
-    """Write the 64x64 observation and the goal image of a level side by side as PNG."""
+def render_command(file: str, out: str, index: int, look_name: str | None,
+                   theme_file: str | None, actions: str, scale: int) -> None:
+    """Write the 64x64 observation (after --actions) and the goal image side by side as PNG.
+
+    FILE is an XSB file, or a version folder (datasets/VERSION), drawn in its own look.
+    """
     import matplotlib.image
 
-    from engine.render import PALETTE, render, render_goal
+    from engine.rules import replay
 
     if not out.lower().endswith(".png"):
         raise CliError(f"--out {out}: the picture is written as PNG; name a .png file", 2)
-    levels = read_levels(file)
+    if look_name is not None and theme_file is not None:
+        raise CliError("--look and --theme exclude each other: a theme is its own look", 2)
+    levels, looks = read_drawn_levels(file)
     if index >= len(levels):
         raise CliError(f"{file} holds {len(levels)} level(s); --index must be below that", 2)
-    level = levels[index]
-    gap = np.broadcast_to(PALETTE[0], (64, 4, 3))
-    picture = np.concatenate([render(level), gap, render_goal(level)], axis=1)
+    level, look = levels[index], looks[index]
+    if look_name is not None:
+        look = Look(look_name)
+    if theme_file is not None:
+        try:
+            with open(theme_file, encoding="utf-8") as f:
+                theme = Theme.from_json(f.read())
+        except (OSError, UnicodeDecodeError) as e:
+            raise CliError(f"cannot read --theme {theme_file}: "
+                           f"{getattr(e, 'strerror', None) or e}", 2) from None
+        except LookError as e:
+            raise CliError(f"--theme {theme_file}: {e}", 2) from None
+        look = Look("themed", theme, 0)
+    try:
+        states = replay(level, actions)
+    except ValueError as e:
+        raise CliError(f"--actions {actions[:40]!r}: {e} (use u, d, l, r)", 2) from None
+    drawn = painter(level, look)
+    gap = np.full((64, 4, 3), 255, dtype=np.uint8)
+    picture = np.concatenate([drawn.frame(states[-1], len(states) - 1), gap, drawn.goal()],
+                             axis=1)
     picture = picture.repeat(scale, axis=0).repeat(scale, axis=1)
     try:
         matplotlib.image.imsave(out, picture, format="png")
     except OSError as e:
         raise CliError(f"cannot write {out}: {e.strerror or e}", 1) from None
     click.echo(f"wrote {out} ({picture.shape[1]}x{picture.shape[0]} px)")
+
+
+def read_drawn_levels(path: str) -> tuple[list[Level], list[Look]]:
+    """The levels of an XSB file (drawn shared) or of a version folder (in its stored looks)."""
+    from pathlib import Path
+
+    from pipeline.manifest import read_manifest
+    from pipeline.spec import version_look
+    from pipeline.tables import read_parquet
+
+    folder = Path(path)
+    if not folder.is_dir():
+        levels = read_levels(path)
+        return levels, [SHARED] * len(levels)
+    with refusals(2, f"{path}: "):
+        manifest = read_manifest(folder / "manifest.json")
+        table = read_parquet(folder / "levels.parquet").sort("index")
+    try:
+        levels = [parse_xsb(x) for x in table["xsb"]]
+        looks = [stored_look(version_look(manifest), r)
+                 for r in table.iter_rows(named=True)]
+    except (LevelError, LookError) as e:
+        raise CliError(f"{path}: {e}", 2) from None
+    return levels, looks
