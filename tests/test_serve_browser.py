@@ -263,3 +263,14 @@ def test_b64_frames_decode_to_the_rendered_start(data, tmp_path):
         start = np.frombuffer(base64.b64decode(replay["pictures"][0]), np.uint8)
         served = data["p1"].levels[0]
         assert np.array_equal(start.reshape(64, 64, 3), served.frame(served.level.start, 0))
+
+
+def test_an_access_log_line_is_json_whatever_a_client_address_or_name_holds():
+    from serve.access_log import line
+
+    hostile = 'a"b\\c\n\x00\u2028é'
+    for at in (1_764_581_209.0, 1_764_581_209.9995, 1_764_581_210.5):
+        entry = json.loads(line((at, "GET", "/x/{id}", 200, 0.0012345, 10, hostile, hostile)))
+        assert entry["client"] == hostile and entry["key"] == hostile
+        assert entry["time"].startswith("2025-12-01T09:26:") and entry["ms"] == 1.234
+    assert json.loads(line((0.0, "GET", "(no route)", 404, 0.0, 0, "::1", None)))["key"] is None
