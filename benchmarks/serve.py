@@ -242,17 +242,21 @@ def compare_access_log(args: argparse.Namespace, root: Path, version: str, tmp: 
 
 def interleaved(args: argparse.Namespace, servers: dict[str, tuple[subprocess.Popen, str]],
                 note: str) -> None:
-    """Measure every server at each session count in ``--rounds`` interleaved rounds (so a
-    shared machine's load falls on all alike); print medians and the ratio to the first."""
+    """Measure every server at each session count in ``--rounds`` interleaved rounds, in
+    alternating order (so a shared machine's load falls on all alike); print medians and the
+    ratio to the first."""
     keys = {name: asyncio.run(register(base)) for name, (_, base) in servers.items()}
     for name, (_, base) in servers.items():  # warm caches and lazy imports first
         asyncio.run(drive(base, keys[name], 2, 1.0, not args.no_gzip))
     sessions = [int(x) for x in args.sessions.split(",")]
     rates: dict[tuple[str, int], list[float]] = {}
     cpus: dict[tuple[str, int], list[float]] = {}
-    for _ in range(args.rounds):
+    for round_ in range(args.rounds):
         for n in sessions:
-            for name, (proc, base) in servers.items():
+            # every other round in reverse order, so that none is always measured right
+            # after another (whose store may still be checkpointing)
+            order = list(servers.items())[::-1 if round_ % 2 else 1]
+            for name, (proc, base) in order:
                 cpu = cpu_seconds(proc.pid)
                 r = asyncio.run(drive(base, keys[name], n, args.seconds, not args.no_gzip))
                 cpu = cpu_seconds(proc.pid) - cpu

@@ -23,7 +23,8 @@ from typing import IO
 
 from aiohttp import web
 
-from serve.web import ARENA, KEY_NAME, client_ip
+from serve.limits import forwarded_client
+from serve.web import ARENA, KEY_NAME
 
 FLUSH_SECONDS = 0.2  # how often the writer wakes to write what piled up
 UNMATCHED = "(no route)"
@@ -131,6 +132,7 @@ def middleware(log: AccessLog) -> Callable[..., Awaitable[web.StreamResponse]]:
 
 
 def _note(log: AccessLog, request: web.Request, status: int, t0: float, size: int) -> None:
-    proxies = request.app[ARENA].limits.trusted_proxies
+    client = forwarded_client(request.remote, request.headers.get("X-Forwarded-For"),
+                              request.app[ARENA].limits.trusted_proxies)
     log.note(time.time(), request.method, route_template(request), status,
-             time.perf_counter() - t0, size, client_ip(request, proxies), request.get(KEY_NAME))
+             time.perf_counter() - t0, size, client, request.get(KEY_NAME))
