@@ -114,6 +114,8 @@
                                     : `Out of steps on level ${level}. Next: level ${level + 1}.`);
       }
       if (f.state === "GAME_OVER") await finish();
+    } else {
+      say("");
     }
   }
 
