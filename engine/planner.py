@@ -9,6 +9,7 @@ audit measure how hard a level is for such an agent; nothing here is used to pla
 
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -21,6 +22,8 @@ MAX_PLANNER_BUDGET = (1 << 18) - 1  # a lookahead's nodes (<= 4 per expansion) f
 HEURISTIC_WEIGHT = 2
 _FAR = 1 << 20
 _EMPTY = -1
+# The 24 orders in which an expansion may try the four actions; row 0 is U D L R.
+_ORDERS = np.array(sorted(itertools.permutations(range(4))), dtype=np.int64)
 
 
 class PlanResult(NamedTuple):
@@ -179,29 +182,83 @@ def _heap_pop(heap: np.ndarray, size: int) -> tuple[int, int]:
 
 
 @njit(cache=True)
-def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: int,
-                n_crates: int, max_steps: int, budget: int, weight: int) -> tuple[bool, int,
-                                                                                  np.ndarray]:
-    """Play one episode; return (solved, steps, actions taken)."""
-    offs = np.array([-width, width, -1, 1], np.int64)
-    gdist = push_distance(passable, goal, width)
+def power_of_two(n: int) -> int:
+    """The smallest power of two at least ``n`` (hash tables are sized so)."""
+    size = 1
+    while size < n:
+        size *= 2
+    return size
+
+
+@njit(cache=True)
+def lookahead_arrays(budget: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                           np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Scratch space of one lookahead of ``budget`` expansions: the key -> node hash table
+    (keys, nodes), each node's key, g, h, first action and closed flag, and the heap."""
     cap_nodes = 4 * budget + 8  # the root plus four children per expansion
-    table_size = 1
-    while table_size < 4 * cap_nodes:
-        table_size *= 2
-    t_keys = np.empty(table_size, np.int64)
-    t_node = np.empty(table_size, np.int64)
-    lh_size = 1
-    while lh_size < 4 * max_steps + 16:
-        lh_size *= 2
-    lh_keys = np.full(lh_size, _EMPTY, np.int64)
-    lh_vals = np.zeros(lh_size, np.int64)
-    n_key = np.empty(cap_nodes, np.int64)
-    n_g = np.empty(cap_nodes, np.int64)
-    n_h = np.empty(cap_nodes, np.int64)
-    n_first = np.empty(cap_nodes, np.int64)
-    n_closed = np.empty(cap_nodes, np.bool_)
-    heap = np.empty(cap_nodes * 4, np.int64)
+    size = power_of_two(4 * cap_nodes)
+    return (np.empty(size, np.int64), np.empty(size, np.int64), np.empty(cap_nodes, np.int64),
+            np.empty(cap_nodes, np.int64), np.empty(cap_nodes, np.int64),
+            np.empty(cap_nodes, np.int64), np.empty(cap_nodes, np.bool_),
+            np.empty(cap_nodes * 4, np.int64))
+
+
+@njit(cache=True)
+def start_lookahead(t_keys: np.ndarray, t_node: np.ndarray, n_key: np.ndarray, n_g: np.ndarray,
+                    n_h: np.ndarray, n_first: np.ndarray, n_closed: np.ndarray,
+                    heap: np.ndarray, root: int, h_root: int) -> int:
+    """Empty the lookahead's table and make ``root`` its node 0 on the heap; the heap's size."""
+    t_keys[:] = _EMPTY
+    n_key[0] = root
+    n_g[0] = 0
+    n_h[0] = h_root
+    n_first[0] = -1
+    n_closed[0] = False
+    s = _find(t_keys, root)
+    t_keys[s] = root
+    t_node[s] = 0
+    return _heap_push(heap, 0, (h_root << 40) | (h_root << 20))
+
+
+@njit(cache=True, inline="always")
+def node_of(t_keys: np.ndarray, t_node: np.ndarray, n_key: np.ndarray, n_closed: np.ndarray,
+            n_nodes: int, key: int) -> int:
+    """The lookahead node of ``key``; a key not seen yet becomes node ``n_nodes`` (open, its
+    g and h for the caller to set)."""
+    s = _find(t_keys, key)
+    if t_keys[s] == key:
+        return t_node[s]
+    t_keys[s] = key
+    t_node[s] = n_nodes
+    n_key[n_nodes] = key
+    n_closed[n_nodes] = False
+    return n_nodes
+
+
+@njit(cache=True, inline="always")
+def _action_order(key: int, seed: int) -> int:
+    """Which of the 24 orders of the four actions an expansion of ``key`` tries (0: U D L R).
+
+    Seed 0 keeps the fixed order; another seed reorders by a hash of (seed, key), which
+    changes how equally good states are tie-broken and nothing else.
+    """
+    if seed == 0:
+        return 0
+    h = (key ^ (seed * -4658895280553007687)) * -7046029254386353131
+    return ((h ^ (h >> 31)) & 0x7FFFFFFF) % 24
+
+
+@njit(cache=True)
+def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: int,
+                n_crates: int, max_steps: int, budget: int, weight: int,
+                seed: int = 0) -> tuple[bool, int, np.ndarray]:
+    """Play one episode; return (solved, steps, actions taken). ``seed`` breaks ties."""
+    offs = np.array([-width, width, -1, 1], np.int64)
+    orders = _ORDERS
+    gdist = push_distance(passable, goal, width)
+    t_keys, t_node, n_key, n_g, n_h, n_first, n_closed, heap = lookahead_arrays(budget)
+    lh_keys = np.full(power_of_two(4 * max_steps + 16), _EMPTY, np.int64)
+    lh_vals = np.zeros(lh_keys.size, np.int64)
     actions = np.empty(max_steps, np.int8)
     cur = start_key
     steps = 0
@@ -211,17 +268,9 @@ def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: i
             return True, steps, actions[:steps]
         if steps >= max_steps:
             return False, steps, actions[:steps]
-        t_keys[:] = _EMPTY
         n_nodes = 1
-        n_key[0] = cur
-        n_g[0] = 0
-        n_h[0] = _learned(lh_keys, lh_vals, cur, weight * h_cur)
-        n_first[0] = -1
-        n_closed[0] = False
-        s = _find(t_keys, cur)
-        t_keys[s] = cur
-        t_node[s] = 0
-        size = _heap_push(heap, 0, (n_h[0] << 40) | (n_h[0] << 20))
+        size = start_lookahead(t_keys, t_node, n_key, n_g, n_h, n_first, n_closed, heap, cur,
+                               _learned(lh_keys, lh_vals, cur, weight * h_cur))
         expanded = 0
         goal_node = -1
         while size > 0 and expanded < budget:
@@ -234,7 +283,9 @@ def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: i
                 goal_node = i
                 break
             expanded += 1
-            for a in range(4):
+            order = _action_order(n_key[i], seed)
+            for r in range(4):
+                a = orders[order, r]
                 nk, pushed = _successor(n_key[i], a, passable, offs, n_crates)
                 if nk == n_key[i]:
                     continue
@@ -244,20 +295,14 @@ def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: i
                     if _frozen_square(nk, pushed, passable, goal, width, n_crates):
                         continue
                 ng = n_g[i] + 1
-                s = _find(t_keys, nk)
-                if t_keys[s] == nk:
-                    j = t_node[s]
+                j = node_of(t_keys, t_node, n_key, n_closed, n_nodes, nk)
+                if j < n_nodes:
                     if n_closed[j] or ng >= n_g[j]:
                         continue
                 else:
-                    j = n_nodes
                     n_nodes += 1
-                    t_keys[s] = nk
-                    t_node[s] = j
-                    n_key[j] = nk
                     n_h[j] = _learned(lh_keys, lh_vals, nk,
                                       weight * _estimate(nk, gdist, n_crates))
-                    n_closed[j] = False
                 n_g[j] = ng
                 n_first[j] = a if i == 0 else n_first[i]
                 size = _heap_push(heap, size, ((ng + n_h[j]) << 40) | (n_h[j] << 20) | j)
@@ -291,12 +336,15 @@ def state_key(state: State) -> int:
 
 
 def plan(level: Level, max_steps: int, budget: int = PLANNER_BUDGET,
-         state: State | None = None) -> PlanResult:
+         state: State | None = None, seed: int = 0) -> PlanResult:
     """Play ``level`` from ``state`` (default: its start) with the reference planner.
 
-    Deterministic: the same level and budget always give the same episode. Cells fit the
-    8-bit key fields because boards are at most 16x16 (``MAX_SIDE``).
+    Deterministic: the same level, budget and tie-break ``seed`` always give the same
+    episode (seed 0 is the reference). Cells fit the 8-bit key fields because boards are
+    at most 16x16 (``MAX_SIDE``).
     """
+    if seed < 0:
+        raise ValueError(f"tie-break seed must be >= 0, not {seed}")
     if not 1 <= budget <= MAX_PLANNER_BUDGET:
         raise ValueError(f"budget must be 1 to {MAX_PLANNER_BUDGET} expansions, not {budget}")
     state = level.start if state is None else state
@@ -304,7 +352,7 @@ def plan(level: Level, max_steps: int, budget: int = PLANNER_BUDGET,
     goal = np.ascontiguousarray(level.goals.ravel() & level.floor.ravel())
     solved, steps, actions = plan_kernel(passable, goal, level.width, state_key(state),
                                          len(state.crates), int(max_steps), int(budget),
-                                         HEURISTIC_WEIGHT)
+                                         HEURISTIC_WEIGHT, int(seed))
     return PlanResult(bool(solved), int(steps), tuple(int(a) for a in actions))
 
 

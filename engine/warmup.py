@@ -21,12 +21,14 @@ def main() -> None:
     import numpy as np
 
     from engine.deadlock import dead_squares, is_frozen_dead
+    from engine.ladder import climb
     from engine.optimal_paths import optimal_paths
     from engine.planner import plan, push_lower_bound
     from engine.reachable import push_reachable_stats, reachable_stats
     from engine.reverse import solvable_set
     from engine.rules import Game, replay
     from engine.solver import solve
+    from engine.validation_agents import VALIDATION_AGENTS, play_agent
 
     level = parse_xsb(_LEVEL)
     result = solve(level)
@@ -40,6 +42,8 @@ def main() -> None:
     dead_squares(level)
     is_frozen_dead(level, level.start, level.start.crates[0])
     plan(level, 3 * (result.moves or 10))
+    climb(level, 3 * (result.moves or 10), rungs=2)
+    play_agent(level, 3 * (result.moves or 10), VALIDATION_AGENTS[0])
     push_lower_bound(level)
     optimal_paths(level)
 

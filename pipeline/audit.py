@@ -76,6 +76,8 @@ class AuditResult:
     checks: list[Check]
     against: VersionFacts | None = None
     comparison: Comparison | None = None
+    # report/irt.json of the version when `sokoforge irt` has written one (pipeline.irt)
+    irt: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -299,6 +301,44 @@ def check_difficulty_order(facts: VersionFacts) -> Check:
     return Check("difficulty non-decreasing within each tier", not bad, tuple(bad))
 
 
+def check_compute(facts: VersionFacts) -> Check:
+    """compute_to_solve is the model's (predicted rows) or the ladder's, replayed here
+    (measured rows), and difficulty and grade follow from it through the curve and the cuts."""
+    from pipeline.compute import with_measured_compute
+    from pipeline.difficulty import score_levels, scores_from_compute
+    from pipeline.workers import Workers
+
+    t = facts.table
+    measured = t["compute_measured"].to_numpy().astype(bool)
+    want = t["compute_to_solve"].to_numpy().astype(np.float64)
+    if (~measured).any():
+        want[~measured] = score_levels(t.filter(~pl.col("compute_measured")))[0]
+    rates: list = [None] * t.height
+    if measured.any():
+        replayed = with_measured_compute(t.filter(pl.col("compute_measured")),
+                                         Workers(show_progress=False))
+        want[measured] = replayed["compute_to_solve"].to_numpy()
+        for i, r in zip(np.flatnonzero(measured), replayed["solve_rates"].to_list(),
+                        strict=True):
+            rates[i] = r
+    _, difficulty, grades = scores_from_compute(want)
+    bad = []
+    for i, r in enumerate(_rows(facts)):
+        problems = []
+        if abs(r["compute_to_solve"] - want[i]) > 1e-4:
+            problems.append(f"compute_to_solve {r['compute_to_solve']:.4f}, "
+                            f"{'ladder' if measured[i] else 'model'} gives {want[i]:.4f}")
+        if measured[i] and r["solve_rates"] != rates[i]:
+            problems.append("solve rates differ from the ladder's replay")
+        if abs(r["difficulty"] - difficulty[i]) > 1e-6 or r["grade"] != grades[i]:
+            problems.append(f"difficulty {r['difficulty']:.4f} grade {r['grade']}, the curve "
+                            f"gives {difficulty[i]:.4f} grade {grades[i]}")
+        if problems:
+            bad.append(f"level {r['index']}: " + "; ".join(problems))
+    return Check("compute_to_solve reproduces; difficulty and grade follow from it", not bad,
+                 tuple(bad))
+
+
 def check_unique_ids(facts: VersionFacts, root: Path) -> Check:
     """No level (up to rotation and reflection) repeats in the version or in any other one."""
     bad = []
@@ -374,10 +414,14 @@ def audit(root: Path, version: str, against: str | None = None) -> AuditResult:
         *spec_checks,
         check_unique_ids(facts, root),
     ]
+    if "compute_to_solve" in facts.table.columns:  # versions graded before it have none
+        checks.insert(-1, check_compute(facts))
+    irt_path = root / version / "report" / "irt.json"
+    irt = json.loads(irt_path.read_text()) if irt_path.is_file() else None
     if not against:
-        return AuditResult(facts, checks)
+        return AuditResult(facts, checks, irt=irt)
     other = load_version(root, against)
-    return AuditResult(facts, checks, other, compare_versions(facts, other))
+    return AuditResult(facts, checks, other, compare_versions(facts, other), irt)
 
 
 def tier_summary(facts: VersionFacts) -> pl.DataFrame:
@@ -396,6 +440,8 @@ def tier_summary(facts: VersionFacts) -> pl.DataFrame:
             "pushes mean": round(float(part["optimal_pushes"].mean()), 1),
             "budget": f"{part['max_steps'].min()}-{part['max_steps'].max()}",
             "difficulty mean": round(float(part["difficulty"].mean()), 3),
+            **({"compute median": round(float(part["compute_to_solve"].median()), 2)}
+               if "compute_to_solve" in part.columns else {}),
             "difficulty range": f"{part['difficulty'].min():.3f}-{part['difficulty'].max():.3f}",
             "grades 1-5": " ".join(str(grades.count(g)) for g in range(1, 6)),
             "planner solved": f"{int(part['planner_solved'].sum())}/{part.height}",

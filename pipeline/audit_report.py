@@ -37,6 +37,7 @@ from pipeline.audit import (  # noqa: E402
     deadlock_summary,
     tier_summary,
 )
+from pipeline.compute_curve import grade_rule  # noqa: E402
 from pipeline.difficulty import load_model  # noqa: E402
 from pipeline.equivalence import EQUIVALENCE_FILE, Equivalence  # noqa: E402
 from pipeline.reliability import curve, load_pool_curve, wilson_interval  # noqa: E402
@@ -438,10 +439,31 @@ def version_metadata(facts: VersionFacts, audited_at: datetime) -> list[tuple[st
         ("levels.parquet sha256", m["files"]["levels.parquet"]["sha256"]),
         ("built with", _versions_of(built)),
         ("audited with", f"{_versions_of(audited)}; Python {platform.python_version()}"),
-        ("difficulty model", f"fitted {model.info.get('fit_date', '?')}, grade cut points "
-                             f"{list(model.grade_cuts)}"),
+        ("difficulty model", f"fitted {model.info.get('fit_date', '?')}; {grade_rule()}"),
         ("audit time", audited_at.strftime("%Y-%m-%d %H:%M:%S UTC")),
     ]
+
+
+def irt_note(irt: dict) -> str:
+    """One paragraph on the item-response refit (``report/irt.json``)."""
+    return (f"Two-parameter item-response model fitted on {irt['episodes']} finished episodes of "
+            f"{irt['scorecards']} closed scorecards ({len(irt['agents'])} agents; browser runs "
+            f"{irt['browser_runs']}). Spearman of the empirical difficulty with "
+            f"{irt['spearman_empirical_vs']}: {irt['spearman']}.")
+
+
+def irt_agents(irt: dict) -> pl.DataFrame:
+    """The agents' fitted abilities, strongest first."""
+    return pl.DataFrame([{"agent": a["name"], "ability": a["ability"],
+                          "solved": f"{a['solved']}/{a['episodes']}"} for a in irt["agents"]])
+
+
+def irt_levels(irt: dict, limit: int = 10) -> pl.DataFrame:
+    """The levels real agents found hardest, beside their compute_to_solve and grade."""
+    rows = sorted(irt["levels"], key=lambda lv: -lv["empirical_difficulty"])[:limit]
+    return pl.DataFrame([{k: lv[k] for k in ("index", "tier", "solve_rate",
+                                              "empirical_difficulty", "compute_to_solve",
+                                              "grade")} for lv in rows])
 
 
 class Report:
@@ -497,12 +519,21 @@ class Report:
     def _model_note(self) -> str:
         model = load_model()
         held = model.info.get("held_out", {})
-        fit = model.info.get("fit", {})
-        return (f"difficulty = probability that the reference planner fails, from the model in "
-                f"pipeline/specs/difficulty.json (fitted {model.info.get('fit_date', '?')} on "
-                f"{fit.get('levels', '?')} levels; held-out AUC {held.get('auc', '?')}, optimal "
-                f"length alone {held.get('auc_optimal_moves', '?')}); grade cut points "
-                f"{list(model.grade_cuts)}")
+        t = self.result.facts.table
+        if "compute_to_solve" not in t.columns:
+            return ("graded before compute_to_solve existed: difficulty and grade are those "
+                    "stored (the chance that the reference planner fails, from the model of "
+                    "their day)")
+        measured = int(t["compute_measured"].sum())
+        return (f"compute_to_solve = log2 of the per-step budget (expanded states) at which the "
+                f"reference planner solves half the time: measured by the ladder (budgets 1 to "
+                f"65,536, 8 tie-break seeds) on {measured} of {t.height} levels, predicted from "
+                f"grade features on the rest (pipeline/specs/difficulty.json, fitted "
+                f"{model.info.get('fit_date', '?')}; held-out MAE "
+                f"{held.get('mean_absolute_error', '?')}, Spearman {held.get('spearman', '?')})."
+                f" Grades: {grade_rule()}. difficulty = the curve's chance of failing at 256, "
+                f"so the grade cut points in difficulty are "
+                f"{[round(c, 3) for c in model.grade_cuts]}.")
 
     def calibration_lines(self) -> list[str]:
         """The Brier scores of the version and of the calibration pool, in words."""
@@ -566,6 +597,10 @@ class Report:
                 "## Calibration", "", *[f"- {line}" for line in self.calibration_lines()]]
         for name, table in self.calibration_tables():
             out += ["", f"{name}, by bin of predicted difficulty:", "", _md_table(table)]
+        if r.irt is not None:
+            out += ["", "## Difficulty from real results", "", irt_note(r.irt), "",
+                    _md_table(irt_agents(r.irt)), "", "Hardest levels by empirical difficulty:",
+                    "", _md_table(irt_levels(r.irt))]
         if r.against is not None and r.comparison is not None:
             out += ["", f"## {r.facts.name} against {r.against.name}", "",
                     _md_table(comparison_tiers(r)), ""]
@@ -620,6 +655,12 @@ class Report:
                            for name, table in self.calibration_tables())
                        + "</div></div></div>")
         sections.append(("calibration", "Calibration", calibration))
+        if r.irt is not None:
+            sections.append(("irt", "Difficulty from real results",
+                             f"<p>{html.escape(irt_note(r.irt))}</p>"
+                             + _html_table(irt_agents(r.irt))
+                             + "<p>Hardest levels by empirical difficulty:</p>"
+                             + _html_table(irt_levels(r.irt))))
         if r.against is not None and r.comparison is not None:
             notes = r.comparison.not_compared or ("every tier and slot compared",)
             body = (_html_table(comparison_tiers(r)) + "<ul class='notes'>"

@@ -197,6 +197,7 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
 def _run(stage: str, folder: BuildFolder, plan: Plan, workers: Workers,
          exclusion_root: Path) -> None:
     # Stage modules load the engine's compiled kernels: imported only when a stage runs.
+    from pipeline.compute import measure_selected
     from pipeline.generate import generate
     from pipeline.grade import grade
     from pipeline.select import select
@@ -212,10 +213,12 @@ def _run(stage: str, folder: BuildFolder, plan: Plan, workers: Workers,
         grade(folder.output("solve"), out, workers)
     elif stage == "select" and plan.rotation is not None:
         from pipeline.rotate import matched_select
-        matched_select(folder, plan, workers, exclusion_root)
+        measure_selected(matched_select(folder, plan, workers, exclusion_root), plan.spec,
+                         workers)
     elif stage == "select":
-        select(folder.output("grade"), out, plan.spec,
-               version_ids(exclusion_root, plan.excluded_versions))
+        measure_selected(select(folder.output("grade"), out, plan.spec,
+                                version_ids(exclusion_root, plan.excluded_versions)),
+                         plan.spec, workers)
     else:
         write(folder.output("select"), out, plan.spec, plan.seed)
 

@@ -1,9 +1,13 @@
-"""Calibration of the difficulty model against the reference planner.
+"""Calibration of compute_to_solve: the curves' slope, the fast predictor, and their checks.
 
-Two pools of levels are drawn with the pipeline's own generator (1-4 crates, the bands of a
-template spec), solved and graded by the pipeline's stages, and played by the reference planner
-with each level's step budget. A logistic model of planner failure is fitted on the first pool
-and judged on the second, which shares no level with it.
+Two pools of levels are drawn with the pipeline's own generator (the tiers and bands of a
+template spec), solved and graded by the pipeline's stages, and played up the compute ladder.
+The fit pool gives the curves' shared slope and the ridge regression predicting
+compute_to_solve from grade features. The held-out pool, which shares no level with it, is
+played by two disjoint sets of tie-break seeds (test-retest of compute_to_solve beside the
+same figure for today's single-run label) and by a second, independent agent family
+(``engine.validation_agents``) whose failures compute_to_solve should predict beyond what
+optimal length does, within each crate tier.
 """
 
 from __future__ import annotations
@@ -16,13 +20,16 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from engine.ladder import LADDER_BUDGETS, LADDER_SEEDS, SOLVED_RUNS_TO_STOP
 from engine.levels import parse_xsb
 from engine.planner import HEURISTIC_WEIGHT, PLANNER_BUDGET, plan
+from engine.validation_agents import VALIDATION_AGENTS, AgentSpec, play_agent
+from pipeline.compute import ladder_counts
+from pipeline.compute_curve import HIGHEST, compute_grade, fit_locations, fit_slope, grade_rule
 from pipeline.difficulty import FEATURES, DifficultyModel, transformed
 from pipeline.errors import PipelineError
 from pipeline.generate import generate
 from pipeline.grade import grade_features
-from pipeline.logistic import fit_logistic, log_loss
 from pipeline.rank_metrics import roc_auc, spearman
 from pipeline.reliability import curve
 from pipeline.solve import solve
@@ -30,15 +37,11 @@ from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet
 from pipeline.workers import Workers
 
-POOL_SEED = 20261130
+POOL_SEED = 20261201
 HELD_OUT_OFFSET = 1
-L2 = 1e-3
-# Grades are bands of planner-failure probability: below 1 in 20, 1 in 5, even, 4 in 5, above.
-GRADE_CUTS = (0.05, 0.2, 0.5, 0.8)
-
-# Lookahead budgets either side of the reference one: how often a level's outcome survives a
-# small change of budget bounds how well any level feature can predict that outcome.
-NEARBY_BUDGETS = (PLANNER_BUDGET - 16, PLANNER_BUDGET + 16)
+L2 = 1e-2
+# The retest seed set: as many seeds as the ladder's, none shared with it.
+RETEST_SEEDS = tuple(range(max(LADDER_SEEDS) + 1, max(LADDER_SEEDS) + 1 + len(LADDER_SEEDS)))
 
 
 @dataclass(frozen=True)
@@ -52,17 +55,10 @@ class Calibration:
 
 @dataclass(frozen=True)
 class PoolSize:
-    """Levels per crate count in the fitting pool and in the held-out pool."""
+    """Levels per tier in the fitting pool and in the held-out pool."""
 
-    fit_per_tier: int = 600
-    held_out_per_tier: int = 300
-
-
-def grade_rule(cuts: tuple[float, ...]) -> str:
-    """The cut points in words, as the model file records them (derived, so never stale)."""
-    parts = [f"1: difficulty < {cuts[0]:g}"]
-    parts += [f"{g}: < {c:g}" for g, c in enumerate(cuts[1:], start=2)]
-    return ", ".join([*parts, f"{len(cuts) + 1}: >= {cuts[-1]:g}"])
+    fit_per_tier: int = 100
+    held_out_per_tier: int = 100
 
 
 def pool_spec(template: Spec, per_tier: int) -> Spec:
@@ -75,125 +71,192 @@ def pool_spec(template: Spec, per_tier: int) -> Spec:
     return spec_from_dict(data, source="calibration pool")
 
 
-def _play(item: tuple[str, int]) -> tuple[bool, int]:
-    xsb, steps = item
-    result = plan(parse_xsb(xsb), steps)
-    return result.solved, result.steps
+def _play(item: tuple[str, int, int]) -> bool:
+    xsb, steps, seed = item
+    return plan(parse_xsb(xsb), steps, seed=seed).solved
 
 
-def _stable(item: tuple[str, int, bool]) -> bool:
-    xsb, steps, solved = item
-    level = parse_xsb(xsb)
-    return all(plan(level, steps, budget=b).solved == solved for b in NEARBY_BUDGETS)
+def planner_runs(table: pl.DataFrame, seed: int, workers: Workers) -> np.ndarray:
+    """The single-run label: whether the planner (budget 256, tie-break ``seed``) solves."""
+    items = [(x, int(m), seed) for x, m in zip(table["xsb"].to_list(),
+                                               table["max_steps"].to_list(), strict=True)]
+    return np.array(workers.map(_play, items, label=f"planner seed {seed}"), dtype=bool)
 
 
-def outcome_stability(table: pl.DataFrame, workers: Workers) -> float:
-    """Share of levels whose planner outcome is the same at every budget of NEARBY_BUDGETS."""
-    items = list(zip(table["xsb"].to_list(), table["max_steps"].to_list(),
-                     table["planner_solved"].to_list(), strict=True))
-    return float(np.mean(workers.map(_stable, items, label="stability")))
+def _agent(item: tuple[str, int, AgentSpec]) -> bool:
+    xsb, steps, agent = item
+    return play_agent(parse_xsb(xsb), steps, agent)
+
+
+def agent_failures(table: pl.DataFrame, workers: Workers) -> dict[str, np.ndarray]:
+    """Every validation agent's failures on every row, by agent name."""
+    out = {}
+    for agent in VALIDATION_AGENTS:
+        items = [(x, int(m), agent) for x, m in zip(table["xsb"].to_list(),
+                                                    table["max_steps"].to_list(), strict=True)]
+        out[agent.name] = ~np.array(workers.map(_agent, items, label=agent.name), dtype=bool)
+    return out
 
 
 def build_pool(spec: Spec, seed: int, folder: Path, workers: Workers) -> pl.DataFrame:
-    """Generate, solve and grade a pool, then play every level once with the planner."""
+    """Generate, solve and grade a pool; add each level's step budget and today's label."""
     folder.mkdir(parents=True, exist_ok=True)
     candidates = generate(spec, seed, folder / "candidates.parquet", workers)
     solved = solve(candidates, folder / "solved.parquet", workers)
     graded = read_parquet(grade_features(solved, folder / "features.parquet", workers))
     graded = graded.unique("canonical_id", keep="first", maintain_order=True)
     budgets = [spec.max_steps(int(m)) for m in graded["optimal_moves"]]
-    outcomes = workers.map(_play, list(zip(graded["xsb"].to_list(), budgets, strict=True)),
-                           label="planner")
-    return graded.with_columns(
-        pl.Series("max_steps", budgets, dtype=pl.Int32),
-        pl.Series("planner_solved", [o[0] for o in outcomes], dtype=pl.Boolean),
-        pl.Series("planner_steps", [o[1] for o in outcomes], dtype=pl.Int32),
-    )
+    graded = graded.with_columns(pl.Series("max_steps", budgets, dtype=pl.Int32))
+    return graded.with_columns(pl.Series("planner_solved", planner_runs(graded, 0, workers)))
 
 
-def fit_model(table: pl.DataFrame, l2: float = L2) -> DifficultyModel:
-    """Standardise the transformed features, fit the logistic model of planner failure."""
-    columns = tuple(c for c, _ in FEATURES)
-    transforms = tuple(t for _, t in FEATURES)
+def fit_predictor(table: pl.DataFrame, target: np.ndarray, slope: float,
+                  features: tuple[tuple[str, str], ...] = FEATURES,
+                  l2: float = L2) -> DifficultyModel:
+    """Ridge regression of ``target`` (compute_to_solve) on the standardised features."""
+    columns = tuple(c for c, _ in features)
+    transforms = tuple(t for _, t in features)
     x = transformed(table, columns, transforms)
     means = x.mean(axis=0)
     scales = x.std(axis=0)
     scales[scales == 0] = 1.0
-    failed = ~table["planner_solved"].to_numpy()
-    intercept, weights = fit_logistic((x - means) / scales, failed, l2=l2)
-    return DifficultyModel(columns, transforms, means, scales, weights, intercept, GRADE_CUTS,
-                           {})
+    z = (x - means) / scales
+    y = np.asarray(target, dtype=np.float64)
+    intercept = float(y.mean())
+    gram = z.T @ z + l2 * len(y) * np.eye(z.shape[1])
+    weights = np.linalg.solve(gram, z.T @ (y - intercept))
+    return DifficultyModel(columns, transforms, means, scales, weights, intercept, slope, {})
 
 
-def validation(model: DifficultyModel, table: pl.DataFrame) -> dict[str, Any]:
-    """AUC of difficulty against planner failure, beside optimal length and crate count alone,
-    and Spearman correlations of difficulty with both."""
-    failed = ~table["planner_solved"].to_numpy()
-    d = model.difficulty(table)
+def _r(value: float) -> float | None:
+    return None if np.isnan(value) else round(float(value), 4)
+
+
+def _auc(scores: np.ndarray, failed: np.ndarray) -> float | None:
+    return round(roc_auc(scores, failed), 4) if 0 < failed.sum() < failed.size else None
+
+
+def prediction_figures(model: DifficultyModel, length_only: DifficultyModel,
+                       table: pl.DataFrame, measured: np.ndarray) -> dict[str, Any]:
+    """Error and rank agreement of the predictor on ``table`` beside optimal length alone."""
+    predicted = model.compute_to_solve(table)
+    by_length = length_only.compute_to_solve(table)
     moves = table["optimal_moves"].to_numpy()
-    crates = table["n_crates"].to_numpy()
-    per_crates = {
-        str(k): {"levels": int((crates == k).sum()),
-                 "planner_failures": int(failed[crates == k].sum())}
-        for k in sorted(set(crates.tolist()))
-    }
-    both = 0 < failed.sum() < failed.size
-
-    def auc(scores: np.ndarray) -> float | None:
-        return round(roc_auc(scores, failed), 4) if both else None
-
-    def rho(other: np.ndarray) -> float | None:
-        r = spearman(d, other)
-        return None if np.isnan(r) else round(r, 4)
-
     return {
         "levels": int(table.height),
-        "planner_failures": int(failed.sum()),
-        "auc": auc(d),
-        "auc_optimal_moves": auc(moves),
-        "auc_n_crates": auc(crates),
-        "spearman_optimal_moves": rho(moves),
-        "spearman_n_crates": rho(crates),
-        "log_loss": round(log_loss(d, failed), 4),
-        "log_loss_base_rate": round(log_loss(np.full(d.size, failed.mean()), failed), 4),
-        "by_crates": per_crates,
+        "mean_absolute_error": round(float(np.abs(predicted - measured).mean()), 4),
+        "rmse": round(float(np.sqrt(((predicted - measured) ** 2).mean())), 4),
+        "spearman": _r(spearman(predicted, measured)),
+        "length_only_mean_absolute_error": round(float(np.abs(by_length - measured).mean()), 4),
+        "spearman_optimal_moves": _r(spearman(moves, measured)),
+        "grade_agreement": round(float((compute_grade(predicted)
+                                        == compute_grade(measured)).mean()), 4),
     }
+
+
+def retest_figures(table: pl.DataFrame, slope: float, first: np.ndarray, workers: Workers
+                ) -> dict[str, Any]:
+    """compute_to_solve from two disjoint seed sets, and the single-run label from two seeds.
+
+    ``first`` is the ladder already played with LADDER_SEEDS; the retest plays RETEST_SEEDS.
+    The single-run label (solved at 256) is today's run (seed 0) against each retest seed.
+    """
+    second, _ = ladder_counts(table, workers, RETEST_SEEDS)
+    a, _ = fit_locations(first, len(LADDER_SEEDS), slope)
+    b, _ = fit_locations(second, len(RETEST_SEEDS), slope)
+    today = table["planner_solved"].to_numpy().astype(np.float64)
+    runs = [planner_runs(table, s, workers).astype(np.float64) for s in RETEST_SEEDS]
+    phis = [np.corrcoef(today, r)[0, 1] for r in runs if today.std() > 0 and r.std() > 0]
+    return {
+        "levels": int(table.height),
+        "seed_sets": [list(LADDER_SEEDS), list(RETEST_SEEDS)],
+        "compute_to_solve_pearson": _r(np.corrcoef(a, b)[0, 1]),
+        "compute_to_solve_spearman": _r(spearman(a, b)),
+        "compute_grade_agreement": round(float((compute_grade(a) == compute_grade(b)).mean()),
+                                         4),
+        "single_run_label_pearson": _r(float(np.mean(phis))) if phis else None,
+        "single_run_label_agreement": round(float(np.mean([(today == r).mean()
+                                                           for r in runs])), 4),
+    }
+
+
+def generalisation(table: pl.DataFrame, compute: np.ndarray, predicted: np.ndarray,
+                   failures: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Per crate tier and validation agent: AUC of measured and predicted compute_to_solve
+    and of optimal length at predicting the agent's failures."""
+    crates = table["n_crates"].to_numpy()
+    moves = table["optimal_moves"].to_numpy().astype(np.float64)
+    rows = []
+    for k in sorted(set(crates.tolist())):
+        at = crates == k
+        for name, failed in failures.items():
+            f = failed[at]
+            auc_c, auc_m = _auc(compute[at], f), _auc(moves[at], f)
+            rows.append({"crates": int(k), "agent": name, "levels": int(at.sum()),
+                         "failures": int(f.sum()), "auc_compute_to_solve": auc_c,
+                         "auc_predicted_compute": _auc(predicted[at], f),
+                         "auc_optimal_moves": auc_m,
+                         "gain": None if auc_c is None else round(auc_c - auc_m, 4)})
+    return rows
 
 
 def calibrate(template: Spec, seed: int, size: PoolSize, work: Path,
               workers: Workers) -> Calibration:
-    """Build both pools, fit on the first, validate on the second."""
+    """Build both pools, fit slope and predictor on the first, validate on the second."""
     fit_seed, held_seed = seed, seed + HELD_OUT_OFFSET
     fit_pool = build_pool(pool_spec(template, size.fit_per_tier), fit_seed, work / "fit",
                           workers)
     held = build_pool(pool_spec(template, size.held_out_per_tier), held_seed,
                       work / "held_out", workers)
     held = held.filter(~pl.col("canonical_id").is_in(fit_pool["canonical_id"].to_list()))
-    failures = int((~fit_pool["planner_solved"]).sum())
-    if failures in (0, fit_pool.height):
+    seeds = len(LADDER_SEEDS)
+    fit_solved, _ = ladder_counts(fit_pool, workers)
+    try:
+        slope = fit_slope(fit_solved, seeds)
+    except ValueError:
         raise PipelineError(
-            f"calibration: the planner {'solved' if failures == 0 else 'failed'} every one of "
-            f"the {fit_pool.height} fit-pool levels, so there is nothing to fit; enlarge the "
-            "pool or use a template with more crates")
-    model = fit_model(fit_pool)
+            f"calibration: every one of the {fit_pool.height} fit-pool levels is solved at "
+            "every budget or at none, so the curves' slope cannot be fitted; enlarge the pool "
+            "or use a template with more crates") from None
+    fit_compute, fit_censored = fit_locations(fit_solved, seeds, slope)
+    model = fit_predictor(fit_pool, fit_compute, slope)
+    length_only = fit_predictor(fit_pool, fit_compute, slope, (("optimal_moves", "log1p"),))
+    held_solved, _ = ladder_counts(held, workers)
+    held_compute, held_censored = fit_locations(held_solved, seeds, slope)
+    fit_pool = fit_pool.with_columns(pl.Series("compute_to_solve", fit_compute))
+    held = held.with_columns(pl.Series("compute_to_solve", held_compute))
+    failures = agent_failures(held, workers)
     info = {
-        "target": "reference planner fails within the level's step budget",
-        "planner": {"budget_per_step": PLANNER_BUDGET, "heuristic_weight": HEURISTIC_WEIGHT,
+        "target": "compute_to_solve: log2 of the reference planner's per-step budget "
+                  "(expanded states) at which it solves half the time",
+        "ladder": {"budgets": [LADDER_BUDGETS[0], LADDER_BUDGETS[-1]], "seeds": list(
+            LADDER_SEEDS), "stop": f"climbing stops once every seed solves at "
+                                  f"{SOLVED_RUNS_TO_STOP} consecutive budgets; the budgets "
+                                  "above count as solved",
+                   "censored": f"a location above log2 {int(HIGHEST)} is stored as "
+                               f"{int(HIGHEST)} with compute_censored"},
+        "planner": {"heuristic_weight": HEURISTIC_WEIGHT, "rule_budget": PLANNER_BUDGET,
                     "step_budget": f"max({template.budget_floor}, "
                                    f"{template.budget_multiple} * optimal_moves)"},
         "fit_date": dt.date.today().isoformat(),
         "l2": L2,
-        "grades": grade_rule(GRADE_CUTS),
+        "grades": grade_rule(),
+        "difficulty": "the curve's chance of failing at 256 expanded states per step",
         "pool": {"template": template.name, "seed": fit_seed, "held_out_seed": held_seed,
                  "fit_per_tier": size.fit_per_tier,
                  "held_out_per_tier": size.held_out_per_tier},
-        "fit": validation(model, fit_pool),
-        "held_out": {**validation(model, held),
-                     "outcome_same_at_budgets": list(NEARBY_BUDGETS),
-                     "outcome_stability": round(outcome_stability(held, workers), 4)},
+        "fit": {**prediction_figures(model, length_only, fit_pool, fit_compute),
+                "censored": int(fit_censored.sum()),
+                "planner_failures": int((~fit_pool["planner_solved"]).sum())},
+        "held_out": {**prediction_figures(model, length_only, held, held_compute),
+                     "censored": int(held_censored.sum()),
+                     "planner_failures": int((~held["planner_solved"]).sum())},
+        "test_retest": retest_figures(held, slope, held_solved, workers),
+        "generalisation": generalisation(held, held_compute, model.compute_to_solve(held),
+                                         failures),
     }
     model = DifficultyModel(model.columns, model.transforms, model.means, model.scales,
-                            model.weights, model.intercept, model.grade_cuts, info)
+                            model.weights, model.intercept, slope, info)
     return Calibration(model, fit_pool, held)
 
 
@@ -231,5 +294,6 @@ def pool_curve(model: DifficultyModel, held: pl.DataFrame) -> dict[str, Any]:
         "model_fit_date": model.info.get("fit_date"),
         "pool": {"template": pool.get("template"), "seed": pool.get("held_out_seed"),
                  "per_tier": pool.get("held_out_per_tier")},
-        **curve(model.difficulty(held), ~held["planner_solved"].to_numpy()),
+        **curve(model.difficulty(model.compute_to_solve(held)),
+                ~held["planner_solved"].to_numpy()),
     }

@@ -1,7 +1,10 @@
-"""The calibrated difficulty model: grade features in, planner-failure probability and grade out.
+"""The calibrated difficulty model: grade features in, predicted compute_to_solve out.
 
-The coefficients live in ``pipeline/specs/difficulty.json`` (written by ``sokoforge calibrate``)
-so every version is scored by the same fixed model and grades mean the same everywhere.
+``compute_to_solve`` is the log2 per-step budget at which the reference planner solves a
+level half the time (see ``pipeline.compute_curve``). A ridge regression on grade features
+predicts it for every candidate without a planner run; ``difficulty`` (the chance of failing
+at the rule's 256) and ``grade`` follow from it through the shared-slope curve and fixed cut
+points. The coefficients live in ``pipeline/specs/difficulty.json`` (``sokoforge calibrate``).
 """
 
 from __future__ import annotations
@@ -13,9 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.logistic import sigmoid
+from pipeline.compute_curve import (
+    GRADE_BUDGETS,
+    HIGHEST,
+    LOWEST,
+    compute_grade,
+    failure_at_rule,
+)
 
 MODEL_PATH = Path(__file__).resolve().parent / "specs" / "difficulty.json"
+MODEL_FORMAT = 2
 TRANSFORMS = {
     "identity": lambda v: v,
     "log1p": np.log1p,
@@ -38,7 +48,8 @@ GRADES = 5
 
 @dataclass(frozen=True)
 class DifficultyModel:
-    """Feature transforms, standardisation, coefficients and grade cut points of the model."""
+    """Feature transforms, standardisation and regression coefficients of compute_to_solve,
+    with the curves' shared slope (log2 budget units)."""
 
     columns: tuple[str, ...]
     transforms: tuple[str, ...]
@@ -46,21 +57,27 @@ class DifficultyModel:
     scales: np.ndarray
     weights: np.ndarray
     intercept: float
-    grade_cuts: tuple[float, ...]
+    slope: float
     info: dict[str, Any]
 
     def design(self, table: Any) -> np.ndarray:
         """The standardised design matrix of ``table`` (a polars frame or a dict of arrays)."""
         return (transformed(table, self.columns, self.transforms) - self.means) / self.scales
 
-    def difficulty(self, table: Any) -> np.ndarray:
-        """Predicted probability that the reference planner fails each level."""
-        return sigmoid(self.intercept + self.design(table) @ self.weights)
+    def compute_to_solve(self, table: Any) -> np.ndarray:
+        """Predicted log2 budget at which the planner solves each level half the time."""
+        return np.clip(self.intercept + self.design(table) @ self.weights, LOWEST, HIGHEST)
 
-    def grade(self, difficulty: np.ndarray) -> np.ndarray:
-        """Grade 1 (easiest) to 5 from the fixed cut points on ``difficulty``."""
-        cuts = np.asarray(self.grade_cuts, dtype=np.float64)
-        return (1 + np.searchsorted(cuts, np.asarray(difficulty), side="right")).astype(np.int8)
+    def difficulty(self, compute: np.ndarray) -> np.ndarray:
+        """The chance of failing at the rule's budget, from the curve at ``compute``."""
+        return failure_at_rule(compute, self.slope)
+
+    @property
+    def grade_cuts(self) -> tuple[float, ...]:
+        """The grade cut points in difficulty: the curve's chance of failing at 256 for a
+        compute_to_solve at each budget of GRADE_BUDGETS (increasing, as grades are)."""
+        return tuple(float(d) for d in self.difficulty(np.log2(np.array(GRADE_BUDGETS,
+                                                                        dtype=np.float64))))
 
     def to_json(self) -> dict[str, Any]:
         features = [
@@ -68,20 +85,28 @@ class DifficultyModel:
             for c, t, m, s, w in zip(self.columns, self.transforms, self.means, self.scales,
                                      self.weights, strict=True)
         ]
-        return {"format": 1, "model": "logistic", "intercept": self.intercept,
-                "features": features, "grade_cuts": list(self.grade_cuts), **self.info}
+        return {"format": MODEL_FORMAT, "model": "ridge regression of compute_to_solve",
+                "intercept": self.intercept, "features": features, "slope": self.slope,
+                "grade_budgets": list(GRADE_BUDGETS), **self.info}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DifficultyModel:
+        if data.get("format") != MODEL_FORMAT:
+            raise ValueError(f"difficulty model: format {data.get('format')!r}, expected "
+                             f"{MODEL_FORMAT} (refit with `sokoforge calibrate`)")
         feats = data["features"]
         for f in feats:
             if f["transform"] not in TRANSFORMS:
                 raise ValueError(f"difficulty model: unknown transform {f['transform']!r}")
-        cuts = tuple(float(c) for c in data["grade_cuts"])
-        if len(cuts) != GRADES - 1 or list(cuts) != sorted(cuts):
-            raise ValueError(f"difficulty model: need {GRADES - 1} increasing grade cut points")
+        if list(data.get("grade_budgets", [])) != list(GRADE_BUDGETS):
+            raise ValueError(f"difficulty model: grade budgets {data.get('grade_budgets')} "
+                             f"are not the fixed {list(GRADE_BUDGETS)}")
+        slope = float(data["slope"])
+        if not slope > 0:
+            raise ValueError(f"difficulty model: the curves' slope must be > 0, not {slope}")
         info = {k: v for k, v in data.items()
-                if k not in ("format", "model", "intercept", "features", "grade_cuts")}
+                if k not in ("format", "model", "intercept", "features", "slope",
+                             "grade_budgets")}
         return cls(
             columns=tuple(f["column"] for f in feats),
             transforms=tuple(f["transform"] for f in feats),
@@ -89,7 +114,7 @@ class DifficultyModel:
             scales=np.array([f["scale"] for f in feats], dtype=np.float64),
             weights=np.array([f["weight"] for f in feats], dtype=np.float64),
             intercept=float(data["intercept"]),
-            grade_cuts=cuts,
+            slope=slope,
             info=info,
         )
 
@@ -117,9 +142,22 @@ def save_model(model: DifficultyModel, path: Path = MODEL_PATH) -> None:
                     encoding="utf-8")
 
 
-def score_levels(table: Any, model: DifficultyModel | None = None) -> tuple[np.ndarray,
-                                                                            np.ndarray]:
-    """``(difficulty float32, grade int8)`` for every row of a graded table; no planner run."""
+def scores_from_compute(compute: np.ndarray, model: DifficultyModel | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(compute_to_solve float32, difficulty float32, grade int8)`` from compute values.
+
+    Difficulty and grade come from the stored float32 value, so that anyone recomputing
+    them from the column gets the same figures.
+    """
     model = load_model() if model is None else model
-    d = model.difficulty(table)
-    return d.astype(np.float32), model.grade(d.astype(np.float32))
+    c = np.asarray(compute, dtype=np.float32)
+    d = model.difficulty(c.astype(np.float64)).astype(np.float32)
+    return c, d, compute_grade(c.astype(np.float64))
+
+
+def score_levels(table: Any, model: DifficultyModel | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(compute_to_solve, difficulty, grade)`` predicted for every row of a graded table;
+    no planner run."""
+    model = load_model() if model is None else model
+    return scores_from_compute(model.compute_to_solve(table), model)

@@ -1,8 +1,9 @@
-"""Stage 3, grade: the features of every candidate, and its difficulty and grade.
+"""Stage 3, grade: the features of every candidate, its predicted compute, difficulty, grade.
 
 ``level_features`` is the one place features are computed, so that calibration and audit
-score levels exactly as the pipeline does; ``difficulty`` and ``grade`` come from the
-calibrated model in ``pipeline/specs/difficulty.json`` (see ``pipeline.difficulty``).
+score levels exactly as the pipeline does; ``compute_to_solve`` (predicted), ``difficulty``
+and ``grade`` come from the calibrated model in ``pipeline/specs/difficulty.json`` (see
+``pipeline.difficulty``); a spec with measured compute replaces them on the selected levels.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from engine.reachable import push_reachable_stats
 from engine.reverse import SolvableSet, solvable_set
 from engine.rules import lurd_to_actions
 from engine.solver import SolveResult
+from pipeline.compute_curve import HIGHEST
 from pipeline.difficulty import TRANSFORMS, load_model, score_levels
 from pipeline.tables import read_parquet, write_parquet
 from pipeline.workers import Workers
@@ -36,12 +38,22 @@ FEATURE_SCHEMA = {
 
 
 def grade(solved: Path, out: Path, workers: Workers) -> Path:
-    """Add the features, ``difficulty`` and ``grade`` columns to the solved candidates."""
+    """Add the features and the predicted ``compute_to_solve`` (with ``compute_censored`` and
+    ``compute_measured`` false), ``difficulty`` and ``grade`` columns to the solved candidates."""
     df = with_features(read_parquet(solved), workers)
-    difficulty, grades = score_levels(df)
-    write_parquet(df.with_columns(pl.Series("difficulty", difficulty, dtype=pl.Float32),
-                                  pl.Series("grade", grades, dtype=pl.Int8)), out)
+    write_parquet(with_predicted_compute(df), out)
     return out
+
+
+def with_predicted_compute(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` (with the feature columns) scored by the calibrated model, no planner run."""
+    compute, difficulty, grades = score_levels(df)
+    return df.with_columns(
+        pl.Series("compute_to_solve", compute, dtype=pl.Float32),
+        pl.Series("compute_censored", compute >= HIGHEST, dtype=pl.Boolean),
+        pl.Series("compute_measured", [False] * df.height, dtype=pl.Boolean),
+        pl.Series("difficulty", difficulty, dtype=pl.Float32),
+        pl.Series("grade", grades, dtype=pl.Int8))
 
 
 def grade_features(solved: Path, out: Path, workers: Workers) -> Path:

@@ -126,8 +126,12 @@ def import_collection(version: str, files: Sequence[Path], *, datasets: Path,
 def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: bool,
             workers: Workers) -> tuple[pl.DataFrame, ImportResult]:
     """The rows of ``levels.parquet`` in file order, solved, graded and budgeted."""
-    from pipeline.difficulty import score_levels
-    from pipeline.grade import IMPUTED_SCHEMA, grade_group_within_limits, with_features
+    from pipeline.grade import (
+        IMPUTED_SCHEMA,
+        grade_group_within_limits,
+        with_features,
+        with_predicted_compute,
+    )
     from pipeline.solve import solve_all, with_solutions
     from pipeline.write import levels_table
 
@@ -174,9 +178,7 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
         "title": [fl.title for _, fl, _ in kept],
     }), [answer for _, _, answer in kept])
     df = with_features(df, workers, grader=grade_group_within_limits, schema=IMPUTED_SCHEMA)
-    difficulty, grades = score_levels(df)
-    df = df.with_columns(pl.Series("difficulty", difficulty, dtype=pl.Float32),
-                         pl.Series("grade", grades, dtype=pl.Int8))
+    df = with_predicted_compute(df)
     imputed = [f"{fl.name(s.name)}: {names}" for (s, fl, _), names
                in zip(kept, df["imputed_features"].to_list(), strict=True) if names]
     for line in imputed:

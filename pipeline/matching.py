@@ -1,10 +1,11 @@
 """Matched selection for rotation: one candidate per slot of the previous version, alike in kind.
 
 Each target (a level of PREV) takes a candidate with the same tier, crate count and grade, an
-optimum within one move of PREV's and inside the slot's band; CP-SAT minimises the summed
-|difficulty difference|. The new level takes PREV's slot, so the versions compare slot by
-slot. When both tables carry the reference planner's outcome (``planner_solved``), a slot
-prefers a candidate with PREV's outcome and the solved count can be held near PREV's.
+optimum within one move of PREV's and inside the slot's band, and a compute_to_solve within
+``COMPUTE_TOLERANCE`` of PREV's; CP-SAT minimises the summed |compute_to_solve difference|.
+The new level takes PREV's slot, so the versions compare slot by slot. When both tables
+carry the reference planner's outcome (``planner_solved``), a slot prefers a candidate with
+PREV's outcome and the solved count can be held near PREV's.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from pipeline.select import distinct_model, solve_model, unfillable_slots
 from pipeline.spec import Spec
 
 OPTIMUM_TOLERANCE = 1
-COST_SCALE = 100_000  # |difficulty difference| in units of 1e-5, so costs are integers
-PLANNER_COST = 10_000  # another planner outcome than PREV's slot costs as much as 0.1 difficulty
+COMPUTE_TOLERANCE = 1.0  # log2 budget: a candidate needs at most twice or half PREV's compute
+COST_SCALE = 10_000  # |compute_to_solve difference| in units of 1e-4, so costs are integers
+PLANNER_COST = 1_000  # another planner outcome than PREV's slot costs as much as 0.1 compute
 
 
 class MatchError(PipelineError):
@@ -60,20 +62,21 @@ def eligible_pairs(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable
     """
     planner = "planner_solved" in goal.columns and "planner_solved" in pool.columns
     extra = ["planner_solved"] if planner else []
-    cand = (pool.select("tier", "n_crates", "grade", "optimal_moves", "difficulty",
+    cand = (pool.select("tier", "n_crates", "grade", "optimal_moves", "compute_to_solve",
                         "canonical_id", "wall_layout_id", *extra)
             .with_row_index("row")
             .filter(~pl.col("canonical_id").is_in(sorted(set(exclude_ids)))
                     & ~pl.col("wall_layout_id").is_in(sorted(set(exclude_layouts)))))
     want = goal.select(pl.col("index").alias("target"), "tier", "n_crates", "grade",
                        pl.col("optimal_moves").alias("prev_moves"),
-                       pl.col("difficulty").alias("prev_difficulty"), "band_lo", "band_hi",
+                       pl.col("compute_to_solve").alias("prev_compute"), "band_lo", "band_hi",
                        *[pl.col(c).alias(f"prev_{c}") for c in extra])
+    diff = pl.col("compute_to_solve").cast(pl.Float64) - pl.col("prev_compute").cast(pl.Float64)
     pairs = want.join(cand, on=["tier", "n_crates", "grade"], how="inner").filter(
         ((pl.col("optimal_moves").cast(pl.Int32) - pl.col("prev_moves").cast(pl.Int32)).abs()
          <= OPTIMUM_TOLERANCE)
-        & pl.col("optimal_moves").is_between(pl.col("band_lo"), pl.col("band_hi")))
-    diff = pl.col("difficulty").cast(pl.Float64) - pl.col("prev_difficulty").cast(pl.Float64)
+        & pl.col("optimal_moves").is_between(pl.col("band_lo"), pl.col("band_hi"))
+        & (diff.abs() <= COMPUTE_TOLERANCE))
     cost = (diff.abs() * COST_SCALE).round().cast(pl.Int64)
     if planner:
         differs = pl.col("planner_solved") != pl.col("prev_planner_solved")

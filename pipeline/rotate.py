@@ -4,6 +4,8 @@
 ``matched_select``, which enlarges the candidate pool (``pipeline.rotation_pool``) a bounded
 number of times until every level of PREV has its match, and refuses the version unless it
 is as hard (see ``pipeline.equivalence``). Nothing of a refused rotation is left behind.
+Slots are matched on ``compute_to_solve``: measured by the ladder when the spec says so,
+else predicted; a PREV graded before compute_to_solve existed is regraded by the predictor.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import polars as pl
 from engine.levels import LevelError, canonical_id, parse_levels
 from pipeline import seeds
 from pipeline.build import BuildFolder, Plan, build, check_version_name, version_ids
-from pipeline.difficulty import MODEL_PATH, score_levels
+from pipeline.compute import with_measured_compute
+from pipeline.difficulty import MODEL_PATH, scores_from_compute
 from pipeline.equivalence import (
     EQUIVALENCE_FILE,
     Equivalence,
@@ -28,8 +31,9 @@ from pipeline.equivalence import (
     planner_solved,
 )
 from pipeline.errors import InputError, PipelineError
+from pipeline.grade import with_predicted_compute
 from pipeline.manifest import IMPORTED, read_manifest
-from pipeline.matching import MatchError, match, targets
+from pipeline.matching import OPTIMUM_TOLERANCE, MatchError, match, targets
 from pipeline.rotation_pool import draws_in_round, enlarge
 from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet, sha256_file, write_parquet, write_text
@@ -37,7 +41,7 @@ from pipeline.workers import Workers
 
 MAX_ENLARGEMENTS = 3  # rounds of extra candidates for the unmatched slots before giving up
 DIFFICULTY_TOLERANCE = 1e-6
-REFINE_GAP = 0.05  # a slot whose difficulty differs more gets one more draw once matched
+REFINE_GAP = 0.25  # a slot whose compute_to_solve differs more gets one more draw once matched
 
 
 @dataclass
@@ -107,8 +111,8 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
                    ) -> Path:
     """The select stage of a rotation: write the matched levels, or refuse the rotation."""
     prev = plan.rotation["from"]
-    prev_levels = read_parquet(exclusion_root / prev / "levels.parquet")
-    check_graded_alike(prev, prev_levels)
+    prev_levels = graded_alike(prev, read_parquet(exclusion_root / prev / "levels.parquet"),
+                               workers)
     prev_levels = prev_levels.with_columns(
         pl.Series("planner_solved", planner_solved(prev_levels, workers)))
     goal = targets(prev_levels, plan.spec)
@@ -116,14 +120,14 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     ids = version_ids(exclusion_root, plan.excluded_versions) | set(
         plan.rotation["excluded_ids"])
     layouts = version_ids(exclusion_root, plan.excluded_versions, "wall_layout_id")
-    pools = [_with_planner(read_parquet(folder.output("grade")), plan.spec, workers)]
+    pools = [_with_planner(read_parquet(folder.output("grade")), plan.spec, workers, goal)]
     unmatched: list[int] = []
     for round_ in range(MAX_ENLARGEMENTS + 1):
         if round_:
             wanted = goal.filter(pl.col("index").is_in(unmatched))
             graded = enlarge(folder.stages, plan.spec, plan.seed, round_, wanted, workers)
             if graded is not None:
-                pools.append(_with_planner(read_parquet(graded), plan.spec, workers))
+                pools.append(_with_planner(read_parquet(graded), plan.spec, workers, goal))
         pool = pl.concat(pools, how="vertical_relaxed")
         try:
             rows = match(goal, pool, ids, layouts, planner_gap=gap)
@@ -142,12 +146,13 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     loose = _loose(goal, pool, rows)
     if loose:
         workers.say(f"select: {len(loose)} slot(s) differ by more than {REFINE_GAP} in "
-                    f"difficulty; drawing {draws_in_round(round_ + 1)} more candidates for each")
+                    f"compute_to_solve; drawing {draws_in_round(round_ + 1)} more candidates "
+                    "for each")
         wanted = goal.filter(pl.col("index").is_in(loose))
         graded = enlarge(folder.stages, plan.spec, plan.seed, round_ + 1, wanted, workers)
         if graded is not None:
-            pool = pl.concat([pool, _with_planner(read_parquet(graded), plan.spec, workers)],
-                             how="vertical_relaxed")
+            pool = pl.concat([pool, _with_planner(read_parquet(graded), plan.spec, workers,
+                                                  goal)], how="vertical_relaxed")
             rows = match(goal, pool, ids, layouts, planner_gap=gap)
     # Each new level takes the slot (and band) of the PREV level it stands in for; play order
     # is then easiest first within each tier, as in an ordinary build.
@@ -168,41 +173,74 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     return out
 
 
-def check_graded_alike(name: str, levels: pl.DataFrame) -> None:
-    """Refuse a PREV whose difficulty and grade are not those of the shipped model.
+def graded_alike(name: str, levels: pl.DataFrame, workers: Workers) -> pl.DataFrame:
+    """PREV's levels with compute_to_solve, difficulty and grade comparable to new ones.
 
-    Matching compares difficulties across versions, which means something only when both
-    were scored by the same model; a version graded before a recalibration is not.
+    A version graded before compute_to_solve existed is regraded by the shipped predictor
+    (its files are untouched); one that has it must agree with the shipped model, for
+    matching compares values that mean something only when the same model produced them.
     """
+    if "compute_to_solve" not in levels.columns:
+        workers.say(f"select: {name} predates compute_to_solve; its levels are regraded by "
+                    f"{MODEL_PATH.name} for matching")
+        try:
+            return with_predicted_compute(levels)
+        except KeyError as e:
+            raise PipelineError(f"{name} lacks grade features ({e}); it cannot be "
+                                "matched") from None
+    check_graded_alike(name, levels)
+    return levels
+
+
+def check_graded_alike(name: str, levels: pl.DataFrame) -> None:
+    """Refuse a PREV whose compute_to_solve, difficulty and grade are not the shipped model's:
+    predicted values must be the predictor's, and every difficulty and grade must follow from
+    compute_to_solve through the model's curve and the fixed cut points."""
+    compute = levels["compute_to_solve"].to_numpy().astype(np.float64)
+    measured = levels["compute_measured"].to_numpy().astype(bool)
     try:
-        scored, grades = score_levels(levels)
+        predicted = with_predicted_compute(levels.filter(~pl.col("compute_measured")))
     except KeyError as e:
         raise PipelineError(f"{name} lacks grade features ({e}); it cannot be matched") from None
+    want = compute.copy()
+    want[~measured] = predicted["compute_to_solve"].to_numpy()
+    _, difficulty, grades = scores_from_compute(want)
     stored = levels["difficulty"].to_numpy().astype(np.float64)
-    off = np.flatnonzero((np.abs(stored - scored) > DIFFICULTY_TOLERANCE)
+    off = np.flatnonzero((np.abs(compute - want) > DIFFICULTY_TOLERANCE)
+                         | (np.abs(stored - difficulty) > DIFFICULTY_TOLERANCE)
                          | (levels["grade"].to_numpy() != grades))
     if off.size:
         i = int(off[0])
         raise PipelineError(
             f"{name} was graded by another difficulty model than {MODEL_PATH.name} "
-            f"({off.size} levels differ, e.g. level {levels['index'][i]}: stored "
-            f"{stored[i]:.4f}, model {scored[i]:.4f}); its difficulties are not comparable, "
-            "so it cannot be rotated")
+            f"({off.size} levels differ, e.g. level {levels['index'][i]}: stored compute "
+            f"{compute[i]:.4f} and difficulty {stored[i]:.4f}, model {want[i]:.4f} and "
+            f"{difficulty[i]:.4f}); its difficulties are not comparable, so it cannot be "
+            "rotated")
 
 
 def _loose(goal: pl.DataFrame, pool: pl.DataFrame, rows: list[int]) -> list[int]:
     """Targets (PREV indices) whose chosen candidate differs by more than REFINE_GAP."""
-    gaps = (pool["difficulty"][rows].cast(pl.Float64).to_numpy()
-            - goal["difficulty"].cast(pl.Float64).to_numpy())
+    gaps = (pool["compute_to_solve"][rows].cast(pl.Float64).to_numpy()
+            - goal["compute_to_solve"].cast(pl.Float64).to_numpy())
     return [int(i) for i, g in zip(goal["index"].to_list(), gaps, strict=True)
             if abs(g) > REFINE_GAP]
 
 
 
-def _with_planner(pool: pl.DataFrame, spec: Spec, workers: Workers) -> pl.DataFrame:
-    """The candidates with their step budget and the reference planner's outcome."""
+def _with_planner(pool: pl.DataFrame, spec: Spec, workers: Workers, goal: pl.DataFrame
+                  ) -> pl.DataFrame:
+    """The candidates with their step budget and the reference planner's outcome; with a
+    measured spec, only candidates some target could take, with their ladder measured."""
     budgets = [spec.max_steps(m) for m in pool["optimal_moves"].to_list()]
     pool = pool.with_columns(pl.Series("max_steps", budgets, dtype=pl.Int32))
+    if spec.compute == "measured":
+        near = goal.select("tier", pl.col("optimal_moves").alias("prev_moves"))
+        rows = (pool.with_row_index("row").join(near, on="tier")
+                .filter((pl.col("optimal_moves").cast(pl.Int32)
+                         - pl.col("prev_moves").cast(pl.Int32)).abs() <= OPTIMUM_TOLERANCE)
+                ["row"].unique().sort().to_list())
+        pool = with_measured_compute(pool[rows], workers)
     return pool.with_columns(pl.Series("planner_solved", planner_solved(pool, workers)))
 
 

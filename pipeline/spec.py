@@ -17,8 +17,11 @@ from pipeline.errors import InputError
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 METHODS = ("goal_first", "scatter")
+# Where a version's compute_to_solve comes from: the grade features' regression, or the
+# compute ladder played on every selected level (pipeline.compute).
+COMPUTE_SOURCES = ("predicted", "measured")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
-               "budget", "tiers", "look", "noise", "restarts"}
+               "budget", "tiers", "look", "noise", "compute", "restarts"}
 RESTARTS = ("none", "level", "game")
 _TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end"}
 _BUDGET_FIELDS = {"multiple", "floor"}
@@ -63,6 +66,7 @@ class Spec:
     # fields and mean the shared look without noise.
     look: str = "shared"
     noise: bool = False
+    compute: str = "predicted"
     # what RESET may do when the game is served: unset, a hidden set allows nothing ("none")
     # and a practice set (public seed, imported) the whole game ("game")
     restarts: str | None = None
@@ -82,7 +86,7 @@ class Spec:
     def to_dict(self) -> dict[str, Any]:
         """The spec as plain data, in the shape of its TOML file (for manifests); an unset
         ``restarts`` is left out, so specs without one write the manifests they always did."""
-        out = {
+        data = {
             "name": self.name, "height": self.height, "width": self.width,
             "method": self.method, "candidates_per_slot": self.candidates_per_slot,
             "max_attempts": self.max_attempts,
@@ -92,9 +96,11 @@ class Spec:
                       for t in self.tiers],
             "look": self.look, "noise": self.noise,
         }
+        if self.compute != "predicted":  # the default stays implicit: older manifests agree
+            data["compute"] = self.compute
         if self.restarts is not None:
-            out["restarts"] = self.restarts
-        return out
+            data["restarts"] = self.restarts
+        return data
 
 
 def load_spec(name_or_path: str | Path) -> Spec:
@@ -127,6 +133,10 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
     _no_unknown(budget, _BUDGET_FIELDS, f"{source} [budget]")
     multiple = _int(budget, "multiple", f"{source} [budget]", 1, 100)
     floor = _int(budget, "floor", f"{source} [budget]", 0, 30_000)
+    compute = data.get("compute", "predicted")
+    if compute not in COMPUTE_SOURCES:
+        raise SpecError(f"{source}: field 'compute' is {compute!r}; expected one of "
+                        f"{COMPUTE_SOURCES}")
     raw_tiers = _get(data, "tiers", list, source)
     if not raw_tiers:
         raise SpecError(f"{source}: field 'tiers' is empty; a game needs at least one tier")
@@ -162,7 +172,7 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
     if restarts is not None and restarts not in RESTARTS:
         raise SpecError(f"{source}: field 'restarts' is {restarts!r}; expected one of {RESTARTS}")
     return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers),
-                look, noise, restarts)
+                look, noise, compute, restarts)
 
 
 def version_look(manifest: dict[str, Any]) -> str:

@@ -27,7 +27,12 @@ LEVEL_COLUMNS = {
     "box_changes": pl.Int16, "reachable_states": pl.Int64, "dead_fraction": pl.Float32,
     "first_push_traps": pl.Int16, "detour_pushes": pl.Int16, "optimal_solutions": pl.Int64,
     "branching_factor": pl.Float32, "states_expanded": pl.Int64,
+    "compute_to_solve": pl.Float32, "compute_censored": pl.Boolean,
+    "compute_measured": pl.Boolean, "solve_rates": pl.List(pl.Float32),
+    "ladder_played": pl.Int8,
 }
+# Columns only a measured compute fills; a predicted one leaves them null.
+MEASURED_ONLY = ("solve_rates", "ladder_played")
 
 
 def write(selected: Path, out: Path, spec: Spec, seed: int) -> Path:
@@ -49,6 +54,8 @@ def levels_table(df: pl.DataFrame, spec: Spec, extra: dict[str, Any] | None = No
                                spec.budget_multiple * pl.col("optimal_moves").cast(pl.Int32))
     df = df.with_columns(budget.alias("max_steps")).sort("index")
     df = df.with_columns(*level_looks(spec, seed, df["index"].to_list()))
+    df = df.with_columns(*[pl.lit(None, dtype=LEVEL_COLUMNS[c]).alias(c)
+                           for c in MEASURED_ONLY if c not in df.columns])
     if df["max_steps"].max() > 32767:
         raise PipelineError("write: a step budget exceeds int16; lower the budget multiple")
     columns = LEVEL_COLUMNS | (extra or {})

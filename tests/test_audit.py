@@ -23,6 +23,7 @@ CRATES = "crates per tier as the spec says"
 ORDER = "difficulty non-decreasing within each tier"
 UNIQUE = "no canonical id repeated within the version or shared with another"
 MANIFEST = "manifest sha256 matches levels.parquet"
+COMPUTE = "compute_to_solve reproduces; difficulty and grade follow from it"
 
 
 @pytest.fixture(scope="module")
@@ -61,16 +62,18 @@ def _set(df: pl.DataFrame, row: int, column: str, value) -> pl.DataFrame:
 
 def test_a_fresh_build_passes_every_check(versions):
     result = audit(versions, "v1")
-    assert [c.status for c in result.checks] == ["PASS"] * 8
+    assert [c.status for c in result.checks] == ["PASS"] * 9
+    assert COMPUTE in {c.name for c in result.checks}
     assert result.facts.table["planner_solved"].dtype == pl.Boolean
 
 
-def test_an_edited_optimum_fails_only_the_optimum_check(versions, tmp_path):
+def test_an_edited_optimum_fails_the_optimum_check_and_the_compute_predicted_from_it(
+        versions, tmp_path):
     root = _tampered(versions, tmp_path,
                      lambda df: _set(df, 2, "optimal_moves", df["optimal_moves"][2] + 1))
     result = audit(root, "t")
-    assert {c.name for c in result.failed} == {OPTIMA}
-    assert result.failed[0].offenders[0].startswith("level 2:")
+    assert {c.name for c in result.failed} == {OPTIMA, COMPUTE}
+    assert all(c.offenders[0].startswith("level 2:") for c in result.failed)
 
 
 def test_an_edited_solution_fails_only_the_replay_check(versions, tmp_path):
@@ -106,13 +109,22 @@ def test_a_duplicated_level_fails_only_the_uniqueness_check(versions, tmp_path):
     assert result.failed[0].offenders[0].startswith(f"level {pair[1]}: same level as {pair[0]}")
 
 
-def test_swapped_difficulties_fail_only_the_order_check(versions, tmp_path):
+def test_swapped_difficulties_fail_the_order_check_and_the_compute_check(versions, tmp_path):
     def swap(df: pl.DataFrame) -> pl.DataFrame:
         d = df["difficulty"].to_list()
         d[0], d[1] = d[1] + 0.01, d[0]
         return df.with_columns(pl.Series("difficulty", d, dtype=pl.Float32))
 
-    assert _failed(_tampered(versions, tmp_path, swap)) == {ORDER}
+    assert _failed(_tampered(versions, tmp_path, swap)) == {ORDER, COMPUTE}
+
+
+def test_a_grade_off_its_compute_fails_only_the_compute_check(versions, tmp_path):
+    root = _tampered(versions, tmp_path,
+                     lambda df: _set(df, 3, "grade", 1 + df["grade"][3] % 5))
+    result = audit(root, "t")
+    assert {c.name for c in result.failed} == {COMPUTE}
+    assert len(result.failed[0].offenders) == 1
+    assert result.failed[0].offenders[0].startswith("level 3: difficulty")
 
 
 def test_an_edited_file_without_a_new_manifest_fails_the_sha256_check(versions, tmp_path):

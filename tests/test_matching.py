@@ -17,20 +17,20 @@ SPEC = spec_from_dict({
 
 
 def _prev(rows):
-    """PREV levels: (optimal_moves, grade, difficulty) per slot of the one tier."""
+    """PREV levels: (optimal_moves, grade, compute_to_solve) per slot of the one tier."""
     return targets(pl.DataFrame(
         [(i, 0, 2, m, g, d) for i, (m, g, d) in enumerate(rows)],
         schema={"index": pl.Int16, "tier": pl.Int8, "n_crates": pl.Int8,
-                "optimal_moves": pl.Int16, "grade": pl.Int8, "difficulty": pl.Float32},
+                "optimal_moves": pl.Int16, "grade": pl.Int8, "compute_to_solve": pl.Float32},
         orient="row"), SPEC)
 
 
 def _pool(rows):
-    """Candidates: (optimal_moves, grade, difficulty, canonical id, layout[, crates])."""
+    """Candidates: (optimal_moves, grade, compute_to_solve, canonical id, layout[, crates])."""
     full = [(0, r[5] if len(r) > 5 else 2, *r[:5]) for r in rows]
     return pl.DataFrame(full, schema={
         "tier": pl.Int8, "n_crates": pl.Int8, "optimal_moves": pl.Int16, "grade": pl.Int8,
-        "difficulty": pl.Float32, "canonical_id": pl.String, "wall_layout_id": pl.String},
+        "compute_to_solve": pl.Float32, "canonical_id": pl.String, "wall_layout_id": pl.String},
         orient="row")
 
 
@@ -43,13 +43,13 @@ def test_targets_carry_the_band_of_their_place_in_the_tier():
 
 
 def test_targets_keep_the_slots_the_previous_version_recorded():
-    played = PREV.select("index", "tier", "n_crates", "optimal_moves", "grade", "difficulty")
+    played = PREV.select("index", "tier", "n_crates", "optimal_moves", "grade", "compute_to_solve")
     shuffled = targets(played.with_columns(pl.Series("slot", [2, 0, 1], dtype=pl.Int16)), SPEC)
     assert shuffled.select("slot", "band_lo", "band_hi").rows() == [(2, 8, 12), (0, 4, 8),
                                                                     (1, 6, 10)]
 
 
-def test_match_takes_the_candidate_closest_in_difficulty_for_each_slot():
+def test_match_takes_the_candidate_closest_in_compute_to_solve_for_each_slot():
     pool = _pool([(6, 1, 0.20, "a", "A"), (7, 1, 0.11, "b", "B"), (8, 2, 0.31, "c", "C"),
                   (9, 2, 0.45, "d", "D"), (10, 3, 0.52, "e", "E"), (11, 3, 0.50, "f", "F")])
     assert match(PREV, pool) == [1, 2, 5]
@@ -59,6 +59,7 @@ def test_match_takes_the_candidate_closest_in_difficulty_for_each_slot():
     (8, 1, 0.10, "x", "X"),       # optimum two moves above PREV's
     (5, 2, 0.10, "x", "X"),       # another grade
     (6, 1, 0.10, "x", "X", 3),    # another crate count
+    (6, 1, 1.15, "x", "X"),       # compute_to_solve more than COMPUTE_TOLERANCE away
 ])
 def test_match_refuses_a_candidate_that_breaks_a_slot_rule(bad):
     fillers = [(8, 2, 0.30, "c", "C"), (10, 3, 0.50, "e", "E")]

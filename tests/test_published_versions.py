@@ -1,5 +1,5 @@
-"""Versions published before looks existed (no look in the manifest, no theme column) keep
-loading, serving (in the shared look, the default everywhere) and auditing."""
+"""Versions published before looks and compute_to_solve existed (no look in the manifest, no
+theme or compute columns) keep loading, serving (in the shared look) and auditing."""
 
 from __future__ import annotations
 
@@ -74,3 +74,36 @@ def test_a_version_naming_an_unknown_look_or_a_themed_one_without_themes_is_refu
         (tmp_path / look / "manifest.json").write_text(json.dumps(manifest))
         with pytest.raises(DatasetError, match=says):
             load_version(tmp_path, look)
+
+
+@pytest.fixture(scope="module")
+def november(tmp_path_factory):
+    """The demo as committed in November 2026, under its own name in a datasets folder."""
+    root = tmp_path_factory.mktemp("published")
+    shutil.copytree(PUBLISHED / DEMO_2026_11, root / "demo")
+    return root
+
+
+def test_a_version_from_before_compute_to_solve_audits_clean_with_its_old_columns(november):
+    from pipeline.audit import audit
+    from pipeline.audit_report import Report
+
+    result = audit(november, "demo")
+    assert result.passed, [c.name for c in result.failed]
+    assert "compute_to_solve" not in result.facts.table.columns
+    assert not any("compute_to_solve" in c.name for c in result.checks)
+    assert "graded before compute_to_solve existed" in Report(result).markdown()
+
+
+def test_a_version_from_before_compute_to_solve_is_regraded_for_matching_untouched(november):
+    from pipeline.rotate import graded_alike
+    from pipeline.tables import read_parquet
+    from pipeline.workers import Workers
+
+    before = (november / "demo" / "levels.parquet").read_bytes()
+    old = read_parquet(november / "demo" / "levels.parquet")
+    regraded = graded_alike("demo", old, Workers(show_progress=False))
+    assert {"compute_to_solve", "compute_measured"} <= set(regraded.columns)
+    assert not regraded["compute_measured"].any()
+    assert set(regraded["grade"].to_list()) <= {1, 2, 3, 4, 5}
+    assert (november / "demo" / "levels.parquet").read_bytes() == before

@@ -12,6 +12,7 @@ from pipeline.cli.build import build_command, stage_group, verify_command
 from pipeline.cli.calibrate import calibrate_command
 from pipeline.cli.errors import ConventionGroup
 from pipeline.cli.importing import import_command
+from pipeline.cli.irt import irt_command
 from pipeline.cli.levels import render_command, solve_command
 from pipeline.cli.rotate import reveal_command, rotate_command, versions_command
 from pipeline.cli.serve import play_command, serve_command
@@ -42,6 +43,7 @@ main.add_command(serve_command)
 main.add_command(play_command)
 main.add_command(audit_command)
 main.add_command(calibrate_command)
+main.add_command(irt_command)
 main.add_command(rotate_command)
 main.add_command(versions_command)
 main.add_command(reveal_command)

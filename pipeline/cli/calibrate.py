@@ -14,10 +14,10 @@ from pipeline.cli.errors import USAGE, CliError, refusals
 @click.command("calibrate")
 @click.option("--seed", type=click.IntRange(0), default=None,
               help="Public pool seed (default: the fixed calibration seed).")
-@click.option("--fit-per-tier", type=click.IntRange(2), default=600, show_default=True,
-              help="Fitting-pool levels per crate count (1-4 crates).")
-@click.option("--held-out-per-tier", type=click.IntRange(2), default=300, show_default=True,
-              help="Held-out-pool levels per crate count.")
+@click.option("--fit-per-tier", type=click.IntRange(2), default=100, show_default=True,
+              help="Fitting-pool levels per tier of the template.")
+@click.option("--held-out-per-tier", type=click.IntRange(2), default=100, show_default=True,
+              help="Held-out-pool levels per tier of the template.")
 @click.option("--spec", "spec_name", default="standard", show_default=True,
               help="Template game: its tiers' bands, densities and step budget.")
 @click.option("--jobs", type=click.IntRange(1, 256), default=2, show_default=True)
@@ -26,10 +26,11 @@ from pipeline.cli.errors import USAGE, CliError, refusals
                    "held-out reliability curve goes beside it as NAME_pool_curve.json.")
 def calibrate_command(seed: int | None, fit_per_tier: int, held_out_per_tier: int,
                       spec_name: str, jobs: int, out: Path | None) -> None:
-    """Draw two pools, play them with the reference planner and fit the difficulty model.
+    """Draw two pools, play them up the compute ladder and fit the difficulty model.
 
-    Prints the held-out AUC of difficulty against planner failure beside the AUC of the
-    optimal length alone, and Spearman correlations with length and crate count.
+    Prints the predictor's held-out error beside optimal length alone, the test-retest
+    stability of compute_to_solve and of the single-run label, and the within-tier AUC table
+    of a second agent family's failures.
     """
     from pipeline.calibrate import POOL_SEED, PoolSize, calibrate, pool_curve
     from pipeline.difficulty import MODEL_PATH, save_model
@@ -51,15 +52,33 @@ def calibrate_command(seed: int | None, fit_per_tier: int, held_out_per_tier: in
         save_model(model, target)
         save_pool_curve(pool_curve(model, result.held_out_pool),
                         target.with_name(f"{target.stem}_pool_curve.json"))
+    for line in report_lines(model.info):
+        click.echo(line)
+    click.echo(f"curves' slope {model.slope}; model written to {target}")
+
+
+def report_lines(info: dict) -> list[str]:
+    """The calibration figures as printed: predictor, test-retest, generalisation table."""
+    lines = []
     for pool in ("fit", "held_out"):
-        m = {k: "n/a" if v is None else f"{v:.3f}" if isinstance(v, float) else v
-             for k, v in model.info[pool].items()}
-        click.echo(f"{pool}: {m['levels']} levels, {m['planner_failures']} planner failures; "
-                   f"AUC {m['auc']} (optimal length alone {m['auc_optimal_moves']}, "
-                   f"crates alone {m['auc_n_crates']}); Spearman with optimal length "
-                   f"{m['spearman_optimal_moves']}, with crates {m['spearman_n_crates']}")
-    held = model.info["held_out"]
-    click.echo(f"held-out planner outcomes unchanged at lookahead budgets "
-               f"{' and '.join(map(str, held['outcome_same_at_budgets']))}: "
-               f"{100 * held['outcome_stability']:.1f}% (how noisy the per-level label is)")
-    click.echo(f"grade cut points {list(model.grade_cuts)}; model written to {target}")
+        m = info[pool]
+        lines.append(
+            f"{pool}: {m['levels']} levels ({m['censored']} censored); predicted "
+            f"compute_to_solve MAE {m['mean_absolute_error']} (optimal length alone "
+            f"{m['length_only_mean_absolute_error']}), Spearman {m['spearman']} (optimal "
+            f"length alone {m['spearman_optimal_moves']}), grade agreement "
+            f"{m['grade_agreement']}")
+    r = info["test_retest"]
+    lines.append(
+        f"test-retest on {r['levels']} held-out levels, seeds {r['seed_sets'][0]} vs "
+        f"{r['seed_sets'][1]}: compute_to_solve Pearson {r['compute_to_solve_pearson']}, "
+        f"Spearman {r['compute_to_solve_spearman']}; single-run label (solved at 256, seed 0 "
+        f"vs each retest seed) Pearson {r['single_run_label_pearson']}, agreement "
+        f"{r['single_run_label_agreement']}")
+    head = ("crates", "agent", "levels", "failures", "auc_compute_to_solve",
+            "auc_predicted_compute", "auc_optimal_moves", "gain")
+    rows = [[str(row[h]) for h in head] for row in info["generalisation"]]
+    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+    for row in [list(head), *rows]:
+        lines.append("  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)))
+    return lines

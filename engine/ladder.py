@@ -1,0 +1,70 @@
+"""The compute ladder: how often the reference planner solves a level at each per-step budget.
+
+The planner plays the level at budgets 1, 2, 4, ... 65,536 expanded states per step, once per
+tie-break seed, within the level's step budget. Climbing stops once every seed has solved at
+two consecutive budgets: the budgets above are counted as solved by every seed (a larger
+lookahead finds what a smaller one found), which ``Ladder.played`` makes explicit.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from engine.levels import Level
+from engine.planner import HEURISTIC_WEIGHT, plan_kernel, state_key
+
+LADDER_STEPS = 17  # budgets 2**0 .. 2**16
+LADDER_BUDGETS = tuple(1 << k for k in range(LADDER_STEPS))
+LADDER_SEEDS = tuple(range(1, 9))  # eight tie-break seeds; seed 0 is the reference run
+SOLVED_RUNS_TO_STOP = 2  # consecutive budgets solved by every seed before climbing stops
+
+
+class Ladder(NamedTuple):
+    """Seeds solving at each budget of ``LADDER_BUDGETS``, out of ``seeds``; rungs above
+    ``played`` (an index) were not played and count as solved by every seed."""
+
+    solved: tuple[int, ...]
+    seeds: int
+    played: int
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        return tuple(s / self.seeds for s in self.solved)
+
+
+@njit(cache=True)
+def ladder_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: int,
+                  n_crates: int, max_steps: int, seeds: np.ndarray, rungs: int,
+                  weight: int) -> tuple[np.ndarray, int]:
+    """Seeds solving at budgets 2**0 .. 2**(rungs-1), and the index of the last rung played."""
+    solved = np.zeros(rungs, np.int64)
+    streak = 0
+    for k in range(rungs):
+        for s in range(seeds.size):
+            ok, _, _ = plan_kernel(passable, goal, width, start_key, n_crates, max_steps,
+                                   1 << k, weight, seeds[s])
+            if ok:
+                solved[k] += 1
+        streak = streak + 1 if solved[k] == seeds.size else 0
+        if streak == SOLVED_RUNS_TO_STOP:
+            solved[k + 1:] = seeds.size
+            return solved, k
+    return solved, rungs - 1
+
+
+def climb(level: Level, max_steps: int, seeds: tuple[int, ...] = LADDER_SEEDS,
+          rungs: int = LADDER_STEPS) -> Ladder:
+    """Play ``level`` up the ladder (budgets 2**0 .. 2**(rungs-1)) with every tie-break seed."""
+    if not seeds or min(seeds) < 0:
+        raise ValueError("the ladder needs at least one tie-break seed, all >= 0")
+    if not 1 <= rungs <= LADDER_STEPS:
+        raise ValueError(f"the ladder has 1 to {LADDER_STEPS} rungs, not {rungs}")
+    passable = np.ascontiguousarray(level.floor.ravel())
+    goal = np.ascontiguousarray(level.goals.ravel() & level.floor.ravel())
+    solved, played = ladder_kernel(passable, goal, level.width, state_key(level.start),
+                                   level.n_crates, int(max_steps),
+                                   np.asarray(seeds, dtype=np.int64), rungs, HEURISTIC_WEIGHT)
+    return Ladder(tuple(int(s) for s in solved), len(seeds), int(played))

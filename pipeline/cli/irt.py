@@ -1,0 +1,41 @@
+"""``sokoforge irt``: refit level difficulty from the closed scorecards of a version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pipeline.cli.build import datasets_option
+from pipeline.cli.errors import refusals
+
+
+@click.command("irt")
+@click.argument("version")
+@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              envvar="SOKOFORGE_DB", help="The server's store (SQLite file; env SOKOFORGE_DB).")
+@click.option("--browser/--no-browser", default=True, show_default=True,
+              help="Include runs played in a browser (needs a store that records it).")
+@datasets_option
+def irt_command(version: str, db: Path, browser: bool, datasets: Path) -> None:
+    """Fit a two-parameter item-response model over agents and levels of VERSION's closed
+    scorecards; write datasets/VERSION/report/irt.json (the version's files are untouched).
+
+    Prints the agents' abilities and the rank correlation of the empirical difficulty with
+    compute_to_solve (difficulty for a version graded before it).
+    """
+    from pipeline.build import check_version_name
+    from pipeline.irt import refit
+
+    with refusals(2, f"cannot refit {version}: "):
+        check_version_name(version)
+        out, report = refit(datasets, version, db, browser)
+    click.echo(f"{version}: {report['episodes']} episodes of {report['scorecards']} closed "
+               f"scorecards (browser runs {report['browser_runs']}), "
+               f"{len(report['agents'])} agents, {len(report['levels'])} levels")
+    for agent in report["agents"]:
+        click.echo(f"  {agent['name']}: ability {agent['ability']:+.2f} "
+                   f"({agent['solved']}/{agent['episodes']} solved)")
+    click.echo(f"Spearman of empirical difficulty with {report['spearman_empirical_vs']}: "
+               f"{report['spearman']}")
+    click.echo(f"written to {out}")

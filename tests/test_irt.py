@@ -1,0 +1,146 @@
+"""Refitting difficulty from closed scorecards: simulated agents of known ability in a store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from pipeline.irt import closed_episodes, fit_2pl, refit
+from pipeline.rank_metrics import spearman
+from serve.sqlite_store import SQLiteStore
+from serve.store import EpisodeRecord, KeyRecord, ScorecardRecord, SessionRecord
+
+DEMO = Path(__file__).resolve().parent.parent / "datasets" / "demo"
+LEVELS = 100
+AGENTS = 40
+
+
+def _truth() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(12)
+    return np.linspace(-2.0, 2.0, AGENTS), rng.normal(0.0, 1.5, LEVELS)
+
+
+async def _fill(path: Path, version: str, open_card: bool = False) -> None:
+    """Every simulated agent closes one scorecard of all levels; solved ~ its ability."""
+    ability, difficulty = _truth()
+    rng = np.random.default_rng(7)
+    store = SQLiteStore(path)
+    await store.start()
+    try:
+        for a, theta in enumerate(ability):
+            key = f"k{a}"
+            await store.create_key(KeyRecord(key, f"agent{a:02d}"), "c", "d", 10_000)
+            card = f"card{a}"
+            await store.open_scorecard(ScorecardRecord(card, key, f"agent{a:02d}", version,
+                                                       "standard", 1.0), "d", 10_000)
+            session = f"s{a}"
+            await store.create_session(SessionRecord(session, card, key, "standard", version,
+                                                     1, "PLAYING", 1.0, 1.0), LEVELS)
+            p = 1 / (1 + np.exp(-1.5 * (theta - difficulty)))
+            solved = rng.random(LEVELS) < p
+            final = [EpisodeRecord(i, True, bool(s), not s, 10, "") for i, s in enumerate(solved)]
+            if open_card and a == 0:
+                continue  # an open scorecard is not evidence yet
+            await store.close_scorecard(card, 2.0, {"success_rate": float(solved.mean()),
+                                                    "move_efficiency": 1.0,
+                                                    "deadlock_rate": 0.0}, {session: final})
+    finally:
+        await store.close()
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+    root = tmp_path_factory.mktemp("irt")
+    datasets = root / "datasets"
+    shutil.copytree(DEMO, datasets / "demo")
+    db = root / "store.sqlite"
+    asyncio.run(_fill(db, "demo", open_card=True))
+    return datasets, db
+
+
+def test_reading_the_store_takes_finished_episodes_of_closed_scorecards_only(filled):
+    _, db = filled
+    episodes = closed_episodes(db, "demo")
+    assert episodes.height == (AGENTS - 1) * LEVELS
+    assert "agent00" not in set(episodes["name"].to_list())
+    assert closed_episodes(db, "other").height == 0
+
+
+def test_fit_recovers_the_simulated_difficulty_order_and_abilities(filled):
+    datasets, db = filled
+    manifest = (datasets / "demo" / "manifest.json").read_bytes()
+    levels = (datasets / "demo" / "levels.parquet").read_bytes()
+    out, report = refit(datasets, "demo", db)
+    ability, difficulty = _truth()
+    fitted = np.array([lv["empirical_difficulty"] for lv in report["levels"]])
+    assert [lv["index"] for lv in report["levels"]] == list(range(LEVELS))
+    assert spearman(fitted, difficulty) >= 0.9
+    by_name = {a["name"]: a["ability"] for a in report["agents"]}
+    fitted_ability = np.array([by_name[f"agent{a:02d}"] for a in range(1, AGENTS)])
+    assert spearman(fitted_ability, ability[1:]) >= 0.9
+    assert json.loads(out.read_text()) == report
+    assert out == datasets / "demo" / "report" / "irt.json"
+    # the finished version's own files never change
+    assert (datasets / "demo" / "manifest.json").read_bytes() == manifest
+    assert (datasets / "demo" / "levels.parquet").read_bytes() == levels
+
+
+def test_fit_on_exact_probabilities_keeps_levels_everyone_solves_finite():
+    agent = np.repeat(np.arange(3), 2)
+    level = np.tile(np.arange(2), 3)
+    trials = np.full(6, 4)
+    solved = np.array([4, 0, 4, 1, 4, 2])  # level 0 always solved, level 1 rarely
+    theta, b, a = fit_2pl(agent, level, trials, solved, 3, 2)
+    assert np.isfinite(b).all() and b[0] < b[1]
+    assert theta[0] < theta[1] < theta[2]
+
+
+def test_irt_command_reports_and_the_audit_shows_the_section(filled):
+    datasets, db = filled
+    result = CliRunner().invoke(main, ["irt", "demo", "--db", str(db), "--datasets",
+                                       str(datasets)])
+    assert result.exit_code == 0, result.output
+    assert "39 agents" in result.output and "Spearman of empirical difficulty" in result.output
+    from pipeline.audit import audit
+    from pipeline.audit_report import Report
+
+    markdown = Report(audit(datasets, "demo")).markdown()
+    assert "## Difficulty from real results" in markdown
+
+
+def test_irt_refuses_leaving_out_browser_runs_when_the_store_does_not_record_them(filled):
+    datasets, db = filled
+    result = CliRunner().invoke(main, ["irt", "demo", "--db", str(db), "--no-browser",
+                                       "--datasets", str(datasets)])
+    assert result.exit_code == 2
+    assert "does not record where a run was played" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_irt_leaves_out_scorecards_a_store_marks_as_played_in_a_browser(filled, tmp_path):
+    _, db = filled
+    copy = tmp_path / "tagged.sqlite"
+    shutil.copy(db, copy)
+    with sqlite3.connect(copy) as conn:
+        conn.execute("ALTER TABLE scorecards ADD COLUMN source TEXT")
+        conn.execute("UPDATE scorecards SET source='browser' WHERE name='agent05'")
+    kept = closed_episodes(copy, "demo", browser=False)
+    assert "agent05" not in set(kept["name"].to_list())
+    assert closed_episodes(copy, "demo", browser=True).height == kept.height + LEVELS
+
+
+def test_irt_refuses_a_missing_store_or_version_in_one_line(filled, tmp_path):
+    datasets, db = filled
+    for args in (["demo", "--db", str(tmp_path / "none.sqlite")],
+                 ["nosuch", "--db", str(db)]):
+        result = CliRunner().invoke(main, ["irt", *args, "--datasets", str(datasets)])
+        assert result.exit_code == 2 and result.output.startswith("Error: cannot refit")
+        assert len(result.output.strip().splitlines()) == 1
