@@ -209,25 +209,22 @@ def parse_levels(text: str) -> list[Level]:
 
 def to_xsb(level: Level, state: State | None = None) -> str:
     """The level (with ``state`` in place of its start) as XSB rows joined by newlines."""
+    return _rows_text(_char_grid(level, state))
+
+
+def _char_grid(level: Level, state: State | None = None) -> np.ndarray:
+    """The level's XSB characters as an (H, W) array, outside cells as spaces."""
     state = level.start if state is None else state
-    crates = set(state.crates)
-    rows = []
-    for r in range(level.height):
-        chars = []
-        for c in range(level.width):
-            cell = r * level.width + c
-            goal = bool(level.goals[r, c])
-            if level.walls[r, c]:
-                ch = "#"
-            elif cell == state.player:
-                ch = "+" if goal else "@"
-            elif cell in crates:
-                ch = "*" if goal else "$"
-            else:
-                ch = "." if goal else " "
-            chars.append(ch)
-        rows.append("".join(chars).rstrip())
-    return "\n".join(rows)
+    grid = np.where(level.walls, "#", np.where(level.goals, ".", " "))
+    flat = grid.reshape(-1)
+    for cell in state.crates:
+        flat[cell] = "*" if level.goals.flat[cell] else "$"
+    flat[state.player] = "+" if level.goals.flat[state.player] else "@"
+    return grid
+
+
+def _rows_text(grid: np.ndarray) -> str:
+    return "\n".join("".join(row).rstrip() for row in grid.tolist())
 
 
 def write_levels(levels: list[Level]) -> str:
@@ -250,8 +247,7 @@ def _dihedral(grid: np.ndarray) -> list[np.ndarray]:
 
 def symmetries(level: Level) -> list[str]:
     """The XSB text of the level under its 8 rotations and reflections."""
-    grid = np.array([list(row.ljust(level.width)) for row in to_xsb(level).split("\n")])
-    return ["\n".join("".join(row).rstrip() for row in g) for g in _dihedral(grid)]
+    return [_rows_text(g) for g in _dihedral(_char_grid(level))]
 
 
 def canonical_id(level: Level) -> str:

@@ -12,6 +12,7 @@ with 4 crates takes a few hundred kilobytes at most.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,9 @@ from engine.rules import (
 )
 
 UNSEEN = 0xFFFF
+RECENT_BYTES = 64 * 2**20  # solvable sets kept for boards asked for again (see solvable_set)
+_recent: OrderedDict[tuple, SolvableSet] = OrderedDict()
+_recent_bytes = 0
 # The search holds 10 bytes per dense index (distance and queue): 2**26 of them is 640 MB.
 MAX_SET_INDEX = 2**26
 
@@ -135,6 +139,29 @@ def popcount(x: np.uint64) -> int:
 
 
 @njit(cache=True)
+def within_kernel(words: np.ndarray, distances: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Dense indices of the solvable states at distance in [lo, hi], ascending (without
+    unpacking every index: a generator asks several times per set)."""
+    count = 0
+    for j in range(distances.size):
+        if lo <= distances[j] <= hi:
+            count += 1
+    out = np.empty(count, np.int64)
+    j, k = 0, 0
+    for w in range(words.size):
+        word = words[w]
+        if word == 0:
+            continue
+        for b in range(64):
+            if word & (np.uint64(1) << np.uint64(b)):
+                if lo <= distances[j] <= hi:
+                    out[k] = w * 64 + b
+                    k += 1
+                j += 1
+    return out
+
+
+@njit(cache=True)
 def position_kernel(words: np.ndarray, prefix: np.ndarray, idx: int) -> int:
     """Position of dense index ``idx`` among the solvable states, or -1 when not solvable."""
     if idx < 0 or not has_bit(words, idx):
@@ -193,7 +220,7 @@ class SolvableSet:
     def start_indices(self, lo: int, hi: int, crates_off_goals: bool = True) -> np.ndarray:
         """Dense indices of the states at distance in [lo, hi] (by default with no crate on a
         goal), ascending: the candidates a generator draws starts from."""
-        candidates = self.indices()[(self.distances >= lo) & (self.distances <= hi)]
+        candidates = within_kernel(self.words, self.distances, lo, hi)
         if crates_off_goals and candidates.size:
             _, crates = self._unranked(candidates)
             candidates = candidates[~self.level.goals.ravel()[crates].any(axis=1)]
@@ -215,7 +242,27 @@ class SolvableSet:
 
 def solvable_set(level: Level, max_size: int = MAX_SET_INDEX) -> SolvableSet:
     """Backward search from every solved state; raises ``StateSpaceTooLarge`` when the level's
-    dense index has more than ``max_size`` states."""
+    dense index has more than ``max_size`` states.
+
+    The set depends on the board alone (walls and goals), not on the start, and the pipeline
+    asks for one board several times (generate, then grade): the latest sets are kept, up
+    to ``RECENT_BYTES``, and given back as they are.
+    """
+    key = (level.walls.shape, level.walls.tobytes(), level.goals.tobytes(), max_size)
+    found = _recent.get(key)
+    if found is not None:
+        _recent.move_to_end(key)
+        return found
+    found = _search(level, max_size)
+    _recent[key] = found
+    global _recent_bytes
+    _recent_bytes += found.nbytes
+    while _recent_bytes > RECENT_BYTES and len(_recent) > 1:
+        _recent_bytes -= _recent.popitem(last=False)[1].nbytes
+    return found
+
+
+def _search(level: Level, max_size: int) -> SolvableSet:
     index = DenseIndex.for_level(level, max_size=max_size)
     goals = np.array(level.goal_cells, dtype=np.int64)
     dist = backward_kernel(board_array(level), level.width, index.cell_id, index.floor_id,

@@ -7,7 +7,12 @@ same bytes. Only the final ``rename`` makes ``datasets/<VERSION>/`` appear.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import fcntl
+import functools
+import gc
+import itertools
 import json
 import os
 import re
@@ -27,7 +32,10 @@ from pipeline.spec import Spec, load_spec, spec_from_dict
 from pipeline.tables import fsync_path, read_parquet, sha256_file, write_text
 from pipeline.workers import Workers
 
-STAGES = ("generate", "solve", "grade", "select", "write")
+# Select comes before solve and grade: it needs only the generator's distances and ids, so the
+# costlier stages work on the chosen levels alone.
+STAGES = ("generate", "select", "solve", "grade", "write")
+_LOCK_TRIES = 20
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -43,13 +51,16 @@ class Plan:
     excluded_versions: tuple[str, ...]
     # A rotation (pipeline.rotate): {"from": PREV, "excluded_files": [...], ...}, else None.
     rotation: dict | None = None
+    # The sha256 of each excluded version's levels.parquet when the build started.
+    excluded_sha256: tuple[str, ...] = ()
 
     def record(self) -> dict:
         """The plan as stored in ``stages/build.json``: a secret seed only as its commitment."""
         rec = {"version": self.version, "spec": self.spec.to_dict(),
                "seed_source": self.seed_source, "salt": self.salt,
                "seed_sha256": seeds.commitment(self.seed, self.salt),
-               "excluded_versions": list(self.excluded_versions)}
+               "excluded_versions": list(self.excluded_versions),
+               "excluded_sha256": list(self.excluded_sha256)}
         if self.rotation is not None:
             rec["rotation"] = self.rotation
         if self.seed_source == "public":
@@ -121,15 +132,24 @@ def existing_versions(datasets: Path) -> list[str]:
                   if not p.name.startswith(".") and (p / "manifest.json").is_file())
 
 
+def levels_sha256(datasets: Path, versions: Sequence[str]) -> list[str]:
+    """The sha256 of each named version's levels.parquet (the manifest lists exclusions so)."""
+    return [sha256_file(_levels_file(datasets, name)) for name in versions]
+
+
+def _levels_file(datasets: Path, name: str) -> Path:
+    path = datasets / name / "levels.parquet"
+    if not path.is_file():
+        raise PipelineError(f"version {name} is listed for exclusion but {path} is missing")
+    return path
+
+
 def version_ids(datasets: Path, versions: Sequence[str], column: str = "canonical_id"
                 ) -> frozenset[str]:
     """Canonical ids (or another id ``column``, e.g. wall_layout_id) of the named versions."""
     ids: set[str] = set()
     for name in versions:
-        path = datasets / name / "levels.parquet"
-        if not path.is_file():
-            raise PipelineError(f"version {name} is listed for exclusion but {path} is missing")
-        ids.update(read_parquet(path, columns=[column])[column].to_list())
+        ids.update(read_parquet(_levels_file(datasets, name), columns=[column])[column].to_list())
     return frozenset(ids)
 
 
@@ -143,8 +163,11 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
     the versions whose levels must not repeat live (``datasets`` by default) and
     ``excluded_versions`` which of them (all finished ones by default). ``rotation`` makes
     the build a rotation (see ``pipeline.rotate``), whose select stage is the matched one.
+    A stage that fails removes the build folder and a secret seed drawn for it: the next
+    attempt starts afresh.
     """
     check_version_name(version)
+    _skip_last_collection()
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
         raise PipelineError(f"unknown stage {unknown[0]!r}; stages are {', '.join(STAGES)}")
@@ -156,26 +179,33 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
             raise PipelineError(f"version {version} already exists ({folder.final}); a finished"
                                 " version is immutable: build under a new name")
         first = STAGES.index(stages[0])
+        if tuple(stages) != STAGES[first:first + len(stages)]:
+            raise PipelineError(f"stages run in the order {', '.join(STAGES)}, without gaps; "
+                                f"got {', '.join(stages)}")
         plan = _open_plan(folder, spec, seed, rotation, may_start=first == 0,
                           excluded=lambda: list(excluded_versions) if excluded_versions
-                          is not None else existing_versions(exclusion_root))
+                          is not None else existing_versions(exclusion_root),
+                          exclusion_root=exclusion_root)
         missing = [s for s in STAGES[:first] if not folder.is_done(s)]
         if missing:
             raise PipelineError(f"stage {stages[0]} of {version} needs stage {missing[0]} first:"
                                 f" run `sokoforge stage {missing[0]} {version}`")
         result = BuildResult(path=folder.root, published=False)
-        for stage in stages:
-            if folder.is_done(stage):
-                workers.say(f"{stage}: done earlier, kept")
-                continue
+        kept = list(itertools.takewhile(folder.is_done, stages))
+        if kept:
+            workers.say(f"resuming: {', '.join(kept)} kept")
+        for stage in stages[len(kept):]:
             for later in STAGES[STAGES.index(stage):]:
                 folder.forget(later)
             began, began_cpu = time.perf_counter(), time.process_time()
             try:
                 _run(stage, folder, plan, workers, exclusion_root)
             except (PipelineError, StateSpaceTooLarge) as e:
-                # The same inputs would fail the same way: keep nothing that blocks a new start.
+                # The same inputs would fail the same way: keep nothing that blocks a new start,
+                # and no secret seed that never made a version (the next build draws afresh).
                 shutil.rmtree(folder.root, ignore_errors=True)
+                if plan.seed_source == "secret":
+                    seeds.forget_secret(datasets, version)
                 if isinstance(e, PipelineError):
                     raise
                 raise PipelineError(f"{stage}: a level's state space is too large for the "
@@ -194,6 +224,17 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
         return result
 
 
+@functools.cache
+def _skip_last_collection() -> None:
+    """Let the process end without a last garbage collection over every object.
+
+    After a build about a million objects (numba's and the libraries') are alive; the
+    interpreter's collection at exit walks them all, a quarter of a second, to free what the
+    operating system frees anyway. Objects frozen at exit are skipped by it.
+    """
+    atexit.register(gc.freeze)
+
+
 def _run(stage: str, folder: BuildFolder, plan: Plan, workers: Workers,
          exclusion_root: Path) -> None:
     # Stage modules load the engine's compiled kernels: imported only when a stage runs.
@@ -207,42 +248,46 @@ def _run(stage: str, folder: BuildFolder, plan: Plan, workers: Workers,
     out = folder.output(stage)
     if stage == "generate":
         generate(plan.spec, plan.seed, out, workers)
-    elif stage == "solve":
-        solve(folder.output("generate"), out, workers)
-    elif stage == "grade":
-        grade(folder.output("solve"), out, workers)
     elif stage == "select" and plan.rotation is not None:
         from pipeline.rotate import matched_select
-        measure_selected(matched_select(folder, plan, workers, exclusion_root), plan.spec,
-                         workers)
+        matched_select(folder, plan, workers, exclusion_root)
     elif stage == "select":
-        measure_selected(select(folder.output("grade"), out, plan.spec,
-                                version_ids(exclusion_root, plan.excluded_versions)),
-                         plan.spec, workers)
+        select(folder.output("generate"), out, plan.spec, plan.seed,
+               version_ids(exclusion_root, plan.excluded_versions), workers=workers)
+    elif stage == "solve":
+        solve(folder.output("select"), out, workers)
+    elif stage == "grade":
+        measure_selected(grade(folder.output("solve"), out, workers), plan.spec, workers)
     else:
-        write(folder.output("select"), out, plan.spec, plan.seed)
+        write(folder.output("grade"), out, plan.spec, plan.seed)
 
 
 def _publish(folder: BuildFolder, plan: Plan) -> None:
     """Write the manifest last, then make the version appear by renaming its folder."""
+    from pipeline.origins import origins
+    from pipeline.write import play_order
+
     levels = folder.output("write")
     rows = read_parquet(levels, columns=["index"]).height
     rec = plan.record()
     manifest = make_manifest(
         version=plan.version, spec=rec["spec"], seed_source=plan.seed_source, salt=plan.salt,
         seed_sha256=rec["seed_sha256"], levels=levels, rows=rows,
-        excluded_versions=list(plan.excluded_versions),
+        excluded_versions=[{"version": name, "sha256": sha} for name, sha in
+                           zip(plan.excluded_versions, plan.excluded_sha256, strict=True)],
         public_seed=plan.seed if plan.seed_source == "public" else None,
-        rotated_from=plan.rotation["from"] if plan.rotation else None)
+        rotated_from=plan.rotation["from"] if plan.rotation else None,
+        origins=origins(play_order(read_parquet(folder.output("grade")))))
     if plan.rotation is not None:
-        manifest["rotation"] = plan.rotation
+        # The excluded files by name and sha256; their levels' ids stay in the build's plan.
+        manifest["rotation"] = {k: v for k, v in plan.rotation.items() if k != "excluded_ids"}
     write_manifest(manifest, folder.root / "manifest.json")
     os.rename(folder.root, folder.final)
     fsync_path(folder.datasets)
 
 
 def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None,
-               rotation: dict | None, may_start: bool, excluded) -> Plan:
+               rotation: dict | None, may_start: bool, excluded, exclusion_root: Path) -> Plan:
     """The recorded plan of a build in progress, checked against the arguments, or a new one."""
     if folder.plan_file.is_file():
         rec = json.loads(folder.plan_file.read_text())
@@ -276,11 +321,14 @@ def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None,
             raise PipelineError(f"the seed does not match the build of {folder.version} in "
                                 f"progress ({folder.root}); remove that folder to start over")
         return Plan(folder.version, recorded, seed, rec["seed_source"], rec["salt"],
-                    tuple(rec["excluded_versions"]), rec.get("rotation"))
+                    tuple(rec["excluded_versions"]), rec.get("rotation"),
+                    tuple(rec.get("excluded_sha256", ())))
     if not may_start:
         raise PipelineError(f"no build of {folder.version} in progress: run "
                             f"`sokoforge stage generate {folder.version}` first")
     spec = spec or load_spec("standard")
+    names = tuple(excluded())
+    shas = tuple(levels_sha256(exclusion_root, names))
     if seed is not None:
         source, salt = "public", seeds.public_salt(seed)
     else:
@@ -289,7 +337,7 @@ def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None,
         if seed is None:
             seed = seeds.fresh_seed()
             seeds.write_secret(folder.datasets, folder.version, seed)
-    plan = Plan(folder.version, spec, seed, source, salt, tuple(excluded()), rotation)
+    plan = Plan(folder.version, spec, seed, source, salt, names, rotation, shas)
     folder.stages.mkdir(parents=True, exist_ok=True)
     write_text(json.dumps(plan.record(), indent=2) + "\n", folder.plan_file)
     return plan
@@ -297,14 +345,43 @@ def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None,
 
 @contextmanager
 def build_lock(folder: BuildFolder) -> Iterator[None]:
-    """Hold the version's build lock; a second concurrent build of it is refused."""
+    """Hold the version's build lock; a second concurrent build of it is refused.
+
+    The lock file is removed when the build ends, well or badly (and ``.build`` with it when
+    empty); a lock taken on a file that a finishing build just removed is taken again.
+    """
     lock_dir = folder.datasets / ".build"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / f"{folder.version}.lock", "w") as handle:
+    path = lock_dir / f"{folder.version}.lock"
+    for _ in range(_LOCK_TRIES):
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            handle = open(path, "a")
+        except FileNotFoundError:
+            continue  # another build removed the empty .build meanwhile
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            handle.close()
             raise PipelineError(f"another build of {folder.version} is running") from None
+        if _same_file(path, handle.fileno()):
+            break
+        handle.close()
+    else:
+        raise PipelineError(f"could not take the build lock {path}")
+    try:
         yield
+    finally:
+        path.unlink(missing_ok=True)
+        handle.close()
+        with contextlib.suppress(OSError):
+            lock_dir.rmdir()  # only when empty: other builds' folders and locks stay
+
+
+def _same_file(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the open file ``fd`` (it was not removed and remade)."""
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
 
 

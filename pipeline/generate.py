@@ -23,7 +23,7 @@ from engine.reverse import SolvableSet, solvable_set
 from engine.solver import solve as forward_solve
 from pipeline.errors import PipelineError
 from pipeline.layouts import goal_layout, scatter_level
-from pipeline.seeds import LAYOUT, START, derived_rng
+from pipeline.seeds import GENERATED, LAYOUT, START, derived_rng
 from pipeline.spec import Spec
 from pipeline.tables import write_parquet
 from pipeline.workers import Workers
@@ -35,7 +35,12 @@ CANDIDATE_SCHEMA = {
     "band_lo": pl.Int16, "band_hi": pl.Int16, "n_crates": pl.Int8, "height": pl.Int8,
     "width": pl.Int8, "xsb": pl.String, "distance": pl.Int16, "canonical_id": pl.String,
     "wall_layout_id": pl.String,
+    # Where the candidate was drawn (see ``pipeline.origins``): enough to redraw it from the seed.
+    "draw": pl.Int8, "round": pl.Int8, "span_lo": pl.Int16, "span_hi": pl.Int16, "pick": pl.Int8,
 }
+
+TIER, SLOT, BAND_LO, BAND_HI, XSB = (list(CANDIDATE_SCHEMA).index(c) for c in
+                                     ("tier", "slot", "band_lo", "band_hi", "xsb"))
 
 
 @dataclass(frozen=True)
@@ -68,31 +73,44 @@ def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]
     tier = spec.tiers[unit.tier]
     lo, hi = tier.band(unit.slot)
     for attempt in range(spec.max_attempts):
-        board = goal_layout(derived_rng(seed, unit.tier, unit.slot, attempt, LAYOUT),
-                            spec.height, spec.width, tier.wall_density, tier.crates)
-        if board is None:
-            continue
-        sset = solvable_set(board)
-        if sset.max_distance < lo:
-            continue
-        rng = derived_rng(seed, unit.tier, unit.slot, attempt, START)
-        rows = []
-        for slot in window(unit.slot, tier.levels, spec.candidates_per_slot):
-            s_lo, s_hi = tier.band(slot)
-            start = _near_centre(sset, rng, s_lo, s_hi)
-            if start is None:
-                if slot == unit.slot:
-                    break
-                continue
-            level = board.with_start(start)
-            rows.append(candidate_row(unit.tier, slot, unit.slot, attempt, (s_lo, s_hi), level,
-                                      sset.distance(start)))
-        else:
+        rows = goal_first_attempt(spec, seed, unit.tier, unit.slot, attempt)
+        if rows is not None:
             return rows
     raise PipelineError(
         f"tier {unit.tier} slot {unit.slot}: no layout in {spec.max_attempts} attempts has a "
         f"start state with optimum in [{lo}, {hi}] ({tier.crates} crates, wall density "
         f"{tier.wall_density}); widen the band or raise max_attempts")
+
+
+def goal_first_attempt(spec: Spec, seed: int, tier_no: int, own: int, attempt: int
+                       ) -> list[tuple[Any, ...]] | None:
+    """The candidates of one layout draw for slot ``own``, or None when the draw is unusable.
+
+    The layout offers a start to each slot of ``own``'s window; the draw counts only when
+    ``own`` gets one. A verifier replays exactly this to redraw a level from its origin.
+    """
+    tier = spec.tiers[tier_no]
+    lo, _ = tier.band(own)
+    board = goal_layout(derived_rng(seed, tier_no, own, attempt, LAYOUT),
+                        spec.height, spec.width, tier.wall_density, tier.crates)
+    if board is None:
+        return None
+    sset = solvable_set(board)
+    if sset.max_distance < lo:
+        return None
+    rng = derived_rng(seed, tier_no, own, attempt, START)
+    rows: list[tuple[Any, ...]] = []
+    for slot in window(own, tier.levels, spec.candidates_per_slot):
+        s_lo, s_hi = tier.band(slot)
+        start = _near_centre(sset, rng, s_lo, s_hi)
+        if start is None:
+            if slot == own:
+                return None
+            continue
+        rows.append(candidate_row(tier_no, slot, own, attempt, (s_lo, s_hi),
+                                  board.with_start(start), sset.distance(start),
+                                  pick=len(rows)))
+    return rows
 
 
 def _near_centre(sset: SolvableSet, rng: np.random.Generator, lo: int, hi: int) -> State | None:
@@ -107,8 +125,7 @@ def _scatter_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]]:
     band = tier.band(unit.slot)
     rows: list[tuple[Any, ...]] = []
     for attempt in range(spec.max_attempts):
-        level = scatter_level(derived_rng(seed, unit.tier, unit.slot, attempt, LAYOUT),
-                              spec.height, spec.width, tier.wall_density, tier.crates)
+        level = scatter_attempt(spec, seed, unit.tier, unit.slot, attempt)
         if level is None:
             continue
         result = forward_solve(level, max_states=SCATTER_MAX_STATES)
@@ -125,9 +142,28 @@ def _scatter_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]]:
     return rows
 
 
+def scatter_attempt(spec: Spec, seed: int, tier_no: int, slot: int, attempt: int
+                    ) -> Level | None:
+    """The board scatter generation draws for (tier, slot, attempt), before any solving."""
+    tier = spec.tiers[tier_no]
+    return scatter_level(derived_rng(seed, tier_no, slot, attempt, LAYOUT),
+                         spec.height, spec.width, tier.wall_density, tier.crates)
+
+
 def candidate_row(tier: int, slot: int, layout: int, attempt: int, band: tuple[int, int],
-                  level: Level, distance: int) -> tuple[Any, ...]:
-    """One candidate in the column order of ``CANDIDATE_SCHEMA`` (rotation draws use it too)."""
+                  level: Level, distance: int, draw: int = GENERATED, round_: int = 0,
+                  span: tuple[int, int] = (0, 0), pick: int = 0) -> tuple[Any, ...]:
+    """One candidate in the column order of ``CANDIDATE_SCHEMA`` (targeted draws use it too).
+
+    ``draw``, ``round_``, ``layout``, ``attempt``, ``span`` and ``pick`` are its origin.
+    """
     return (tier, slot, layout, attempt, band[0], band[1], level.n_crates, level.height,
             level.width, to_xsb(level), int(distance), canonical_id(level),
-            wall_layout_id(level))
+            wall_layout_id(level), draw, round_, span[0], span[1], pick)
+
+
+def placed(row: tuple[Any, ...], slot: int, band: tuple[int, int]) -> tuple[Any, ...]:
+    """A candidate row standing in ``slot`` with that slot's ``band`` (as a rotation places it)."""
+    out = list(row)
+    out[SLOT], out[BAND_LO], out[BAND_HI] = slot, band[0], band[1]
+    return tuple(out)

@@ -1,4 +1,4 @@
-"""Stage 3, grade: the features of every candidate, its predicted compute, difficulty, grade.
+"""Stage 4, grade: the features of every chosen level, its predicted compute, difficulty, grade.
 
 ``level_features`` is the one place features are computed, so that calibration and audit
 score levels exactly as the pipeline does; ``compute_to_solve`` (predicted), ``difficulty``

@@ -6,6 +6,7 @@ The manifest names the spec, the seed's salted commitment (never the seed), the 
 
 from __future__ import annotations
 
+import importlib
 import json
 from datetime import UTC, datetime
 from importlib.metadata import version as package_version
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import InputError
+from pipeline.spec import SPECS_DIR
 from pipeline.tables import sha256_file, write_text
 
 FORMAT = 1
@@ -28,14 +30,17 @@ _REQUIRED_IMPORTED = (("version",), ("spec",), ("seed_source",), ("sources",),
 
 
 def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt: str | None,
-                  seed_sha256: str | None, levels: Path, rows: int, excluded_versions: list[str],
-                  public_seed: int | None = None, rotated_from: str | None = None
+                  seed_sha256: str | None, levels: Path, rows: int,
+                  excluded_versions: list[dict[str, str]], public_seed: int | None = None,
+                  rotated_from: str | None = None, origins: list[dict[str, Any]] | None = None
                   ) -> dict[str, Any]:
     """The manifest of a finished version whose levels file is ``levels``.
 
     ``public_seed`` is written only for versions built from a seed that was public from the
     start (demos, tests); a secret seed appears only as its commitment. A version without a
-    seed (``seed_source`` ``imported``) has a null commitment.
+    seed (``seed_source`` ``imported``) has a null commitment. ``excluded_versions`` are
+    ``{"version", "sha256"}`` records; ``origins`` (``pipeline.origins``) say where each
+    level, in play order, was drawn, so that the version verifies on its own.
     """
     manifest = {
         "format": FORMAT,
@@ -48,15 +53,30 @@ def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt:
         "generator": {
             "package_version": package_version("sokoforge"),
             "method": spec["method"],
-            "libraries": {name: package_version(name) for name in _LIBRARIES},
+            "libraries": {name: _library_version(name) for name in _LIBRARIES},
+            "difficulty_model": difficulty_model_sha256(),
         },
         "excluded_versions": excluded_versions,
         "rotated_from": rotated_from,
         "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    if origins is not None:
+        manifest["origins"] = origins
     if public_seed is not None:
         manifest["public_seed"] = str(public_seed)
     return manifest
+
+
+def difficulty_model_sha256() -> str:
+    """The sha256 of the difficulty model file that graded a version: ``verify`` compares a
+    version's difficulty and grade only when the model that graded it is the one shipped."""
+    return sha256_file(SPECS_DIR / "difficulty.json")
+
+
+def _library_version(name: str) -> str:
+    """A library's version from the module itself: the build has imported it (``ortools``'s
+    package is light) and asking the installed metadata costs a scan of site-packages."""
+    return importlib.import_module(name).__version__
 
 
 def write_manifest(manifest: dict[str, Any], path: Path) -> None:

@@ -11,19 +11,19 @@ PREV's outcome and the solved count can be held near PREV's.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 import polars as pl
 from ortools.sat.python import cp_model
 
 from pipeline.errors import PipelineError
-from pipeline.select import distinct_model, solve_model, unfillable_slots
 from pipeline.spec import Spec
 
 OPTIMUM_TOLERANCE = 1
 COMPUTE_TOLERANCE = 1.0  # log2 budget: a candidate needs at most twice or half PREV's compute
 COST_SCALE = 10_000  # |compute_to_solve difference| in units of 1e-4, so costs are integers
 PLANNER_COST = 1_000  # another planner outcome than PREV's slot costs as much as 0.1 compute
+SOLVER_BUDGET = 30.0  # CP-SAT deterministic time units (about seconds)
 
 
 class MatchError(PipelineError):
@@ -157,3 +157,56 @@ def describe(goal: pl.DataFrame, indices: list[int], limit: int = 8) -> str:
     more = f" and {len(indices) - limit} more" if len(indices) > limit else ""
     return "; ".join(parts) + more
 
+
+def distinct_model(table: pl.DataFrame, slots: Sequence[Hashable],
+                   by_slot: Mapping[Hashable, list[int]], exact: bool = True
+                   ) -> tuple[cp_model.CpModel, dict[int, cp_model.IntVar]]:
+    """One boolean per row of ``by_slot``'s lists: one (or at most one) per slot, distinct.
+
+    No two true rows share ``table``'s canonical_id or wall_layout_id.
+    """
+    model = cp_model.CpModel()
+    x = {i: model.new_bool_var(f"x{i}") for s in slots for i in by_slot.get(s, [])}
+    for s in slots:
+        members = [x[i] for i in by_slot.get(s, [])]
+        if exact:
+            model.add_exactly_one(members)
+        else:
+            model.add_at_most_one(members)
+    for column in ("canonical_id", "wall_layout_id"):
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, key in enumerate(table[column].to_list()):
+            if i in x:
+                groups[key].append(i)
+        for members in groups.values():
+            if len(members) > 1:
+                model.add_at_most_one([x[i] for i in members])
+    return model, x
+
+
+def solve_model(model: cp_model.CpModel, linearization_level: int = 1
+                ) -> tuple[int, cp_model.CpSolver]:
+    """Solve reproducibly: the same model gets the same answer on any machine.
+
+    ``linearization_level`` 2 (CP-SAT's default is 1) gives assignment-like models, such as
+    rotation's matching, an LP bound that proves optimality at once.
+    """
+    solver = cp_model.CpSolver()
+    # One worker, a fixed seed and a deterministic (not wall-clock) limit: the same model
+    # always gets the same answer, however loaded the machine is.
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    solver.parameters.max_deterministic_time = SOLVER_BUDGET
+    solver.parameters.linearization_level = linearization_level
+    return solver.solve(model), solver
+
+
+def unfillable_slots(table: pl.DataFrame, slots: Sequence[Hashable],
+                     by_slot: Mapping[Hashable, list[int]]) -> list[Hashable]:
+    """Slots left empty by the largest selection that fills as many slots as possible."""
+    model, x = distinct_model(table, slots, by_slot, exact=False)
+    model.maximize(sum(x.values()))
+    status, solver = solve_model(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return list(slots)
+    return [s for s in slots if not any(solver.value(x[i]) for i in by_slot[s])]

@@ -1,11 +1,12 @@
 """Rotation: a new version built like any other, but matched slot by slot to the one it replaces.
 
 ``rotate`` runs the ordinary build with a fresh seed and PREV's spec; its select stage is
-``matched_select``, which enlarges the candidate pool (``pipeline.rotation_pool``) a bounded
-number of times until every level of PREV has its match, and refuses the version unless it
-is as hard (see ``pipeline.equivalence``). Nothing of a refused rotation is left behind.
-Slots are matched on ``compute_to_solve``: measured by the ladder when the spec says so,
-else predicted; a PREV graded before compute_to_solve existed is regraded by the predictor.
+``matched_select``, which solves and grades the candidates, enlarges the pool with targeted
+draws (``pipeline.slot_draws``) a bounded number of times until every level of PREV has its
+match, and refuses the version unless it is as hard (see ``pipeline.equivalence``). Nothing
+of a refused rotation is left behind. Slots are matched on ``compute_to_solve``: measured by
+the ladder when the spec says so, else predicted; a PREV graded before compute_to_solve
+existed is regraded by the predictor.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import numpy as np
 import polars as pl
 
 from engine.levels import LevelError, canonical_id, parse_levels
-from pipeline import seeds
 from pipeline.build import BuildFolder, Plan, build, check_version_name, version_ids
 from pipeline.compute import with_measured_compute
 from pipeline.difficulty import MODEL_PATH, scores_from_compute
@@ -31,13 +31,17 @@ from pipeline.equivalence import (
     planner_solved,
 )
 from pipeline.errors import InputError, PipelineError
-from pipeline.grade import with_predicted_compute
+from pipeline.generate import CANDIDATE_SCHEMA
+from pipeline.grade import grade, with_predicted_compute
 from pipeline.manifest import IMPORTED, read_manifest
 from pipeline.matching import OPTIMUM_TOLERANCE, MatchError, match, targets
-from pipeline.rotation_pool import draws_in_round, enlarge
+from pipeline.seeds import ENLARGE
+from pipeline.slot_draws import Target, draw, draws_in_round
+from pipeline.solve import solve
 from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet, sha256_file, write_parquet, write_text
 from pipeline.workers import Workers
+from pipeline.write import play_order
 
 MAX_ENLARGEMENTS = 3  # rounds of extra candidates for the unmatched slots before giving up
 DIFFICULTY_TOLERANCE = 1e-6
@@ -94,16 +98,8 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     spec = spec_from_dict(manifest["spec"], source=f"manifest of {prev}")
     files, ids = excluded_levels(exclude)
     rotation = {"from": prev, "excluded_files": files, "excluded_ids": ids}
-    try:
-        result = build(new, datasets=datasets, spec=spec, seed=seed, workers=workers,
-                       rotation=rotation)
-    except PipelineError:
-        # A failed stage removed the build folder: a secret left with neither a version nor a
-        # build would only be reused by the next attempt, to fail the same way.
-        folder = BuildFolder(datasets, new)
-        if seed is None and not folder.final.exists() and not folder.root.exists():
-            seeds.secret_path(datasets, new).unlink(missing_ok=True)
-        raise
+    result = build(new, datasets=datasets, spec=spec, seed=seed, workers=workers,
+                   rotation=rotation)
     return _report(datasets, new, prev, result.path)
 
 
@@ -120,14 +116,14 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     ids = version_ids(exclusion_root, plan.excluded_versions) | set(
         plan.rotation["excluded_ids"])
     layouts = version_ids(exclusion_root, plan.excluded_versions, "wall_layout_id")
-    pools = [_with_planner(read_parquet(folder.output("grade")), plan.spec, workers, goal)]
+    pools = [_graded_pool(folder, "pool", folder.output("generate"), plan.spec, workers, goal)]
     unmatched: list[int] = []
     for round_ in range(MAX_ENLARGEMENTS + 1):
         if round_:
-            wanted = goal.filter(pl.col("index").is_in(unmatched))
-            graded = enlarge(folder.stages, plan.spec, plan.seed, round_, wanted, workers)
-            if graded is not None:
-                pools.append(_with_planner(read_parquet(graded), plan.spec, workers, goal))
+            extra = _enlarge(folder, plan, round_, goal.filter(pl.col("index").is_in(unmatched)),
+                             goal, workers)
+            if extra is not None:
+                pools.append(extra)
         pool = pl.concat(pools, how="vertical_relaxed")
         try:
             rows = match(goal, pool, ids, layouts, planner_gap=gap)
@@ -148,28 +144,26 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
         workers.say(f"select: {len(loose)} slot(s) differ by more than {REFINE_GAP} in "
                     f"compute_to_solve; drawing {draws_in_round(round_ + 1)} more candidates "
                     "for each")
-        wanted = goal.filter(pl.col("index").is_in(loose))
-        graded = enlarge(folder.stages, plan.spec, plan.seed, round_ + 1, wanted, workers)
-        if graded is not None:
-            pool = pl.concat([pool, _with_planner(read_parquet(graded), plan.spec, workers,
-                                                  goal)], how="vertical_relaxed")
+        extra = _enlarge(folder, plan, round_ + 1, goal.filter(pl.col("index").is_in(loose)),
+                         goal, workers)
+        if extra is not None:
+            pool = pl.concat([pool, extra], how="vertical_relaxed")
             rows = match(goal, pool, ids, layouts, planner_gap=gap)
     # Each new level takes the slot (and band) of the PREV level it stands in for; play order
     # is then easiest first within each tier, as in an ordinary build.
     chosen = (pool[rows].drop("slot", "band_lo", "band_hi", "planner_solved")
-              .with_columns(goal["slot"], goal["band_lo"], goal["band_hi"])
-              .sort(["tier", "difficulty", "slot"], maintain_order=True))
-    chosen = chosen.with_columns(pl.int_range(0, chosen.height, dtype=pl.Int16).alias("index"))
+              .with_columns(goal["slot"], goal["band_lo"], goal["band_hi"]))
     # The verdict replays the planner on the chosen levels rather than trusting the pool's.
-    verdict = compare(prev, goal, plan.version,
-                      chosen.with_columns(pl.Series("planner_solved",
-                                                    planner_solved(chosen, workers))))
+    ordered = play_order(chosen)
+    verdict = compare(prev, goal, plan.version, ordered.with_columns(
+        pl.Series("planner_solved", planner_solved(ordered, workers))))
     if not verdict.accepted:
         raise PipelineError(f"rotation of {plan.version} from {prev} refused: "
                             + "; ".join(verdict.reasons()))
     write_text(json.dumps(verdict.to_dict(), indent=2) + "\n", folder.stages / EQUIVALENCE_FILE)
+    # The chosen candidates as drawn (origin included); solve and grade then follow as usual.
     out = folder.output("select")
-    write_parquet(chosen, out)
+    write_parquet(chosen.select(list(CANDIDATE_SCHEMA)).sort(["tier", "slot"]), out)
     return out
 
 
@@ -226,6 +220,32 @@ def _loose(goal: pl.DataFrame, pool: pl.DataFrame, rows: list[int]) -> list[int]
     return [int(i) for i, g in zip(goal["index"].to_list(), gaps, strict=True)
             if abs(g) > REFINE_GAP]
 
+
+
+def _enlarge(folder: BuildFolder, plan: Plan, round_: int, wanted: pl.DataFrame,
+             goal: pl.DataFrame, workers: Workers) -> pl.DataFrame | None:
+    """Draw, solve and grade candidates for the ``wanted`` targets; None when no draw fit.
+
+    Each target seeks starts within one move of PREV's optimum, inside its slot's band.
+    """
+    targets = [Target(r["tier"], r["slot"], r["index"], (r["band_lo"], r["band_hi"]),
+                      (max(r["band_lo"], r["optimal_moves"] - OPTIMUM_TOLERANCE),
+                       min(r["band_hi"], r["optimal_moves"] + OPTIMUM_TOLERANCE)))
+               for r in wanted.iter_rows(named=True)]
+    drawn = draw(plan.spec, plan.seed, ENLARGE, round_, targets, workers)
+    if not drawn.height:
+        return None
+    path = folder.stages / f"enlarge{round_}-generate.parquet"
+    write_parquet(drawn, path)
+    return _graded_pool(folder, f"enlarge{round_}", path, plan.spec, workers, goal)
+
+
+def _graded_pool(folder: BuildFolder, name: str, candidates: Path, spec: Spec,
+                 workers: Workers, goal: pl.DataFrame) -> pl.DataFrame:
+    """Candidates solved, graded and played by the planner (files ``name``-solve/-grade)."""
+    solved = solve(candidates, folder.stages / f"{name}-solve.parquet", workers)
+    graded = grade(solved, folder.stages / f"{name}-grade.parquet", workers)
+    return _with_planner(read_parquet(graded), spec, workers, goal)
 
 
 def _with_planner(pool: pl.DataFrame, spec: Spec, workers: Workers, goal: pl.DataFrame

@@ -6,6 +6,7 @@ results never depend on the order of work or on the number of workers.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -19,6 +20,13 @@ from pipeline.errors import InputError
 LAYOUT = 0
 START = 1
 THEME = 2
+
+# Kinds of draw, recorded in each candidate's origin. The generate stage keys its draws by
+# (tier, slot, attempt); a targeted draw (``pipeline.slot_draws``) by (kind, round, tier,
+# layout, attempt), a longer key, so no two draws ever share a stream.
+GENERATED = 0
+ENLARGE = 2  # rotation: more candidates for a slot of PREV left unmatched
+REDRAW = 3  # select: more candidates for a slot left unfilled
 
 
 class SeedError(InputError):
@@ -69,6 +77,14 @@ def write_secret(datasets: Path, version: str, seed: int) -> Path:
         f.flush()
         os.fsync(f.fileno())
     return path
+
+
+def forget_secret(datasets: Path, version: str) -> None:
+    """Delete the secret seed of a version that was never made (and ``.secrets`` if empty)."""
+    path = secret_path(datasets, version)
+    path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # other secrets stay, or the folder was never made
+        path.parent.rmdir()
 
 
 def read_secret(datasets: Path, version: str) -> int | None:

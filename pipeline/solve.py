@@ -1,4 +1,4 @@
-"""Stage 2, solve: every candidate solved again, to optimal, by the forward solver.
+"""Stage 3, solve: every chosen level solved again, to optimal, by the forward solver.
 
 The generator's distance comes from the backward search; an independent forward search must
 agree on every level, or the build stops and names the level that disagreed.

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
-import joblib
 
 from pipeline.progress import progress
 
@@ -52,6 +51,8 @@ class Workers:
                     out.append(fn(item))
                     bar.update(1)
                 return out
+            import joblib  # only for parallel work: a one-job build does without it
+
             with self._parallel() as parallel:
                 for result in parallel(joblib.delayed(fn)(item) for item in items):
                     out.append(result)
@@ -60,6 +61,8 @@ class Workers:
 
     @contextmanager
     def _parallel(self) -> Iterator[Any]:
+        import joblib
+
         if self.backend == "dask":
             from distributed import Client
 

@@ -1,5 +1,6 @@
 """Stage 5, write: ``levels.parquet`` in play order with the column types of the format.
 
+Play order is tier by tier, easiest (least difficulty) first, ``index`` counting from 0.
 Budgets follow the spec's rule, ``max(floor, multiple * optimal_moves)``; a themed spec gives
 each level its theme (and noise key) drawn from the version seed and the level's index.
 """
@@ -35,9 +36,9 @@ LEVEL_COLUMNS = {
 MEASURED_ONLY = ("solve_rates", "ladder_played")
 
 
-def write(selected: Path, out: Path, spec: Spec, seed: int) -> Path:
+def write(graded: Path, out: Path, spec: Spec, seed: int) -> Path:
     """Write the set's ``levels.parquet`` to ``out``; return it."""
-    df = read_parquet(selected)
+    df = play_order(read_parquet(graded))
     if df.height != spec.n_levels:
         raise PipelineError(f"write: selection holds {df.height} levels, the spec "
                             f"{spec.name} needs {spec.n_levels}")
@@ -60,6 +61,12 @@ def levels_table(df: pl.DataFrame, spec: Spec, extra: dict[str, Any] | None = No
         raise PipelineError("write: a step budget exceeds int16; lower the budget multiple")
     columns = LEVEL_COLUMNS | (extra or {})
     return df.select([pl.col(name).cast(dtype) for name, dtype in columns.items()])
+
+
+def play_order(levels: pl.DataFrame) -> pl.DataFrame:
+    """The chosen levels sorted tier by tier, easiest first, with their ``index``."""
+    ordered = levels.sort(["tier", "difficulty", "slot"], maintain_order=True)
+    return ordered.with_columns(pl.int_range(0, ordered.height, dtype=pl.Int16).alias("index"))
 
 
 def level_looks(spec: Spec, seed: int | None, indices: list[int]

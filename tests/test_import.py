@@ -288,6 +288,11 @@ def test_verify_on_an_import_checks_its_sources_instead_of_a_seed(imported):
     assert "re-imported levels.parquet sha256" in result.output
     refused = run("verify", "mix", "--seed", "1", "--datasets", str(root))
     assert refused.exit_code == 2 and "no seed" in refused.output
+    from pipeline.errors import PipelineError
+    from pipeline.verify import verify
+
+    with pytest.raises(PipelineError, match="mix was imported from level files: it has no seed"):
+        verify("mix", 1, datasets=root)
 
 
 def test_verify_on_an_import_fails_when_a_kept_source_was_edited(imported, tmp_path):

@@ -21,7 +21,7 @@ from engine.rules import replay
 from pipeline.build import STAGES, BuildFolder, build
 from pipeline.cli import main
 from pipeline.errors import PipelineError
-from pipeline.seeds import commitment, secret_path
+from pipeline.seeds import REDRAW, commitment, secret_path
 from pipeline.spec import load_spec, spec_from_dict
 from pipeline.tables import sha256_file
 from pipeline.verify import verify
@@ -123,7 +123,8 @@ def test_a_later_version_shares_no_canonical_id_with_earlier_ones(built, tiny):
     try:
         first, second = _levels(path), _levels(later)
         assert not set(first["canonical_id"]) & set(second["canonical_id"])
-        assert json.loads((later / "manifest.json").read_text())["excluded_versions"] == ["v1"]
+        assert json.loads((later / "manifest.json").read_text())["excluded_versions"] == [
+            {"version": "v1", "sha256": sha256_file(path / "levels.parquet")}]
     finally:
         shutil.rmtree(later)
 
@@ -147,8 +148,9 @@ def test_stages_run_one_at_a_time_and_resume_after_corruption(built, tiny, tmp_p
     reference = sha256_file(built[1] / "levels.parquet")
     folder = BuildFolder(tmp_path, "v1")
     build("v1", datasets=tmp_path, spec=tiny, seed=SEED, workers=QUIET, stages=["generate"])
-    with pytest.raises(PipelineError, match="stage grade of v1 needs stage solve first"):
+    with pytest.raises(PipelineError, match="stage grade of v1 needs stage select first"):
         build("v1", datasets=tmp_path, workers=QUIET, stages=["grade"])
+    build("v1", datasets=tmp_path, workers=QUIET, stages=["select"])
     build("v1", datasets=tmp_path, workers=QUIET, stages=["solve"])
     # A finished stage file that was damaged counts as not done and is made again.
     solved = folder.output("solve")
@@ -158,10 +160,10 @@ def test_stages_run_one_at_a_time_and_resume_after_corruption(built, tiny, tmp_p
     build("v1", datasets=tmp_path, workers=QUIET, stages=["solve"])
     build("v1", datasets=tmp_path, workers=QUIET, stages=["grade"])
     # A stage killed while writing leaves only its temporary file and no marker.
-    folder.output("select").with_name("select.parquet.tmp").write_bytes(b"half")
+    folder.output("write").with_name("levels.parquet.tmp").write_bytes(b"half")
     assert not (tmp_path / "v1").exists()
     result = build("v1", datasets=tmp_path, workers=QUIET)
-    assert result.published and set(result.timings) == {"select", "write"}
+    assert result.published and set(result.timings) == {"write"}
     assert sha256_file(tmp_path / "v1" / "levels.parquet") == reference
 
 
@@ -274,10 +276,10 @@ def test_stage_commands_run_in_order_and_report_progress_as_plain_lines(tmp_path
     assert first.exit_code == 0, first.output
     assert first.stdout == f"st: generate done in {tmp_path / '.build' / 'st'}\n"
     assert "generate: 8/8" in first.stderr and "generate: " in first.stderr
-    for stage in ("solve", "grade", "select"):
+    for stage in ("select", "solve", "grade"):
         assert runner.invoke(main, ["stage", stage, "st", *base]).exit_code == 0
-    again = runner.invoke(main, ["stage", "select", "st", *base])
-    assert "select: done earlier, kept" in again.stderr
+    again = runner.invoke(main, ["stage", "grade", "st", *base])
+    assert again.stderr.startswith("resuming: grade kept\n")
     last = runner.invoke(main, ["stage", "write", "st", *base])
     assert last.exit_code == 0 and last.stdout == f"st: published at {tmp_path / 'st'}\n"
     assert (tmp_path / "st" / "manifest.json").is_file()
@@ -294,6 +296,8 @@ def test_scatter_method_builds_levels_inside_their_bands(tmp_path):
         assert row["band_lo"] <= row["optimal_moves"] <= row["band_hi"]
         assert level.n_crates == spec.tiers[row["tier"]].crates
         assert level.is_solved(replay(level, row["solution"])[-1])
+    # Scattered levels are redrawn from their origins too.
+    assert verify("sc", 3, datasets=tmp_path).ok
 
 
 def test_dask_backend_without_a_scheduler_is_refused(tmp_path):
@@ -325,19 +329,91 @@ def test_solve_stage_stops_naming_a_level_whose_claimed_optimum_is_wrong(built, 
 def test_select_keeps_excluded_ids_and_layouts_out(built, tiny, tmp_path):
     from pipeline.select import select
 
-    graded = built[1] / "stages" / "grade.parquet"
+    candidates = built[1] / "stages" / "generate.parquet"
     first = pl.read_parquet(built[1] / "levels.parquet")
     banned = first.filter(pl.col("tier") == 0)
-    select(graded, tmp_path / "a.parquet", tiny, frozenset(banned["canonical_id"]))
+    select(candidates, tmp_path / "a.parquet", tiny, SEED, frozenset(banned["canonical_id"]))
     a = pl.read_parquet(tmp_path / "a.parquet")
     assert a.height == tiny.n_levels
     assert not set(a["canonical_id"]) & set(banned["canonical_id"])
+    layouts = frozenset(first.filter(pl.col("tier") == 1)["wall_layout_id"])
+    select(candidates, tmp_path / "b.parquet", tiny, SEED, frozenset(), exclude_layouts=layouts)
+    b = pl.read_parquet(tmp_path / "b.parquet")
+    assert b.height == tiny.n_levels and not set(b["wall_layout_id"]) & layouts
+
+
+def test_select_draws_more_candidates_for_exactly_the_slots_it_cannot_fill(built, tiny,
+                                                                         tmp_path, capsys):
+    from pipeline.select import select
+
+    candidates = built[1] / "stages" / "generate.parquet"
+    pool = pl.read_parquet(candidates)
     # Tier 1 of the tiny game has three slots and three layouts: banning one leaves two.
-    layout = first.filter(pl.col("tier") == 1)["wall_layout_id"][0]
-    with pytest.raises(PipelineError, match=r"^selection infeasible: tier 1 slot \d cannot get"):
-        select(graded, tmp_path / "b.parquet", tiny, frozenset(),
-               exclude_layouts=frozenset([layout]))
+    layout = pool.filter(pl.col("tier") == 1)["wall_layout_id"][0]
+    select(candidates, tmp_path / "a.parquet", tiny, SEED, frozenset(),
+           exclude_layouts=frozenset([layout]), workers=Workers())
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("select:")]
+    chosen = pl.read_parquet(tmp_path / "a.parquet")
+    assert chosen.height == tiny.n_levels and layout not in chosen["wall_layout_id"].to_list()
+    assert chosen["canonical_id"].n_unique() == chosen["wall_layout_id"].n_unique() == 8
+    redrawn = chosen.filter(pl.col("draw") == REDRAW)
+    assert redrawn.height >= 1 and set(redrawn["tier"].to_list()) == {1}
+    unfilled = [f"tier 1 slot {s}" for s in redrawn["slot"].to_list()]
+    assert len(lines) == 1 and lines[0].startswith(f"select: {unfilled[0]} unfilled; drawing")
+    for row in redrawn.iter_rows(named=True):
+        assert (row["span_lo"], row["span_hi"]) == tiny.tiers[1].band(row["slot"])
+        assert row["band_lo"] <= row["distance"] <= row["band_hi"] and row["round"] == 1
+    # Deterministic in seed, tier, slot and round.
+    select(candidates, tmp_path / "b.parquet", tiny, SEED, frozenset(),
+           exclude_layouts=frozenset([layout]))
+    assert pl.read_parquet(tmp_path / "b.parquet").equals(chosen)
+
+
+def test_select_fails_naming_the_slot_and_the_spec_field_when_redraws_run_out(
+        built, tiny, tmp_path, monkeypatch):
+    from pipeline import select as select_module
+
+    monkeypatch.setattr(select_module, "MAX_REDRAWS", 0)
+    candidates = built[1] / "stages" / "generate.parquet"
+    layout = pl.read_parquet(candidates).filter(pl.col("tier") == 1)["wall_layout_id"][0]
+    with pytest.raises(PipelineError, match=r"^selection infeasible: tier 1 slot \d cannot get"
+                                            r".* raise candidates_per_slot or max_attempts"):
+        select_module.select(candidates, tmp_path / "b.parquet", tiny, SEED, frozenset(),
+                             exclude_layouts=frozenset([layout]))
     assert not (tmp_path / "b.parquet").exists()
+
+
+def test_a_failed_build_leaves_no_folder_lock_or_secret_and_a_retry_draws_afresh(
+        tiny, tmp_path, monkeypatch):
+    from pipeline import select as select_module
+
+    real = select_module.select
+
+    def fails(*args, **kwargs):
+        raise PipelineError("selection infeasible: tier 1 slot 0 cannot get a level")
+
+    monkeypatch.setattr(select_module, "select", fails)
+    base = ["--spec", "tiny", "--datasets", str(tmp_path), "--quiet"]
+    out = CliRunner().invoke(main, ["build", "s1", *base])
+    assert out.exit_code == 1 and "tier 1 slot 0" in out.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no s1, .build or .secrets
+    monkeypatch.setattr(select_module, "select", real)
+    again = CliRunner().invoke(main, ["build", "s1", *base])
+    assert again.exit_code == 0, again.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".secrets", "s1"]
+    assert secret_path(tmp_path, "s1").is_file()
+
+
+def test_a_finished_build_removes_its_lock_and_a_resumed_one_says_what_it_kept(
+        tiny, tmp_path, capsys):
+    build("v1", datasets=tmp_path, spec=tiny, seed=SEED, workers=QUIET,
+          stages=["generate", "select"])
+    assert (tmp_path / ".build" / "v1" / "stages").is_dir()
+    assert not (tmp_path / ".build" / "v1.lock").exists()
+    capsys.readouterr()
+    build("v1", datasets=tmp_path, workers=Workers())
+    assert capsys.readouterr().err.splitlines()[0] == "resuming: generate, select kept"
+    assert not (tmp_path / ".build").exists() and (tmp_path / "v1").is_dir()
 
 
 def test_a_state_space_too_large_for_the_engine_is_a_readable_refusal(tmp_path):
@@ -381,25 +457,73 @@ def test_verify_of_a_missing_version_says_so(tmp_path):
     assert result.output == f"Error: no manifest at {tmp_path / 'nope' / 'manifest.json'}\n"
 
 
-def test_verify_reports_a_wrong_seed_whose_rebuild_stops_as_a_mismatch(built, monkeypatch):
+def test_a_wrong_seed_stops_at_the_commitment_before_any_redraw(built, monkeypatch):
     import pipeline.verify as verify_module
 
     datasets, _ = built
 
-    def stops(*args, **kwargs):
-        raise PipelineError("tier 0 slot 1: no layout in 100 attempts")
+    def never(*args, **kwargs):
+        raise AssertionError("a wrong seed must not redraw anything")
 
-    monkeypatch.setattr(verify_module, "build", stops)
+    monkeypatch.setattr(verify_module, "redraw", never)
+    monkeypatch.setattr(verify_module, "generate", never)
     bad = verify("v1", SEED + 1, datasets=datasets)
     assert not bad.ok and not bad.commitment_matches and bad.file_matches
-    assert bad.rebuild_error == "tier 0 slot 1: no layout in 100 attempts"
+    assert bad.levels_redrawn == 0 and bad.rebuilt_sha256 == ""
+    assert bad.problems == ("the seed does not open the manifest's commitment: nothing was "
+                            "redrawn",)
     no = CliRunner().invoke(main, ["verify", "v1", "--seed", "12", "--datasets", str(datasets)])
     assert no.exit_code == 1 and isinstance(no.exception, SystemExit)
-    assert "rebuild with this seed stopped: tier 0 slot 1" in no.output
-    assert no.output.endswith("Error: v1 does not verify\n")
-    # With the committed seed a stopped rebuild is the machine's problem, said as it is.
-    with pytest.raises(PipelineError, match="no layout"):
-        verify("v1", SEED, datasets=datasets)
+    assert no.output == ("seed commitment: MISMATCH\nnothing redrawn: the seed does not open "
+                         "the manifest's commitment\nstored levels.parquet: match\n"
+                         "Error: v1 does not verify\n")
+
+
+def test_the_manifest_records_each_levels_origin_and_verify_redraws_it_alone(built, tmp_path):
+    from pipeline.generate import goal_first_attempt
+
+    tiny = load_spec("tiny")
+    datasets, path = built
+    manifest = json.loads((path / "manifest.json").read_text())
+    levels = _levels(path)
+    assert len(manifest["origins"]) == levels.height
+    for origin, row in zip(manifest["origins"], levels.iter_rows(named=True), strict=True):
+        assert origin["draw"] == "generate" and origin["tier"] == row["tier"]
+        drawn = goal_first_attempt(tiny, SEED, origin["tier"], origin["layout"],
+                                   origin["attempt"])
+        assert drawn[origin["pick"]][9] == row["xsb"]
+    # The version alone (no stages, nothing else in the folder) verifies.
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    for name in ("levels.parquet", "manifest.json"):
+        (alone / "v1").mkdir(exist_ok=True)
+        shutil.copy(path / name, alone / "v1" / name)
+    ok = CliRunner().invoke(main, ["verify", "v1", "--seed", str(SEED), "--datasets",
+                                   str(alone)])
+    assert ok.exit_code == 0, ok.output
+    assert f"levels redrawn from the seed: {levels.height} of {levels.height}\n" in ok.output
+    # An origin that draws another level is named, and the version does not verify.
+    manifest["origins"][3]["attempt"] += 1
+    (alone / "v1" / "manifest.json").write_text(json.dumps(manifest))
+    bad = verify("v1", SEED, datasets=alone)
+    assert not bad.ok and bad.levels_redrawn == levels.height - 1
+    row = levels.row(3, named=True)
+    assert any(p.startswith(f"level 3 (tier {row['tier']} slot {row['slot']}) is not what "
+                            "its origin") for p in bad.problems)
+
+
+def test_verify_rechecks_the_selection_rules_within_the_version(built):
+    from pipeline.verify import selection_problems
+
+    tiny = load_spec("tiny")
+    levels = _levels(built[1])
+    assert selection_problems(levels, tiny) == []
+    first = pl.lit(levels["wall_layout_id"][0])
+    twin = levels.with_columns(pl.when(pl.col("index") == 1).then(first)
+                               .otherwise(pl.col("wall_layout_id")).alias("wall_layout_id"))
+    assert selection_problems(twin, tiny) == ["two levels share a wall layout id"]
+    late = levels.with_columns((pl.col("optimal_moves") + 40).alias("optimal_moves"))
+    assert any("outside the band" in p for p in selection_problems(late, tiny))
 
 
 def test_verify_of_an_incomplete_manifest_is_one_readable_line(built, tmp_path):

@@ -190,6 +190,33 @@ def test_secret_rotation_keeps_its_seed_private_until_revealed(rotated):
     assert verify("r2", int(seed), datasets=datasets, workers=QUIET).ok
 
 
+def test_a_rotated_version_copied_alone_into_an_empty_folder_verifies(rotated, tmp_path):
+    datasets, _, _ = rotated
+    manifest = _manifest(datasets, "r1")
+    # Exclusions are named with their sha256 only; the rotation keeps no list of level ids.
+    assert {e["version"] for e in manifest["excluded_versions"]} == {"demo"}
+    assert manifest["excluded_versions"][0]["sha256"] == manifest_sha(datasets, "demo")
+    assert "excluded_ids" not in manifest["rotation"]
+    assert len(manifest["origins"]) == _levels(datasets, "r1").height
+    # Some levels come from the rotation's own targeted draws: those verify alone too.
+    assert {o["draw"] for o in manifest["origins"]} == {"generate", "enlarge"}
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    for name in ("levels.parquet", "manifest.json"):
+        (alone / "r1").mkdir(exist_ok=True)
+        shutil.copy(datasets / "r1" / name, alone / "r1" / name)
+    out = CliRunner().invoke(main, ["verify", "r1", "--seed", "21", "--datasets", str(alone)])
+    assert out.exit_code == 0, out.output
+    assert out.output.endswith("r1: verified\n")
+    wrong = CliRunner().invoke(main, ["verify", "r1", "--seed", "22", "--datasets", str(alone)])
+    assert wrong.exit_code == 1 and "seed commitment: MISMATCH" in wrong.output
+    assert sorted(p.name for p in alone.iterdir()) == ["r1"]
+
+
+def manifest_sha(datasets: Path, version: str) -> str:
+    return _manifest(datasets, version)["files"]["levels.parquet"]["sha256"]
+
+
 def test_versions_lists_each_version_with_its_origin_and_checksum(rotated):
     datasets, _, _ = rotated
     out = CliRunner().invoke(main, ["versions", "--datasets", str(datasets)])
@@ -245,11 +272,11 @@ def test_a_pool_that_cannot_be_matched_fails_naming_the_slots_and_leaves_nothing
 def test_rotation_bytes_depend_neither_on_workers_nor_on_an_interruption(rotated, tmp_path):
     datasets, first, _ = rotated
     again = _fresh_copy(datasets, tmp_path)
-    # Stopped after grade (as if killed), then resumed on two workers.
+    # Stopped after generate (as if killed), then resumed on two workers.
     build("r1", datasets=again, spec=load_spec("tiny"), seed=21, workers=QUIET,
-          stages=("generate", "solve", "grade"),
+          stages=("generate",),
           rotation={"from": "demo", "excluded_files": [], "excluded_ids": []})
-    assert (again / ".build" / "r1" / "stages" / "grade.parquet").is_file()
+    assert (again / ".build" / "r1" / "stages" / "generate.parquet").is_file()
     twin = rotate("r1", "demo", datasets=again, seed=21,
                   workers=Workers(jobs=2, show_progress=False))
     assert (twin.path / "levels.parquet").read_bytes() == \

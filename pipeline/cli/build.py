@@ -12,7 +12,7 @@ from pipeline.cli.errors import CliError, refusals
 
 # The names of pipeline.build.STAGES, here so that loading the CLI stays light (a test keeps
 # the two equal).
-STAGES = ("generate", "solve", "grade", "select", "write")
+STAGES = ("generate", "select", "solve", "grade", "write")
 
 
 def datasets_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -68,7 +68,7 @@ def _run(version: str, stages: tuple[str, ...], seed: str | None, spec_name: str
 @click.argument("version")
 @_build_options
 def build_command(version: str, **options: Any) -> None:
-    """Build dataset VERSION: generate, solve, grade, select and write, then publish.
+    """Build dataset VERSION: generate, select, solve, grade and write, then publish.
 
     A build that is interrupted resumes where it stopped when run again, and ends with the
     same bytes. Building a version that exists is refused.
@@ -103,10 +103,14 @@ for _name in STAGES:
 @click.option("--jobs", type=click.IntRange(1, 256), default=1, show_default=True)
 @datasets_option
 def verify_command(version: str, seed: str | None, jobs: int, datasets: Path) -> None:
-    """Rebuild VERSION from its published SEED and check it against the manifest.
+    """Check VERSION against its published SEED, with no other version needed.
 
-    An imported version has no seed: its kept source files are checked against their
-    sha256 and imported again instead. Exits 0 when everything matches, 1 otherwise.
+    The seed must open the manifest's commitment (a wrong one stops there); every level is
+    then redrawn from the origin the manifest records and must be the stored one, the
+    levels.parquet made from them must have the manifest's sha256, and the selection rules
+    must hold within VERSION. An imported version has no seed: its kept source files are
+    checked against their sha256 and imported again instead. Exits 0 when all of it holds,
+    1 otherwise.
     """
     from pipeline.build import check_version_name
     from pipeline.manifest import IMPORTED, read_manifest
@@ -128,9 +132,20 @@ def verify_command(version: str, seed: str | None, jobs: int, datasets: Path) ->
             raise CliError(f"{version} was built from a seed: --seed is required", 2)
         outcome = verify(version, parse_seed(seed), datasets=datasets, workers=workers)
     click.echo(f"seed commitment: {_WORD[outcome.commitment_matches]}")
-    _verdict(version, ("rebuilt", outcome.rebuilt_sha256, outcome.rebuild_matches),
-             f"rebuild with this seed stopped: {outcome.rebuild_error}"
-             if outcome.rebuild_error else None, outcome.file_matches, outcome.ok, "verified")
+    if outcome.commitment_matches:
+        click.echo(f"levels redrawn from the seed: {outcome.levels_redrawn} of "
+                   f"{outcome.levels}")
+        click.echo(f"selection rules: {'hold' if outcome.rules_hold else 'BROKEN'}")
+        for problem in outcome.problems[:20]:
+            click.echo(f"  {problem}")
+        for note in outcome.notes:
+            click.echo(f"note: {note}")
+        stopped = None if outcome.rebuilt_sha256 else \
+            "levels.parquet not rebuilt: not every level was redrawn"
+    else:
+        stopped = "nothing redrawn: the seed does not open the manifest's commitment"
+    _verdict(version, ("rebuilt", outcome.rebuilt_sha256, outcome.rebuild_matches), stopped,
+             outcome.file_matches, outcome.ok, "verified")
 
 
 _WORD = {True: "match", False: "MISMATCH"}
