@@ -5,12 +5,20 @@ N = 1, 8, 32 and 200 sessions from this process for a fixed time each and prints
 p50/p99 latency of ``act``. Every action is committed to the store before it is answered.
 
     python benchmarks/serve.py [--version demo] [--seconds 10] [--sync full|normal] [--no-gzip]
+                               [--workers 1,2] [--db sqlite|postgres|postgresql://...]
+
+``--workers 1,2`` starts one server per count and measures them row by row, side by side,
+printing the ratio; ``--db postgres`` starts a throw-away PostgreSQL server (as the tests do)
+for the stores.
 
 Without the version folder it serves a small set written from the test levels.
 
 ``--looks before,arc,shared,themed,themed+noise --sessions 8`` serves the same levels in each
 look at once (one server each; ``before`` is the code of ``--before-rev``, default main, taken
 by ``git archive``) and measures them in interleaved rounds, printing actions/s beside before's.
+
+``--access-log --sessions 8 --rounds 6`` serves the same levels twice, without and with
+``--access-log FILE``, measured the same way: the ratio is the access log's cost.
 """
 
 from __future__ import annotations
@@ -37,15 +45,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
 
-def start_server(root: Path, version: str, db: Path, sync: str,
-                 src: Path = ROOT) -> tuple[subprocess.Popen, str]:
-    """``sokoforge serve`` of the code in ``src`` as a child process, and its base URL."""
+def start_server(root: Path, version: str, db: Path | str, sync: str, src: Path = ROOT,
+                 workers: int = 1, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """``sokoforge serve`` of the code in ``src`` (with ``extra`` options) as a child process,
+    and its base URL."""
     code = "from pipeline.cli import main; main()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "serve", "--datasets", str(root), "--version", version,
          "--db", str(db), "--port", "0", "--sync", sync, "--sessions-per-key", "1000",
          "--sessions-total", "1000", "--scorecards-per-day", "100000",
-         "--connections-per-address", "1000"],  # every session is its own connection
+         "--connections-per-address", "1000",  # every session is its own connection
+         *(["--workers", str(workers)] if workers != 1 else []), *extra],
         stderr=subprocess.PIPE, text=True, cwd=src)
     line = ""
     deadline = time.monotonic() + 300  # a fresh source tree compiles its kernels first
@@ -135,9 +145,12 @@ async def timed(n: int, worker, latencies: list[float]) -> dict:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process so far (Linux /proc)."""
+    """User plus system CPU time so far of a process and its live children, the server's
+    workers (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return ((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            + sum(cpu_seconds(int(c)) for c in children))
 
 
 async def register(base: str) -> str:
@@ -204,35 +217,63 @@ def compare_looks(args: argparse.Namespace, root: Path, version: str, tmp: Path)
             else:
                 where, src = with_look(root, version, look, tmp), ROOT
             servers[look] = start_server(*where, tmp / f"{look}.sqlite", args.sync, src)
-        keys = {look: asyncio.run(register(base)) for look, (_, base) in servers.items()}
-        for look, (_, base) in servers.items():  # warm caches and lazy imports first
-            asyncio.run(drive(base, keys[look], 2, 1.0, not args.no_gzip))
-        sessions = [int(x) for x in args.sessions.split(",")]
-        rates: dict[tuple[str, int], list[float]] = {}
-        cpus: dict[tuple[str, int], list[float]] = {}
-        for _ in range(args.rounds):
-            for n in sessions:
-                for look, (proc, base) in servers.items():
-                    cpu = cpu_seconds(proc.pid)
-                    r = asyncio.run(drive(base, keys[look], n, args.seconds, not args.no_gzip))
-                    cpu = cpu_seconds(proc.pid) - cpu
-                    rates.setdefault((look, n), []).append(r["per_s"])
-                    cpus.setdefault((look, n), []).append(1e6 * cpu / max(1, r["actions"]))
-        print(f"{args.rounds} interleaved rounds of {args.seconds:g} s per look; median of "
-              f"rounds; before = {args.before_rev}'s code (the 16-colour picture)")
-        print(f"{'look':<13} {'sessions':>8} {'actions/s':>10} {'server CPU us/action':>21}"
-              f" {'vs ' + looks[0]:>12}")
-        for n in sessions:
-            base_rate = statistics.median(rates[(looks[0], n)])
-            for look in looks:
-                rate = statistics.median(rates[(look, n)])
-                print(f"{look:<13} {n:>8} {rate:>10.0f} "
-                      f"{statistics.median(cpus[(look, n)]):>21.0f} {rate / base_rate:>11.1%}",
-                      flush=True)
+        interleaved(args, servers, f"before = {args.before_rev}'s code (the 16-colour picture)")
     finally:
         for proc, _ in servers.values():
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+
+
+def compare_access_log(args: argparse.Namespace, root: Path, version: str, tmp: Path) -> None:
+    """The same levels served without and with an access log (to a file), side by side."""
+    servers: dict[str, tuple[subprocess.Popen, str]] = {}
+    try:
+        servers["no log"] = start_server(root, version, tmp / "plain.sqlite", args.sync)
+        servers["access log"] = start_server(root, version, tmp / "logged.sqlite", args.sync,
+                                             extra=("--access-log", str(tmp / "access.log")))
+        interleaved(args, servers, "a JSON line per request to a file")
+        lines = (tmp / "access.log").read_text().count("\n")
+        print(f"the access log holds {lines} lines", flush=True)
+    finally:
+        for proc, _ in servers.values():
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+
+
+def interleaved(args: argparse.Namespace, servers: dict[str, tuple[subprocess.Popen, str]],
+                note: str) -> None:
+    """Measure every server at each session count in ``--rounds`` interleaved rounds, in
+    alternating order (so a shared machine's load falls on all alike); print medians and the
+    ratio to the first."""
+    keys = {name: asyncio.run(register(base)) for name, (_, base) in servers.items()}
+    for name, (_, base) in servers.items():  # warm caches and lazy imports first
+        asyncio.run(drive(base, keys[name], 2, 1.0, not args.no_gzip))
+    sessions = [int(x) for x in args.sessions.split(",")]
+    rates: dict[tuple[str, int], list[float]] = {}
+    cpus: dict[tuple[str, int], list[float]] = {}
+    for round_ in range(args.rounds):
+        for n in sessions:
+            # every other round in reverse order, so that none is always measured right
+            # after another (whose store may still be checkpointing)
+            order = list(servers.items())[::-1 if round_ % 2 else 1]
+            for name, (proc, base) in order:
+                cpu = cpu_seconds(proc.pid)
+                r = asyncio.run(drive(base, keys[name], n, args.seconds, not args.no_gzip))
+                cpu = cpu_seconds(proc.pid) - cpu
+                rates.setdefault((name, n), []).append(r["per_s"])
+                cpus.setdefault((name, n), []).append(1e6 * cpu / max(1, r["actions"]))
+    names = list(servers)
+    print(f"{args.rounds} interleaved rounds of {args.seconds:g} s each; median of rounds; "
+          f"{note}")
+    print(f"{'server':<13} {'sessions':>8} {'actions/s':>10} {'server CPU us/action':>21}"
+          f" {'vs ' + names[0]:>12}")
+    for n in sessions:
+        base_rate = statistics.median(rates[(names[0], n)])
+        for name in names:
+            rate = statistics.median(rates[(name, n)])
+            print(f"{name:<13} {n:>8} {rate:>10.0f} "
+                  f"{statistics.median(cpus[(name, n)]):>21.0f} {rate / base_rate:>11.1%}",
+                  flush=True)
 
 
 def main() -> None:
@@ -246,30 +287,72 @@ def main() -> None:
     parser.add_argument("--looks", default="",
                         help="compare looks, e.g. before,arc,shared,themed,themed+noise")
     parser.add_argument("--before-rev", default="main")
+    parser.add_argument("--access-log", action="store_true",
+                        help="compare a server writing an access log with one that does not")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", default="1",
+                        help="server processes on the port; a list (1,2) starts one server "
+                        "per count and measures them row by row, side by side, with ratios")
+    parser.add_argument("--db", default="sqlite",
+                        help="sqlite (a temporary file), postgres (a throw-away server) or a "
+                        "postgresql:// URL")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root, version = dataset(Path(args.datasets), args.version, Path(tmp))
         if args.looks:
             compare_looks(args, root, version, Path(tmp))
             return
-        proc, base = start_server(root, version, Path(tmp) / "bench.sqlite", args.sync)
-        try:
-            key = asyncio.run(register(base))
-            print(f"store synchronous={args.sync.upper()}, gzip={'off' if args.no_gzip else 'on'}"
-                  f", {args.seconds:g} s per row, {os.cpu_count()} cores")
-            print(f"{'sessions':>8} {'actions':>8} {'actions/s':>10} {'p50 ms':>8} {'p99 ms':>8}"
-                  f" {'server CPU us/action':>21} {'client CPU':>10}")
-            for n in (int(x) for x in args.sessions.split(",")):
+        if args.access_log:
+            compare_access_log(args, root, version, Path(tmp))
+            return
+        compare_workers(args, root, version, Path(tmp))
+
+
+def compare_workers(args: argparse.Namespace, root: Path, version: str, tmp: Path) -> None:
+    """One server per ``--workers`` count on its own store, measured row by row."""
+    workers = [int(x) for x in args.workers.split(",")]
+    cluster = None
+    if args.db == "postgres":
+        sys.path.insert(0, str(ROOT / "tests"))
+        from postgres_support import Cluster
+
+        cluster = Cluster().start()
+    servers: list[tuple[int, subprocess.Popen, str]] = []
+    try:
+        for count in workers:
+            db = args.db
+            if db == "sqlite":
+                db = str(tmp / f"bench-{count}.sqlite")
+            elif cluster is not None:
+                db = cluster.database()
+            servers.append((count, *start_server(root, version, db, args.sync,
+                                                 workers=count)))
+        keys = [asyncio.run(register(base)) for _, _, base in servers]
+        print(f"store {args.db.split('://')[0]} synchronous={args.sync.upper()}, "
+              f"gzip={'off' if args.no_gzip else 'on'}, {args.seconds:g} s per row, "
+              f"{os.cpu_count()} cores")
+        print(f"{'workers':>7} {'sessions':>8} {'actions':>8} {'actions/s':>10} "
+              f"{'p50 ms':>8} {'p99 ms':>8} {'server CPU us/action':>21} {'client CPU':>10}")
+        for n in (int(x) for x in args.sessions.split(",")):
+            rates = []
+            for (count, proc, base), key in zip(servers, keys, strict=True):
                 cpu = cpu_seconds(proc.pid)
                 r = asyncio.run(drive(base, key, n, args.seconds, not args.no_gzip))
                 cpu = cpu_seconds(proc.pid) - cpu
-                print(f"{r['n']:>8} {r['actions']:>8} {r['per_s']:>10.0f} {r['p50']:>8.2f} "
-                      f"{r['p99']:>8.2f} {1e6 * cpu / max(1, r['actions']):>21.0f} "
+                rates.append(r["per_s"])
+                print(f"{count:>7} {r['n']:>8} {r['actions']:>8} {r['per_s']:>10.0f} "
+                      f"{r['p50']:>8.2f} {r['p99']:>8.2f} "
+                      f"{1e6 * cpu / max(1, r['actions']):>21.0f} "
                       f"{r['client_cpu']:>10.0%}", flush=True)
-        finally:
+            for count, rate in list(zip(workers, rates, strict=True))[1:]:
+                print(f"{'':>7} {n:>8} workers {count} / {workers[0]}: "
+                      f"{rate / rates[0]:.2f}x actions/s", flush=True)
+    finally:
+        for _, proc, _ in servers:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+        if cluster is not None:
+            cluster.stop()
 
 
 if __name__ == "__main__":

@@ -22,8 +22,9 @@ VISIBILITIES = ("hidden", "public")
 # compute ladder played on every selected level (pipeline.compute).
 COMPUTE_SOURCES = ("predicted", "measured")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
-               "budget", "tiers", "look", "noise", "compute", "visibility",
+               "budget", "tiers", "look", "noise", "compute", "restarts", "visibility",
                "min_first_push_traps"}
+RESTARTS = ("none", "level", "game")
 _TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end", "band"}
 _BUDGET_FIELDS = {"multiple", "floor", "fixed"}
 
@@ -82,6 +83,9 @@ class Spec:
     look: str = "shared"
     noise: bool = False
     compute: str = "predicted"
+    # what RESET may do when the game is served: unset, a hidden set allows nothing ("none")
+    # and a practice set (public seed, imported) the whole game ("game")
+    restarts: str | None = None
     budget_fixed: int = 0
     min_first_push_traps: int = 0
     visibility: str = "hidden"
@@ -103,8 +107,9 @@ class Spec:
     def to_dict(self) -> dict[str, Any]:
         """The spec as plain data, in the shape of its TOML file (for manifests).
 
-        Fields added later appear only when they differ from their default, so a spec
-        written before them keeps the same plain form (and its versions the same manifest).
+        Fields added later (an unset ``restarts`` among them) appear only when they differ
+        from their default, so a spec written before them keeps the same plain form (and its
+        versions the same manifest).
         """
         budget = ({"fixed": self.budget_fixed} if self.budget_fixed else
                   {"multiple": self.budget_multiple, "floor": self.budget_floor})
@@ -117,6 +122,8 @@ class Spec:
         }
         if self.compute != "predicted":  # the default stays implicit: older manifests agree
             data["compute"] = self.compute
+        if self.restarts is not None:
+            data["restarts"] = self.restarts
         if self.min_first_push_traps:
             data["min_first_push_traps"] = self.min_first_push_traps
         if self.visibility != "hidden":
@@ -218,9 +225,12 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
     if noise and look != "themed":
         raise SpecError(f"{source}: field 'noise' is true but look is {look!r}; pixel noise is "
                         "part of a themed look (look = \"themed\")")
+    restarts = data.get("restarts")
+    if restarts is not None and restarts not in RESTARTS:
+        raise SpecError(f"{source}: field 'restarts' is {restarts!r}; expected one of {RESTARTS}")
     return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers),
-                look, noise, compute, budget_fixed=fixed, min_first_push_traps=traps,
-                visibility=visibility)
+                look, noise, compute, restarts, budget_fixed=fixed,
+                min_first_push_traps=traps, visibility=visibility)
 
 
 def version_look(manifest: dict[str, Any]) -> str:

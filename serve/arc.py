@@ -16,6 +16,8 @@ from typing import Any
 from aiohttp import web
 
 from serve import arc_wire as w
+from serve import native
+from serve.games import GameEntry
 from serve.native import SCORECARD_ID, SESSION_ID
 from serve.play import IN_PROGRESS, WAIT, Arena, Conflict, KeyRecord, PlayError, Session
 from serve.schema import (
@@ -39,8 +41,8 @@ from serve.schema import (
 from serve.web import (
     ARENA,
     BodyTooSlow,
-    api_key,
     client_ip,
+    identified,
     inputs,
     refusal_detail,
     register,
@@ -64,8 +66,8 @@ _XY = (Field("x", INT, "accepted for ACTION6 and ignored", required=False, minim
 REASONING = Field("reasoning", ANY, "any JSON the agent attaches, at most "
                   f"{w.MAX_REASONING_BYTES // 1024} KB; echoed in action_input",
                   required=False, max_bytes=w.MAX_REASONING_BYTES)
-_CMD_ERRORS = {200: "FrameData", 400: "bad body, the game is over, or a scorecard of another "
-               "version", 401: "missing or unknown key",
+_CMD_ERRORS = {200: "FrameData", 400: "bad body, the game is over, or a scorecard or session "
+               "of a version this server does not serve", 401: "missing or unknown key",
                404: "unknown game, scorecard or guid (or another key's)",
                429: "too many games in flight"}
 
@@ -79,7 +81,8 @@ _RUN = obj({"id": TEXT, "guid": maybe(TEXT), "score": NUMBER, "levels_completed"
 SCORECARD = obj({"card_id": string(SCORECARD_ID), "score": NUMBER,
                  "environments": arr(obj({"id": TEXT, "runs": arr(_RUN)})),
                  "tags_scores": arr(MAP), "name": TEXT, "version": TEXT, "closed": BOOLEAN,
-                 "result": maybe(MAP)})
+                 "result": maybe(MAP), "tags": arr(TEXT), "source_url": maybe(TEXT),
+                 "opaque": {"nullable": True}})
 FRAME_DATA = obj({"game_id": string(GAME_ID_PATTERN), "guid": string(SESSION_ID),
                   "state": string(enum=STATES), "levels_completed": INTEGER,
                   "win_levels": INTEGER,
@@ -101,10 +104,12 @@ ROUTES = (
            params=(_GAME_ID,), responses={200: "the game object", 404: "unknown game"},
            bodies={200: GAME}),
     _route("arc_open", "POST", "/api/scorecard/open",
-           "ARC-AGI-3: open a scorecard (tags, source_url, opaque, competition_mode are "
-           "accepted and ignored; play is always without retries).", auth=True, body=(),
-           responses={200: "{card_id}", 400: "the body is not a JSON object",
-                      401: "missing or unknown key", 429: "daily scorecard limit reached"},
+           "ARC-AGI-3: open a scorecard (tags, source_url and opaque are kept and shown with "
+           "it; competition_mode is accepted and ignored).", auth=True,
+           body=native.CARD_META,
+           responses={200: "{card_id}", 400: "the body is not a JSON object, or a field of "
+                      "it out of bounds", 401: "missing or unknown key",
+                      429: "daily scorecard limit reached"},
            bodies={200: obj({"card_id": string(SCORECARD_ID)})},
            links={"view": ("arc_scorecard", {"card_id": "/card_id"})}),
     _route("arc_close", "POST", "/api/scorecard/close",
@@ -121,8 +126,11 @@ ROUTES = (
                       404: "unknown scorecard (or another key's)"},
            bodies={200: SCORECARD}),
     _route("arc_reset", "POST", "/api/cmd/RESET",
-           "ARC-AGI-3: start the game on a scorecard, or (once started) its current frame; "
-           "nothing is replayed.", auth=True,
+           "ARC-AGI-3: start the game on a scorecard. With the guid of a started game: where "
+           "the game allows restarts (its title and restarts-MODE tag say), the current level "
+           "again if an action was taken in it since it began, else the whole game; where it "
+           "allows none (hidden benchmark games), its current frame, nothing replayed.",
+           auth=True,
            body=(_CARD_ID, _GAME_ID, replace(_GUID, description="the session, once started",
                                              required=False, nullable=True)),
            responses={**_CMD_ERRORS, 503: "the store did not take it; retry"},
@@ -136,21 +144,24 @@ ROUTES = (
 )
 
 
-def _served_game(arena: Arena, requested: str) -> str:
-    if not w.is_game(requested, arena.version.version):
+def _served_game(arena: Arena, requested: str) -> GameEntry:
+    """The served game ``requested`` names: by its full id, or the base id for the first."""
+    entry = next((g for g in arena.games if requested == w.game_id(g.version.version)),
+                 arena.games.first if requested == w.BASE_ID else None)
+    if entry is None:
+        ids = ", ".join(repr(w.game_id(g.version.version)) for g in arena.games)
         raise w.ArcError(404, w.GAME_NOT_AVAILABLE_ERROR,
-                         f"game {requested!r} is not served here; GET /api/games lists "
-                         f"{w.game_id(arena.version.version)!r}")
-    if arena.version.episodes > w.MAX_LEVELS:
+                         f"game {requested!r} is not served here; GET /api/games lists {ids}")
+    if entry.episodes > w.MAX_LEVELS:
         raise w.ArcError(404, w.GAME_NOT_AVAILABLE_ERROR,
-                         f"this version has {arena.version.episodes} levels, more than the "
+                         f"this version has {entry.episodes} levels, more than the "
                          f"{w.MAX_LEVELS} an ARC game can count; use the native protocol")
-    return w.game_id(arena.version.version)
+    return entry
 
 
-def _info(arena: Arena) -> dict:
-    v = arena.version
-    return w.game_info(v.version, v.game, [lv.optimal_moves for lv in v.levels])
+def _info(entry: GameEntry) -> dict:
+    v = entry.version
+    return w.game_info(v.version, v.game, [lv.optimal_moves for lv in v.levels], entry.restarts)
 
 
 def _frame(request: web.Request, session: Session, grids: list[bytes], action: int, data: dict,
@@ -174,29 +185,30 @@ def _current(session: Session) -> list[bytes]:
     return [w.grid(run.served.painter, run.game.state if run.game is not None else None)]
 
 
-async def _run(arena: Arena, key: KeyRecord, session_id: str | None) -> list[dict]:
-    """The ARC runs of a scorecard's game: none until it is started."""
-    game = w.game_id(arena.version.version)
-    if session_id is None:
-        return []
-    replay = await arena.replay(session_id, key)
-    episodes = replay["episodes"]
-    solved = sum(e["solved"] for e in episodes)
-    state = w.arc_state(replay["state"] == IN_PROGRESS, solved, len(episodes))
-    return [w.run(game, session_id, state, episodes)]
+async def _runs(arena: Arena, key: KeyRecord, view: dict) -> list[dict]:
+    """The ARC runs of a scorecard: one per game started on it."""
+    runs = []
+    for progress in view["games"].values():
+        if progress["session_id"] is None:
+            continue
+        replay = await arena.replay(progress["session_id"], key)
+        episodes = replay["episodes"]
+        solved = sum(e["solved"] for e in episodes)
+        state = w.arc_state(replay["state"] == IN_PROGRESS, solved, len(episodes))
+        runs.append(w.run(w.game_id(replay["version"]), replay["session_id"], state, episodes))
+    return runs
 
 
 async def _scorecard(arena: Arena, key: KeyRecord, card_id: str) -> dict:
     view = await arena.scorecard_view(key, card_id)
-    session_id = view["games"][arena.game]["session_id"]
-    return w.scorecard(card_id, await _run(arena, key, session_id), name=view["name"],
-                       version=view["version"], closed=view["closed"], result=view["score"])
+    return w.scorecard(card_id, await _runs(arena, key, view), name=view["name"],
+                       version=view["version"], closed=view["closed"], result=view["score"],
+                       meta={k: view[k] for k in ("tags", "source_url", "opaque")})
 
 
 # -- handlers --------------------------------------------------------------------------------
 async def games(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
-    playable = arena.version.episodes <= w.MAX_LEVELS
-    return reply(request, [_info(arena)] if playable else [])
+    return reply(request, [_info(g) for g in arena.games if g.episodes <= w.MAX_LEVELS])
 
 
 async def anonkey(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
@@ -206,14 +218,13 @@ async def anonkey(request: web.Request, arena: Arena, key: None, args: dict) -> 
 
 
 async def game(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
-    _served_game(arena, request.match_info["game_id"])
-    return reply(request, _info(arena))
+    return reply(request, _info(_served_game(arena, request.match_info["game_id"])))
 
 
 async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
                          args: dict) -> web.Response:
-    card, _ = await arena.open_scorecard(key)
-    return reply(request, {"card_id": card.record.id})
+    card, _ = await arena.open_scorecard(key, meta=native.card_meta(args))
+    return reply(request, {"card_id": card.id})
 
 
 async def close_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
@@ -228,13 +239,17 @@ async def get_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
 
 
 async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
-    game = _served_game(arena, args["game_id"])
+    """Start the game on a scorecard; with the guid of a started one, restart it as its
+    ``restarts`` allows (the current level after an action in it, else the whole game), or
+    where it allows none, answer its current frame."""
+    entry = _served_game(arena, args["game_id"])
+    game = w.game_id(entry.version.version)
     card_id, guid = args["card_id"], args["guid"]
     view = await arena.scorecard_view(key, card_id)
     if view["closed"]:
         raise w.ArcError(400, w.VALIDATION_ERROR,
                          f"scorecard {card_id} is closed; open a new one to play again")
-    started = view["games"][arena.game]["session_id"]
+    started = (view["games"].get(entry.name) or {}).get("session_id")
     full_reset = False
     if guid is not None and guid != started:
         raise w.ArcError(404, w.GAME_NOT_STARTED_ERROR,
@@ -242,15 +257,19 @@ async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) 
                          "to start one")
     if started is None:
         try:
-            session = await arena.start(key, card_id, arena.game, 1)
+            session = await arena.start(key, card_id, entry.name, 1)
             full_reset = True
         except Conflict:  # a concurrent RESET started it first
             view = await arena.scorecard_view(key, card_id)
-            started = view["games"][arena.game]["session_id"]
+            started = (view["games"].get(entry.name) or {}).get("session_id")
             if started is None:
                 raise
     if not full_reset:
-        session = await arena.current(key, started)  # 404 once expired, like an action
+        if guid is not None and entry.restarts != "none":
+            session, scope = await arena.restart(key, started)
+            full_reset = scope == "game"
+        else:
+            session = await arena.current(key, started)  # 404 once expired, like an action
     return _frame(request, session, _current(session), 0, {"game_id": game}, None, full_reset)
 
 
@@ -259,7 +278,7 @@ def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
     move = w.MOVES.get(number, WAIT)
 
     async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
-        game = _served_game(arena, args["game_id"])
+        game = w.game_id(_served_game(arena, args["game_id"]).version.version)
         session, outcome = await arena.act(key, args["guid"], move, None)
         run = session.episodes[outcome.episode]
         grids = [w.grid(run.served.painter, run.game.state)]
@@ -299,7 +318,7 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
     async def endpoint(request: web.Request) -> web.StreamResponse:
         arena = request.app[ARENA]
         try:
-            key = await arena.identify(api_key(request)) if route.auth else None
+            key = await identified(request, arena) if route.auth else None
             return await handler(request, arena, key, await inputs(request, route))
         except web.HTTPException as e:  # a body over the size limit, or too slow
             if e.status < 400:

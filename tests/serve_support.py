@@ -10,7 +10,13 @@ import asyncio
 import hashlib
 import http.client
 import json
+import os
+import select
+import signal
+import subprocess
+import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -104,6 +110,20 @@ def write_dataset(root: Path, version: str = "t1", levels: list[str] = LEVELS) -
     return {"rows": table.to_pylist(), "manifest": manifest}
 
 
+def visible_version(root: Path, version: str, game: str, visibility: str | None,
+                    levels: list[str] = LEVELS) -> dict:
+    """``write_dataset`` of ``game`` whose manifest says ``visibility`` (None: says nothing,
+    a hidden set)."""
+    info = write_dataset(root, version, levels)
+    path = root / version / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["game"] = game
+    if visibility is not None:
+        manifest["visibility"] = visibility
+    path.write_text(json.dumps(manifest, indent=2))
+    return info
+
+
 class Api:
     """A blocking JSON client for tests: ``call`` returns (status, parsed body)."""
 
@@ -143,10 +163,11 @@ class Api:
 class ServerThread:
     """The aiohttp app on 127.0.0.1 and a free port, in a thread with its own event loop."""
 
-    def __init__(self, arena: Any, public: str | None = None, connections: Any = None) -> None:
+    def __init__(self, arena: Any, public: str | None = None, connections: Any = None,
+                 access_log: Any = None) -> None:
         from serve.app import build_app
 
-        self.app = build_app(arena, public, connections)
+        self.app = build_app(arena, public, connections, access_log)
         self.arena = arena
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -180,9 +201,9 @@ class ServerThread:
 
 @contextmanager
 def server(served: Any, db: Path, clock: Any = None, public: str | None = None,
-           connections: Any = None, **limits: Any):
+           connections: Any = None, access_log: Any = None, **limits: Any):
     """A running server over ``served`` with store ``db``, limit overrides and maybe a clock,
-    a public URL and connection limits."""
+    a public URL, connection limits and an access log."""
     import time
 
     from serve.limits import Limits
@@ -190,7 +211,7 @@ def server(served: Any, db: Path, clock: Any = None, public: str | None = None,
     from serve.sqlite_store import SQLiteStore
 
     arena = Arena(served, SQLiteStore(db, "NORMAL"), Limits(**limits), clock=clock or time.time)
-    with ServerThread(arena, public, connections) as running:
+    with ServerThread(arena, public, connections, access_log) as running:
         yield running
 
 
@@ -216,3 +237,63 @@ def solutions_by_goal(rows: list[dict]) -> dict[bytes, list[int]]:
            for r in rows}
     assert len(out) == len(rows), "goal images must tell the levels apart"
     return out
+
+
+class Process:
+    """``sokoforge serve`` as a child process, on a free port it reports at start-up;
+    ``workers`` lists its worker processes' pids when it runs several."""
+
+    def __init__(self, root, db, *extra: str, versions: tuple[str, ...] = ("t1",),
+                 env: dict | None = None) -> None:
+        code = "from pipeline.cli import main; main()"
+        store = [] if db is None else ["--db", str(db)]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, "serve", *versions, "--datasets", str(root), *store,
+             "--port", "0", "--sync", "normal", *extra],
+            stderr=subprocess.PIPE, text=True, env=None if env is None else {**os.environ, **env})
+        deadline = time.monotonic() + 90
+        line = ""
+        while "serving" not in line:
+            ready, _, _ = select.select([self.proc.stderr], [], [], 1.0)
+            assert time.monotonic() < deadline and self.proc.poll() is None, line
+            if ready:
+                line = self.proc.stderr.readline()
+        self.base = line.split(" on ")[1].split(" ")[0]
+        self.workers = ([int(p) for p in line.split("workers ")[1].rstrip(")\n").split()]
+                        if "workers " in line else [])
+
+    def kill9(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM, as an operator stops it, and wait for a clean exit."""
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(30) == 0
+
+
+def corner_walk(budget: int) -> list[int]:
+    return [(1, 3, 0, 2)[i // 2 % 4] for i in range(budget)]
+
+
+def policy(rows: list[dict], frame: dict) -> int:
+    """Solve even episodes, shove crates around in odd ones: solved, failed and dead episodes."""
+    from engine.rules import lurd_to_actions
+
+    ep = frame["episode"]
+    if ep["index"] % 2 == 0:
+        return lurd_to_actions(rows[ep["index"]]["solution"])[ep["steps_used"]]
+    return corner_walk(ep["max_steps"])[ep["steps_used"]]
+
+
+def play(client: Api | list[Api], rows: list[dict], frame: dict,
+         limit: int | None = None) -> dict:
+    """Play ``policy`` until the game is over (or ``limit`` actions); several clients (of
+    several servers) take turns, one action each."""
+    clients = client if isinstance(client, list) else [client]
+    done = 0
+    while frame["state"] != "GAME_OVER" and (limit is None or done < limit):
+        frame = clients[done % len(clients)].ok(
+            "POST", f"/api/sessions/{frame['session_id']}/act", {"action": policy(rows, frame)})
+        done += 1
+    return frame

@@ -16,7 +16,7 @@ from pipeline.cli import main
 from pipeline.irt import closed_episodes, fit_2pl, refit
 from pipeline.rank_metrics import spearman
 from serve.sqlite_store import SQLiteStore
-from serve.store import EpisodeRecord, KeyRecord, ScorecardRecord, SessionRecord
+from serve.store import EpisodeRecord, Final, KeyRecord, ScorecardRecord, SessionRecord
 
 DEMO = Path(__file__).resolve().parent.parent / "datasets" / "demo"
 LEVELS = 100
@@ -39,11 +39,12 @@ async def _fill(path: Path, version: str, open_card: bool = False) -> None:
             key = f"k{a}"
             await store.create_key(KeyRecord(key, f"agent{a:02d}"), "c", "d", 10_000)
             card = f"card{a}"
-            await store.open_scorecard(ScorecardRecord(card, key, f"agent{a:02d}", version,
-                                                       "standard", 1.0), "d", 10_000)
+            await store.open_scorecard(ScorecardRecord(card, key, f"agent{a:02d}",
+                                                       {"standard": version}, 1.0), "d", 10_000)
             session = f"s{a}"
             await store.create_session(SessionRecord(session, card, key, "standard", version,
-                                                     1, "PLAYING", 1.0, 1.0), LEVELS)
+                                                     1, "PLAYING", 1.0, 1.0), LEVELS,
+                                       10_000, 10_000, 0.0)
             p = 1 / (1 + np.exp(-1.5 * (theta - difficulty)))
             solved = rng.random(LEVELS) < p
             final = [EpisodeRecord(i, True, bool(s), not s, 10, "") for i, s in enumerate(solved)]
@@ -51,7 +52,8 @@ async def _fill(path: Path, version: str, open_card: bool = False) -> None:
                 continue  # an open scorecard is not evidence yet
             await store.close_scorecard(card, 2.0, {"success_rate": float(solved.mean()),
                                                     "move_efficiency": 1.0,
-                                                    "deadlock_rate": 0.0}, {session: final})
+                                                    "deadlock_rate": 0.0, "games": {}},
+                                        [Final(session, 0, tuple(final))])
     finally:
         await store.close()
 
@@ -116,9 +118,14 @@ def test_irt_command_reports_and_the_audit_shows_the_section(filled):
     assert "## Difficulty from real results" in markdown
 
 
-def test_irt_refuses_leaving_out_browser_runs_when_the_store_does_not_record_them(filled):
+def test_irt_refuses_leaving_out_browser_runs_when_the_store_does_not_record_them(
+        filled, tmp_path):
     datasets, db = filled
-    result = CliRunner().invoke(main, ["irt", "demo", "--db", str(db), "--no-browser",
+    old = tmp_path / "old.sqlite"  # a store of before scorecards recorded where they were played
+    shutil.copy(db, old)
+    with sqlite3.connect(old) as conn:
+        conn.execute("ALTER TABLE scorecards DROP COLUMN source")
+    result = CliRunner().invoke(main, ["irt", "demo", "--db", str(old), "--no-browser",
                                        "--datasets", str(datasets)])
     assert result.exit_code == 2
     assert "does not record where a run was played" in result.output
@@ -130,7 +137,6 @@ def test_irt_leaves_out_scorecards_a_store_marks_as_played_in_a_browser(filled, 
     copy = tmp_path / "tagged.sqlite"
     shutil.copy(db, copy)
     with sqlite3.connect(copy) as conn:
-        conn.execute("ALTER TABLE scorecards ADD COLUMN source TEXT")
         conn.execute("UPDATE scorecards SET source='browser' WHERE name='agent05'")
     kept = closed_episodes(copy, "demo", browser=False)
     assert "agent05" not in set(kept["name"].to_list())
