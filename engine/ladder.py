@@ -2,8 +2,9 @@
 
 The planner plays the level at budgets of 4, 8, 16, ... 262,144 dynamics calls per step (one
 expansion up to 65,536 expansions), once per tie-break seed, within the level's step budget.
-Climbing stops once every seed has solved at two consecutive budgets: the budgets above are counted as solved by every seed (a larger
-lookahead finds what a smaller one found), which ``Ladder.played`` makes explicit.
+Climbing stops once every seed has solved at two consecutive budgets: the budgets above are
+counted as solved by every seed (a larger lookahead finds what a smaller one found), which
+``Ladder.played`` makes explicit.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ import polars as pl  # noqa: E402
 from engine.ladder import LADDER_BUDGETS, LADDER_SEEDS  # noqa: E402
 from engine.levels import parse_xsb  # noqa: E402
 from engine.look import Look, frame, stored_look  # noqa: E402
+from engine.planner import CALLS_PER_EXPANSION  # noqa: E402
 from pipeline.audit import (  # noqa: E402
     AuditResult,
     Check,
@@ -38,7 +39,6 @@ from pipeline.audit import (  # noqa: E402
     deadlock_summary,
     tier_summary,
 )
-from engine.planner import CALLS_PER_EXPANSION  # noqa: E402
 from pipeline.compute_curve import RULE_BUDGET, grade_rule  # noqa: E402
 from pipeline.difficulty import load_model  # noqa: E402
 from pipeline.equivalence import EQUIVALENCE_FILE, Equivalence  # noqa: E402
@@ -531,8 +531,9 @@ class Report:
                 f"rule's currency; one planner expansion is {CALLS_PER_EXPANSION} calls) at which "
                 f"the reference planner solves half the time: measured by the ladder (budgets "
                 f"{LADDER_BUDGETS[0]:,} to {LADDER_BUDGETS[-1]:,} calls per step, "
-                f"{len(LADDER_SEEDS)} tie-break seeds) on {measured} of {t.height} levels, predicted from "
-                f"grade features on the rest (pipeline/specs/difficulty.json, fitted "
+                f"{len(LADDER_SEEDS)} tie-break seeds) on {measured} of {t.height} levels, "
+                f"predicted from grade features on the rest (pipeline/specs/difficulty.json, "
+                f"fitted "
                 f"{model.info.get('fit_date', '?')}; held-out MAE "
                 f"{held.get('mean_absolute_error', '?')}, Spearman {held.get('spearman', '?')})."
                 f" Grades: {grade_rule()}. difficulty = the curve's chance of failing at "

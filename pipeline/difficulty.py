@@ -3,8 +3,9 @@
 ``compute_to_solve`` is the log2 per-step budget in dynamics calls at which the reference
 planner solves a level half the time (see ``pipeline.compute_curve``). A ridge regression on
 grade features predicts it for every candidate without a planner run; ``difficulty`` (the
-chance of failing at the rule's 256 calls per step) and ``grade`` follow from it through the shared-slope curve and fixed cut
-points. The coefficients live in ``pipeline/specs/difficulty.json`` (``sokoforge calibrate``).
+chance of failing at the rule's 256 calls per step) and ``grade`` follow from it through the
+shared-slope curve and fixed cut points. The coefficients live in
+``pipeline/specs/difficulty.json`` (``sokoforge calibrate``).
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ def test_slope_needs_a_level_with_both_outcomes():
 
 def test_the_ladder_climbs_in_dynamics_calls_from_one_expansion():
     assert LADDER_BUDGETS[0] == 4 and LADDER_BUDGETS[-1] >= 65_536
-    assert all(b == 2 * a for a, b in zip(LADDER_BUDGETS, LADDER_BUDGETS[1:]))
+    assert all(b == 2 * a for a, b in zip(LADDER_BUDGETS, LADDER_BUDGETS[1:], strict=False))
     assert (LOWEST, HIGHEST) == (2.0, float(np.log2(LADDER_BUDGETS[-1])))
     level = parse_xsb(OPEN)
     for budget in LADDER_BUDGETS[:6]:
