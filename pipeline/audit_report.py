@@ -145,7 +145,7 @@ def plot_difficulty(facts: VersionFacts, comparison: Comparison | None = None,
                 color=_colour(tier[0]), label=f"tier {tier[0]}")
     _overlay(ax, comparison, facts.name, other, "difficulty")
     ax.set_xlabel("play order (index); dashed lines: grade cut points")
-    ax.set_ylabel("difficulty (P planner fails at 256 calls/step)")
+    ax.set_ylabel(f"difficulty (P planner fails at {RULE_BUDGET} calls/step)")
     ax.set_title(f"{facts.name}: difficulty along the ramp")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=9, ncol=3)
