@@ -15,9 +15,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export NUMBA_CACHE_DIR := $(CURDIR)/.numba_cache
 
-.PHONY: install chromium test lint dataset audit rotate serve bench clean-cache
+.PHONY: install chromium postgres test lint dataset audit rotate serve bench clean-cache
 
-install: $(STAMP) chromium
+install: $(STAMP) chromium postgres
 
 # Debian's chromium, for the headless-browser test of the audit report: installed only when
 # missing (apt-get update once, then install; as root, or through sudo when not root).
@@ -28,6 +28,16 @@ chromium:
 	  else echo "chromium is missing and this is not root: apt-get install -y chromium"; exit 1; fi; \
 	  $$as_root apt-get -o DPkg::Lock::Timeout=600 update && \
 	  DEBIAN_FRONTEND=noninteractive $$as_root apt-get -o DPkg::Lock::Timeout=600 install -y chromium; }
+
+# Debian's PostgreSQL server, for the store's tests (they start a throw-away cluster): installed
+# only when missing, the same way.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then as_root=; \
+	  elif command -v sudo >/dev/null 2>&1; then as_root="sudo -n"; \
+	  else echo "PostgreSQL is missing and this is not root: apt-get install -y postgresql"; exit 1; fi; \
+	  $$as_root apt-get -o DPkg::Lock::Timeout=600 update && \
+	  DEBIAN_FRONTEND=noninteractive $$as_root apt-get -o DPkg::Lock::Timeout=600 install -y postgresql; }
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "python3.12 not found: install it or set PYTHON312=/path/to/python3.12"; exit 1; }

@@ -5,6 +5,11 @@ N = 1, 8, 32 and 200 sessions from this process for a fixed time each and prints
 p50/p99 latency of ``act``. Every action is committed to the store before it is answered.
 
     python benchmarks/serve.py [--version demo] [--seconds 10] [--sync full|normal] [--no-gzip]
+                               [--workers 1,2] [--db sqlite|postgres|postgresql://...]
+
+``--workers 1,2`` starts one server per count and measures them row by row, side by side,
+printing the ratio; ``--db postgres`` starts a throw-away PostgreSQL server (as the tests do)
+for the stores.
 
 Without the version folder it serves a small set written from the test levels.
 
@@ -37,15 +42,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
 
-def start_server(root: Path, version: str, db: Path, sync: str,
-                 src: Path = ROOT) -> tuple[subprocess.Popen, str]:
+def start_server(root: Path, version: str, db: Path | str, sync: str, src: Path = ROOT,
+                 workers: int = 1) -> tuple[subprocess.Popen, str]:
     """``sokoforge serve`` of the code in ``src`` as a child process, and its base URL."""
     code = "from pipeline.cli import main; main()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "serve", "--datasets", str(root), "--version", version,
          "--db", str(db), "--port", "0", "--sync", sync, "--sessions-per-key", "1000",
          "--sessions-total", "1000", "--scorecards-per-day", "100000",
-         "--connections-per-address", "1000"],  # every session is its own connection
+         "--connections-per-address", "1000",  # every session is its own connection
+         *(["--workers", str(workers)] if workers != 1 else [])],
         stderr=subprocess.PIPE, text=True, cwd=src)
     line = ""
     deadline = time.monotonic() + 300  # a fresh source tree compiles its kernels first
@@ -135,9 +141,12 @@ async def timed(n: int, worker, latencies: list[float]) -> dict:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process so far (Linux /proc)."""
+    """User plus system CPU time so far of a process and its live children, the server's
+    workers (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return ((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            + sum(cpu_seconds(int(c)) for c in children))
 
 
 async def register(base: str) -> str:
@@ -247,29 +256,66 @@ def main() -> None:
                         help="compare looks, e.g. before,arc,shared,themed,themed+noise")
     parser.add_argument("--before-rev", default="main")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", default="1",
+                        help="server processes on the port; a list (1,2) starts one server "
+                        "per count and measures them row by row, side by side, with ratios")
+    parser.add_argument("--db", default="sqlite",
+                        help="sqlite (a temporary file), postgres (a throw-away server) or a "
+                        "postgresql:// URL")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root, version = dataset(Path(args.datasets), args.version, Path(tmp))
         if args.looks:
             compare_looks(args, root, version, Path(tmp))
             return
-        proc, base = start_server(root, version, Path(tmp) / "bench.sqlite", args.sync)
-        try:
-            key = asyncio.run(register(base))
-            print(f"store synchronous={args.sync.upper()}, gzip={'off' if args.no_gzip else 'on'}"
-                  f", {args.seconds:g} s per row, {os.cpu_count()} cores")
-            print(f"{'sessions':>8} {'actions':>8} {'actions/s':>10} {'p50 ms':>8} {'p99 ms':>8}"
-                  f" {'server CPU us/action':>21} {'client CPU':>10}")
-            for n in (int(x) for x in args.sessions.split(",")):
+        compare_workers(args, root, version, Path(tmp))
+
+
+def compare_workers(args: argparse.Namespace, root: Path, version: str, tmp: Path) -> None:
+    """One server per ``--workers`` count on its own store, measured row by row."""
+    workers = [int(x) for x in args.workers.split(",")]
+    cluster = None
+    if args.db == "postgres":
+        sys.path.insert(0, str(ROOT / "tests"))
+        from postgres_support import Cluster
+
+        cluster = Cluster().start()
+    servers: list[tuple[int, subprocess.Popen, str]] = []
+    try:
+        for count in workers:
+            db = args.db
+            if db == "sqlite":
+                db = str(tmp / f"bench-{count}.sqlite")
+            elif cluster is not None:
+                db = cluster.database()
+            servers.append((count, *start_server(root, version, db, args.sync,
+                                                 workers=count)))
+        keys = [asyncio.run(register(base)) for _, _, base in servers]
+        print(f"store {args.db.split('://')[0]} synchronous={args.sync.upper()}, "
+              f"gzip={'off' if args.no_gzip else 'on'}, {args.seconds:g} s per row, "
+              f"{os.cpu_count()} cores")
+        print(f"{'workers':>7} {'sessions':>8} {'actions':>8} {'actions/s':>10} "
+              f"{'p50 ms':>8} {'p99 ms':>8} {'server CPU us/action':>21} {'client CPU':>10}")
+        for n in (int(x) for x in args.sessions.split(",")):
+            rates = []
+            for (count, proc, base), key in zip(servers, keys, strict=True):
                 cpu = cpu_seconds(proc.pid)
                 r = asyncio.run(drive(base, key, n, args.seconds, not args.no_gzip))
                 cpu = cpu_seconds(proc.pid) - cpu
-                print(f"{r['n']:>8} {r['actions']:>8} {r['per_s']:>10.0f} {r['p50']:>8.2f} "
-                      f"{r['p99']:>8.2f} {1e6 * cpu / max(1, r['actions']):>21.0f} "
+                rates.append(r["per_s"])
+                print(f"{count:>7} {r['n']:>8} {r['actions']:>8} {r['per_s']:>10.0f} "
+                      f"{r['p50']:>8.2f} {r['p99']:>8.2f} "
+                      f"{1e6 * cpu / max(1, r['actions']):>21.0f} "
                       f"{r['client_cpu']:>10.0%}", flush=True)
-        finally:
+            for count, rate in list(zip(workers, rates, strict=True))[1:]:
+                print(f"{'':>7} {n:>8} workers {count} / {workers[0]}: "
+                      f"{rate / rates[0]:.2f}x actions/s", flush=True)
+    finally:
+        for _, proc, _ in servers:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+        if cluster is not None:
+            cluster.stop()
 
 
 if __name__ == "__main__":

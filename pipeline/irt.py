@@ -61,7 +61,7 @@ def closed_episodes(db: Path, version: str, browser: bool = True) -> pl.DataFram
             "SELECT c.name, c.id, e.idx, e.solved, e.steps FROM scorecards c "
             "JOIN sessions s ON s.scorecard_id = c.id "
             "JOIN episodes e ON e.session_id = s.id "
-            "WHERE c.version = ? AND c.closed IS NOT NULL AND e.done = 1" + where
+            "WHERE s.version = ? AND c.closed IS NOT NULL AND e.done = 1" + where
             + " ORDER BY c.id, e.idx", (version,)).fetchall()
     except sqlite3.Error as e:
         raise PipelineError(f"cannot read the store {db}: {e}") from None

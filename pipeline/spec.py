@@ -21,7 +21,8 @@ METHODS = ("goal_first", "scatter")
 # compute ladder played on every selected level (pipeline.compute).
 COMPUTE_SOURCES = ("predicted", "measured")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
-               "budget", "tiers", "look", "noise", "compute"}
+               "budget", "tiers", "look", "noise", "compute", "restarts"}
+RESTARTS = ("none", "level", "game")
 _TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end"}
 _BUDGET_FIELDS = {"multiple", "floor"}
 
@@ -66,6 +67,9 @@ class Spec:
     look: str = "shared"
     noise: bool = False
     compute: str = "predicted"
+    # what RESET may do when the game is served: unset, a hidden set allows nothing ("none")
+    # and a practice set (public seed, imported) the whole game ("game")
+    restarts: str | None = None
 
     @property
     def n_levels(self) -> int:
@@ -80,7 +84,8 @@ class Spec:
         return max(self.budget_floor, self.budget_multiple * optimal_moves)
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as plain data, in the shape of its TOML file (for manifests)."""
+        """The spec as plain data, in the shape of its TOML file (for manifests); an unset
+        ``restarts`` is left out, so specs without one write the manifests they always did."""
         data = {
             "name": self.name, "height": self.height, "width": self.width,
             "method": self.method, "candidates_per_slot": self.candidates_per_slot,
@@ -93,6 +98,8 @@ class Spec:
         }
         if self.compute != "predicted":  # the default stays implicit: older manifests agree
             data["compute"] = self.compute
+        if self.restarts is not None:
+            data["restarts"] = self.restarts
         return data
 
 
@@ -161,8 +168,11 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
     if noise and look != "themed":
         raise SpecError(f"{source}: field 'noise' is true but look is {look!r}; pixel noise is "
                         "part of a themed look (look = \"themed\")")
+    restarts = data.get("restarts")
+    if restarts is not None and restarts not in RESTARTS:
+        raise SpecError(f"{source}: field 'restarts' is {restarts!r}; expected one of {RESTARTS}")
     return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers),
-                look, noise, compute)
+                look, noise, compute, restarts)
 
 
 def version_look(manifest: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """The aiohttp application: the protocol faces, the documentation and the two HTML pages.
 
 ``build_app`` wires an ``Arena`` (game logic over a store) to the routes; start-up opens the
-store and restores open sessions, a background task expires idle ones.
+store (sessions load from it when first used), a background task expires idle ones.
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ PAGE_ROUTES = (
           json_response=False, responses={200: "HTML"}),
     Route("leaderboard_page", "GET", "/leaderboard", "The leaderboard as an HTML table.",
           tag="pages", json_response=False,
-          query=native.LEADERBOARD_QUERY, responses={200: "HTML", 422: "bad version or limit"}),
+          query=native.LEADERBOARD_QUERY,
+          responses={200: "HTML", 404: "a game this server does not serve",
+                     422: "bad version, game or limit"}),
 )
 
 
@@ -116,7 +118,6 @@ def build_app(arena: Arena, public: str | None = None,
 async def _lifetime(app: web.Application):
     arena: Arena = app[ARENA]
     await arena.store.start()
-    await arena.restore()
 
     async def sweep() -> None:
         while True:
@@ -132,10 +133,11 @@ async def _lifetime(app: web.Application):
 
 
 async def _openapi(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
-    doc = openapi(all_routes(), title=f"sokoforge: {arena.version.version}",
-                  version=arena.version.version,
-                  description="The agent protocol over one hidden dataset version: keys, "
-                              "scorecards, sessions of rendered frames, scores, leaderboard.")
+    served = ", ".join(f"{g} {v}" for g, v in arena.games.versions().items())
+    doc = openapi(all_routes(), title=f"sokoforge: {served}", version=arena.version.version,
+                  description="The agent protocol over hidden dataset versions (one game "
+                              "each): keys, scorecards, sessions of rendered frames, scores, "
+                              "leaderboard.")
     return reply(request, doc)
 
 
@@ -154,12 +156,11 @@ async def _asset(request: web.Request) -> web.Response:
 
 
 async def _landing(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
-    spec = {**arena.version.spec(), "limits": arena.limits.public()}
     origin = request.app.get(PUBLIC_URL) or _local_origin(request)
-    return reply_bytes(request, pages.landing(spec, origin).encode(), "text/html")
+    return reply_bytes(request, pages.landing(arena.spec(), origin).encode(), "text/html")
 
 
 async def _leaderboard_page(request: web.Request, arena: Arena, key: None,
                             args: dict) -> web.Response:
-    board = await arena.leaderboard(args["version"], args["limit"])
+    board = await arena.leaderboard(args["version"], args["limit"], args["game"])
     return reply_bytes(request, pages.leaderboard(board).encode(), "text/html")

@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from serve import arc_wire as w
+from serve.games import GameEntry
 from serve.native import SCORECARD_ID, SESSION_ID
 from serve.play import IN_PROGRESS, WAIT, Arena, Conflict, KeyRecord, PlayError, Session
 from serve.schema import (
@@ -64,8 +65,8 @@ _XY = (Field("x", INT, "accepted for ACTION6 and ignored", required=False, minim
 REASONING = Field("reasoning", ANY, "any JSON the agent attaches, at most "
                   f"{w.MAX_REASONING_BYTES // 1024} KB; echoed in action_input",
                   required=False, max_bytes=w.MAX_REASONING_BYTES)
-_CMD_ERRORS = {200: "FrameData", 400: "bad body, the game is over, or a scorecard of another "
-               "version", 401: "missing or unknown key",
+_CMD_ERRORS = {200: "FrameData", 400: "bad body, the game is over, or a scorecard or session "
+               "of a version this server does not serve", 401: "missing or unknown key",
                404: "unknown game, scorecard or guid (or another key's)",
                429: "too many games in flight"}
 
@@ -121,8 +122,11 @@ ROUTES = (
                       404: "unknown scorecard (or another key's)"},
            bodies={200: SCORECARD}),
     _route("arc_reset", "POST", "/api/cmd/RESET",
-           "ARC-AGI-3: start the game on a scorecard, or (once started) its current frame; "
-           "nothing is replayed.", auth=True,
+           "ARC-AGI-3: start the game on a scorecard. With the guid of a started game: where "
+           "the game allows restarts (its title and restarts-MODE tag say), the current level "
+           "again if an action was taken in it since it began, else the whole game; where it "
+           "allows none (hidden benchmark games), its current frame, nothing replayed.",
+           auth=True,
            body=(_CARD_ID, _GAME_ID, replace(_GUID, description="the session, once started",
                                              required=False, nullable=True)),
            responses={**_CMD_ERRORS, 503: "the store did not take it; retry"},
@@ -136,21 +140,24 @@ ROUTES = (
 )
 
 
-def _served_game(arena: Arena, requested: str) -> str:
-    if not w.is_game(requested, arena.version.version):
+def _served_game(arena: Arena, requested: str) -> GameEntry:
+    """The served game ``requested`` names: by its full id, or the base id for the first."""
+    entry = next((g for g in arena.games if requested == w.game_id(g.version.version)),
+                 arena.games.first if requested == w.BASE_ID else None)
+    if entry is None:
+        ids = ", ".join(repr(w.game_id(g.version.version)) for g in arena.games)
         raise w.ArcError(404, w.GAME_NOT_AVAILABLE_ERROR,
-                         f"game {requested!r} is not served here; GET /api/games lists "
-                         f"{w.game_id(arena.version.version)!r}")
-    if arena.version.episodes > w.MAX_LEVELS:
+                         f"game {requested!r} is not served here; GET /api/games lists {ids}")
+    if entry.episodes > w.MAX_LEVELS:
         raise w.ArcError(404, w.GAME_NOT_AVAILABLE_ERROR,
-                         f"this version has {arena.version.episodes} levels, more than the "
+                         f"this version has {entry.episodes} levels, more than the "
                          f"{w.MAX_LEVELS} an ARC game can count; use the native protocol")
-    return w.game_id(arena.version.version)
+    return entry
 
 
-def _info(arena: Arena) -> dict:
-    v = arena.version
-    return w.game_info(v.version, v.game, [lv.optimal_moves for lv in v.levels])
+def _info(entry: GameEntry) -> dict:
+    v = entry.version
+    return w.game_info(v.version, v.game, [lv.optimal_moves for lv in v.levels], entry.restarts)
 
 
 def _frame(request: web.Request, session: Session, grids: list[bytes], action: int, data: dict,
@@ -174,29 +181,29 @@ def _current(session: Session) -> list[bytes]:
     return [w.grid(run.served.painter, run.game.state if run.game is not None else None)]
 
 
-async def _run(arena: Arena, key: KeyRecord, session_id: str | None) -> list[dict]:
-    """The ARC runs of a scorecard's game: none until it is started."""
-    game = w.game_id(arena.version.version)
-    if session_id is None:
-        return []
-    replay = await arena.replay(session_id, key)
-    episodes = replay["episodes"]
-    solved = sum(e["solved"] for e in episodes)
-    state = w.arc_state(replay["state"] == IN_PROGRESS, solved, len(episodes))
-    return [w.run(game, session_id, state, episodes)]
+async def _runs(arena: Arena, key: KeyRecord, view: dict) -> list[dict]:
+    """The ARC runs of a scorecard: one per game started on it."""
+    runs = []
+    for progress in view["games"].values():
+        if progress["session_id"] is None:
+            continue
+        replay = await arena.replay(progress["session_id"], key)
+        episodes = replay["episodes"]
+        solved = sum(e["solved"] for e in episodes)
+        state = w.arc_state(replay["state"] == IN_PROGRESS, solved, len(episodes))
+        runs.append(w.run(w.game_id(replay["version"]), replay["session_id"], state, episodes))
+    return runs
 
 
 async def _scorecard(arena: Arena, key: KeyRecord, card_id: str) -> dict:
     view = await arena.scorecard_view(key, card_id)
-    session_id = view["games"][arena.game]["session_id"]
-    return w.scorecard(card_id, await _run(arena, key, session_id), name=view["name"],
+    return w.scorecard(card_id, await _runs(arena, key, view), name=view["name"],
                        version=view["version"], closed=view["closed"], result=view["score"])
 
 
 # -- handlers --------------------------------------------------------------------------------
 async def games(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
-    playable = arena.version.episodes <= w.MAX_LEVELS
-    return reply(request, [_info(arena)] if playable else [])
+    return reply(request, [_info(g) for g in arena.games if g.episodes <= w.MAX_LEVELS])
 
 
 async def anonkey(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
@@ -206,14 +213,13 @@ async def anonkey(request: web.Request, arena: Arena, key: None, args: dict) -> 
 
 
 async def game(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
-    _served_game(arena, request.match_info["game_id"])
-    return reply(request, _info(arena))
+    return reply(request, _info(_served_game(arena, request.match_info["game_id"])))
 
 
 async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
                          args: dict) -> web.Response:
     card, _ = await arena.open_scorecard(key)
-    return reply(request, {"card_id": card.record.id})
+    return reply(request, {"card_id": card.id})
 
 
 async def close_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
@@ -228,13 +234,17 @@ async def get_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
 
 
 async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
-    game = _served_game(arena, args["game_id"])
+    """Start the game on a scorecard; with the guid of a started one, restart it as its
+    ``restarts`` allows (the current level after an action in it, else the whole game), or
+    where it allows none, answer its current frame."""
+    entry = _served_game(arena, args["game_id"])
+    game = w.game_id(entry.version.version)
     card_id, guid = args["card_id"], args["guid"]
     view = await arena.scorecard_view(key, card_id)
     if view["closed"]:
         raise w.ArcError(400, w.VALIDATION_ERROR,
                          f"scorecard {card_id} is closed; open a new one to play again")
-    started = view["games"][arena.game]["session_id"]
+    started = (view["games"].get(entry.name) or {}).get("session_id")
     full_reset = False
     if guid is not None and guid != started:
         raise w.ArcError(404, w.GAME_NOT_STARTED_ERROR,
@@ -242,15 +252,19 @@ async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) 
                          "to start one")
     if started is None:
         try:
-            session = await arena.start(key, card_id, arena.game, 1)
+            session = await arena.start(key, card_id, entry.name, 1)
             full_reset = True
         except Conflict:  # a concurrent RESET started it first
             view = await arena.scorecard_view(key, card_id)
-            started = view["games"][arena.game]["session_id"]
+            started = (view["games"].get(entry.name) or {}).get("session_id")
             if started is None:
                 raise
     if not full_reset:
-        session = await arena.current(key, started)  # 404 once expired, like an action
+        if guid is not None and entry.restarts != "none":
+            session, scope = await arena.restart(key, started)
+            full_reset = scope == "game"
+        else:
+            session = await arena.current(key, started)  # 404 once expired, like an action
     return _frame(request, session, _current(session), 0, {"game_id": game}, None, full_reset)
 
 
@@ -259,7 +273,7 @@ def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
     move = w.MOVES.get(number, WAIT)
 
     async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
-        game = _served_game(arena, args["game_id"])
+        game = w.game_id(_served_game(arena, args["game_id"]).version.version)
         session, outcome = await arena.act(key, args["guid"], move, None)
         run = session.episodes[outcome.episode]
         grids = [w.grid(run.served.painter, run.game.state)]

@@ -70,10 +70,19 @@ def is_game(requested: str, version: str) -> bool:
     return requested in (BASE_ID, game_id(version))
 
 
-def game_info(version: str, game: str, optimal_moves: Sequence[int]) -> dict:
-    """The game object of ``GET /api/games`` and ``GET /api/games/{id}``."""
-    return {"game_id": game_id(version), "title": f"Sokoban {game} ({version})",
-            "tags": [BASE_ID, game], "baseline_actions": [int(m) for m in optimal_moves],
+RESTART_NOTES = {"none": "RESET never restarts (no free retries)",
+                 "level": "RESET restarts the current level, keeping the actions used",
+                 "game": "RESET restarts the current level, or after no action the whole game"}
+
+
+def game_info(version: str, game: str, optimal_moves: Sequence[int],
+              restarts: str = "none") -> dict:
+    """The game object of ``GET /api/games`` and ``GET /api/games/{id}``; its title and a
+    ``restarts-MODE`` tag say what RESET may do in it."""
+    return {"game_id": game_id(version),
+            "title": f"Sokoban {game} ({version}); {RESTART_NOTES[restarts]}",
+            "tags": [BASE_ID, game, f"restarts-{restarts}"],
+            "baseline_actions": [int(m) for m in optimal_moves],
             "class_name": "Sokoban", "default_fps": 5}
 
 
@@ -145,7 +154,9 @@ def run(game: str, guid: str | None, state: str, episodes: Sequence[dict]) -> di
     The score weights level i (1-based) by i, as the API does, so later (harder) levels count
     more; an unsolved level scores 0.
     """
-    scores = [level_score(e["optimal"], e["steps"]) if e["solved"] else 0.0 for e in episodes]
+    # a version no longer served has no optimum at hand: its levels count a baseline of 0
+    scores = [level_score(e["optimal"] or 0, e["steps"]) if e["solved"] else 0.0
+              for e in episodes]
     weights = range(1, len(scores) + 1)
     total = sum(weights)
     score = sum(w * s for w, s in zip(weights, scores, strict=True)) / total if total else 0.0
@@ -154,7 +165,7 @@ def run(game: str, guid: str | None, state: str, episodes: Sequence[dict]) -> di
             "actions": sum(int(e["steps"]) for e in episodes), "resets": 0, "state": state,
             "completed": state == WIN, "level_scores": [round(s, 4) for s in scores],
             "level_actions": [int(e["steps"]) for e in episodes],
-            "level_baseline_actions": [int(e["optimal"]) for e in episodes]}
+            "level_baseline_actions": [int(e["optimal"] or 0) for e in episodes]}
 
 
 def scorecard(card_id: str, runs: list[dict], *, name: str, version: str, closed: bool,

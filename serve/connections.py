@@ -142,8 +142,9 @@ class GuardedHandler(RequestHandler):
 class GuardedSite(web.TCPSite):
     """A TCP site whose connections are served by ``GuardedHandler`` under one ``Guard``."""
 
-    def __init__(self, runner: web.AppRunner, host: str, port: int, guard: Guard) -> None:
-        super().__init__(runner, host, port)
+    def __init__(self, runner: web.AppRunner, host: str, port: int, guard: Guard,
+                 reuse_port: bool = False) -> None:
+        super().__init__(runner, host, port, reuse_port=reuse_port)
         self.guard = guard
 
     async def start(self) -> None:
@@ -153,16 +154,19 @@ class GuardedSite(web.TCPSite):
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: GuardedHandler(manager, self.guard, loop=loop), self._host, self._port,
-            backlog=self._backlog)
+            backlog=self._backlog, reuse_port=self._reuse_port)
         self._bound_port = self._server.sockets[0].getsockname()[1]
 
 
-async def listen(runner: web.AppRunner, host: str, port: int) -> GuardedSite:
+async def listen(runner: web.AppRunner, host: str, port: int,
+                 reuse_port: bool = False) -> GuardedSite:
     """Start serving ``runner``'s app on ``host:port`` (0 picks a free port: ``site.port``)
-    under the app's ``ConnectionLimits``; its arena's trusted proxies are not capped."""
+    under the app's ``ConnectionLimits``; its arena's trusted proxies are not capped. With
+    ``reuse_port`` the port is shared with the server's other workers (each caps its own
+    connections)."""
     app = runner.app
     guard = Guard(app.get(CONNECTIONS, ConnectionLimits()), app[ARENA].limits.trusted_proxies)
-    site = GuardedSite(runner, host, port, guard)
+    site = GuardedSite(runner, host, port, guard, reuse_port)
     await site.start()
     return site
 

@@ -41,8 +41,10 @@ SHAPE = [64, 64, 3]
 _TOKEN = re.compile(r"\\u0000(\d+)")
 
 LEADERBOARD_QUERY = (
-    Field("version", STR, "must be a dataset version name (default: the served one)",
-          required=False, pattern=VERSION_NAME),
+    Field("version", STR, "must be a dataset version name (default: the served version of "
+          "game, else of the first game)", required=False, pattern=VERSION_NAME),
+    Field("game", STR, "must be a served game's name (default: the first game)",
+          required=False, pattern=GAME_NAME),
     Field("limit", INT, "how many entries", required=False, minimum=1, maximum=1000,
           default=100))
 _SCORECARD = Field("scorecard_id", STR, "the scorecard's id", pattern=SCORECARD_ID,
@@ -83,14 +85,15 @@ REPLAY = obj({"session_id": string(SESSION_ID), "name": maybe(TEXT), "game": TEX
               "version": TEXT, "state": TEXT, "owner_view": BOOLEAN,
               "episodes": arr(obj({"index": INTEGER, "finished": BOOLEAN, "solved": BOOLEAN,
                                    "steps": INTEGER, "optimal": maybe(INTEGER),
-                                   "deadlocked": BOOLEAN}, {"actions": string("[UDLR.]*")}))})
+                                   "deadlocked": BOOLEAN}, {"actions": string("[UDLR.|]*")}))})
 LEADERBOARD = obj({"version": TEXT, "served_version": TEXT, "versions": arr(TEXT),
                    "entries": arr(obj({
                        "rank": INTEGER, "name": TEXT, "success_rate": NUMBER,
                        "move_efficiency": NUMBER, "deadlock_rate": NUMBER, "solved": INTEGER,
                        "episodes": INTEGER, "avg_steps_solved": NUMBER,
                        "total_actions": INTEGER, "scorecard_id": string(SCORECARD_ID),
-                       "session_id": maybe(TEXT), "submitted_at": maybe(TEXT)}))})
+                       "session_id": maybe(TEXT), "submitted_at": maybe(TEXT)}))},
+                  {"game": maybe(TEXT), "served": MAP})
 _RANGE = obj({"min": INTEGER, "max": INTEGER}, {"mean": NUMBER})
 SPEC = obj({"version": TEXT, "game": TEXT, "games": arr(TEXT), "episodes": INTEGER,
             "tiers": arr(obj({"index": INTEGER, "levels": INTEGER, "range": arr(INTEGER),
@@ -98,9 +101,12 @@ SPEC = obj({"version": TEXT, "game": TEXT, "games": arr(TEXT), "episodes": INTEG
                               "max_steps": _RANGE})),
             "observation": MAP, "actions": MAP, "limits": MAP, "levels_sha256": TEXT},
            {"boards": arr(arr(INTEGER)), "step_budget": MAP,
-            "seed_commitment": maybe(TEXT), "rotated_from": maybe(TEXT)})
+            "seed_commitment": maybe(TEXT), "rotated_from": maybe(TEXT),
+            "restarts": string(enum=["none", "level", "game"]), "look": MAP,
+            "game_specs": MAP})
 
 _SESSION_LINKS = {"act": ("act", {"session_id": "/session_id"}),
+                  "reset": ("reset_session", {"session_id": "/session_id"}),
                   "current": ("get_session", {"session_id": "/session_id"}),
                   "replay": ("get_replay", {"session_id": "/session_id"})}
 
@@ -122,7 +128,8 @@ ROUTES = (
                  "close": ("close_scorecard", {"scorecard_id": "/scorecard_id"})},
           bodies={200: obj({"scorecard_id": string(SCORECARD_ID), "games": arr(TEXT),
                             "episodes_per_game": INTEGER, "version": TEXT,
-                            "opened_today": INTEGER, "daily_limit": INTEGER})}),
+                            "opened_today": INTEGER, "daily_limit": INTEGER},
+                           {"episodes_by_game": MAP})}),
     Route("start_game", "POST", "/api/scorecards/{scorecard_id}/games/{game}/start",
           "Start the one session of a game on a scorecard; returns the first Frame.", auth=True,
           params=(_SCORECARD, _GAME),
@@ -130,8 +137,8 @@ ROUTES = (
                        required=False, minimum=1, maximum=32, default=1),),
           responses={200: "the first Frame", 401: "missing or unknown key",
                      404: "unknown scorecard or game (or another key's)",
-                     409: "game already started, scorecard closed, or a scorecard of another "
-                          "version", 422: "bad parallel",
+                     409: "game already started, scorecard closed, or a scorecard opened on "
+                          "a version this server does not serve", 422: "bad parallel",
                      429: "too many sessions in flight", 503: "the store did not take it"},
           bodies={200: FRAME}, links=_SESSION_LINKS),
     Route("act", "POST", "/api/sessions/{session_id}/act",
@@ -143,9 +150,26 @@ ROUTES = (
           responses={200: "the next Frame", 400: "several episodes in flight and none named",
                      401: "missing or unknown key",
                      404: "unknown or expired session (or another key's)",
-                     409: "session over, episode not in flight, or a session of another "
-                          "version", 422: "malformed body or action",
+                     409: "session over, episode not in flight, or a session of a version "
+                          "this server does not serve", 422: "malformed body or action",
                      503: "the action could not be stored and was not played; retry it"},
+          bodies={200: FRAME}, links=_SESSION_LINKS),
+    Route("reset_session", "POST", "/api/sessions/{session_id}/reset",
+          "Restart, where the game allows it (its spec's restarts): the current level (its "
+          "steps stay used) if an action was taken in it since it began, else, where allowed, "
+          "the whole game; returns the Frame, with restarted 'level' or 'game'.", auth=True,
+          params=(_SESSION,),
+          body=(Field("episode", INT, "the episode to restart (required when several are in "
+                      "flight)", required=False, minimum=0),),
+          responses={200: "the Frame after the restart",
+                     400: "several episodes in flight and none named",
+                     401: "missing or unknown key",
+                     404: "unknown or expired session (or another key's)",
+                     409: "the game allows no restarts, the session is over, the episode is "
+                          "not in flight, or the session is of a version this server does "
+                          "not serve",
+                     422: "malformed body",
+                     503: "the restart could not be stored and was not made; retry it"},
           bodies={200: FRAME}, links=_SESSION_LINKS),
     Route("get_session", "GET", "/api/sessions/{session_id}",
           "The session's current Frame (last is null), for a client that lost an answer.",
@@ -173,9 +197,10 @@ ROUTES = (
           params=(_SESSION,), responses={200: "the replay", 404: "unknown session"},
           bodies={200: REPLAY}),
     Route("get_leaderboard", "GET", "/api/leaderboard",
-          "Each name's best closed scorecard of a version, ranked.",
+          "Each name's best closed scorecard of a version (or a served game's), ranked.",
           query=LEADERBOARD_QUERY,
-          responses={200: "the ranking", 422: "bad version or limit"},
+          responses={200: "the ranking", 404: "a game this server does not serve",
+                     422: "bad version, game or limit"},
           bodies={200: LEADERBOARD}),
     Route("get_spec", "GET", "/api/spec", "The live numbers of the served set, read from the data.",
           responses={200: "the spec"}, bodies={200: SPEC}),
@@ -200,7 +225,7 @@ def _episode(run: EpisodeRun, of: int) -> dict:
 
 
 def frame(session: Session, outcome: Outcome | None,
-          images: list[Picture] | None = None) -> dict:
+          images: list[Picture] | None = None, restarted: str | None = None) -> dict:
     """The Frame after ``outcome`` (None on start): serial or parallel shape by the session."""
     over = session.state != IN_PROGRESS
     of = len(session.episodes)
@@ -230,15 +255,18 @@ def frame(session: Session, outcome: Outcome | None,
         if session.parallel > 1:
             out["last"]["episode"] = outcome.episode
     out["result"] = session.score() if over else {}
+    if restarted is not None:
+        out["restarted"] = restarted
     return out
 
 
-def frame_pieces(session: Session, outcome: Outcome | None) -> list[bytes | Picture]:
+def frame_pieces(session: Session, outcome: Outcome | None,
+                 restarted: str | None = None) -> list[bytes | Picture]:
     """The Frame as JSON text pieces and the pictures between them: base64 is ASCII without
     quotes or backslashes, so it stands in JSON as it is."""
     images: list[Picture] = []
     pieces: list[Any] = _TOKEN.split(
-        json.dumps(frame(session, outcome, images), separators=(",", ":")))
+        json.dumps(frame(session, outcome, images, restarted), separators=(",", ":")))
     for i in range(0, len(pieces), 2):
         pieces[i] = pieces[i].encode()
     for i in range(1, len(pieces), 2):
@@ -246,8 +274,9 @@ def frame_pieces(session: Session, outcome: Outcome | None) -> list[bytes | Pict
     return pieces
 
 
-def reply_frame(request: web.Request, session: Session, outcome: Outcome | None) -> web.Response:
-    pieces = frame_pieces(session, outcome)
+def reply_frame(request: web.Request, session: Session, outcome: Outcome | None,
+                restarted: str | None = None) -> web.Response:
+    pieces = frame_pieces(session, outcome, restarted)
     if accepts_gzip(request):
         return web.Response(body=framezip.gzipped(pieces), content_type="application/json",
                             headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
@@ -266,8 +295,9 @@ async def create_key(request: web.Request, arena: Arena, key: None, args: dict) 
 async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
                          args: dict) -> web.Response:
     card, opened = await arena.open_scorecard(key)
-    return reply(request, {"scorecard_id": card.record.id, "games": [arena.game],
+    return reply(request, {"scorecard_id": card.id, "games": list(card.games),
                            "episodes_per_game": arena.version.episodes,
+                           "episodes_by_game": {g.name: g.episodes for g in arena.games},
                            "version": arena.version.version, "opened_today": opened,
                            "daily_limit": arena.limits.scorecards_per_key_per_day})
 
@@ -283,6 +313,12 @@ async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) ->
     session, outcome = await arena.act(key, request.match_info["session_id"], args["action"],
                                        args["episode"])
     return reply_frame(request, session, outcome)
+
+
+async def reset_session(request: web.Request, arena: Arena, key: KeyRecord,
+                        args: dict) -> web.Response:
+    session, scope = await arena.restart(key, request.match_info["session_id"], args["episode"])
+    return reply_frame(request, session, None, scope)
 
 
 async def get_session(request: web.Request, arena: Arena, key: KeyRecord,
@@ -307,14 +343,16 @@ async def get_replay(request: web.Request, arena: Arena, key: None, args: dict) 
 
 async def get_leaderboard(request: web.Request, arena: Arena, key: None,
                           args: dict) -> web.Response:
-    return reply(request, await arena.leaderboard(args["version"], args["limit"]))
+    return reply(request, await arena.leaderboard(args["version"], args["limit"],
+                                                  args["game"]))
 
 
 async def get_spec(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
-    return reply(request, {**arena.version.spec(), "limits": arena.limits.public()})
+    return reply(request, arena.spec())
 
 
 HANDLERS = {"create_key": create_key, "open_scorecard": open_scorecard, "start_game": start_game,
-            "act": act, "get_session": get_session, "get_scorecard": get_scorecard,
-            "close_scorecard": close_scorecard, "get_replay": get_replay,
+            "act": act, "reset_session": reset_session, "get_session": get_session,
+            "get_scorecard": get_scorecard, "close_scorecard": close_scorecard,
+            "get_replay": get_replay,
             "get_leaderboard": get_leaderboard, "get_spec": get_spec}

@@ -44,7 +44,7 @@ def landing(spec: dict, origin: str) -> str:
     if look["noise"]:
         drawn += ", with pixel noise"
     body = f"""
-<h1>sokoforge: version <code>{escape(spec['version'])}</code></h1>
+<h1>sokoforge: version <code>{escape(spec['version'])}</code></h1>{_games(spec)}
 <p>Game <code>{escape(spec['game'])}</code>: {spec['episodes']} hidden Sokoban levels, played in
 order, easiest first. Agents see only 64x64 RGB renders of the board and of its goal; actions are
 0 up, 1 down, 2 left, 3 right.</p>
@@ -74,6 +74,19 @@ as game <code>sokoban-{escape(spec['version'])}</code>, ACTION1-4 moving up, dow
 in parallel; a session expires after {limits['idle_minutes']:g} minutes idle.</p>
 """
     return _page(f"sokoforge {spec['version']}", body)
+
+
+def _games(spec: dict) -> str:
+    """Every served game, when there are several; the page below describes the first."""
+    games = spec.get("game_specs") or {}
+    if len(games) < 2:
+        return ""
+    items = "".join(
+        f"<li><code>{escape(name)}</code>: version <code>{escape(g['version'])}</code>, "
+        f"{g['episodes']} levels, restarts <code>{escape(g['restarts'])}</code> "
+        f"(<a href='/leaderboard?game={escape(name)}'>leaderboard</a>)</li>"
+        for name, g in games.items())
+    return f"<p>Games served (one scorecard may play each once):</p><ul>{items}</ul>"
 
 
 def leaderboard(board: dict) -> str:

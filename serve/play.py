@@ -1,42 +1,64 @@
-"""The game behind every protocol face: keys, scorecards, sessions, episodes, tiers and scores.
+"""The game behind every protocol face: keys, scorecards, sessions, restarts and scores.
 
-Nothing here knows HTTP or a wire format. The in-memory sessions are authoritative for
-play; each action is written to the store before the caller is answered, and a restart
-rebuilds every open session by replaying its stored actions through the engine.
+Nothing here knows HTTP or a wire format, and nothing here is the truth: the store is. This
+process keeps a cache of sessions it played, each trusted only while its action count and
+writer equal the store's; every action is a conditional write, so when another process (a
+worker, or another server on a shared store) played the session meanwhile, the write is
+refused, the session is reloaded from its stored snapshot and the action played on it, and
+the answer is the one a process that served the session all along would give.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import secrets
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from engine.levels import State
-from engine.rules import WAIT, Game, StepResult
+from engine.rules import WAIT
 from serve.dataset import ServedLevel, ServedVersion, encode_image
+from serve.episode import (
+    EXPIRED,
+    GAME_OVER,
+    IN_PROGRESS,
+    PLAYED,
+    RESTART_GAME,
+    RESTART_LEVEL,
+    EpisodeRun,
+    Outcome,
+    Run,
+    new_run,
+    score,
+)
 from serve.framezip import Picture
+from serve.games import GameEntry, Registry
 from serve.limits import Limits
 from serve.store import (
-    ActionRecord,
     EpisodeRecord,
+    Final,
     KeyRecord,
     ScorecardRecord,
     SessionRecord,
+    StaleSession,
     Store,
     StoreConflict,
     StoreLimit,
+    Write,
 )
 
-PLAYED = "UDLR."  # a stored action string's letter for each action, the wait included
-IN_PROGRESS, GAME_OVER, EXPIRED = "IN_PROGRESS", "GAME_OVER", "EXPIRED"
+__all__ = ["WAIT", "EpisodeRun", "Outcome", "KeyRecord", "PLAYED", "EXPIRED", "GAME_OVER",
+           "IN_PROGRESS"]
+
 KEY_PREFIX = "lsk-"
 SCORE_FIELDS = ("episodes", "solved", "success_rate", "move_efficiency", "avg_steps_solved",
                 "deadlock_rate", "total_actions")
+RETRIES = 8  # reloads of a session another process keeps writing, before answering 503
+CACHED_SESSIONS = 20_000
 
 
 class PlayError(Exception):
@@ -101,126 +123,46 @@ def iso(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
-@dataclass
-class EpisodeRun:
-    """One episode of a session: its engine game once started, and its outcome."""
+@dataclass(eq=False)
+class Session(Run):
+    """A cached session: the episode core plus what ties it to its stored record.
 
-    served: ServedLevel
-    game: Any = None
-    done: bool = False
-    solved: bool = False
-    deadlocked: bool = False
-    actions: list[str] = field(default_factory=list)
-    obs: Picture | None = None
+    ``seq`` and ``writer`` are what the store holds after this cache's last write (or at
+    load); ``own`` is this copy's writer token, new at every load.
+    """
 
-    @property
-    def index(self) -> int:
-        return self.served.index
-
-    @property
-    def steps(self) -> int:
-        return len(self.actions)
-
-    def begin(self) -> None:
-        if self.game is None:
-            self.game = Game(self.served.level, self.served.max_steps)
-            self.obs = self.served.start
-
-    def play(self, action: int) -> StepResult:
-        """One action of the episode: a move 0-3, or ``WAIT``, which only uses up a step."""
-        step = self.game.wait() if action == WAIT else self.game.act(action)
-        self.actions.append(PLAYED[action])
-        return step
-
-    def finish(self, solved: bool) -> None:
-        """End the episode; unsolved, it is deadlocked if its state can no longer be solved."""
-        self.done = True
-        self.solved = solved
-        state = self.game.state if self.game is not None else self.served.level.start
-        self.deadlocked = not solved and self.served.is_dead(state)
-
-    def record(self) -> EpisodeRecord:
-        return EpisodeRecord(self.index, self.done, self.solved, self.deadlocked, self.steps,
-                             "".join(self.actions))
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one action did, for the answer to it."""
-
-    episode: int
-    action: int
-    moved: bool
-    pushed: bool
-    solved: bool
-    episode_done: bool
-
-
-@dataclass
-class Session:
-    """The one session of a game on a scorecard: every episode in play order, tier by tier."""
-
-    record: SessionRecord
-    name: str
-    version: ServedVersion
-    episodes: list[EpisodeRun]
-    state: str = IN_PROGRESS
+    record: SessionRecord | None = None
+    name: str = ""
+    entry: GameEntry | None = None
     last_active: float = 0.0
-    tier: int = 0
-    in_flight: list[int] = field(default_factory=list)
-    seq: int = 0  # actions played so far, all episodes together
+    seq: int = 0
+    writer: str = ""
+    own: str = ""
 
     @property
     def id(self) -> str:
         return self.record.id
 
     @property
-    def parallel(self) -> int:
-        return self.record.parallel
+    def version(self) -> ServedVersion:
+        return self.entry.version
 
-    @property
-    def finished(self) -> int:
-        return sum(e.done for e in self.episodes)
+    def write(self, at: float, action: int, episode: int, rows: tuple[EpisodeRecord, ...],
+              state: str | None) -> Write:
+        """The conditional write of this copy's next change, and the copy moved past it."""
+        w = Write(self.id, self.seq, self.writer, self.own, at, action, episode, rows, state)
+        self.seq, self.writer, self.last_active = self.seq + 1, self.own, at
+        return w
 
-    def refill(self) -> None:
-        """Keep the first ``parallel`` unfinished episodes of the lowest unfinished tier in flight.
-
-        Episodes start in index order, so this set is exactly the one that play reached;
-        it depends only on which episodes are done, which makes a restart exact.
-        """
-        tiers = self.version.tiers
-        while self.tier < len(tiers):
-            lo, hi = tiers[self.tier]
-            waiting = [i for i in range(lo, hi + 1) if not self.episodes[i].done]
-            if waiting:
-                self.in_flight = waiting[:self.parallel]
-                for i in self.in_flight:
-                    self.episodes[i].begin()
-                return
-            self.tier += 1
-        self.in_flight = []
-        if self.state == IN_PROGRESS:
-            self.state = GAME_OVER
-
-    def score(self) -> dict:
-        return score(self.episodes)
+    def acted_since_level_change(self, episode: int) -> bool:
+        """Whether an action was taken in ``episode`` since it started or was restarted."""
+        actions = self.episodes[episode].actions
+        return bool(actions) and actions[-1] != PLAYED[RESTART_LEVEL]
 
 
-def score(episodes: list[EpisodeRun]) -> dict:
-    """The Score: unfinished episodes count as unsolved; efficiency is optimal/steps over solved."""
-    n = len(episodes)
-    solved = [e for e in episodes if e.solved]
-    efficiency = (sum(e.served.optimal_moves / e.steps for e in solved) / len(solved)
-                  if solved else 0.0)
-    return {
-        "episodes": n,
-        "solved": len(solved),
-        "success_rate": round(len(solved) / n, 4) if n else 0.0,
-        "move_efficiency": round(efficiency, 4),
-        "avg_steps_solved": round(sum(e.steps for e in solved) / len(solved), 2) if solved else 0.0,
-        "deadlock_rate": round(sum(e.deadlocked for e in episodes) / n, 4) if n else 0.0,
-        "total_actions": sum(e.steps for e in episodes),
-    }
+def record_of(run: EpisodeRun) -> EpisodeRecord:
+    return EpisodeRecord(run.index, run.done, run.solved, run.deadlocked, run.steps,
+                         "".join(run.actions), run.snapshot())
 
 
 class ImageCache:
@@ -228,13 +170,13 @@ class ImageCache:
 
     def __init__(self, size: int = 2048) -> None:
         self.size = size
-        self._images: OrderedDict[tuple[int, State], Picture] = OrderedDict()
+        self._images: OrderedDict[tuple[ServedLevel, State], Picture] = OrderedDict()
 
     def get(self, served: ServedLevel, state: State, step: int) -> Picture:
         """The observation of ``state`` after ``step`` actions of ``served``'s episode."""
         if served.noisy:  # every step draws its own noise: no frame is ever seen twice
             return Picture(encode_image(served.frame(state, step)))
-        key = (served.index, state)
+        key = (served, state)  # the level itself: several games have a level 0
         image = self._images.get(key)
         if image is None:
             image = Picture(encode_image(served.frame(state, step)))
@@ -246,66 +188,36 @@ class ImageCache:
         return image
 
 
-@dataclass
-class Card:
-    """An open scorecard and its sessions by game."""
-
-    record: ScorecardRecord
-    sessions: dict[str, Session] = field(default_factory=dict)
-    closing: asyncio.Future | None = None
-
-
 class Arena:
-    """Every operation of the protocol on one served version, over a ``Store``."""
+    """Every operation of the protocol on the served games, over a ``Store``."""
 
-    def __init__(self, version: ServedVersion, store: Store, limits: Limits,
-                 clock: Any = time.time) -> None:
-        self.version = version
+    def __init__(self, games: Registry | ServedVersion | Iterable[ServedVersion], store: Store,
+                 limits: Limits, clock: Any = time.time) -> None:
+        if isinstance(games, ServedVersion):
+            games = [games]
+        self.games = games if isinstance(games, Registry) else Registry(games)
         self.store = store
         self.limits = limits
         self.clock = clock
-        self._cards: dict[str, Card] = {}
-        self._sessions: dict[str, Session] = {}
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._keys: dict[str, KeyRecord] = {}
         self.images = ImageCache()
 
     @property
+    def version(self) -> ServedVersion:
+        """The first game's version (the game of clients that play one)."""
+        return self.games.first.version
+
+    @property
     def game(self) -> str:
-        return self.version.game
+        return self.games.first.name
 
-    # -- start-up ------------------------------------------------------------------------------
-    async def restore(self) -> int:
-        """Rebuild every open scorecard of the served version from the store; returns how many
-        sessions came back."""
-        restored = 0
-        for record in await self.store.open_scorecards():
-            if record.version != self.version.version:
-                continue
-            card = Card(record)
-            self._cards[record.id] = card
-            for srec, episodes in await self.store.sessions(record.id):
-                session = self._replayed(srec, record.name, episodes)
-                card.sessions[srec.game] = session
-                self._sessions[srec.id] = session
-                restored += 1
-        return restored
-
-    def _replayed(self, record: SessionRecord, name: str,
-                  rows: list[EpisodeRecord]) -> Session:
-        episodes = [EpisodeRun(lv) for lv in self.version.levels]
-        for row in rows:
-            run = episodes[row.index]
-            if row.actions:
-                run.begin()
-                for letter in row.actions:
-                    run.play(PLAYED.index(letter))
-                run.obs = self.images.get(run.served, run.game.state, run.steps)
-            if row.done:
-                run.done, run.solved, run.deadlocked = True, row.solved, row.deadlocked
-        session = Session(record, name, self.version, episodes, state=record.state,
-                          last_active=record.last_active, seq=sum(e.steps for e in episodes))
-        session.refill()
-        return session
+    def spec(self) -> dict:
+        """The public numbers of every served game: the first game's at the top level (the
+        shape single-game clients read), each game's under ``game_specs``, and the limits."""
+        return {**self.games.first.spec(), "games": self.games.names,
+                "game_specs": {g.name: g.spec() for g in self.games},
+                "limits": self.limits.public()}
 
     # -- keys ----------------------------------------------------------------------------------
     async def create_key(self, name: str, address: str) -> str:
@@ -348,183 +260,297 @@ class Arena:
             return None
 
     # -- scorecards ----------------------------------------------------------------------------
-    async def open_scorecard(self, key: KeyRecord) -> tuple[Card, int]:
+    async def open_scorecard(self, key: KeyRecord) -> tuple[ScorecardRecord, int]:
+        """A scorecard that may play every served game once."""
         now = self.clock()
         record = ScorecardRecord("sc-" + secrets.token_hex(12), key.key_hash, key.name,
-                                 self.version.version, self.game, now)
+                                 self.games.versions(), now)
         limit = self.limits.scorecards_per_key_per_day
         try:
             opened = await self.store.open_scorecard(record, utc_day(now), limit)
         except StoreLimit:
             raise Limited(f"this key opened {limit} scorecards today, the daily limit; "
                           "try again tomorrow (UTC)", until_tomorrow(now)) from None
-        card = Card(record)
-        self._cards[record.id] = card
-        return card, opened
+        return record, opened
 
-    async def _stored_card(self, key: KeyRecord, scorecard_id: str) -> ScorecardRecord:
-        """The stored scorecard of this key that is not open here: closed, or of another
-        version; ``NotFound`` for an unknown id or another key's."""
+    async def _card(self, key: KeyRecord, scorecard_id: str) -> ScorecardRecord:
+        """This key's stored scorecard; ``NotFound`` for an unknown id or another key's."""
         record = await self.store.scorecard(scorecard_id)
         if record is None or record.key_hash != key.key_hash:
             raise NotFound(f"no scorecard {scorecard_id!r} for this key")
         return record
 
+    def _entry(self, game: str, version: str, what: str) -> GameEntry:
+        """The served game ``game`` if it serves ``version``; else a ``Conflict`` that says
+        what this server serves instead."""
+        entry = self.games.get(game)
+        if entry is None or entry.version.version != version:
+            served = (f"it serves version {entry.version.version}" if entry is not None
+                      else f"it serves {', '.join(self.games.names)}")
+            raise Conflict(f"{what} plays version {version} of game {game!r}, which this "
+                           f"server does not serve ({served}); open a new scorecard")
+        return entry
+
     # -- sessions ------------------------------------------------------------------------------
-    def _in_flight(self, session: Session, now: float) -> bool:
-        return (session.state == IN_PROGRESS
-                and now - session.last_active <= self.limits.idle_seconds)
+    def _cutoff(self) -> float:
+        return self.clock() - self.limits.idle_seconds
+
+    def _expired(self, session_id: str) -> NotFound:
+        return NotFound(f"session {session_id} expired after "
+                        f"{self.limits.idle_seconds / 60:g} minutes idle")
 
     async def start(self, key: KeyRecord, scorecard_id: str, game: str,
                     parallel: int) -> Session:
-        card = self._cards.get(scorecard_id)
-        if card is None or card.record.key_hash != key.key_hash:
-            record = await self._stored_card(key, scorecard_id)
-            if record.closed is None:
-                raise Conflict(f"scorecard {scorecard_id} belongs to version {record.version}, "
-                               f"not the served {self.version.version}; open a new one")
+        card = await self._card(key, scorecard_id)
+        if card.closed is not None:
             raise Conflict(f"scorecard {scorecard_id} is closed; open a new one")
-        if card.closing is not None:
-            raise Conflict(f"scorecard {scorecard_id} is closed; open a new one")
-        if game != self.game:
-            raise NotFound(f"unknown game {game!r}; this server plays {self.game!r}")
-        if game in card.sessions:
-            raise Conflict(f"game {game!r} was already started on scorecard {scorecard_id}; "
-                           "a scorecard plays each game once (open a new scorecard)")
+        if self.games.get(game) is None:
+            raise NotFound(f"unknown game {game!r}; this server plays "
+                           f"{', '.join(map(repr, self.games.names))}")
+        if game not in card.games:
+            raise Conflict(f"scorecard {scorecard_id} was opened before game {game!r} was "
+                           "served here; open a new scorecard to play it")
+        entry = self._entry(game, card.games[game], f"scorecard {scorecard_id}")
         if not 1 <= parallel <= self.limits.max_parallel:
             raise Unprocessable(f"parallel must be an integer from 1 to {self.limits.max_parallel}")
         now = self.clock()
-        live = [s for s in self._sessions.values() if self._in_flight(s, now)]
-        mine = sum(s.record.key_hash == key.key_hash for s in live)
-        if mine >= self.limits.sessions_per_key:
-            raise Limited(f"this key has {mine} sessions in flight, the limit is "
-                          f"{self.limits.sessions_per_key}; finish or close one first")
-        if len(live) >= self.limits.sessions_total:
-            raise Limited(f"the server has {len(live)} sessions in flight, its limit; "
-                          "retry in a minute")
+        own = secrets.token_hex(8)
         record = SessionRecord("gs-" + secrets.token_hex(12), scorecard_id, key.key_hash, game,
-                               self.version.version, parallel, IN_PROGRESS, now, now)
-        session = Session(record, key.name, self.version,
-                          [EpisodeRun(lv) for lv in self.version.levels], last_active=now)
-        session.refill()
-        # reserve before waiting on the store, so concurrent starts see this one
-        card.sessions[game] = session
-        self._sessions[record.id] = session
+                               entry.version.version, parallel, IN_PROGRESS, now, now, 0, own)
         try:
-            await self.store.create_session(record, self.version.episodes)
-        except BaseException:
-            card.sessions.pop(game, None)
-            self._sessions.pop(record.id, None)
-            raise
+            await self.store.create_session(record, entry.episodes, self.limits.sessions_per_key,
+                                            self.limits.sessions_total, self._cutoff())
+        except StoreConflict as e:
+            if str(e) == "closed":
+                raise Conflict(f"scorecard {scorecard_id} is closed; open a new one") from None
+            raise Conflict(f"game {game!r} was already started on scorecard {scorecard_id}; "
+                           "a scorecard plays each game once (open a new scorecard)") from None
+        except StoreLimit as e:
+            if e.kind == "key":
+                raise Limited(f"this key has {e.count} sessions in flight, the limit is "
+                              f"{self.limits.sessions_per_key}; finish or close one "
+                              "first") from None
+            raise Limited(f"the server has {e.count} sessions in flight, its limit; "
+                          "retry in a minute") from None
+        run = new_run(entry.version.levels, entry.version.tiers, parallel)
+        session = Session(run.episodes, run.tiers, parallel, run.state, run.tier, run.in_flight,
+                          record=record, name=key.name, entry=entry, last_active=now, seq=0,
+                          writer=own, own=own)
+        self._show(session)
+        self._cache(session)
         return session
 
-    async def _live_session(self, key: KeyRecord, session_id: str) -> Session:
+    def _cache(self, session: Session) -> None:
+        self._sessions[session.id] = session
+        self._sessions.move_to_end(session.id)
+        if len(self._sessions) > CACHED_SESSIONS:
+            self._sessions.popitem(last=False)
+
+    def _drop(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+
+    def _loaded(self, record: SessionRecord, name: str, rows: list[EpisodeRecord]) -> Session:
+        """A session as the store holds it, from each episode's snapshot (nothing replayed)."""
+        entry = self._entry(record.game, record.version, f"session {record.id}")
+        levels = entry.version.levels
+        episodes = [EpisodeRun.restored(levels[r.index], r.done, r.solved, r.deadlocked,
+                                        r.steps, r.actions, r.snapshot) for r in rows]
+        session = Session(episodes, entry.version.tiers, record.parallel, record.state,
+                          record=record, name=name, entry=entry, last_active=record.last_active,
+                          seq=record.seq, writer=record.writer, own=secrets.token_hex(8))
+        session.refill()
+        self._show(session)  # pictures only for the episodes in flight: nothing else shows
+        return session
+
+    async def _reload(self, key: KeyRecord, session_id: str) -> Session:
+        """The session from the store, cached while it is in progress."""
+        self._drop(session_id)
+        found = await self.store.session(session_id)
+        if found is None or found[0].key_hash != key.key_hash:
+            raise NotFound(f"no session {session_id!r} for this key")
+        record, rows = found
+        if record.state == EXPIRED:
+            raise self._expired(session_id)
+        session = self._loaded(record, key.name, rows)
+        if session.state == IN_PROGRESS:
+            self._cache(session)
+        return session
+
+    async def _session(self, key: KeyRecord, session_id: str, check: bool = False) -> Session:
+        """This key's session: the cached copy (compared with the store's count first when
+        ``check``), else loaded; ``NotFound`` once it expired."""
         session = self._sessions.get(session_id)
         if session is None or session.record.key_hash != key.key_hash:
-            stored = await self.store.session(session_id)
-            if stored is not None and stored[0].key_hash == key.key_hash:
-                state = stored[0].state
-                if state == EXPIRED:
-                    raise NotFound(f"session {session_id} expired after "
-                                   f"{self.limits.idle_seconds / 60:g} minutes idle")
-                raise Conflict(f"session {session_id} is over (its scorecard is closed)")
-            raise NotFound(f"no session {session_id!r} for this key")
-        if session.state == IN_PROGRESS and not self._in_flight(session, self.clock()):
-            await self._expire(session)
-        if session.state == EXPIRED:
-            raise NotFound(f"session {session_id} expired after "
-                           f"{self.limits.idle_seconds / 60:g} minutes idle")
+            session = await self._reload(key, session_id)
+        elif check:
+            head = await self.store.head(session_id)
+            if head is None or head[:3] != (session.seq, session.writer, session.state):
+                session = await self._reload(key, session_id)
+        if session.state == IN_PROGRESS and session.last_active < self._cutoff():
+            if await self.store.expire(self._cutoff(), session_id):
+                self._drop(session_id)
+                raise self._expired(session_id)
+            session = await self._reload(key, session_id)  # another process kept it alive
         return session
 
-    async def _expire(self, session: Session) -> None:
-        session.state = EXPIRED
-        await self.store.set_session_state(session.id, EXPIRED)
+    async def _over(self, session: Session) -> Conflict:
+        """The refusal for a session that is not in progress: its scorecard closed, or every
+        episode played."""
+        card = await self.store.scorecard(session.record.scorecard_id)
+        if card is not None and card.closed is not None:
+            return Conflict(f"session {session.id} is over (its scorecard is closed)")
+        return Conflict(f"session {session.id} is over: no episode is left to play")
 
-    async def expire_idle(self) -> int:
-        """Mark sessions idle longer than the limit as expired; returns how many."""
-        now = self.clock()
-        idle = [s for s in self._sessions.values()
-                if s.state == IN_PROGRESS and not self._in_flight(s, now)]
-        for s in idle:
-            await self._expire(s)
-        return len(idle)
+    def picture(self, run: EpisodeRun) -> Picture:
+        """The observation of an episode's current state (after its steps, for a noisy look)."""
+        if run.game is None or (run.state == run.served.level.start
+                                and (run.steps == 0 or not run.served.noisy)):
+            return run.served.start
+        return self.images.get(run.served, run.state, run.steps)
+
+    def _show(self, session: Session) -> None:
+        for i in session.in_flight:
+            run = session.episodes[i]
+            if run.obs is None:
+                run.obs = self.picture(run)
+
+    async def _commit(self, session: Session, write: Write) -> bool:
+        """Store ``write``; False when another process got there first (the copy is dropped).
+        A store fault drops the copy too and answers 503: the change was not made."""
+        try:
+            await self.store.write(write)
+        except StaleSession:
+            self._drop(session.id)
+            return False
+        except Exception:
+            self._drop(session.id)
+            raise Unavailable("the action could not be stored and was not played; "
+                              "retry it") from None
+        return True
 
     async def act(self, key: KeyRecord, session_id: str, action: int,
                   episode: int | None) -> tuple[Session, Outcome]:
         """Play one action (0-3, or ``WAIT`` for the ARC face's no-ops; the faces' declarations
         bound it) of one episode in flight and persist it before returning."""
-        session = await self._live_session(key, session_id)
-        if session.state != IN_PROGRESS:
-            raise Conflict(f"session {session_id} is over: no episode is left to play")
+        session = await self._session(key, session_id)
+        for _ in range(RETRIES):
+            if session.state != IN_PROGRESS:
+                raise await self._over(session)
+            index = self._in_flight(session, episode)
+            outcome = session.act(index, action)
+            run = session.episodes[index]
+            if outcome.moved or run.served.noisy:  # noise is drawn anew at every step
+                run.obs = self.picture(run)
+            self._show(session)
+            ended = session.state if session.state != IN_PROGRESS else None
+            write = session.write(self.clock(), action, index, (record_of(run),), ended)
+            if await self._commit(session, write):
+                if ended:
+                    self._drop(session.id)
+                return session, outcome
+            session = await self._reload(key, session_id)
+        raise Unavailable("the session is being played elsewhere faster than it could be "
+                          "stored here; retry the action")
+
+    @staticmethod
+    def _in_flight(session: Session, episode: int | None) -> int:
         if episode is None:
             if session.parallel > 1:
                 raise BadRequest(f"{len(session.in_flight)} episodes are in flight "
                                  f"({session.in_flight}); name one in the episode field")
-            episode = session.in_flight[0]
-        elif episode not in session.in_flight:
+            return session.in_flight[0]
+        if episode not in session.in_flight:
             raise Conflict(f"episode {episode} is not in flight; in flight: {session.in_flight}")
-        run = session.episodes[episode]
-        step = run.play(action)
-        if step.moved or run.served.noisy:
-            run.obs = self.images.get(run.served, run.game.state, run.steps)
-        if step.done:
-            run.finish(step.solved)
-            session.refill()
-        now = self.clock()
-        session.last_active = now
-        session.seq += 1
-        try:
-            await self.store.record_action(ActionRecord(
-                session.id, session.seq, now, action, run.record(),
-                session.state if session.state != IN_PROGRESS else None))
-        except Exception:
-            await self._reload(session)
-            raise Unavailable("the action could not be stored and was not played; "
-                              "retry it") from None
-        return session, Outcome(episode, action, bool(step.moved), bool(step.pushed),
-                                bool(step.solved), bool(step.done))
+        return episode
 
-    async def _reload(self, session: Session) -> None:
-        """Put the stored session back in place of one the store did not take an action of."""
-        try:
-            found = await self.store.session(session.id)
-        except Exception:
-            return
-        if found is not None:
-            fresh = self._replayed(found[0], session.name, found[1])
-            self._sessions[session.id] = fresh
-            card = self._cards.get(session.record.scorecard_id)
-            if card is not None:
-                card.sessions[session.record.game] = fresh
+    async def restart(self, key: KeyRecord, session_id: str,
+                      episode: int | None = None) -> tuple[Session, str]:
+        """RESET of a started game, as its ``restarts`` allows: the current level back to its
+        start when an action was taken in it since it started (the steps used stay used),
+        else, where the game allows it, every episode again. Returns the session and what was
+        restarted (``level`` or ``game``)."""
+        session = await self._session(key, session_id)
+        for _ in range(RETRIES):
+            mode = session.entry.restarts
+            if mode == "none":
+                raise Conflict(f"game {session.record.game!r} does not allow restarts (a "
+                               "benchmark game gives no free retries)")
+            if session.state == IN_PROGRESS:
+                index = self._in_flight(session, episode)
+                scope = ("level" if session.acted_since_level_change(index) or mode == "level"
+                         else "game")
+            elif session.state == GAME_OVER and mode == "game":
+                scope, index = "game", -1
+            else:
+                raise await self._over(session)
+            if scope == "level":
+                session.restart_level(index)
+                run = session.episodes[index]
+                run.obs = self.picture(run)
+                write = session.write(self.clock(), RESTART_LEVEL, index, (record_of(run),),
+                                      None)
+            else:
+                session.restart_game()
+                self._show(session)
+                write = session.write(self.clock(), RESTART_GAME, -1,
+                                      tuple(record_of(r) for r in session.episodes),
+                                      IN_PROGRESS)
+            if await self._commit(session, write):
+                self._cache(session)
+                return session, scope
+            session = await self._reload(key, session_id)
+        raise Unavailable("the session is being played elsewhere faster than it could be "
+                          "stored here; retry")
+
+    async def expire_idle(self) -> int:
+        """Mark sessions idle longer than the limit as expired in the store (whichever process
+        served them) and drop idle copies from this cache; returns how many expired."""
+        cutoff = self._cutoff()
+        expired = await self.store.expire(cutoff)
+        for sid in [s.id for s in self._sessions.values() if s.last_active < cutoff]:
+            self._drop(sid)
+        return expired
 
     async def current(self, key: KeyRecord, session_id: str) -> Session:
-        """A session of this key as it stands, for a client that lost an answer."""
-        return await self._live_session(key, session_id)
+        """A session of this key as the store has it, for a client that lost an answer."""
+        session = await self._session(key, session_id, check=True)
+        if session.state != IN_PROGRESS:
+            card = await self.store.scorecard(session.record.scorecard_id)
+            if card is not None and card.closed is not None:
+                raise Conflict(f"session {session_id} is over (its scorecard is closed)")
+        return session
 
     # -- views and closing ------------------------------------------------------------------------
+    async def _stored_sessions(self, key: KeyRecord, card: ScorecardRecord) -> list[Session]:
+        """The card's sessions as stored, idle ones marked expired on the way."""
+        out = []
+        for record, rows in await self.store.sessions(card.id):
+            if record.state == IN_PROGRESS and record.last_active < self._cutoff():
+                if await self.store.expire(self._cutoff(), record.id):
+                    self._drop(record.id)
+                    record = SessionRecord(**{**record.__dict__, "state": EXPIRED})
+            out.append(self._loaded(record, key.name, rows))
+        return out
+
     async def scorecard_view(self, key: KeyRecord, scorecard_id: str) -> dict:
-        card = self._cards.get(scorecard_id)
-        if card is not None and card.record.key_hash == key.key_hash and card.closing is None:
-            games = {}
-            for game in (self.game,):
-                s = card.sessions.get(game)
-                if s is not None and s.state == IN_PROGRESS and not self._in_flight(
-                        s, self.clock()):
-                    await self._expire(s)  # idle too long, and the sweep has not run yet
-                games[game] = ({"session_id": None, "state": "NOT_STARTED",
-                                "episodes": self.version.episodes, "finished": 0}
-                               if s is None else self._progress(s))
-            return self._card_view(card.record, games, None)
-        if card is not None and card.record.key_hash == key.key_hash and card.closing:
-            await asyncio.shield(card.closing)  # being closed right now: show the result
-        record = await self._stored_card(key, scorecard_id)
-        if record.closed is None:
-            raise Conflict(f"scorecard {scorecard_id} belongs to version {record.version}, "
-                           f"not the served {self.version.version}")
-        result = record.result
-        games = {g: {"session_id": result["session_ids"][g], "state": "GAME_OVER", **v}
-                 for g, v in result["games"].items()}
-        return self._card_view(record, games, result)
+        card = await self._card(key, scorecard_id)
+        if card.closed is not None:
+            result = card.result
+            games = {g: {"session_id": result["session_ids"][g], "state": "GAME_OVER", **v}
+                     for g, v in result["games"].items()}
+            return self._card_view(card, games, result)
+        started = {s.record.game: s for s in await self._stored_sessions(key, card)}
+        games = {}
+        for game, version in card.games.items():
+            s = started.get(game)
+            if s is not None:
+                games[game] = self._progress(s)
+            else:
+                entry = self.games.get(game)
+                if entry is not None and entry.version.version == version:
+                    games[game] = {"session_id": None, "state": "NOT_STARTED",
+                                   "episodes": entry.episodes, "finished": 0}
+        return self._card_view(card, games, None)
 
     def _progress(self, s: Session) -> dict:
         live = score(s.episodes)
@@ -537,61 +563,48 @@ class Arena:
                 "total_actions": live["total_actions"], "last_active": iso(s.last_active)}
 
     def _card_view(self, record: ScorecardRecord, games: dict, result: dict | None) -> dict:
-        return {"scorecard_id": record.id, "name": record.name, "version": record.version,
+        return {"scorecard_id": record.id, "name": record.name,
+                "version": result["version"] if result else record.version,
                 "opened_at": iso(record.opened), "closed": result is not None,
                 "closed_at": iso(record.closed), "games": games,
                 "score": None if result is None else {k: result[k] for k in SCORE_FIELDS}}
 
     async def close(self, key: KeyRecord, scorecard_id: str) -> dict:
-        """Lock, score and post a scorecard; a second close returns the first result."""
-        card = self._cards.get(scorecard_id)
-        if card is None or card.record.key_hash != key.key_hash:
-            record = await self._stored_card(key, scorecard_id)
-            if record.result is None:
-                raise Conflict(f"scorecard {scorecard_id} belongs to version {record.version}, "
-                               f"not the served {self.version.version}")
-            return record.result
-        if card.closing is not None:
-            return await asyncio.shield(card.closing)
-        card.closing = asyncio.get_running_loop().create_future()
-        try:
-            result = await self._close(card)
-        except BaseException as e:
-            card.closing.set_exception(e)
-            card.closing.exception()  # retrieved: later closes re-raise it themselves
-            card.closing = None
-            raise
-        card.closing.set_result(result)
-        return result
+        """Lock, score and post a scorecard; a second close returns the first result.
 
-    async def _close(self, card: Card) -> dict:
-        final: dict[str, list[EpisodeRecord]] = {}
-        sessions: dict[str, dict] = {}
-        for game in (self.game,):
-            session = card.sessions.get(game)
-            if session is None:
-                episodes = [EpisodeRun(lv) for lv in self.version.levels]
-            else:
-                episodes = session.episodes
-                session.state = GAME_OVER
-                session.in_flight = []
-            for run in episodes:
-                if not run.done:
+        The score is computed from the sessions as stored, and the close is stored only if
+        none of them moved meanwhile (else it is computed again)."""
+        for _ in range(RETRIES):
+            card = await self._card(key, scorecard_id)
+            if card.closed is not None:
+                return card.result
+            sessions = await self._stored_sessions(key, card)
+            for s in sessions:
+                s.close()
+            played: dict[str, tuple[str | None, str, list[EpisodeRun]]] = {
+                s.record.game: (s.id, s.record.version, s.episodes) for s in sessions}
+            if not played:  # nothing started: the first game, every episode unsolved
+                game, version = next(iter(card.games.items()))
+                entry = self._entry(game, version, f"scorecard {scorecard_id}")
+                played[game] = (None, version, [EpisodeRun(lv) for lv in entry.version.levels])
+                for run in played[game][2]:
                     run.finish(False)
-            if session is not None:
-                final[session.id] = [run.record() for run in episodes]
-            sessions[game] = {"session_id": session.id if session else None,
-                              "score": score(episodes)}
-        main = sessions[self.game]["score"]
-        result = {**main, "scorecard_id": card.record.id, "name": card.record.name,
-                  "version": card.record.version, "closed": True,
-                  "games": {g: v["score"] for g, v in sessions.items()},
-                  "session_ids": {g: v["session_id"] for g, v in sessions.items()}}
-        stored = await self.store.close_scorecard(card.record.id, self.clock(), result, final)
-        self._cards.pop(card.record.id, None)
-        for session in card.sessions.values():
-            self._sessions.pop(session.id, None)
-        return stored
+            scores = {g: score(runs) for g, (_, _, runs) in played.items()}
+            first = next(iter(played))
+            result = {**scores[first], "scorecard_id": card.id, "name": card.name,
+                      "version": played[first][1], "closed": True, "games": scores,
+                      "session_ids": {g: v[0] for g, v in played.items()},
+                      "versions": {g: v[1] for g, v in played.items()}}
+            final = [Final(s.id, s.seq, tuple(record_of(r) for r in s.episodes))
+                     for s in sessions]
+            try:
+                stored = await self.store.close_scorecard(card.id, self.clock(), result, final)
+            except StaleSession:
+                continue
+            for s in sessions:
+                self._drop(s.id)
+            return stored
+        raise Unavailable("the scorecard's sessions are being played elsewhere; retry")
 
     async def replay(self, session_id: str, viewer: KeyRecord | None) -> dict:
         found = await self.store.session(session_id)
@@ -600,7 +613,8 @@ class Arena:
         record, rows = found
         owner = viewer is not None and viewer.key_hash == record.key_hash
         card = await self.store.scorecard(record.scorecard_id)
-        levels = self.version.levels if record.version == self.version.version else None
+        entry = self.games.by_version(record.version)
+        levels = entry.version.levels if entry else None
         episodes = []
         for row in rows:
             item: dict[str, Any] = {"index": row.index, "finished": row.done,
@@ -614,8 +628,16 @@ class Arena:
                 "game": record.game, "version": record.version, "state": record.state,
                 "owner_view": owner, "episodes": episodes}
 
-    async def leaderboard(self, version: str | None, limit: int = 100) -> dict:
-        version = version or self.version.version
+    async def leaderboard(self, version: str | None, limit: int = 100,
+                          game: str | None = None) -> dict:
+        """Each name's best result on one version: ``version``, else the served version of
+        ``game``, else that of the first game."""
+        if version is None:
+            entry = self.games.get(game) if game else self.games.first
+            if entry is None:
+                raise NotFound(f"unknown game {game!r}; this server plays "
+                               f"{', '.join(map(repr, self.games.names))}")
+            version = entry.version.version
         standings = await self.store.leaderboard(version, limit)
         entries = []
         for rank, s in enumerate(standings, 1):
@@ -626,6 +648,8 @@ class Arena:
                             "episodes": r["episodes"], "avg_steps_solved": r["avg_steps_solved"],
                             "total_actions": r["total_actions"], "scorecard_id": s.scorecard_id,
                             "session_id": s.session_id, "submitted_at": iso(s.closed)})
-        versions = sorted(set(await self.store.versions()) | {self.version.version})
-        return {"version": version, "served_version": self.version.version,
+        served = self.games.by_version(version)
+        versions = sorted(set(await self.store.versions()) | set(self.games.versions().values()))
+        return {"version": version, "game": served.name if served else None,
+                "served_version": self.version.version, "served": self.games.versions(),
                 "versions": versions, "entries": entries}

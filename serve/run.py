@@ -1,4 +1,12 @@
-"""Running the server process: load the version, open the store, listen until stopped."""
+"""Running the server: load the versions, claim the store, listen until stopped.
+
+With ``workers`` above 1 the parent forks that many worker processes after loading (they
+share the loaded levels copy-on-write); each listens on the same port (``SO_REUSEPORT``, the
+kernel spreads connections) and opens the shared store itself. The parent holds the port
+while they start, replaces a worker that dies, and forwards SIGINT/SIGTERM. A SQLite store is
+claimed by the parent first (exclusive lock, integrity check, schema), so one server and its
+workers own it; a PostgreSQL store may be shared by several servers (a fleet).
+"""
 
 from __future__ import annotations
 
@@ -6,10 +14,13 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
+import select
 import signal
-import sqlite3
+import socket
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
@@ -18,9 +29,13 @@ from aiohttp.http_exceptions import HttpProcessingError
 from serve.app import build_app
 from serve.connections import AcceptErrorLog, listen
 from serve.dataset import load_version
+from serve.games import Registry
 from serve.limits import ConnectionLimits, Limits
 from serve.play import Arena
-from serve.sqlite_store import SQLiteStore
+from serve.store import StoreError, is_postgres, open_store
+
+log = logging.getLogger("sokoforge.serve")
+READY_SECONDS = 120.0
 
 
 class MalformedRequests(logging.Filter):
@@ -38,49 +53,204 @@ class MalformedRequests(logging.Filter):
         return True
 
 
-def serve_forever(root: str | Path, version: str, db: str, host: str, port: int,
-                  limits: Limits, synchronous: str = "NORMAL", public: str | None = None,
-                  connections: ConnectionLimits | None = None) -> int:
-    """Load ``version`` from ``root`` and serve it until SIGINT or SIGTERM; return which. The
-    pages give ``public`` as the server's URL (default: the listening address)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    logging.getLogger("aiohttp.server").addFilter(MalformedRequests())
-    t0 = time.perf_counter()
-    served = load_version(Path(root), version)
-    loaded = time.perf_counter() - t0
-    gc.freeze()  # the loaded levels live as long as the process: keep them out of collections
-    arena = Arena(served, SQLiteStore(db, synchronous), limits)
-    app = build_app(arena, public, connections)
-    return asyncio.run(_serve(app, host, port, loaded, served.episodes, db))
-
-
 class StartError(RuntimeError):
     """The store could not be opened or the address not bound; the message says which."""
 
 
-async def _serve(app: web.Application, host: str, port: int, loaded: float, episodes: int,
-                 db: str) -> int:
-    asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: str, port: int,
+                  limits: Limits, synchronous: str = "NORMAL", public: str | None = None,
+                  connections: ConnectionLimits | None = None, workers: int = 1) -> int:
+    """Load ``versions`` (one game each) from ``root`` and serve them until SIGINT or SIGTERM;
+    return which. The pages give ``public`` as the server's URL (default: the listening
+    address)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("aiohttp.server").addFilter(MalformedRequests())
+    t0 = time.perf_counter()
+    names = [versions] if isinstance(versions, str) else list(versions)
+    games = Registry(load_version(Path(root), v) for v in names)
+    loaded = time.perf_counter() - t0
+    gc.freeze()  # the loaded levels live as long as the process: keep them out of collections
+    lock = None
+    if not is_postgres(db):
+        from serve.sqlite_store import claim, release
+
+        try:
+            lock = claim(db)
+        except StoreError as e:
+            raise StartError(str(e)) from None
     try:
-        await runner.setup()  # opens the store and restores open sessions
-    except (OSError, sqlite3.Error, RuntimeError) as e:
-        raise StartError(f"cannot open the store {db}: {getattr(e, 'strerror', None) or e}"
-                         ) from None
-    try:
-        site = await listen(runner, host, port)
-    except OSError as e:
+        levels = sum(g.episodes for g in games)
+        about = (f"serving {levels} levels of {', '.join(games.names)} on http://{host}:"
+                 "{port} " + f"(loaded in {loaded:.2f} s, store {_shown(db)}")
+        served = Serving(games, db, synchronous, limits, public, connections)
+        if workers == 1:
+            return asyncio.run(served.run(host, port, about))
+        return _supervise(served, host, port, workers, about)
+    finally:
+        if lock is not None:
+            release(db, lock)
+
+
+def _shown(db: str) -> str:
+    """The store's location without a password."""
+    if is_postgres(db) and "@" in db:
+        scheme, _, rest = db.partition("://")
+        user, _, where = rest.rpartition("@")
+        return f"{scheme}://{user.split(':')[0]}@{where}"
+    return db
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What every serving process of one server runs: the games, the store, the limits."""
+
+    games: Registry
+    db: str
+    synchronous: str
+    limits: Limits
+    public: str | None
+    connections: ConnectionLimits | None
+
+    async def run(self, host: str, port: int, about: str, ready_fd: int | None = None) -> int:
+        """One serving process: its own store connection and app, until SIGINT or SIGTERM
+        (returned). A worker (``ready_fd``) shares the port and reports readiness on it."""
+        asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
+        arena = Arena(self.games, open_store(self.db, self.synchronous), self.limits)
+        app = build_app(arena, self.public, self.connections)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        shown = _shown(self.db)
+        try:
+            await runner.setup()  # opens the store
+            if is_postgres(self.db):  # a SQLite store was checked when it was claimed
+                await arena.store.integrity(f"the store {shown}")
+        except (OSError, StoreError, RuntimeError) as e:
+            raise StartError(f"cannot open the store {shown}: "
+                             f"{getattr(e, 'strerror', None) or e}") from None
+        except Exception as e:  # a database driver's own errors
+            raise StartError(f"cannot open the store {shown}: {e}") from None
+        try:
+            site = await listen(runner, host, port, reuse_port=ready_fd is not None)
+        except OSError as e:
+            await runner.cleanup()
+            raise StartError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        stop = asyncio.Event()
+        stopped_by: list[int] = []
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, lambda s=sig: (stopped_by.append(s), stop.set()))
+        # said once a stop signal is handled: whoever waits for this may signal right away
+        if ready_fd is None:
+            print(about.replace("{port}", str(site.port)) + ")", file=sys.stderr, flush=True)
+        else:
+            os.write(ready_fd, b"ok")
+            os.close(ready_fd)
+        await stop.wait()
         await runner.cleanup()
+        return stopped_by[0]
+
+
+def _reserve(host: str, port: int) -> tuple[socket.socket, int]:
+    """A socket bound to the port (a free one for 0) with ``SO_REUSEPORT``, never listening:
+    it holds the port for the workers, which bind it too and do listen."""
+    if not hasattr(socket, "SO_REUSEPORT"):
+        raise StartError("--workers above 1 needs SO_REUSEPORT, which this platform lacks; "
+                         "run one worker per port behind a proxy instead")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if port:
+        # SO_REUSEPORT would also let this server share a port another one (of this user)
+        # listens on, splitting its clients between the two: a plain bind first refuses that
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError as e:
+                raise StartError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
         raise StartError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-    stop = asyncio.Event()
+    return sock, sock.getsockname()[1]
+
+
+def _fork_worker(served: Serving, host: str, port: int) -> tuple[int, int]:
+    """Start one worker; returns its pid and the pipe it reports readiness (or a fault) on."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker
+        os.close(read)
+        code = 0
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_DFL)
+            asyncio.run(served.run(host, port, "", write))
+        except BaseException as e:  # noqa: BLE001 - the parent reports it
+            with contextlib.suppress(OSError):
+                os.write(write, f"error {e}".encode()[:4000])
+            code = 1
+        finally:
+            logging.shutdown()
+            os._exit(code)
+    os.close(write)
+    return pid, read
+
+
+def _await_ready(pid: int, read: int) -> None:
+    ready, _, _ = select.select([read], [], [], READY_SECONDS)
+    said = os.read(read, 4096).decode(errors="replace") if ready else ""
+    os.close(read)
+    if said != "ok":
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        raise StartError(said.removeprefix("error ") or f"worker {pid} did not start")
+
+
+def _supervise(served: Serving, host: str, port: int, workers: int, about: str) -> int:
+    """Run ``workers`` processes on one port until SIGINT or SIGTERM (returned, and passed
+    on to them as SIGTERM); replace any that dies meanwhile."""
+    reservation, port = _reserve(host, port)
+    children: set[int] = set()
     stopped_by: list[int] = []
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, lambda s=sig: (stopped_by.append(s), stop.set()))
-    # said once a stop signal is handled: whoever waits for this line may signal right away
-    print(f"serving {episodes} levels on http://{host}:{site.port} (loaded in {loaded:.2f} s, "
-          f"store {db})", file=sys.stderr, flush=True)
-    await stop.wait()
-    await runner.cleanup()
-    return stopped_by[0]
+
+    def stop(signum: int, frame: object) -> None:
+        stopped_by.append(signum)
+        for child in list(children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGTERM)
+
+    def start_one() -> None:
+        pid, read = _fork_worker(served, host, port)
+        children.add(pid)
+        _await_ready(pid, read)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        for _ in range(workers):
+            start_one()
+    except BaseException:
+        stop(signal.SIGTERM, None)
+        for child in list(children):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(child, 0)
+        raise
+    pids = " ".join(map(str, sorted(children)))
+    print(about.replace("{port}", str(port)) + f", workers {pids})", file=sys.stderr, flush=True)
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        children.discard(pid)
+        if not stopped_by:
+            log.warning("worker %d ended (status %d); starting another", pid, status)
+            try:
+                start_one()
+            except StartError as e:
+                log.error("a new worker did not start: %s", e)
+    reservation.close()
+    return stopped_by[0] if stopped_by else signal.SIGTERM

@@ -5,14 +5,20 @@ the disk. The thread takes everything queued, runs it in one transaction (a save
 request, so one refusal does not undo the others), commits, and only then answers each
 request: every acknowledged write is committed to the write-ahead log, which survives a
 killed process (``synchronous=NORMAL``, the default). ``synchronous=FULL`` also syncs the
-log to disk at each commit, so acknowledged writes survive power loss as well.
+log to disk at each commit, so acknowledged writes survive power loss as well. Several
+processes (one server's workers) may share the file: SQLite's write lock orders their
+transactions and the compare-and-set of ``write`` keeps their sessions consistent.
+``claim`` is what one server does before any of its processes opens the file: an exclusive
+lock, the integrity check and the schema.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
+import os
 import queue
 import sqlite3
 import threading
@@ -21,22 +27,29 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from serve import store_sql as sql
 from serve.store import (
-    ActionRecord,
     EpisodeRecord,
+    Final,
     KeyRecord,
     ScorecardRecord,
     SessionRecord,
+    StaleSession,
     Standing,
     Store,
     StoreConflict,
+    StoreError,
     StoreLimit,
+    Write,
+    miscounted_error,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MAX_BATCH = 1024
 CHECKPOINT_SECONDS = 1.0
+BUSY_SECONDS = 30.0
 
+# version 1, as the first servers created it; ``MIGRATIONS`` takes it to SCHEMA_VERSION
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS keys (
@@ -60,15 +73,163 @@ CREATE TABLE IF NOT EXISTS actions (
     session_id TEXT NOT NULL, seq INTEGER NOT NULL, episode INTEGER NOT NULL,
     action INTEGER NOT NULL, at REAL NOT NULL,
     PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
--- actions 0-3 are the moves U D L R; 4 is a wait ('.'), a step that changes nothing
-CREATE TRIGGER IF NOT EXISTS action_to_episode AFTER INSERT ON actions BEGIN
-    UPDATE episodes SET steps = steps + 1, actions = actions || substr('UDLR.', NEW.action + 1, 1)
-    WHERE session_id = NEW.session_id AND idx = NEW.episode;
-END;
 CREATE TABLE IF NOT EXISTS counters (
     kind TEXT NOT NULL, subject TEXT NOT NULL, day TEXT NOT NULL, count INTEGER NOT NULL,
     PRIMARY KEY (kind, subject, day)) WITHOUT ROWID;
 """
+
+MIGRATIONS = {
+    # 1 -> 2: the store owns concurrency (seq, writer), snapshots, several games, standings
+    2: """
+ALTER TABLE scorecards ADD COLUMN games TEXT;
+UPDATE scorecards SET games = json_object(game, version);
+ALTER TABLE sessions ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN writer TEXT NOT NULL DEFAULT '';
+UPDATE sessions SET
+    seq = (SELECT count(*) FROM actions a WHERE a.session_id = sessions.id),
+    last_active = max(last_active, coalesce(
+        (SELECT max(at) FROM actions a WHERE a.session_id = sessions.id), 0));
+ALTER TABLE episodes ADD COLUMN snapshot TEXT;
+DROP TRIGGER IF EXISTS action_to_episode;
+CREATE UNIQUE INDEX sessions_game ON sessions (scorecard_id, game);
+CREATE INDEX sessions_live ON sessions (state, last_active);
+CREATE INDEX sessions_key ON sessions (key_hash, state);
+CREATE TABLE standings (
+    scorecard_id TEXT NOT NULL, game TEXT NOT NULL, version TEXT NOT NULL,
+    key_hash TEXT NOT NULL, name TEXT NOT NULL, closed REAL NOT NULL, session_id TEXT,
+    success_rate REAL NOT NULL, move_efficiency REAL NOT NULL, deadlock_rate REAL NOT NULL,
+    result TEXT NOT NULL, PRIMARY KEY (scorecard_id, game));
+CREATE INDEX standings_board ON standings (version, closed);
+INSERT INTO standings SELECT id, game, version, key_hash, name, closed,
+    (SELECT s.id FROM sessions s WHERE s.scorecard_id = c.id LIMIT 1),
+    success_rate, move_efficiency, deadlock_rate, result
+    FROM scorecards c WHERE closed IS NOT NULL;
+""",
+}
+
+
+def _migrate(conn: sqlite3.Connection, path: str) -> None:
+    """Create the schema, or take an older one to ``SCHEMA_VERSION``; refuse a newer one."""
+    conn.executescript(SCHEMA)
+    row = conn.execute("SELECT v FROM meta WHERE k='schema'").fetchone()
+    have = 0 if row is None else int(row[0])
+    if have > SCHEMA_VERSION:
+        raise StoreError(f"{path} has store schema {have}, newer than the {SCHEMA_VERSION} "
+                         "this server reads: run a newer sokoforge")
+    if have == 0:  # a new file: SCHEMA made version 1
+        conn.execute("INSERT INTO meta VALUES ('schema', '1')")
+        have = 1
+    for version in range(have + 1, SCHEMA_VERSION + 1):
+        conn.executescript(f"BEGIN; {MIGRATIONS[version]}; "
+                           f"UPDATE meta SET v='{version}' WHERE k='schema'; COMMIT;")
+
+
+class StoreLock:
+    """The one server (with its workers) of a store file: an exclusive ``flock`` on
+    ``<db>.lock``, which holds the owner's pid; forked workers inherit it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path + ".lock"
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreError(f"the store {self.path[:-5]} is in use by the server of pid "
+                             f"{owner}: one server (with its workers) per store; stop it or "
+                             "give this one another --db") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def claim(path: str) -> StoreLock:
+    """Lock the store file for this server, check it and bring its schema up to date.
+
+    Refuses (``StoreError``) a file another server holds, a write-ahead log whose database
+    is gone, a database whose log was deleted after an unclean stop (acknowledged actions
+    would be lost), a failing ``PRAGMA quick_check``, and stored actions that disagree with
+    the sessions' counts. Marks the file as in use until ``release``.
+    """
+    if path == ":memory:":
+        raise StoreError("a store shared by processes must be a file")
+    lock = StoreLock(path)
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except OSError as e:
+        raise StoreError(f"cannot open the store {path}: {e.strerror or e}") from None
+    try:
+        _check_files(path)
+        conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_SECONDS)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            _check_database(conn, path)
+            _migrate(conn, path)
+            miscounted = conn.execute(sql.MISCOUNTED).fetchone()[0]
+            if miscounted:
+                raise miscounted_error(path, miscounted)
+            conn.execute("INSERT INTO meta VALUES ('open', '1') ON CONFLICT (k) "
+                         "DO UPDATE SET v='1'")
+            # the mark must reach the database file itself: a log deleted later is then seen
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+    except (sqlite3.Error, OSError) as e:
+        lock.release()
+        raise StoreError(f"cannot open the store {path}: {e}") from None
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def release(path: str, lock: StoreLock) -> None:
+    """Mark the store as stopped cleanly (every process of the server has closed it)."""
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_SECONDS)
+        conn.execute("UPDATE meta SET v='0' WHERE k='open'")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+    finally:
+        lock.release()
+
+
+def _check_files(path: str) -> None:
+    db, wal = Path(path), Path(path + "-wal")
+    db_size = db.stat().st_size if db.exists() else 0
+    wal_size = wal.stat().st_size if wal.exists() else 0
+    if db_size == 0 and wal_size > 0:
+        raise StoreError(f"the store {path} is missing but its write-ahead log {wal} is there: "
+                         "the database file was deleted or truncated; restore it from a "
+                         "backup (starting on an empty store would lose every key and result)")
+    if db_size > 0 and not wal.exists():
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            with contextlib.suppress(sqlite3.OperationalError):  # no meta table yet
+                row = conn.execute("SELECT v FROM meta WHERE k='open'").fetchone()
+                if row is not None and row[0] == "1":
+                    raise StoreError(
+                        f"the write-ahead log {wal} of the store is missing although the "
+                        "server did not stop cleanly: it held the last acknowledged actions; "
+                        "restore the log or the store from a backup")
+
+
+def _check_database(conn: sqlite3.Connection, path: str) -> None:
+    problems = [r[0] for r in conn.execute("PRAGMA quick_check")]
+    if problems != ["ok"]:
+        first = problems[0].splitlines()[0]
+        raise StoreError(f"the store {path} fails its integrity check ({first}); "
+                         "restore it from a backup")
+
 
 _STOP = object()
 
@@ -93,6 +254,7 @@ class SQLiteStore(Store):
         self.synchronous = synchronous.upper()
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._turns: int | None = None  # the lock file writers of several processes share
 
     # -- the database thread ------------------------------------------------------------
     async def start(self) -> None:
@@ -123,7 +285,8 @@ class SQLiteStore(Store):
 
     def _checkpoints(self) -> None:
         """Copy the log into the database now and then, without blocking the writer."""
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                               timeout=BUSY_SECONDS)
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         while not self._stop_checkpoints.wait(CHECKPOINT_SECONDS):
             with contextlib.suppress(sqlite3.Error):
@@ -134,20 +297,17 @@ class SQLiteStore(Store):
 
     def _run(self, ready: Future) -> None:
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                   timeout=BUSY_SECONDS)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute("PRAGMA foreign_keys=OFF")
             # checkpoints (which sync the database file) run on their own thread, off the
             # commit path, so a commit never waits for one
             conn.execute("PRAGMA wal_autocheckpoint=0")
-            conn.executescript(SCHEMA)
-            row = conn.execute("SELECT v FROM meta WHERE k='schema'").fetchone()
-            if row is None:
-                conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) != SCHEMA_VERSION:
-                raise RuntimeError(f"{self.path} has store schema {row[0]}, this server "
-                                   f"reads {SCHEMA_VERSION}")
+            _migrate(conn, self.path)
+            self._turns = (None if self.path == ":memory:" else
+                           os.open(self.path + ".write-lock", os.O_RDWR | os.O_CREAT, 0o644))
         except Exception as e:
             ready.set_exception(e)
             return
@@ -166,8 +326,22 @@ class SQLiteStore(Store):
             if batch:
                 self._run_batch(conn, batch)
         conn.close()
+        if self._turns is not None:
+            os.close(self._turns)
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list) -> None:
+        if self._turns is None:
+            self._run_transaction(conn, batch)
+            return
+        # processes sharing the file (one server's workers) take turns on a lock the kernel
+        # hands over at once; SQLite's own busy handler would sleep and poll instead
+        fcntl.flock(self._turns, fcntl.LOCK_EX)
+        try:
+            self._run_transaction(conn, batch)
+        finally:
+            fcntl.flock(self._turns, fcntl.LOCK_UN)
+
+    def _run_transaction(self, conn: sqlite3.Connection, batch: list) -> None:
         outcomes: list[tuple[asyncio.Future, bool, Any]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -213,14 +387,14 @@ class SQLiteStore(Store):
         pending, self._pending = self._pending, []
         self._jobs.put(pending)
 
-    # -- keys and counters ----------------------------------------------------------------
+        # -- keys and counters ----------------------------------------------------------------
     @staticmethod
     def _bump(conn: sqlite3.Connection, kind: str, subject: str, day: str, limit: int) -> int:
         row = conn.execute("SELECT count FROM counters WHERE kind=? AND subject=? AND day=?",
                            (kind, subject, day)).fetchone()
         count = row[0] if row else 0
         if count >= limit:
-            raise StoreLimit(count)
+            raise StoreLimit(count, kind)
         conn.execute("INSERT INTO counters VALUES (?,?,?,1) ON CONFLICT (kind, subject, day) "
                      "DO UPDATE SET count = count + 1", (kind, subject, day))
         return count + 1
@@ -241,145 +415,144 @@ class SQLiteStore(Store):
             row = conn.execute("SELECT key_hash, name FROM keys WHERE key_hash=?",
                                (key_hash,)).fetchone()
             return KeyRecord(*row) if row else None
-        return await self._call(job)
+        return await self._call(job, guarded=False)
 
     # -- scorecards -------------------------------------------------------------------------
     async def open_scorecard(self, record: ScorecardRecord, day: str, limit: int) -> int:
+        first_game, first_version = next(iter(record.games.items()))
+
         def job(conn: sqlite3.Connection) -> int:
             count = self._bump(conn, "scorecards", record.key_hash, day, limit)
-            conn.execute("INSERT INTO scorecards (id, key_hash, name, version, game, opened) "
-                         "VALUES (?,?,?,?,?,?)", (record.id, record.key_hash, record.name,
-                                                  record.version, record.game, record.opened))
+            conn.execute("INSERT INTO scorecards (id, key_hash, name, version, game, opened, "
+                         "games) VALUES (?,?,?,?,?,?,?)",
+                         (record.id, record.key_hash, record.name, first_version, first_game,
+                          record.opened, json.dumps(record.games)))
             return count
         return await self._call(job)
 
-    _CARD = "SELECT id, key_hash, name, version, game, opened, closed, result FROM scorecards"
+    _CARD = "SELECT id, key_hash, name, games, opened, closed, result FROM scorecards"
 
     @staticmethod
     def _card(row: tuple) -> ScorecardRecord:
-        return ScorecardRecord(*row[:7], result=json.loads(row[7]) if row[7] else None)
+        return ScorecardRecord(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5],
+                               json.loads(row[6]) if row[6] else None)
 
     async def scorecard(self, scorecard_id: str) -> ScorecardRecord | None:
         def job(conn: sqlite3.Connection) -> ScorecardRecord | None:
             row = conn.execute(self._CARD + " WHERE id=?", (scorecard_id,)).fetchone()
             return self._card(row) if row else None
-        return await self._call(job)
-
-    async def open_scorecards(self) -> list[ScorecardRecord]:
-        def job(conn: sqlite3.Connection) -> list[ScorecardRecord]:
-            return [self._card(r) for r in conn.execute(self._CARD + " WHERE closed IS NULL")]
-        return await self._call(job)
+        return await self._call(job, guarded=False)
 
     async def close_scorecard(self, scorecard_id: str, closed: float, result: dict,
-                              final: dict[str, list[EpisodeRecord]]) -> dict:
+                              final: list[Final]) -> dict:
         def job(conn: sqlite3.Connection) -> dict:
-            row = conn.execute("SELECT closed, result FROM scorecards WHERE id=?",
-                               (scorecard_id,)).fetchone()
+            row = conn.execute("SELECT closed, result, key_hash, name FROM scorecards "
+                               "WHERE id=?", (scorecard_id,)).fetchone()
             if row is None:
                 raise KeyError(scorecard_id)
             if row[0] is not None:
                 return json.loads(row[1])
-            for session_id, episodes in final.items():
-                self._write_episodes(conn, session_id, episodes)
-                conn.execute("UPDATE sessions SET state='GAME_OVER' WHERE id=?", (session_id,))
+            for f in final:
+                if conn.execute(sql.CLOSE_SESSION, (f.session_id, f.expected)).rowcount != 1:
+                    raise StaleSession(f.session_id)
+                self._write_episodes(conn, f.session_id, f.episodes)
             conn.execute(
                 "UPDATE scorecards SET closed=?, result=?, success_rate=?, move_efficiency=?, "
                 "deadlock_rate=? WHERE id=?",
                 (closed, json.dumps(result), result["success_rate"], result["move_efficiency"],
                  result["deadlock_rate"], scorecard_id))
+            conn.executemany(sql.INSERT_STANDING,
+                             sql.standing_rows(scorecard_id, result, row[2], row[3], closed))
             return result
         return await self._call(job)
 
     # -- sessions, episodes, actions -----------------------------------------------------------
-    async def create_session(self, record: SessionRecord, episodes: int) -> None:
+    async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
+                             total: int, live_since: float) -> None:
         def job(conn: sqlite3.Connection) -> None:
+            card = conn.execute("SELECT closed FROM scorecards WHERE id=?",
+                                (record.scorecard_id,)).fetchone()
+            if card is None or card[0] is not None:
+                raise StoreConflict("closed")
             if conn.execute("SELECT 1 FROM sessions WHERE scorecard_id=? AND game=?",
                             (record.scorecard_id, record.game)).fetchone():
-                raise StoreConflict(record.game)
-            conn.execute("INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?)", (
+                raise StoreConflict("started")
+            mine = conn.execute(sql.LIVE_OF_KEY, (record.key_hash, live_since)).fetchone()[0]
+            if mine >= per_key:
+                raise StoreLimit(mine, "key")
+            everyone = conn.execute(sql.LIVE, (live_since,)).fetchone()[0]
+            if everyone >= total:
+                raise StoreLimit(everyone, "total")
+            conn.execute("INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?)", (
                 record.id, record.scorecard_id, record.key_hash, record.game, record.version,
-                record.parallel, record.state, record.created, record.last_active))
-            conn.executemany("INSERT INTO episodes VALUES (?,?,0,0,0,0,'')",
+                record.parallel, record.state, record.created, record.last_active, record.seq,
+                record.writer))
+            conn.executemany("INSERT INTO episodes VALUES (?,?,0,0,0,0,'',NULL)",
                              [(record.id, i) for i in range(episodes)])
         await self._call(job)
 
-    _SESSION = ("SELECT id, scorecard_id, key_hash, game, version, parallel, state, created, "
-                "max(last_active, coalesce((SELECT max(at) FROM actions a "
-                "WHERE a.session_id = sessions.id), 0)) FROM sessions")
-
     @staticmethod
     def _episodes(conn: sqlite3.Connection, session_id: str) -> list[EpisodeRecord]:
-        rows = conn.execute("SELECT idx, done, solved, deadlocked, steps, actions FROM episodes "
-                            "WHERE session_id=? ORDER BY idx", (session_id,))
-        return [EpisodeRecord(r[0], bool(r[1]), bool(r[2]), bool(r[3]), r[4], r[5]) for r in rows]
+        rows = conn.execute(sql.EPISODES, (session_id,))
+        return [EpisodeRecord(r[0], bool(r[1]), bool(r[2]), bool(r[3]), r[4], r[5], r[6])
+                for r in rows]
 
     @staticmethod
     def _write_episodes(conn: sqlite3.Connection, session_id: str,
-                        episodes: list[EpisodeRecord]) -> None:
-        conn.executemany(
-            "UPDATE episodes SET done=?, solved=?, deadlocked=?, steps=?, actions=? "
-            "WHERE session_id=? AND idx=?",
-            [(e.done, e.solved, e.deadlocked, e.steps, e.actions, session_id, e.index)
-             for e in episodes])
+                        episodes: tuple[EpisodeRecord, ...]) -> None:
+        conn.executemany(sql.WRITE_EPISODE, sql.episode_rows(session_id, episodes))
 
     async def sessions(self, scorecard_id: str) -> list[tuple[SessionRecord, list[EpisodeRecord]]]:
         def job(conn: sqlite3.Connection) -> list:
-            rows = conn.execute(self._SESSION + " WHERE scorecard_id=? ORDER BY created",
+            rows = conn.execute(sql.SESSION + " WHERE scorecard_id=? ORDER BY created",
                                 (scorecard_id,)).fetchall()
             return [(SessionRecord(*r), self._episodes(conn, r[0])) for r in rows]
-        return await self._call(job)
+        return await self._call(job, guarded=False)
 
     async def session(self, session_id: str) -> tuple[SessionRecord, list[EpisodeRecord]] | None:
         def job(conn: sqlite3.Connection) -> tuple | None:
-            row = conn.execute(self._SESSION + " WHERE id=?", (session_id,)).fetchone()
+            row = conn.execute(sql.SESSION + " WHERE id=?", (session_id,)).fetchone()
             return (SessionRecord(*row), self._episodes(conn, session_id)) if row else None
-        return await self._call(job)
+        return await self._call(job, guarded=False)
 
-    async def record_action(self, record: ActionRecord) -> None:
-        e = record.episode
-        row = (record.session_id, record.seq, e.index, record.action, record.at)
+    async def head(self, session_id: str) -> tuple[int, str, str, float] | None:
+        def job(conn: sqlite3.Connection) -> tuple | None:
+            return conn.execute(sql.HEAD, (session_id,)).fetchone()
+        return await self._call(job, guarded=False)
+
+    async def write(self, write: Write) -> None:
+        cas, args = sql.conditional_write(write)
 
         def job(conn: sqlite3.Connection) -> None:
-            # the trigger appends the action to its episode row
-            conn.execute("INSERT INTO actions VALUES (?,?,?,?,?)", row)
+            # no savepoint needed: a refusal changes nothing, and once the compare-and-set
+            # holds, (session, seq) is new, so the action row cannot collide
+            if conn.execute(cas, args).rowcount != 1:
+                raise StaleSession(write.session_id)
+            conn.execute("INSERT INTO actions VALUES (?,?,?,?,?)", (
+                write.session_id, write.expected + 1, write.episode, write.action, write.at))
+            self._write_episodes(conn, write.session_id, write.episodes)
+        await self._call(job, guarded=False)
 
-        def ending(conn: sqlite3.Connection) -> None:
-            job(conn)
-            conn.execute("UPDATE episodes SET done=?, solved=?, deadlocked=? "
-                         "WHERE session_id=? AND idx=?",
-                         (e.done, e.solved, e.deadlocked, record.session_id, e.index))
-            if record.session_state is not None:
-                conn.execute("UPDATE sessions SET state=?, last_active=? WHERE id=?",
-                             (record.session_state, record.at, record.session_id))
+    async def expire(self, idle_before: float, session_id: str | None = None) -> int:
+        def job(conn: sqlite3.Connection) -> int:
+            if session_id is None:
+                return conn.execute(sql.EXPIRE, (idle_before,)).rowcount
+            return conn.execute(sql.EXPIRE + " AND id=?", (idle_before, session_id)).rowcount
+        return await self._call(job, guarded=False)
 
-        if e.done or record.session_state is not None:
-            await self._call(ending)
-        else:
-            await self._call(job, guarded=False)
-
-    async def set_session_state(self, session_id: str, state: str) -> None:
-        def job(conn: sqlite3.Connection) -> None:
-            conn.execute("UPDATE sessions SET state=? WHERE id=?", (state, session_id))
-        await self._call(job)
+    async def miscounted(self) -> int:
+        def job(conn: sqlite3.Connection) -> int:
+            return conn.execute(sql.MISCOUNTED).fetchone()[0]
+        return await self._call(job, guarded=False)
 
     # -- leaderboard -------------------------------------------------------------------------
     async def leaderboard(self, version: str, limit: int) -> list[Standing]:
         def job(conn: sqlite3.Connection) -> list[Standing]:
-            rows = conn.execute("""
-                SELECT id, name, closed, result,
-                       (SELECT s.id FROM sessions s WHERE s.scorecard_id = c.id LIMIT 1)
-                FROM (SELECT *, row_number() OVER (
-                          PARTITION BY key_hash ORDER BY success_rate DESC,
-                          move_efficiency DESC, deadlock_rate ASC, closed ASC) AS pick
-                      FROM scorecards WHERE version=? AND closed IS NOT NULL) AS c
-                WHERE pick = 1
-                ORDER BY success_rate DESC, move_efficiency DESC, deadlock_rate ASC, closed ASC
-                LIMIT ?""", (version, limit)).fetchall()
+            rows = conn.execute(sql.LEADERBOARD, (version, limit)).fetchall()
             return [Standing(r[0], r[4], r[1], r[2], json.loads(r[3])) for r in rows]
-        return await self._call(job)
+        return await self._call(job, guarded=False)
 
     async def versions(self) -> list[str]:
         def job(conn: sqlite3.Connection) -> list[str]:
-            return [r[0] for r in conn.execute(
-                "SELECT DISTINCT version FROM scorecards WHERE closed IS NOT NULL ORDER BY 1")]
-        return await self._call(job)
+            return [r[0] for r in conn.execute(sql.VERSIONS)]
+        return await self._call(job, guarded=False)

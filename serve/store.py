@@ -1,25 +1,40 @@
-"""What the server keeps, as a small interface, so another database can stand in for SQLite.
+"""What the server keeps, as a small interface, so several backends (and processes) share it.
 
-Records are plain frozen values; every method is a coroutine and returns only once the
-change is durable. ``serve.sqlite_store`` is the embedded implementation.
+The store is the truth and owns concurrency: an action is appended only if the session's
+stored action count and writer are the expected ones (compare-and-set), limits are counted
+in it, and it expires idle sessions. Records are plain frozen values; every method is a
+coroutine and returns only once the change is durable. ``serve.sqlite_store`` (one machine)
+and ``serve.pg_store`` (a fleet) implement it; ``open_store`` picks one from a location.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+
+class StoreError(Exception):
+    """The store cannot be used (damaged, locked, of a newer schema); the message says why."""
 
 
 class StoreConflict(Exception):
-    """A uniqueness rule refused the write (a name or id already taken)."""
+    """A uniqueness rule refused the write (a name or id already taken, a game already
+    started, a scorecard already closed)."""
 
 
 class StoreLimit(Exception):
-    """A counted allowance is used up; ``count`` is how many were already used."""
+    """A counted allowance is used up; ``count`` is how many were already used, ``kind``
+    which allowance."""
 
-    def __init__(self, count: int) -> None:
-        super().__init__(f"limit reached after {count}")
+    def __init__(self, count: int, kind: str = "") -> None:
+        super().__init__(f"limit {kind} reached after {count}")
         self.count = count
+        self.kind = kind
+
+
+class StaleSession(Exception):
+    """The session's stored action count or writer is not the expected one: another process
+    played it, or it is over. Reload it from the store."""
 
 
 @dataclass(frozen=True)
@@ -30,18 +45,27 @@ class KeyRecord:
 
 @dataclass(frozen=True)
 class ScorecardRecord:
+    """``games`` maps each game name the scorecard may play to the version it was opened on."""
+
     id: str
     key_hash: str
     name: str
-    version: str
-    game: str
+    games: dict[str, str]
     opened: float
     closed: float | None = None
     result: dict | None = None
 
+    @property
+    def version(self) -> str:
+        """The version of its first game (the one single-game clients read)."""
+        return next(iter(self.games.values()))
+
 
 @dataclass(frozen=True)
 class SessionRecord:
+    """A session; ``seq`` counts its stored actions and ``writer`` names the cache that wrote
+    the last one (both change at every write)."""
+
     id: str
     scorecard_id: str
     key_hash: str
@@ -51,11 +75,14 @@ class SessionRecord:
     state: str
     created: float
     last_active: float
+    seq: int = 0
+    writer: str = ""
 
 
 @dataclass(frozen=True)
 class EpisodeRecord:
-    """One episode's outcome so far; ``actions`` is the string over ``UDLR`` it played."""
+    """One episode's outcome so far; ``actions`` is the string over ``UDLR.|`` it played and
+    ``snapshot`` its current state (None before it started)."""
 
     index: int
     done: bool
@@ -63,23 +90,29 @@ class EpisodeRecord:
     deadlocked: bool
     steps: int
     actions: str
+    snapshot: str | None = None
 
 
 @dataclass(frozen=True)
-class ActionRecord:
-    """One acknowledged action and the episode row it leaves behind."""
+class Write:
+    """One conditional write of a session: accepted only if the stored ``seq`` is ``expected``
+    and the stored writer ``expected_writer``; it stores ``action`` (a stored step), the
+    ``episodes`` rows it changed, ``writer`` and maybe a new session state."""
 
     session_id: str
-    seq: int
+    expected: int
+    expected_writer: str
+    writer: str
     at: float
     action: int
-    episode: EpisodeRecord
+    episode: int
+    episodes: tuple[EpisodeRecord, ...]
     session_state: str | None = None
 
 
 @dataclass(frozen=True)
 class Standing:
-    """A closed scorecard's place-deciding numbers, as the leaderboard ranks them."""
+    """A closed scorecard's result for one game, as the leaderboard ranks it."""
 
     scorecard_id: str
     session_id: str | None
@@ -88,11 +121,21 @@ class Standing:
     result: dict
 
 
+@dataclass(frozen=True)
+class Final:
+    """A session's last rows at closing, written only if its ``seq`` is still ``expected``."""
+
+    session_id: str
+    expected: int
+    episodes: tuple[EpisodeRecord, ...] = field(default=())
+
+
 class Store(ABC):
     """Durable state of keys, scorecards, sessions, actions, results and rate counters."""
 
     @abstractmethod
-    async def start(self) -> None: ...
+    async def start(self) -> None:
+        """Open, create or migrate the schema (refusing a newer one)."""
 
     @abstractmethod
     async def close(self) -> None: ...
@@ -114,10 +157,11 @@ class Store(ABC):
     async def scorecard(self, scorecard_id: str) -> ScorecardRecord | None: ...
 
     @abstractmethod
-    async def open_scorecards(self) -> list[ScorecardRecord]: ...
-
-    @abstractmethod
-    async def create_session(self, record: SessionRecord, episodes: int) -> None: ...
+    async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
+                             total: int, live_since: float) -> None:
+        """Add a session unless its scorecard is closed or already plays its game
+        (``StoreConflict``), or the key (``StoreLimit`` kind ``key``) or everyone (kind
+        ``total``) has as many sessions in flight (in progress, active since ``live_since``)."""
 
     @abstractmethod
     async def sessions(self, scorecard_id: str) -> list[tuple[SessionRecord, list[EpisodeRecord]]]:
@@ -128,20 +172,59 @@ class Store(ABC):
         ...
 
     @abstractmethod
-    async def record_action(self, record: ActionRecord) -> None: ...
+    async def head(self, session_id: str) -> tuple[int, str, str, float] | None:
+        """A session's stored ``(seq, writer, state, last_active)``, to check a cached copy."""
 
     @abstractmethod
-    async def set_session_state(self, session_id: str, state: str) -> None: ...
+    async def write(self, write: Write) -> None:
+        """Apply one conditional write, or raise ``StaleSession`` and change nothing."""
+
+    @abstractmethod
+    async def expire(self, idle_before: float, session_id: str | None = None) -> int:
+        """Mark sessions in progress and inactive since before ``idle_before`` (all, or just
+        ``session_id``) as expired; returns how many were."""
 
     @abstractmethod
     async def close_scorecard(self, scorecard_id: str, closed: float, result: dict,
-                              final: dict[str, list[EpisodeRecord]]) -> dict:
-        """Close once: store the result and the final episode rows of each session (by id);
-        a scorecard already closed keeps and returns its first result."""
+                              final: list[Final]) -> dict:
+        """Close once: store the result, each game's standing and the sessions' final rows.
+        A scorecard already closed keeps and returns its first result; a session whose
+        ``seq`` moved since raises ``StaleSession`` and changes nothing."""
 
     @abstractmethod
     async def leaderboard(self, version: str, limit: int) -> list[Standing]:
-        """Each name's best closed scorecard of ``version``, ranked."""
+        """Each name's best closed result on ``version``, ranked."""
 
     @abstractmethod
-    async def versions(self) -> list[str]: ...
+    async def versions(self) -> list[str]:
+        """Every version with a closed result."""
+
+    async def integrity(self, where: str) -> None:
+        """Check that the stored actions agree with the sessions' records (``StoreError``)."""
+        bad = await self.miscounted()
+        if bad:
+            raise miscounted_error(where, bad)
+
+    @abstractmethod
+    async def miscounted(self) -> int:
+        """How many sessions' action counts disagree with their stored actions."""
+
+
+def miscounted_error(where: str, sessions: int) -> StoreError:
+    return StoreError(f"{where} is damaged: {sessions} session(s) hold a different number of "
+                      "stored actions than their records say; restore it from a backup")
+
+
+def is_postgres(location: str) -> bool:
+    return location.startswith(("postgresql://", "postgres://"))
+
+
+def open_store(location: str, synchronous: str = "NORMAL") -> Store:
+    """The store at ``location``: a PostgreSQL URL, or else a SQLite file path."""
+    if is_postgres(location):
+        from serve.pg_store import PostgresStore
+
+        return PostgresStore(location)
+    from serve.sqlite_store import SQLiteStore
+
+    return SQLiteStore(location, synchronous)

@@ -10,7 +10,13 @@ import asyncio
 import hashlib
 import http.client
 import json
+import os
+import select
+import signal
+import subprocess
+import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -216,3 +222,63 @@ def solutions_by_goal(rows: list[dict]) -> dict[bytes, list[int]]:
            for r in rows}
     assert len(out) == len(rows), "goal images must tell the levels apart"
     return out
+
+
+class Process:
+    """``sokoforge serve`` as a child process, on a free port it reports at start-up;
+    ``workers`` lists its worker processes' pids when it runs several."""
+
+    def __init__(self, root, db, *extra: str, versions: tuple[str, ...] = ("t1",),
+                 env: dict | None = None) -> None:
+        code = "from pipeline.cli import main; main()"
+        store = [] if db is None else ["--db", str(db)]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, "serve", *versions, "--datasets", str(root), *store,
+             "--port", "0", "--sync", "normal", *extra],
+            stderr=subprocess.PIPE, text=True, env=None if env is None else {**os.environ, **env})
+        deadline = time.monotonic() + 90
+        line = ""
+        while "serving" not in line:
+            ready, _, _ = select.select([self.proc.stderr], [], [], 1.0)
+            assert time.monotonic() < deadline and self.proc.poll() is None, line
+            if ready:
+                line = self.proc.stderr.readline()
+        self.base = line.split(" on ")[1].split(" ")[0]
+        self.workers = ([int(p) for p in line.split("workers ")[1].rstrip(")\n").split()]
+                        if "workers " in line else [])
+
+    def kill9(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM, as an operator stops it, and wait for a clean exit."""
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(30) == 0
+
+
+def corner_walk(budget: int) -> list[int]:
+    return [(1, 3, 0, 2)[i // 2 % 4] for i in range(budget)]
+
+
+def policy(rows: list[dict], frame: dict) -> int:
+    """Solve even episodes, shove crates around in odd ones: solved, failed and dead episodes."""
+    from engine.rules import lurd_to_actions
+
+    ep = frame["episode"]
+    if ep["index"] % 2 == 0:
+        return lurd_to_actions(rows[ep["index"]]["solution"])[ep["steps_used"]]
+    return corner_walk(ep["max_steps"])[ep["steps_used"]]
+
+
+def play(client: Api | list[Api], rows: list[dict], frame: dict,
+         limit: int | None = None) -> dict:
+    """Play ``policy`` until the game is over (or ``limit`` actions); several clients (of
+    several servers) take turns, one action each."""
+    clients = client if isinstance(client, list) else [client]
+    done = 0
+    while frame["state"] != "GAME_OVER" and (limit is None or done < limit):
+        frame = clients[done % len(clients)].ok(
+            "POST", f"/api/sessions/{frame['session_id']}/act", {"action": policy(rows, frame)})
+        done += 1
+    return frame

@@ -16,7 +16,7 @@ from pipeline.cli import main
 from pipeline.irt import closed_episodes, fit_2pl, refit
 from pipeline.rank_metrics import spearman
 from serve.sqlite_store import SQLiteStore
-from serve.store import EpisodeRecord, KeyRecord, ScorecardRecord, SessionRecord
+from serve.store import EpisodeRecord, Final, KeyRecord, ScorecardRecord, SessionRecord
 
 DEMO = Path(__file__).resolve().parent.parent / "datasets" / "demo"
 LEVELS = 100
@@ -39,11 +39,12 @@ async def _fill(path: Path, version: str, open_card: bool = False) -> None:
             key = f"k{a}"
             await store.create_key(KeyRecord(key, f"agent{a:02d}"), "c", "d", 10_000)
             card = f"card{a}"
-            await store.open_scorecard(ScorecardRecord(card, key, f"agent{a:02d}", version,
-                                                       "standard", 1.0), "d", 10_000)
+            await store.open_scorecard(ScorecardRecord(card, key, f"agent{a:02d}",
+                                                       {"standard": version}, 1.0), "d", 10_000)
             session = f"s{a}"
             await store.create_session(SessionRecord(session, card, key, "standard", version,
-                                                     1, "PLAYING", 1.0, 1.0), LEVELS)
+                                                     1, "PLAYING", 1.0, 1.0), LEVELS,
+                                       10_000, 10_000, 0.0)
             p = 1 / (1 + np.exp(-1.5 * (theta - difficulty)))
             solved = rng.random(LEVELS) < p
             final = [EpisodeRecord(i, True, bool(s), not s, 10, "") for i, s in enumerate(solved)]
@@ -51,7 +52,8 @@ async def _fill(path: Path, version: str, open_card: bool = False) -> None:
                 continue  # an open scorecard is not evidence yet
             await store.close_scorecard(card, 2.0, {"success_rate": float(solved.mean()),
                                                     "move_efficiency": 1.0,
-                                                    "deadlock_rate": 0.0}, {session: final})
+                                                    "deadlock_rate": 0.0, "games": {}},
+                                        [Final(session, 0, tuple(final))])
     finally:
         await store.close()
 

@@ -40,6 +40,9 @@ def test_spec_round_trips_through_plain_data():
     spec = load_spec("standard")
     assert spec_from_dict(spec.to_dict()) == spec
     assert load_spec(SPECS_DIR / "standard.toml") == spec
+    assert "restarts" not in spec.to_dict()  # unset: the manifests of today, byte for byte
+    practice = spec_from_dict({**spec.to_dict(), "restarts": "game"})
+    assert practice.restarts == "game" and spec_from_dict(practice.to_dict()) == practice
     themed = spec_from_dict({**spec.to_dict(), "look": "themed", "noise": True})
     assert (themed.look, themed.noise) == ("themed", True)
     assert spec_from_dict(themed.to_dict()) == themed
@@ -65,6 +68,7 @@ def test_a_spec_written_before_looks_means_the_shared_look_without_noise():
     (lambda d: d["tiers"][2].update(wall_density=0.95), "tier 2: field 'wall_density'"),
     (lambda d: d["budget"].update(multiple=0), "[budget]: field 'multiple' is 0"),
     (lambda d: d.update(tiers=[]), "field 'tiers' is empty"),
+    (lambda d: d.update(restarts="always"), "field 'restarts' is 'always'"),
     (lambda d: d.update(look="sepia"), "field 'look' is 'sepia'"),
     (lambda d: d.update(look="themed", noise="yes"), "field 'noise' is 'yes'"),
     (lambda d: d.update(noise=True), "field 'noise' is true but look is 'shared'"),

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import select
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 from click.testing import CliRunner
-from serve_support import Api, ServerThread, server, write_dataset
+from serve_support import Api, Process, ServerThread, play, server, write_dataset
 
-from engine.rules import lurd_to_actions
 from pipeline.cli import main
 from serve.dataset import DatasetError, load_version
 from serve.limits import Limits
@@ -71,50 +64,6 @@ def test_an_idle_time_that_is_not_a_number_is_refused(tmp_path):
     assert len(result.output.strip().splitlines()) == 1
 
 
-def corner_walk(budget: int) -> list[int]:
-    return [(1, 3, 0, 2)[i // 2 % 4] for i in range(budget)]
-
-
-def policy(rows: list[dict], frame: dict) -> int:
-    """Solve even episodes, shove crates around in odd ones: solved, failed and dead episodes."""
-    ep = frame["episode"]
-    if ep["index"] % 2 == 0:
-        return lurd_to_actions(rows[ep["index"]]["solution"])[ep["steps_used"]]
-    return corner_walk(ep["max_steps"])[ep["steps_used"]]
-
-
-def play(client: Api, rows: list[dict], frame: dict, limit: int | None = None) -> dict:
-    done = 0
-    while frame["state"] != "GAME_OVER" and (limit is None or done < limit):
-        frame = client.ok("POST", f"/api/sessions/{frame['session_id']}/act",
-                          {"action": policy(rows, frame)})
-        done += 1
-    return frame
-
-
-class Process:
-    """``sokoforge serve`` as a child process, on a free port it reports at start-up."""
-
-    def __init__(self, root, db, *extra: str) -> None:
-        code = "from pipeline.cli import main; main()"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, "serve", "--datasets", str(root), "--version", "t1",
-             "--db", str(db), "--port", "0", "--sync", "normal", *extra],
-            stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        line = ""
-        while "serving" not in line:
-            ready, _, _ = select.select([self.proc.stderr], [], [], 1.0)
-            assert time.monotonic() < deadline and self.proc.poll() is None, line
-            if ready:
-                line = self.proc.stderr.readline()
-        self.base = line.split(" on ")[1].split(" ")[0]
-
-    def kill9(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-
 def test_kill_9_mid_session_then_restart_finishes_with_the_uninterrupted_score(data, tmp_path):
     rows = data["rows"]
     with server(data["served"], tmp_path / "calm.sqlite") as s:
@@ -158,15 +107,15 @@ def test_kill_9_mid_session_then_restart_finishes_with_the_uninterrupted_score(d
 
 
 class FailingStore(SQLiteStore):
-    """A store whose ``record_action`` fails when told to, as a full disk would."""
+    """A store whose ``write`` fails when told to, as a full disk would."""
 
     fail_next = False
 
-    async def record_action(self, record):
+    async def write(self, write):
         if self.fail_next:
             self.fail_next = False
             raise OSError("disk full")
-        await super().record_action(record)
+        await super().write(write)
 
 
 def test_an_action_the_store_refuses_is_not_played_and_answers_503(data, tmp_path):

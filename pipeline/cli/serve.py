@@ -17,11 +17,16 @@ DB_ENV = "SOKOFORGE_DB"
 
 
 @click.command("serve")
-@click.option("--version", "version", default="demo", show_default=True,
-              help="Dataset version to serve (a folder under --datasets).")
+@click.argument("versions", nargs=-1)
+@click.option("--version", "version", default=None,
+              help="One dataset version to serve (the same as giving it as an argument) "
+              "[default: demo].")
 @datasets_option
-@click.option("--db", default=None, type=click.Path(dir_okay=False),
-              help=f"SQLite file of the store [default: ${DB_ENV} or ./sokoforge.sqlite].")
+@click.option("--db", default=None,
+              help="The store: a SQLite file, or a postgresql://user@host/db URL shared by "
+              f"several servers [default: ${DB_ENV} or ./sokoforge.sqlite].")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Processes serving on the one port, sharing the store.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
               help="0 picks a free port (printed at start-up).")
@@ -59,13 +64,15 @@ DB_ENV = "SOKOFORGE_DB"
 @click.option("--connections-per-address", default=64, show_default=True,
               type=click.IntRange(1), help="Open connections per client address (an IPv6 "
               "client counts as its /64; trusted proxies are not capped).")
-def serve_command(version: str, datasets: Path, db: str | None, host: str, port: int,
-                  synchronous: str, trust_proxy: tuple[str, ...], keys_per_address: int,
+def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path,
+                  db: str | None, workers: int, host: str, port: int, synchronous: str,
+                  trust_proxy: tuple[str, ...], keys_per_address: int,
                   scorecards_per_day: int, sessions_per_key: int, sessions_total: int,
                   idle_minutes: float, max_parallel: int, public_url: str | None,
                   header_timeout: float, body_timeout: float, idle_timeout: float,
                   connections_per_address: int) -> None:
-    """Serve one dataset version over the agent protocol (see /api/docs once running).
+    """Serve dataset versions, one game each, over the agent protocol (see /api/docs once
+    running): sokoforge serve V1 [V2 ...].
 
     Stops cleanly on SIGTERM (exit 0) or Ctrl-C (exit 130).
     """
@@ -94,14 +101,19 @@ def serve_command(version: str, datasets: Path, db: str | None, host: str, port:
     connections = ConnectionLimits(header_seconds=header_timeout, body_seconds=body_timeout,
                                    idle_seconds=idle_timeout,
                                    per_address=connections_per_address)
+    names = list(versions) + ([version] if version else [])
+    names = names or ["demo"]
+    if len(set(names)) < len(names):
+        raise CliError(f"a version is given twice: {' '.join(names)}", USAGE)
     db_path = db or os.environ.get(DB_ENV) or "sokoforge.sqlite"
     if "://" not in db_path and not Path(db_path).resolve().parent.is_dir():  # a file path
         raise CliError(f"--db {db_path}: the folder {Path(db_path).parent} does not exist", USAGE)
     try:
-        stopped_by = serve_forever(str(datasets), version, db_path, host, port, limits,
-                                   synchronous.upper(), public, connections)
+        stopped_by = serve_forever(str(datasets), names, db_path, host, port, limits,
+                                   synchronous.upper(), public, connections, workers)
     except DatasetError as e:
-        raise CliError(f"cannot serve {version!r}: {e}", 2) from None
+        shown = names[0] if len(names) == 1 else " ".join(names)
+        raise CliError(f"cannot serve {shown!r}: {e}", 2) from None
     except StartError as e:
         raise CliError(str(e), 1) from None
     if stopped_by == signal.SIGINT:  # Ctrl-C: stopped cleanly, but interrupted all the same

@@ -1,0 +1,330 @@
+"""The fleet's store: the same ``Store`` on PostgreSQL, shared by servers on several machines.
+
+Each request is one transaction on a pooled connection (asyncpg); PostgreSQL's commit makes
+it durable before the request is answered. Sessions are created under a transaction-scoped
+advisory lock so the limits on sessions in flight hold across every server; actions are
+compare-and-set updates of the session row, so two servers cannot both play one step. The
+server creates and migrates the schema itself (the ``schema_version`` table) and refuses a
+schema newer than it reads.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import asyncpg
+
+from serve import store_sql as sql
+from serve.store import (
+    EpisodeRecord,
+    Final,
+    KeyRecord,
+    ScorecardRecord,
+    SessionRecord,
+    StaleSession,
+    Standing,
+    Store,
+    StoreConflict,
+    StoreError,
+    StoreLimit,
+    Write,
+)
+
+SCHEMA_VERSION = 1
+SCHEMA_LOCK = 0x50C0F0E  # advisory lock ids: one for migrations, one for session creation
+SESSIONS_LOCK = 0x50C0F0F
+POOL_SIZE = 16
+
+MIGRATIONS = {
+    1: """
+CREATE TABLE keys (
+    key_hash text PRIMARY KEY, name text NOT NULL, name_fold text NOT NULL UNIQUE,
+    created double precision NOT NULL);
+CREATE TABLE scorecards (
+    id text PRIMARY KEY, key_hash text NOT NULL, name text NOT NULL, games text NOT NULL,
+    opened double precision NOT NULL, closed double precision, result text);
+CREATE TABLE sessions (
+    id text PRIMARY KEY, scorecard_id text NOT NULL, key_hash text NOT NULL, game text NOT NULL,
+    version text NOT NULL, parallel integer NOT NULL, state text NOT NULL,
+    created double precision NOT NULL, last_active double precision NOT NULL,
+    seq integer NOT NULL, writer text NOT NULL, UNIQUE (scorecard_id, game));
+CREATE INDEX sessions_live ON sessions (state, last_active);
+CREATE INDEX sessions_key ON sessions (key_hash, state);
+CREATE TABLE episodes (
+    session_id text NOT NULL, idx integer NOT NULL, done boolean NOT NULL,
+    solved boolean NOT NULL, deadlocked boolean NOT NULL, steps integer NOT NULL,
+    actions text NOT NULL, snapshot text, PRIMARY KEY (session_id, idx));
+CREATE TABLE actions (
+    session_id text NOT NULL, seq integer NOT NULL, episode integer NOT NULL,
+    action integer NOT NULL, at double precision NOT NULL, PRIMARY KEY (session_id, seq));
+CREATE TABLE counters (
+    kind text NOT NULL, subject text NOT NULL, day text NOT NULL, count integer NOT NULL,
+    PRIMARY KEY (kind, subject, day));
+CREATE TABLE standings (
+    scorecard_id text NOT NULL, game text NOT NULL, version text NOT NULL,
+    key_hash text NOT NULL, name text NOT NULL, closed double precision NOT NULL,
+    session_id text, success_rate double precision NOT NULL,
+    move_efficiency double precision NOT NULL, deadlock_rate double precision NOT NULL,
+    result text NOT NULL, PRIMARY KEY (scorecard_id, game));
+CREATE INDEX standings_board ON standings (version, closed);
+""",
+}
+
+# the shared statements, with PostgreSQL's placeholders
+EPISODES, WRITE_EPISODE, HEAD, LIVE_OF_KEY, LIVE, EXPIRE, CLOSE_SESSION, INSERT_STANDING, \
+    LEADERBOARD = (sql.numbered(q) for q in (
+        sql.EPISODES, sql.WRITE_EPISODE, sql.HEAD, sql.LIVE_OF_KEY, sql.LIVE, sql.EXPIRE,
+        sql.CLOSE_SESSION, sql.INSERT_STANDING, sql.LEADERBOARD))
+
+
+class PostgresStore(Store):
+    """``Store`` on a PostgreSQL database given by its URL."""
+
+    def __init__(self, url: str, pool_size: int = POOL_SIZE) -> None:
+        self.url = url
+        self.pool_size = pool_size
+        self._pool: asyncpg.Pool | None = None
+
+    async def start(self) -> None:
+        try:
+            self._pool = await asyncpg.create_pool(self.url, min_size=1,
+                                                   max_size=self.pool_size, reset=_unchanged)
+        except (OSError, asyncpg.PostgresError) as e:
+            raise StoreError(f"cannot reach the PostgreSQL store: {e}") from None
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
+                await conn.execute("CREATE TABLE IF NOT EXISTS schema_version "
+                                   "(version integer NOT NULL)")
+                have = await conn.fetchval("SELECT max(version) FROM schema_version") or 0
+                if have > SCHEMA_VERSION:
+                    raise StoreError(f"the PostgreSQL store has schema {have}, newer than the "
+                                     f"{SCHEMA_VERSION} this server reads: run a newer "
+                                     "sokoforge")
+                for version in range(have + 1, SCHEMA_VERSION + 1):
+                    await conn.execute(MIGRATIONS[version])
+                    await conn.execute("INSERT INTO schema_version VALUES ($1)", version)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    def _conn(self) -> Any:
+        """A pooled connection, for one statement (its own transaction)."""
+        if self._pool is None:
+            raise RuntimeError("the store is not started")
+        return self._pool.acquire()
+
+    def _tx(self) -> Any:
+        """A pooled connection in a transaction: ``async with self._tx() as conn``."""
+        if self._pool is None:
+            raise RuntimeError("the store is not started")
+        return _Transaction(self._pool)
+
+    # -- keys and counters ----------------------------------------------------------------
+    @staticmethod
+    async def _bump(conn: asyncpg.Connection, kind: str, subject: str, day: str,
+                    limit: int) -> int:
+        count = await conn.fetchval(
+            "INSERT INTO counters AS c VALUES ($1, $2, $3, 1) "
+            "ON CONFLICT (kind, subject, day) DO UPDATE SET count = c.count + 1 "
+            "WHERE c.count < $4 RETURNING count", kind, subject, day, limit)
+        if count is None or count > limit:
+            used = await conn.fetchval("SELECT count FROM counters WHERE kind=$1 AND "
+                                       "subject=$2 AND day=$3", kind, subject, day)
+            raise StoreLimit(used if count is None else limit, kind)
+        return count
+
+    async def create_key(self, record: KeyRecord, counter: str, day: str, limit: int) -> int:
+        async with self._tx() as conn:
+            if await conn.fetchval("SELECT 1 FROM keys WHERE name_fold=$1",
+                                   record.name.casefold()):
+                raise StoreConflict(record.name)
+            count = await self._bump(conn, "keys", counter, day, limit)
+            try:
+                await conn.execute("INSERT INTO keys VALUES ($1, $2, $3, "
+                                   "extract(epoch from now()))",
+                                   record.key_hash, record.name, record.name.casefold())
+            except asyncpg.UniqueViolationError:
+                raise StoreConflict(record.name) from None
+            return count
+
+    async def find_key(self, key_hash: str) -> KeyRecord | None:
+        async with self._conn() as conn:
+            row = await conn.fetchrow("SELECT key_hash, name FROM keys WHERE key_hash=$1",
+                                      key_hash)
+        return KeyRecord(*row) if row else None
+
+    # -- scorecards -------------------------------------------------------------------------
+    async def open_scorecard(self, record: ScorecardRecord, day: str, limit: int) -> int:
+        async with self._tx() as conn:
+            count = await self._bump(conn, "scorecards", record.key_hash, day, limit)
+            await conn.execute("INSERT INTO scorecards (id, key_hash, name, games, opened) "
+                               "VALUES ($1, $2, $3, $4, $5)", record.id, record.key_hash,
+                               record.name, json.dumps(record.games), record.opened)
+            return count
+
+    @staticmethod
+    def _card(row: Any) -> ScorecardRecord:
+        return ScorecardRecord(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5],
+                               json.loads(row[6]) if row[6] else None)
+
+    async def scorecard(self, scorecard_id: str) -> ScorecardRecord | None:
+        async with self._conn() as conn:
+            row = await conn.fetchrow("SELECT id, key_hash, name, games, opened, closed, result "
+                                      "FROM scorecards WHERE id=$1", scorecard_id)
+        return self._card(row) if row else None
+
+    async def close_scorecard(self, scorecard_id: str, closed: float, result: dict,
+                              final: list[Final]) -> dict:
+        async with self._tx() as conn:
+            row = await conn.fetchrow("SELECT closed, result, key_hash, name FROM scorecards "
+                                      "WHERE id=$1 FOR UPDATE", scorecard_id)
+            if row is None:
+                raise KeyError(scorecard_id)
+            if row[0] is not None:
+                return json.loads(row[1])
+            for f in final:
+                done = await conn.execute(CLOSE_SESSION, f.session_id, f.expected)
+                if done != "UPDATE 1":
+                    raise StaleSession(f.session_id)
+                await self._write_episodes(conn, f.session_id, f.episodes)
+            await conn.execute("UPDATE scorecards SET closed=$1, result=$2 WHERE id=$3",
+                               closed, json.dumps(result), scorecard_id)
+            await conn.executemany(INSERT_STANDING, sql.standing_rows(
+                scorecard_id, result, row[2], row[3], closed))
+            return result
+
+    # -- sessions, episodes, actions -----------------------------------------------------------
+    async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
+                             total: int, live_since: float) -> None:
+        async with self._tx() as conn:
+            # counting then inserting must not interleave with another server's
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", SESSIONS_LOCK)
+            card = await conn.fetchrow("SELECT closed FROM scorecards WHERE id=$1",
+                                       record.scorecard_id)
+            if card is None or card[0] is not None:
+                raise StoreConflict("closed")
+            if await conn.fetchval("SELECT 1 FROM sessions WHERE scorecard_id=$1 AND game=$2",
+                                   record.scorecard_id, record.game):
+                raise StoreConflict("started")
+            mine = await conn.fetchval(LIVE_OF_KEY, record.key_hash, live_since)
+            if mine >= per_key:
+                raise StoreLimit(mine, "key")
+            everyone = await conn.fetchval(LIVE, live_since)
+            if everyone >= total:
+                raise StoreLimit(everyone, "total")
+            await conn.execute("INSERT INTO sessions VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)",
+                               record.id, record.scorecard_id, record.key_hash, record.game,
+                               record.version, record.parallel, record.state, record.created,
+                               record.last_active, record.seq, record.writer)
+            await conn.executemany("INSERT INTO episodes VALUES ($1, $2, false, false, false, "
+                                   "0, '', NULL)", [(record.id, i) for i in range(episodes)])
+
+    @staticmethod
+    async def _episodes(conn: asyncpg.Connection, session_id: str) -> list[EpisodeRecord]:
+        rows = await conn.fetch(EPISODES, session_id)
+        return [EpisodeRecord(*r) for r in rows]
+
+    @staticmethod
+    async def _write_episodes(conn: asyncpg.Connection, session_id: str,
+                              episodes: tuple[EpisodeRecord, ...]) -> None:
+        await conn.executemany(WRITE_EPISODE, sql.episode_rows(session_id, episodes))
+
+    async def sessions(self, scorecard_id: str) -> list[tuple[SessionRecord, list[EpisodeRecord]]]:
+        async with self._tx() as conn:
+            rows = await conn.fetch(sql.SESSION + " WHERE scorecard_id=$1 ORDER BY created",
+                                    scorecard_id)
+            return [(SessionRecord(*r), await self._episodes(conn, r[0])) for r in rows]
+
+    async def session(self, session_id: str) -> tuple[SessionRecord, list[EpisodeRecord]] | None:
+        async with self._tx() as conn:
+            row = await conn.fetchrow(sql.SESSION + " WHERE id=$1", session_id)
+            return (SessionRecord(*row), await self._episodes(conn, session_id)) if row else None
+
+    async def head(self, session_id: str) -> tuple[int, str, str, float] | None:
+        async with self._conn() as conn:
+            row = await conn.fetchrow(HEAD, session_id)
+        return tuple(row) if row else None
+
+    async def write(self, write: Write) -> None:
+        """One statement, so one round trip and its own transaction: the compare-and-set of
+        the session row ($1-$6) and, only where it held, the action row and episode rows."""
+        cas, args = sql.conditional_write(write)
+        statement = (
+            f"WITH s AS ({sql.numbered(cas)} RETURNING id), "
+            "a AS (INSERT INTO actions SELECT $4, $5 + 1, $7, $8, $2 FROM s), "
+            "e AS (UPDATE episodes AS ep SET done = u.done, solved = u.solved, "
+            "deadlocked = u.deadlocked, steps = u.steps, actions = u.actions, "
+            "snapshot = u.snapshot FROM s, unnest($9::integer[], $10::boolean[], "
+            "$11::boolean[], $12::boolean[], $13::integer[], $14::text[], $15::text[]) "
+            "AS u(idx, done, solved, deadlocked, steps, actions, snapshot) "
+            "WHERE ep.session_id = s.id AND ep.idx = u.idx) "
+            "SELECT count(*) FROM s")
+        rows = write.episodes
+        async with self._conn() as conn:
+            stored = await conn.fetchval(
+                statement, *args, write.episode, write.action, [e.index for e in rows],
+                [e.done for e in rows], [e.solved for e in rows], [e.deadlocked for e in rows],
+                [e.steps for e in rows], [e.actions for e in rows], [e.snapshot for e in rows])
+        if stored != 1:
+            raise StaleSession(write.session_id)
+
+    async def expire(self, idle_before: float, session_id: str | None = None) -> int:
+        async with self._conn() as conn:
+            if session_id is None:
+                done = await conn.execute(EXPIRE, idle_before)
+            else:
+                done = await conn.execute(EXPIRE + " AND id=$2", idle_before, session_id)
+        return int(done.split()[-1])
+
+    async def miscounted(self) -> int:
+        async with self._conn() as conn:
+            return await conn.fetchval(sql.MISCOUNTED)
+
+    # -- leaderboard -------------------------------------------------------------------------
+    async def leaderboard(self, version: str, limit: int) -> list[Standing]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(LEADERBOARD, version, limit)
+        return [Standing(r[0], r[4], r[1], r[2], json.loads(r[3])) for r in rows]
+
+    async def versions(self) -> list[str]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(sql.VERSIONS)
+        return [r[0] for r in rows]
+
+
+async def _unchanged(conn: asyncpg.Connection) -> None:
+    """A connection goes back to the pool as it is: the store never changes session state
+    (no settings, listeners or session locks), so the default reset's round trip is saved."""
+
+
+class _Transaction:
+    """A connection from the pool with a transaction open on it, both released on exit."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def __aenter__(self) -> asyncpg.Connection:
+        self.conn = await self.pool.acquire()
+        self.tx = self.conn.transaction()
+        try:
+            await self.tx.start()
+        except BaseException:
+            await self.pool.release(self.conn)
+            raise
+        return self.conn
+
+    async def __aexit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        try:
+            if kind is None:
+                await self.tx.commit()
+            else:
+                await self.tx.rollback()
+        finally:
+            await self.pool.release(self.conn)

@@ -1,0 +1,74 @@
+"""The SQL both store backends run, written once with ``?`` placeholders.
+
+SQLite takes it as it is; PostgreSQL's driver wants ``$1, $2, ...``, which ``numbered``
+gives. Only statements whose text is the same on both live here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from serve.store import Write
+
+SESSION = ("SELECT id, scorecard_id, key_hash, game, version, parallel, state, created, "
+           "last_active, seq, writer FROM sessions")
+EPISODES = ("SELECT idx, done, solved, deadlocked, steps, actions, snapshot FROM episodes "
+            "WHERE session_id=? ORDER BY idx")
+WRITE_EPISODE = ("UPDATE episodes SET done=?, solved=?, deadlocked=?, steps=?, actions=?, "
+                 "snapshot=? WHERE session_id=? AND idx=?")
+HEAD = "SELECT seq, writer, state, last_active FROM sessions WHERE id=?"
+LIVE_OF_KEY = ("SELECT count(*) FROM sessions WHERE key_hash=? AND state='IN_PROGRESS' "
+               "AND last_active>=?")
+LIVE = "SELECT count(*) FROM sessions WHERE state='IN_PROGRESS' AND last_active>=?"
+EXPIRE = "UPDATE sessions SET state='EXPIRED' WHERE state='IN_PROGRESS' AND last_active<?"
+CLOSE_SESSION = "UPDATE sessions SET state='GAME_OVER' WHERE id=? AND seq=?"
+INSERT_STANDING = "INSERT INTO standings VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+# sessions whose action count disagrees with their stored actions (a damaged store)
+MISCOUNTED = ("SELECT count(*) FROM sessions s WHERE s.seq != "
+              "(SELECT count(*) FROM actions a WHERE a.session_id = s.id)")
+# each name's best closed result on a version
+LEADERBOARD = """
+    SELECT scorecard_id, name, closed, result, session_id
+    FROM (SELECT *, row_number() OVER (
+              PARTITION BY key_hash ORDER BY success_rate DESC,
+              move_efficiency DESC, deadlock_rate ASC, closed ASC) AS pick
+          FROM standings WHERE version=?) AS c
+    WHERE pick = 1
+    ORDER BY success_rate DESC, move_efficiency DESC, deadlock_rate ASC, closed ASC
+    LIMIT ?"""
+VERSIONS = "SELECT DISTINCT version FROM standings ORDER BY 1"
+
+
+def numbered(sql: str) -> str:
+    """``?`` placeholders as PostgreSQL's ``$1, $2, ...``."""
+    count = iter(range(1, sql.count("?") + 1))
+    return re.sub(r"\?", lambda _: f"${next(count)}", sql)
+
+
+def conditional_write(write: Write) -> tuple[str, tuple]:
+    """The compare-and-set of a session row for ``write`` and its arguments: it changes one
+    row only if the stored count and writer are the expected ones and the session may still
+    be played (or, for a game restart, revived while its scorecard is open)."""
+    if write.session_state == "IN_PROGRESS":
+        playable = ("state IN ('IN_PROGRESS', 'GAME_OVER') AND (SELECT closed FROM scorecards "
+                    "c WHERE c.id = sessions.scorecard_id) IS NULL")
+    else:
+        playable = "state='IN_PROGRESS'"
+    sql = ("UPDATE sessions SET seq=seq+1, writer=?, last_active=?, state=coalesce(?, state) "
+           f"WHERE id=? AND seq=? AND writer=? AND {playable}")
+    return sql, (write.writer, write.at, write.session_state, write.session_id, write.expected,
+                 write.expected_writer)
+
+
+def episode_rows(session_id: str, episodes) -> list[tuple]:
+    return [(e.done, e.solved, e.deadlocked, e.steps, e.actions, e.snapshot, session_id,
+             e.index) for e in episodes]
+
+
+def standing_rows(scorecard_id: str, result: dict, key_hash: str, name: str,
+                  closed: float) -> list[tuple]:
+    """One standings row per game the closed scorecard's result scores."""
+    return [(scorecard_id, game, result["versions"][game], key_hash, name, closed,
+             result["session_ids"][game], score["success_rate"], score["move_efficiency"],
+             score["deadlock_rate"], json.dumps(score)) for game, score in result["games"].items()]

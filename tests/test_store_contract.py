@@ -1,0 +1,265 @@
+"""The Store contract, one suite run against every backend (SQLite and a real PostgreSQL).
+
+Two store objects on one database stand for two processes (workers or servers) sharing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from serve.store import (
+    EpisodeRecord,
+    Final,
+    KeyRecord,
+    ScorecardRecord,
+    SessionRecord,
+    StaleSession,
+    StoreConflict,
+    StoreError,
+    StoreLimit,
+    Write,
+    open_store,
+)
+
+DAY = "2026-12-01"
+NOW = 1_900_000_000.0
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request, tmp_path):
+    """Where a fresh store lives, for each backend."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.sqlite")
+    return request.getfixturevalue("postgres").database()
+
+
+def run(location: str, body, stores: int = 1):
+    """Run ``body(*stores)`` with ``stores`` started store objects on ``location``."""
+    async def main():
+        opened = [open_store(location) for _ in range(stores)]
+        for s in opened:
+            await s.start()
+        try:
+            return await body(*opened)
+        finally:
+            for s in opened:
+                await s.close()
+    return asyncio.run(main())
+
+
+def card(n: int = 1, key: str = "k1", games=None) -> ScorecardRecord:
+    return ScorecardRecord(f"sc-{key}-{n}", key, f"name {key}", games or {"standard": "v1"},
+                           NOW)
+
+
+def session(n: int = 1, key: str = "k1", card_n: int = 1, game: str = "standard",
+            at: float = NOW) -> SessionRecord:
+    return SessionRecord(f"gs-{key}-{n}", f"sc-{key}-{card_n}", key, game, "v1", 1,
+                         "IN_PROGRESS", at, at, 0, "w0")
+
+
+def step(sid: str, expected: int, expected_writer: str, writer: str, steps: int,
+         state: str | None = None, at: float = NOW) -> Write:
+    row = EpisodeRecord(0, state is not None, False, False, steps, "U" * steps, f"{steps}:1,2")
+    return Write(sid, expected, expected_writer, writer, at, 0, 0, (row,), state)
+
+
+async def opened_session(store, key: str = "k1", n: int = 1) -> None:
+    await store.create_key(KeyRecord(key, f"name {key}"), "addr", DAY, 100)
+    await store.open_scorecard(card(n, key), DAY, 100)
+    await store.create_session(session(n, key, n), 3, 10, 10, NOW - 60)
+
+
+def test_keys_are_unique_by_folded_name_and_counted_per_subject_and_day(location):
+    async def body(store):
+        assert await store.create_key(KeyRecord("h1", "Ann"), "addr", DAY, 2) == 1
+        with pytest.raises(StoreConflict):
+            await store.create_key(KeyRecord("h2", "ann"), "addr", DAY, 2)
+        assert await store.create_key(KeyRecord("h3", "Bea"), "addr", DAY, 2) == 2
+        with pytest.raises(StoreLimit) as over:
+            await store.create_key(KeyRecord("h4", "Cid"), "addr", DAY, 2)
+        assert over.value.count == 2
+        assert await store.create_key(KeyRecord("h4", "Cid"), "addr", "2026-12-02", 2) == 1
+        assert await store.find_key("h1") == KeyRecord("h1", "Ann")
+        assert await store.find_key("h2") is None
+    run(location, body)
+
+
+def test_scorecards_keep_their_games_and_are_counted_per_key_and_day(location):
+    async def body(store):
+        games = {"standard": "v1", "expert": "x3"}
+        assert await store.open_scorecard(card(1, games=games), DAY, 2) == 1
+        assert await store.open_scorecard(card(2), DAY, 2) == 2
+        with pytest.raises(StoreLimit):
+            await store.open_scorecard(card(3), DAY, 2)
+        got = await store.scorecard("sc-k1-1")
+        assert got.games == games and got.version == "v1" and got.closed is None
+        assert await store.scorecard("sc-nope") is None
+    run(location, body)
+
+
+def test_a_scorecard_plays_each_game_once_and_none_once_closed(location):
+    async def body(store):
+        await opened_session(store)
+        with pytest.raises(StoreConflict, match="started"):
+            await store.create_session(session(2), 3, 10, 10, NOW - 60)
+        await store.create_session(session(3, game="expert"), 3, 10, 10, NOW - 60)
+        result = {"success_rate": 0, "move_efficiency": 0, "deadlock_rate": 0, "games": {},
+                  "session_ids": {}, "versions": {}}
+        await store.close_scorecard("sc-k1-1", NOW, result, [])
+        with pytest.raises(StoreConflict, match="closed"):
+            await store.create_session(session(4, game="other"), 3, 10, 10, NOW - 60)
+    run(location, body)
+
+
+def test_sessions_in_flight_are_counted_per_key_and_in_total_across_stores(location):
+    async def body(a, b):
+        for key in ("k1", "k2"):
+            await a.create_key(KeyRecord(key, key), "addr", DAY, 100)
+            for n in (1, 2, 3):
+                await a.open_scorecard(card(n, key), DAY, 100)
+        await a.create_session(session(1, "k1", 1), 3, 2, 3, NOW - 60)
+        await b.create_session(session(2, "k1", 2), 3, 2, 3, NOW - 60)
+        with pytest.raises(StoreLimit) as mine:
+            await b.create_session(session(3, "k1", 3), 3, 2, 3, NOW - 60)
+        assert (mine.value.kind, mine.value.count) == ("key", 2)
+        await a.create_session(session(1, "k2", 1), 3, 2, 3, NOW - 60)
+        with pytest.raises(StoreLimit) as everyone:
+            await b.create_session(session(2, "k2", 2), 3, 2, 3, NOW - 60)
+        assert (everyone.value.kind, everyone.value.count) == ("total", 3)
+        # sessions idle since before the cutoff no longer count, expired or not
+        await b.create_session(session(2, "k2", 2), 3, 2, 3, NOW + 1)
+    run(location, body, stores=2)
+
+
+def test_an_action_is_stored_only_on_the_expected_count_and_writer(location):
+    async def body(a, b):
+        await opened_session(a)
+        await a.write(step("gs-k1-1", 0, "w0", "A", 1))
+        # another process that still believes the session is at step 0
+        with pytest.raises(StaleSession):
+            await b.write(step("gs-k1-1", 0, "w0", "B", 1))
+        # the right count, but a writer that did not write the step it builds on
+        with pytest.raises(StaleSession):
+            await b.write(step("gs-k1-1", 1, "w0", "B", 2))
+        assert await b.head("gs-k1-1") == (1, "A", "IN_PROGRESS", NOW)
+        await b.write(step("gs-k1-1", 1, "A", "B", 2, at=NOW + 5))
+        record, rows = await a.session("gs-k1-1")
+        assert (record.seq, record.writer, record.last_active) == (2, "B", NOW + 5)
+        assert rows[0] == EpisodeRecord(0, False, False, False, 2, "UU", "2:1,2")
+        assert rows[1] == EpisodeRecord(1, False, False, False, 0, "", None)
+        assert await a.miscounted() == 0
+    run(location, body, stores=2)
+
+
+def test_concurrent_writes_of_one_step_from_two_stores_store_exactly_one(location):
+    async def body(a, b):
+        await opened_session(a)
+        results = await asyncio.gather(
+            *(s.write(step("gs-k1-1", 0, "w0", name, 1)) for s, name in
+              ((a, "A"), (b, "B"), (a, "C"), (b, "D"))), return_exceptions=True)
+        assert sum(r is None for r in results) == 1
+        assert all(isinstance(r, StaleSession) for r in results if r is not None)
+        record, _ = await a.session("gs-k1-1")
+        assert record.seq == 1 and await b.miscounted() == 0
+    run(location, body, stores=2)
+
+
+def test_an_ended_or_expired_session_takes_no_more_actions_but_a_revival_restarts_it(location):
+    async def body(store):
+        await opened_session(store)
+        await store.write(step("gs-k1-1", 0, "w0", "A", 1, state="GAME_OVER"))
+        with pytest.raises(StaleSession):
+            await store.write(step("gs-k1-1", 1, "A", "A", 2))
+        fresh = tuple(EpisodeRecord(i, False, False, False, 0, "", None) for i in range(3))
+        await store.write(Write("gs-k1-1", 1, "A", "A", NOW, 6, -1, fresh, "IN_PROGRESS"))
+        assert (await store.head("gs-k1-1"))[2] == "IN_PROGRESS"
+        assert (await store.session("gs-k1-1"))[1] == list(fresh)  # every row written
+        assert await store.expire(NOW - 1) == 0  # active at NOW
+        assert await store.expire(NOW + 1, "gs-other") == 0
+        assert await store.expire(NOW + 1, "gs-k1-1") == 1
+        assert await store.expire(NOW + 1) == 0  # already expired
+        with pytest.raises(StaleSession):
+            await store.write(step("gs-k1-1", 2, "A", "A", 1))
+        record, _ = await store.session("gs-k1-1")
+        assert record.state == "EXPIRED" and record.seq == 2
+    run(location, body)
+
+
+def result_of(rate: float, games=("standard",)) -> dict:
+    score = {"success_rate": rate, "move_efficiency": 0.5, "deadlock_rate": 0.1, "episodes": 3}
+    return {**score, "games": {g: score for g in games},
+            "session_ids": {g: None for g in games}, "versions": {g: "v1" for g in games}}
+
+
+def test_closing_is_once_refused_when_a_session_moved_and_ranks_each_names_best(location):
+    async def body(store):
+        await opened_session(store, "k1", 1)
+        await store.open_scorecard(card(2, "k1"), DAY, 100)
+        await opened_session(store, "k2", 1)
+        await store.write(step("gs-k1-1", 0, "w0", "A", 1))
+        rows = (EpisodeRecord(0, True, False, True, 1, "U", "1:1,2"),)
+        with pytest.raises(StaleSession):
+            await store.close_scorecard("sc-k1-1", NOW, result_of(0.9), [
+                Final("gs-k1-1", 0, rows)])
+        assert (await store.scorecard("sc-k1-1")).closed is None
+        first = await store.close_scorecard("sc-k1-1", NOW, result_of(0.2),
+                                            [Final("gs-k1-1", 1, rows)])
+        again = await store.close_scorecard("sc-k1-1", NOW + 1, result_of(0.9), [])
+        assert again == first and (await store.scorecard("sc-k1-1")).result == first
+        record, episodes = await store.session("gs-k1-1")
+        assert record.state == "GAME_OVER" and episodes[0].deadlocked
+        await store.close_scorecard("sc-k1-2", NOW + 2, result_of(0.6), [])
+        await store.close_scorecard("sc-k2-1", NOW + 3, result_of(0.4), [])
+        board = await store.leaderboard("v1", 10)
+        assert [(s.name, s.result["success_rate"]) for s in board] == [
+            ("name k1", 0.6), ("name k2", 0.4)]
+        assert await store.leaderboard("v2", 10) == []
+        assert await store.versions() == ["v1"]
+    run(location, body)
+
+
+def execute(location: str, statement: str) -> None:
+    """Run one statement on the backend directly, as an operator (or damage) would."""
+    if location.startswith("postgresql"):
+        import asyncpg
+
+        async def go():
+            conn = await asyncpg.connect(location)
+            try:
+                await conn.execute(statement)
+            finally:
+                await conn.close()
+        asyncio.run(go())
+    else:
+        with sqlite3.connect(location) as conn:
+            conn.execute(statement)
+
+
+def test_a_store_of_a_newer_schema_is_refused(location):
+    async def body(store):
+        await store.create_key(KeyRecord("h", "n"), "a", DAY, 1)
+    run(location, body)
+    execute(location, "INSERT INTO schema_version VALUES (99)" if location.startswith(
+        "postgresql") else "UPDATE meta SET v='99' WHERE k='schema'")
+    with pytest.raises(StoreError, match="schema 99, newer"):
+        run(location, lambda store: asyncio.sleep(0))
+
+
+def test_stored_actions_missing_from_a_session_fail_the_integrity_check(location):
+    async def played(store):
+        await opened_session(store)
+        for n in range(3):
+            await store.write(step("gs-k1-1", n, "w0" if n == 0 else "A", "A", n + 1))
+        await store.integrity("the store")
+    run(location, played)
+    execute(location, "DELETE FROM actions WHERE seq = 2")
+
+    async def check(store):
+        assert await store.miscounted() == 1
+        with pytest.raises(StoreError, match="1 session"):
+            await store.integrity("the store")
+    run(location, check)
