@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ladder import LADDER_BUDGETS
+from engine.planner import PLANNER_BUDGET
 from pipeline.logistic import sigmoid
 
 RUNG_LOG2 = np.log2(np.asarray(LADDER_BUDGETS, dtype=np.float64))  # each rung's log2 calls
@@ -20,7 +21,7 @@ HIGHEST = float(RUNG_LOG2[-1])  # log2 of the largest budget, 262,144 calls
 # Grades by the dynamics calls per step the planner needs: <= 4, <= 32, <= 256 (the rule's),
 # <= 2,048, more.
 GRADE_BUDGETS = (4, 32, 256, 2048)
-RULE_BUDGET = 256
+RULE_BUDGET = PLANNER_BUDGET  # the rule's 256 calls per step, where the reference plays
 _SLOPE_RANGE = (0.05, 20.0)
 _BISECTIONS = 60
 
