@@ -354,6 +354,9 @@ def test_report_holds_deadlocks_calibration_metadata_legend_and_grade_labels(ver
         assert fact in html and fact in md
     assert "Brier score" in html and "calibration pool (held out" in html
     assert "dead fraction mean" in md and "levels with a trap" in md
+    # the compute currency is stated: dynamics calls per step, with the ladder's range
+    assert "compute_to_solve in dynamics calls per step: 1: <= 4" in md
+    assert "budgets 4 to 262,144 calls per step" in md and "failing at 256 calls" in md
     assert "legend.png" in md and "Legend of the contact sheet" in html
 
 
