@@ -214,8 +214,8 @@ def test_report_renders_whole_in_headless_chromium_with_plots_and_levels(version
     import matplotlib.image as mpimg
     import numpy as np
 
-    # `make install` installs Debian's chromium: this test runs in CI, it does not skip.
-    assert shutil.which("chromium"), "chromium missing: run `make install`"
+    # `make test` installs Debian's chromium: this test runs in CI, it does not skip.
+    assert shutil.which("chromium"), "chromium missing: run `make test`"
     CliRunner().invoke(main, ["audit", "v1", "--datasets", str(versions)])
     html = versions / "v1" / "report" / "report.html"
     shot = tmp_path / "shot.png"
