@@ -17,7 +17,7 @@ export NUMBA_CACHE_DIR := $(CURDIR)/.numba_cache
 
 .PHONY: install chromium postgres test lint dataset audit rotate serve bench clean-cache
 
-install: $(STAMP) chromium postgres
+install: $(STAMP)
 
 # Debian's chromium and chromium-driver, for the headless-browser tests (the audit report's
 # screenshot, the play page driven through chromium-driver): installed only when either is
@@ -47,7 +47,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-test: install
+# The tests need Debian's chromium and PostgreSQL too; the other targets need the venv alone.
+test: install chromium postgres
 	$(PY) -m engine.warmup
 	$(PY) -m pytest -q
 

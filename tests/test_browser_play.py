@@ -22,9 +22,13 @@ from serve.dataset import load_version
 from serve.games import Registry
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and DRIVER),
-    reason="chromium and chromium-driver are missing: `make install` installs them")
+
+
+@pytest.fixture(autouse=True)
+def _chromium_is_installed() -> None:
+    # `make test` installs Debian's chromium and chromium-driver: this test runs, never skips.
+    assert CHROMIUM and DRIVER, "chromium and chromium-driver are missing: run `make test`"
+
 WAIT = 30.0
 ARROWS = {0: "\ue013", 1: "\ue015", 2: "\ue012", 3: "\ue014"}  # WebDriver's arrow-key codes
 
