@@ -36,6 +36,9 @@ def irt_command(version: str, db: Path, browser: bool, datasets: Path) -> None:
     for agent in report["agents"]:
         click.echo(f"  {agent['name']}: ability {agent['ability']:+.2f} "
                    f"({agent['solved']}/{agent['episodes']} solved)")
+    rho = report["spearman"]
     click.echo(f"Spearman of empirical difficulty with {report['spearman_empirical_vs']}: "
-               f"{report['spearman']}")
+               + (f"{rho}" if rho is not None else
+                  "undefined (one of them is the same for every level, e.g. when the runs "
+                  "solved all levels alike)"))
     click.echo(f"written to {out}")
