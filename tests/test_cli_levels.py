@@ -220,3 +220,12 @@ def test_readme_pictures_of_the_looks_are_what_render_draws(tmp_path):
         assert result.exit_code == 0, result.output
         assert np.array_equal(matplotlib.image.imread(out), matplotlib.image.imread(
             docs / f"{name}.png")), f"docs/looks/{name}.png is stale: redraw it (README, Looks)"
+
+
+def test_render_into_a_missing_folder_is_a_usage_error(tmp_path):
+    path = tmp_path / "levels.xsb"
+    path.write_text(LEVELS)
+    result = run("render", str(path), "--out", str(tmp_path / "nowhere" / "level.png"))
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"Error: cannot write {tmp_path / 'nowhere' / 'level.png'}: no writable folder there"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -114,6 +115,10 @@ def render_command(file: str, out: str, index: int, look_name: str | None,
 
     if not out.lower().endswith(".png"):
         raise CliError(f"--out {out}: the picture is written as PNG; name a .png file", 2)
+    folder = os.path.dirname(out) or "."
+    if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+        # a usage error, as calibrate's --out and serve's --db: refused before drawing
+        raise CliError(f"cannot write {out}: no writable folder there", 2)
     if look_name is not None and theme_file is not None:
         raise CliError("--look and --theme exclude each other: a theme is its own look", 2)
     levels, looks = read_drawn_levels(file)
