@@ -17,17 +17,18 @@ export NUMBA_CACHE_DIR := $(CURDIR)/.numba_cache
 
 .PHONY: install chromium postgres test lint dataset audit rotate serve bench clean-cache
 
-install: $(STAMP) chromium postgres
+install: $(STAMP)
 
-# Debian's chromium, for the headless-browser test of the audit report: installed only when
+# Debian's chromium and chromium-driver, for the headless-browser tests (the audit report's
+# screenshot, the play page driven through chromium-driver): installed only when either is
 # missing (apt-get update once, then install; as root, or through sudo when not root).
 chromium:
-	@command -v chromium >/dev/null 2>&1 || { \
+	@{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then as_root=; \
 	  elif command -v sudo >/dev/null 2>&1; then as_root="sudo -n"; \
-	  else echo "chromium is missing and this is not root: apt-get install -y chromium"; exit 1; fi; \
+	  else echo "chromium is missing and this is not root: apt-get install -y chromium chromium-driver"; exit 1; fi; \
 	  $$as_root apt-get -o DPkg::Lock::Timeout=600 update && \
-	  DEBIAN_FRONTEND=noninteractive $$as_root apt-get -o DPkg::Lock::Timeout=600 install -y chromium; }
+	  DEBIAN_FRONTEND=noninteractive $$as_root apt-get -o DPkg::Lock::Timeout=600 install -y chromium chromium-driver; }
 
 # Debian's PostgreSQL server, for the store's tests (they start a throw-away cluster): installed
 # only when missing, the same way.
@@ -46,7 +47,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-test: install
+# The tests need Debian's chromium and PostgreSQL too; the other targets need the venv alone.
+test: install chromium postgres
 	$(PY) -m engine.warmup
 	$(PY) -m pytest -q
 

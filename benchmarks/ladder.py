@@ -1,10 +1,10 @@
 """Cost of the compute ladder beside one reference-planner run and the fast predictor.
 
 Every level of a version (default: the committed demo) is played once by the planner at the
-rule's budget, climbed up the whole ladder (8 seeds, budgets 1 to 65,536 with early stop) and
-scored by the predictor, in the same run; per tier the script prints seconds per level and
-the ladder's ratio to one planner run. This is why builds predict compute_to_solve and only
-a spec with ``compute = "measured"`` plays the ladder.
+rule's budget, climbed up the whole ladder (8 seeds, budgets 4 to 262,144 dynamics calls per
+step, with early stop) and scored by the predictor, in the same run; per tier the script
+prints seconds per level and the ladder's ratio to one planner run. This is why builds
+predict compute_to_solve and only a spec with ``compute = "measured"`` plays the ladder.
 
     .venv/bin/python benchmarks/ladder.py [--version demo] [--datasets datasets] [--tiers 0,3]
                                           [--limit N]

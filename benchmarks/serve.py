@@ -16,6 +16,9 @@ Without the version folder it serves a small set written from the test levels.
 ``--looks before,arc,shared,themed,themed+noise --sessions 8`` serves the same levels in each
 look at once (one server each; ``before`` is the code of ``--before-rev``, default main, taken
 by ``git archive``) and measures them in interleaved rounds, printing actions/s beside before's.
+
+``--access-log --sessions 8 --rounds 6`` serves the same levels twice, without and with
+``--access-log FILE``, measured the same way: the ratio is the access log's cost.
 """
 
 from __future__ import annotations
@@ -43,15 +46,16 @@ sys.path[0] = str(ROOT)
 
 
 def start_server(root: Path, version: str, db: Path | str, sync: str, src: Path = ROOT,
-                 workers: int = 1) -> tuple[subprocess.Popen, str]:
-    """``sokoforge serve`` of the code in ``src`` as a child process, and its base URL."""
+                 workers: int = 1, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """``sokoforge serve`` of the code in ``src`` (with ``extra`` options) as a child process,
+    and its base URL."""
     code = "from pipeline.cli import main; main()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "serve", "--datasets", str(root), "--version", version,
          "--db", str(db), "--port", "0", "--sync", sync, "--sessions-per-key", "1000",
          "--sessions-total", "1000", "--scorecards-per-day", "100000",
          "--connections-per-address", "1000",  # every session is its own connection
-         *(["--workers", str(workers)] if workers != 1 else [])],
+         *(["--workers", str(workers)] if workers != 1 else []), *extra],
         stderr=subprocess.PIPE, text=True, cwd=src)
     line = ""
     deadline = time.monotonic() + 300  # a fresh source tree compiles its kernels first
@@ -213,35 +217,63 @@ def compare_looks(args: argparse.Namespace, root: Path, version: str, tmp: Path)
             else:
                 where, src = with_look(root, version, look, tmp), ROOT
             servers[look] = start_server(*where, tmp / f"{look}.sqlite", args.sync, src)
-        keys = {look: asyncio.run(register(base)) for look, (_, base) in servers.items()}
-        for look, (_, base) in servers.items():  # warm caches and lazy imports first
-            asyncio.run(drive(base, keys[look], 2, 1.0, not args.no_gzip))
-        sessions = [int(x) for x in args.sessions.split(",")]
-        rates: dict[tuple[str, int], list[float]] = {}
-        cpus: dict[tuple[str, int], list[float]] = {}
-        for _ in range(args.rounds):
-            for n in sessions:
-                for look, (proc, base) in servers.items():
-                    cpu = cpu_seconds(proc.pid)
-                    r = asyncio.run(drive(base, keys[look], n, args.seconds, not args.no_gzip))
-                    cpu = cpu_seconds(proc.pid) - cpu
-                    rates.setdefault((look, n), []).append(r["per_s"])
-                    cpus.setdefault((look, n), []).append(1e6 * cpu / max(1, r["actions"]))
-        print(f"{args.rounds} interleaved rounds of {args.seconds:g} s per look; median of "
-              f"rounds; before = {args.before_rev}'s code (the 16-colour picture)")
-        print(f"{'look':<13} {'sessions':>8} {'actions/s':>10} {'server CPU us/action':>21}"
-              f" {'vs ' + looks[0]:>12}")
-        for n in sessions:
-            base_rate = statistics.median(rates[(looks[0], n)])
-            for look in looks:
-                rate = statistics.median(rates[(look, n)])
-                print(f"{look:<13} {n:>8} {rate:>10.0f} "
-                      f"{statistics.median(cpus[(look, n)]):>21.0f} {rate / base_rate:>11.1%}",
-                      flush=True)
+        interleaved(args, servers, f"before = {args.before_rev}'s code (the 16-colour picture)")
     finally:
         for proc, _ in servers.values():
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+
+
+def compare_access_log(args: argparse.Namespace, root: Path, version: str, tmp: Path) -> None:
+    """The same levels served without and with an access log (to a file), side by side."""
+    servers: dict[str, tuple[subprocess.Popen, str]] = {}
+    try:
+        servers["no log"] = start_server(root, version, tmp / "plain.sqlite", args.sync)
+        servers["access log"] = start_server(root, version, tmp / "logged.sqlite", args.sync,
+                                             extra=("--access-log", str(tmp / "access.log")))
+        interleaved(args, servers, "a JSON line per request to a file")
+        lines = (tmp / "access.log").read_text().count("\n")
+        print(f"the access log holds {lines} lines", flush=True)
+    finally:
+        for proc, _ in servers.values():
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+
+
+def interleaved(args: argparse.Namespace, servers: dict[str, tuple[subprocess.Popen, str]],
+                note: str) -> None:
+    """Measure every server at each session count in ``--rounds`` interleaved rounds, in
+    alternating order (so a shared machine's load falls on all alike); print medians and the
+    ratio to the first."""
+    keys = {name: asyncio.run(register(base)) for name, (_, base) in servers.items()}
+    for name, (_, base) in servers.items():  # warm caches and lazy imports first
+        asyncio.run(drive(base, keys[name], 2, 1.0, not args.no_gzip))
+    sessions = [int(x) for x in args.sessions.split(",")]
+    rates: dict[tuple[str, int], list[float]] = {}
+    cpus: dict[tuple[str, int], list[float]] = {}
+    for round_ in range(args.rounds):
+        for n in sessions:
+            # every other round in reverse order, so that none is always measured right
+            # after another (whose store may still be checkpointing)
+            order = list(servers.items())[::-1 if round_ % 2 else 1]
+            for name, (proc, base) in order:
+                cpu = cpu_seconds(proc.pid)
+                r = asyncio.run(drive(base, keys[name], n, args.seconds, not args.no_gzip))
+                cpu = cpu_seconds(proc.pid) - cpu
+                rates.setdefault((name, n), []).append(r["per_s"])
+                cpus.setdefault((name, n), []).append(1e6 * cpu / max(1, r["actions"]))
+    names = list(servers)
+    print(f"{args.rounds} interleaved rounds of {args.seconds:g} s each; median of rounds; "
+          f"{note}")
+    print(f"{'server':<13} {'sessions':>8} {'actions/s':>10} {'server CPU us/action':>21}"
+          f" {'vs ' + names[0]:>12}")
+    for n in sessions:
+        base_rate = statistics.median(rates[(names[0], n)])
+        for name in names:
+            rate = statistics.median(rates[(name, n)])
+            print(f"{name:<13} {n:>8} {rate:>10.0f} "
+                  f"{statistics.median(cpus[(name, n)]):>21.0f} {rate / base_rate:>11.1%}",
+                  flush=True)
 
 
 def main() -> None:
@@ -255,6 +287,8 @@ def main() -> None:
     parser.add_argument("--looks", default="",
                         help="compare looks, e.g. before,arc,shared,themed,themed+noise")
     parser.add_argument("--before-rev", default="main")
+    parser.add_argument("--access-log", action="store_true",
+                        help="compare a server writing an access log with one that does not")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", default="1",
                         help="server processes on the port; a list (1,2) starts one server "
@@ -267,6 +301,9 @@ def main() -> None:
         root, version = dataset(Path(args.datasets), args.version, Path(tmp))
         if args.looks:
             compare_looks(args, root, version, Path(tmp))
+            return
+        if args.access_log:
+            compare_access_log(args, root, version, Path(tmp))
             return
         compare_workers(args, root, version, Path(tmp))
 

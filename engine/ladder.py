@@ -1,9 +1,10 @@
 """The compute ladder: how often the reference planner solves a level at each per-step budget.
 
-The planner plays the level at budgets 1, 2, 4, ... 65,536 expanded states per step, once per
-tie-break seed, within the level's step budget. Climbing stops once every seed has solved at
-two consecutive budgets: the budgets above are counted as solved by every seed (a larger
-lookahead finds what a smaller one found), which ``Ladder.played`` makes explicit.
+The planner plays the level at budgets of 4, 8, 16, ... 262,144 dynamics calls per step (one
+expansion up to 65,536 expansions), once per tie-break seed, within the level's step budget.
+Climbing stops once every seed has solved at two consecutive budgets: the budgets above are
+counted as solved by every seed (a larger lookahead finds what a smaller one found), which
+``Ladder.played`` makes explicit.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import numpy as np
 from numba import njit
 
 from engine.levels import Level
-from engine.planner import HEURISTIC_WEIGHT, plan_kernel, state_key
+from engine.planner import CALLS_PER_EXPANSION, HEURISTIC_WEIGHT, plan_kernel, state_key
 
-LADDER_STEPS = 17  # budgets 2**0 .. 2**16
-LADDER_BUDGETS = tuple(1 << k for k in range(LADDER_STEPS))
+LADDER_STEPS = 17
+LADDER_LOWEST_LOG2 = CALLS_PER_EXPANSION.bit_length() - 1  # first rung: one expansion, 4 calls
+# Rung k's budget in dynamics calls per step: 2**(k + 2), from 4 to 262,144.
+LADDER_BUDGETS = tuple(1 << (LADDER_LOWEST_LOG2 + k) for k in range(LADDER_STEPS))
 LADDER_SEEDS = tuple(range(1, 9))  # eight tie-break seeds; seed 0 is the reference run
 SOLVED_RUNS_TO_STOP = 2  # consecutive budgets solved by every seed before climbing stops
 
@@ -39,13 +42,14 @@ class Ladder(NamedTuple):
 def ladder_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: int,
                   n_crates: int, max_steps: int, seeds: np.ndarray, rungs: int,
                   weight: int) -> tuple[np.ndarray, int]:
-    """Seeds solving at budgets 2**0 .. 2**(rungs-1), and the index of the last rung played."""
+    """Seeds solving at the first ``rungs`` budgets (2**2 ... dynamics calls per step), and
+    the index of the last rung played."""
     solved = np.zeros(rungs, np.int64)
     streak = 0
     for k in range(rungs):
         for s in range(seeds.size):
-            ok, _, _ = plan_kernel(passable, goal, width, start_key, n_crates, max_steps,
-                                   1 << k, weight, seeds[s])
+            ok, _, _, _ = plan_kernel(passable, goal, width, start_key, n_crates, max_steps,
+                                      1 << (LADDER_LOWEST_LOG2 + k), weight, seeds[s])
             if ok:
                 solved[k] += 1
         streak = streak + 1 if solved[k] == seeds.size else 0
@@ -57,7 +61,8 @@ def ladder_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key:
 
 def climb(level: Level, max_steps: int, seeds: tuple[int, ...] = LADDER_SEEDS,
           rungs: int = LADDER_STEPS) -> Ladder:
-    """Play ``level`` up the ladder (budgets 2**0 .. 2**(rungs-1)) with every tie-break seed."""
+    """Play ``level`` up the ladder (the first ``rungs`` of ``LADDER_BUDGETS``, in dynamics
+    calls per step) with every tie-break seed."""
     if not seeds or min(seeds) < 0:
         raise ValueError("the ladder needs at least one tie-break seed, all >= 0")
     if not 1 <= rungs <= LADDER_STEPS:

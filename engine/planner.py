@@ -1,10 +1,15 @@
 """Reference planner: a budgeted real-time search agent that plays one episode.
 
-At every step it runs a best-first lookahead of at most ``budget`` expanded states from the
+At every step it runs a best-first lookahead of at most ``budget`` dynamics calls from the
 current state (learning real-time A*: f = moves so far + a learned heuristic that starts at
 twice the summed push distance of the crates to their nearest goals), pruning dead squares
 and 2x2 freezes, takes the first action toward the best state found and replans. Grading and
 audit measure how hard a level is for such an agent; nothing here is used to play for real.
+
+The budget is in the benchmark rule's currency, dynamics calls per step: every expansion asks
+the dynamics (``_successor``) for the successor of each of the four actions, so it costs
+``CALLS_PER_EXPANSION`` calls, and a step's lookahead stops before an expansion that would
+exceed the budget. The move actually taken is the environment's step, not a counted call.
 """
 
 from __future__ import annotations
@@ -17,8 +22,12 @@ from numba import njit
 
 from engine.levels import Level, State
 
+CALLS_PER_EXPANSION = 4  # one dynamics call per action, four actions
+# The reference planner of audit, equivalence and calibration plays at the benchmark rule's
+# budget: 256 dynamics calls (64 expansions) per step, where ``difficulty`` is stated.
 PLANNER_BUDGET = 256
-MAX_PLANNER_BUDGET = (1 << 18) - 1  # a lookahead's nodes (<= 4 per expansion) fit 20 bits
+# A lookahead's nodes (<= 4 per expansion) fit 20 bits.
+MAX_PLANNER_BUDGET = CALLS_PER_EXPANSION * ((1 << 18) - 1)
 HEURISTIC_WEIGHT = 2
 _FAR = 1 << 20
 _EMPTY = -1
@@ -27,11 +36,13 @@ _ORDERS = np.array(sorted(itertools.permutations(range(4))), dtype=np.int64)
 
 
 class PlanResult(NamedTuple):
-    """Outcome of one planner episode: solved or not, and the steps it took."""
+    """Outcome of one planner episode: solved or not, the steps it took, and the dynamics
+    calls each step's lookahead made (never above the budget)."""
 
     solved: bool
     steps: int
     actions: tuple[int, ...]
+    calls: tuple[int, ...] = ()
 
 
 @njit(cache=True)
@@ -251,29 +262,32 @@ def _action_order(key: int, seed: int) -> int:
 @njit(cache=True)
 def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: int,
                 n_crates: int, max_steps: int, budget: int, weight: int,
-                seed: int = 0) -> tuple[bool, int, np.ndarray]:
-    """Play one episode; return (solved, steps, actions taken). ``seed`` breaks ties."""
+                seed: int = 0) -> tuple[bool, int, np.ndarray, np.ndarray]:
+    """Play one episode within ``budget`` dynamics calls per step; return (solved, steps,
+    actions taken, calls made per step). ``seed`` breaks ties."""
     offs = np.array([-width, width, -1, 1], np.int64)
     orders = _ORDERS
     gdist = push_distance(passable, goal, width)
-    t_keys, t_node, n_key, n_g, n_h, n_first, n_closed, heap = lookahead_arrays(budget)
+    t_keys, t_node, n_key, n_g, n_h, n_first, n_closed, heap = lookahead_arrays(
+        max(1, budget // CALLS_PER_EXPANSION))
     lh_keys = np.full(power_of_two(4 * max_steps + 16), _EMPTY, np.int64)
     lh_vals = np.zeros(lh_keys.size, np.int64)
     actions = np.empty(max_steps, np.int8)
+    step_calls = np.zeros(max_steps, np.int64)
     cur = start_key
     steps = 0
     while True:
         h_cur = _estimate(cur, gdist, n_crates)
         if h_cur == 0:
-            return True, steps, actions[:steps]
+            return True, steps, actions[:steps], step_calls[:steps]
         if steps >= max_steps:
-            return False, steps, actions[:steps]
+            return False, steps, actions[:steps], step_calls[:steps]
         n_nodes = 1
         size = start_lookahead(t_keys, t_node, n_key, n_g, n_h, n_first, n_closed, heap, cur,
                                _learned(lh_keys, lh_vals, cur, weight * h_cur))
-        expanded = 0
+        calls = 0
         goal_node = -1
-        while size > 0 and expanded < budget:
+        while size > 0 and calls + CALLS_PER_EXPANSION <= budget:
             item, size = _heap_pop(heap, size)
             i = item & ((1 << 20) - 1)
             if n_closed[i]:
@@ -282,11 +296,11 @@ def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: i
             if _estimate(n_key[i], gdist, n_crates) == 0:
                 goal_node = i
                 break
-            expanded += 1
             order = _action_order(n_key[i], seed)
-            for r in range(4):
+            for r in range(CALLS_PER_EXPANSION):
                 a = orders[order, r]
                 nk, pushed = _successor(n_key[i], a, passable, offs, n_crates)
+                calls += 1
                 if nk == n_key[i]:
                     continue
                 if pushed >= 0:
@@ -317,13 +331,14 @@ def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: i
                     best = score
                     target = j
             if target < 0:
-                return False, steps, actions[:steps]
+                return False, steps, actions[:steps], step_calls[:steps]
             s = _find(lh_keys, cur)
             lh_keys[s] = cur
             lh_vals[s] = max(n_h[0], n_g[target] + n_h[target])
         a = n_first[target]
-        cur, _ = _successor(cur, a, passable, offs, n_crates)
+        cur, _ = _successor(cur, a, passable, offs, n_crates)  # the environment's step
         actions[steps] = a
+        step_calls[steps] = calls
         steps += 1
 
 
@@ -339,21 +354,24 @@ def plan(level: Level, max_steps: int, budget: int = PLANNER_BUDGET,
          state: State | None = None, seed: int = 0) -> PlanResult:
     """Play ``level`` from ``state`` (default: its start) with the reference planner.
 
-    Deterministic: the same level, budget and tie-break ``seed`` always give the same
-    episode (seed 0 is the reference). Cells fit the 8-bit key fields because boards are
-    at most 16x16 (``MAX_SIDE``).
+    ``budget`` is in dynamics calls per step (at least one expansion's
+    ``CALLS_PER_EXPANSION``). Deterministic: the same level, budget and tie-break ``seed``
+    always give the same episode (seed 0 is the reference). Cells fit the 8-bit key fields
+    because boards are at most 16x16 (``MAX_SIDE``).
     """
     if seed < 0:
         raise ValueError(f"tie-break seed must be >= 0, not {seed}")
-    if not 1 <= budget <= MAX_PLANNER_BUDGET:
-        raise ValueError(f"budget must be 1 to {MAX_PLANNER_BUDGET} expansions, not {budget}")
+    if not CALLS_PER_EXPANSION <= budget <= MAX_PLANNER_BUDGET:
+        raise ValueError(f"budget must be {CALLS_PER_EXPANSION} to {MAX_PLANNER_BUDGET} "
+                         f"dynamics calls per step, not {budget}")
     state = level.start if state is None else state
     passable = np.ascontiguousarray(level.floor.ravel())
     goal = np.ascontiguousarray(level.goals.ravel() & level.floor.ravel())
-    solved, steps, actions = plan_kernel(passable, goal, level.width, state_key(state),
-                                         len(state.crates), int(max_steps), int(budget),
-                                         HEURISTIC_WEIGHT, int(seed))
-    return PlanResult(bool(solved), int(steps), tuple(int(a) for a in actions))
+    solved, steps, actions, calls = plan_kernel(passable, goal, level.width, state_key(state),
+                                                len(state.crates), int(max_steps),
+                                                int(budget), HEURISTIC_WEIGHT, int(seed))
+    return PlanResult(bool(solved), int(steps), tuple(int(a) for a in actions),
+                      tuple(int(c) for c in calls))
 
 
 def push_lower_bound(level: Level, state: State | None = None) -> int:

@@ -27,8 +27,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from engine.ladder import LADDER_BUDGETS, LADDER_SEEDS  # noqa: E402
 from engine.levels import parse_xsb  # noqa: E402
 from engine.look import Look, frame, stored_look  # noqa: E402
+from engine.planner import CALLS_PER_EXPANSION  # noqa: E402
 from pipeline.audit import (  # noqa: E402
     AuditResult,
     Check,
@@ -37,7 +39,7 @@ from pipeline.audit import (  # noqa: E402
     deadlock_summary,
     tier_summary,
 )
-from pipeline.compute_curve import grade_rule  # noqa: E402
+from pipeline.compute_curve import RULE_BUDGET, grade_rule  # noqa: E402
 from pipeline.difficulty import load_model  # noqa: E402
 from pipeline.equivalence import EQUIVALENCE_FILE, Equivalence  # noqa: E402
 from pipeline.reliability import curve, load_pool_curve, wilson_interval  # noqa: E402
@@ -143,7 +145,7 @@ def plot_difficulty(facts: VersionFacts, comparison: Comparison | None = None,
                 color=_colour(tier[0]), label=f"tier {tier[0]}")
     _overlay(ax, comparison, facts.name, other, "difficulty")
     ax.set_xlabel("play order (index); dashed lines: grade cut points")
-    ax.set_ylabel("difficulty (P planner fails)")
+    ax.set_ylabel(f"difficulty (P planner fails at {RULE_BUDGET} calls/step)")
     ax.set_title(f"{facts.name}: difficulty along the ramp")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=9, ncol=3)
@@ -525,13 +527,17 @@ class Report:
                     "stored (the chance that the reference planner fails, from the model of "
                     "their day)")
         measured = int(t["compute_measured"].sum())
-        return (f"compute_to_solve = log2 of the per-step budget (expanded states) at which the "
-                f"reference planner solves half the time: measured by the ladder (budgets 1 to "
-                f"65,536, 8 tie-break seeds) on {measured} of {t.height} levels, predicted from "
-                f"grade features on the rest (pipeline/specs/difficulty.json, fitted "
+        return (f"compute_to_solve = log2 of the per-step budget in dynamics calls (the "
+                f"rule's currency; one planner expansion is {CALLS_PER_EXPANSION} calls) at which "
+                f"the reference planner solves half the time: measured by the ladder (budgets "
+                f"{LADDER_BUDGETS[0]:,} to {LADDER_BUDGETS[-1]:,} calls per step, "
+                f"{len(LADDER_SEEDS)} tie-break seeds) on {measured} of {t.height} levels, "
+                f"predicted from grade features on the rest (pipeline/specs/difficulty.json, "
+                f"fitted "
                 f"{model.info.get('fit_date', '?')}; held-out MAE "
                 f"{held.get('mean_absolute_error', '?')}, Spearman {held.get('spearman', '?')})."
-                f" Grades: {grade_rule()}. difficulty = the curve's chance of failing at 256, "
+                f" Grades: {grade_rule()}. difficulty = the curve's chance of failing at "
+                f"{RULE_BUDGET} calls per step, "
                 f"so the grade cut points in difficulty are "
                 f"{[round(c, 3) for c in model.grade_cuts]}.")
 

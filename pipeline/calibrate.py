@@ -26,7 +26,7 @@ from engine.planner import HEURISTIC_WEIGHT, PLANNER_BUDGET, plan
 from engine.validation_agents import VALIDATION_AGENTS, AgentSpec, play_agent
 from pipeline.compute import ladder_counts
 from pipeline.compute_curve import HIGHEST, compute_grade, fit_locations, fit_slope, grade_rule
-from pipeline.difficulty import FEATURES, DifficultyModel, transformed
+from pipeline.difficulty import FEATURES, UNIT, DifficultyModel, transformed
 from pipeline.errors import PipelineError
 from pipeline.generate import generate
 from pipeline.grade import grade_features
@@ -77,7 +77,8 @@ def _play(item: tuple[str, int, int]) -> bool:
 
 
 def planner_runs(table: pl.DataFrame, seed: int, workers: Workers) -> np.ndarray:
-    """The single-run label: whether the planner (budget 256, tie-break ``seed``) solves."""
+    """The single-run label: whether the planner (256 dynamics calls per step, tie-break
+    ``seed``) solves."""
     items = [(x, int(m), seed) for x, m in zip(table["xsb"].to_list(),
                                                table["max_steps"].to_list(), strict=True)]
     return np.array(workers.map(_play, items, label=f"planner seed {seed}"), dtype=bool)
@@ -159,7 +160,8 @@ def retest_figures(table: pl.DataFrame, slope: float, first: np.ndarray, workers
     """compute_to_solve from two disjoint seed sets, and the single-run label from two seeds.
 
     ``first`` is the ladder already played with LADDER_SEEDS; the retest plays RETEST_SEEDS.
-    The single-run label (solved at 256) is today's run (seed 0) against each retest seed.
+    The single-run label (solved at 256 calls per step) is today's run (seed 0) against each
+    retest seed.
     """
     second, _ = ladder_counts(table, workers, RETEST_SEEDS)
     a, _ = fit_locations(first, len(LADDER_SEEDS), slope)
@@ -228,7 +230,8 @@ def calibrate(template: Spec, seed: int, size: PoolSize, work: Path,
     failures = agent_failures(held, workers)
     info = {
         "target": "compute_to_solve: log2 of the reference planner's per-step budget "
-                  "(expanded states) at which it solves half the time",
+                  "(dynamics calls) at which it solves half the time",
+        "unit": UNIT,
         "ladder": {"budgets": [LADDER_BUDGETS[0], LADDER_BUDGETS[-1]], "seeds": list(
             LADDER_SEEDS), "stop": f"climbing stops once every seed solves at "
                                   f"{SOLVED_RUNS_TO_STOP} consecutive budgets; the budgets "
@@ -241,7 +244,7 @@ def calibrate(template: Spec, seed: int, size: PoolSize, work: Path,
         "fit_date": dt.date.today().isoformat(),
         "l2": L2,
         "grades": grade_rule(),
-        "difficulty": "the curve's chance of failing at 256 expanded states per step",
+        "difficulty": "the curve's chance of failing at 256 dynamics calls per step",
         "pool": {"template": template.name, "seed": fit_seed, "held_out_seed": held_seed,
                  "fit_per_tier": size.fit_per_tier,
                  "held_out_per_tier": size.held_out_per_tier},

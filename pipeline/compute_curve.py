@@ -1,23 +1,27 @@
 """Item-response curves of the compute ladder: P(solve) against log2 budget, per level.
 
 Each level's curve is a logistic in log2 budget with one slope shared by all levels; its
-location, ``compute_to_solve``, is the log2 budget (expanded states per step) at which the
-planner solves half the time. Locations beyond the ladder are censored at its top and flagged;
-a level every seed solves at budget 1 sits at the bottom, 0.
+location, ``compute_to_solve``, is the log2 budget in dynamics calls per step (the benchmark
+rule's currency) at which the planner solves half the time. Locations beyond the ladder are
+censored at its top (18: 262,144 calls) and flagged; a level every seed solves with a single
+expansion (4 calls) sits at the bottom, 2.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from engine.ladder import LADDER_STEPS
+from engine.ladder import LADDER_BUDGETS
+from engine.planner import PLANNER_BUDGET
 from pipeline.logistic import sigmoid
 
-LOWEST = 0.0  # log2 of the smallest budget, 1
-HIGHEST = float(LADDER_STEPS - 1)  # log2 of the largest budget, 65,536
-# Grades by the budget the planner needs: <= 4, <= 32, <= 256 (the rule's), <= 2,048, more.
+RUNG_LOG2 = np.log2(np.asarray(LADDER_BUDGETS, dtype=np.float64))  # each rung's log2 calls
+LOWEST = float(RUNG_LOG2[0])  # log2 of the smallest budget, 4 calls
+HIGHEST = float(RUNG_LOG2[-1])  # log2 of the largest budget, 262,144 calls
+# Grades by the dynamics calls per step the planner needs: <= 4, <= 32, <= 256 (the rule's),
+# <= 2,048, more.
 GRADE_BUDGETS = (4, 32, 256, 2048)
-RULE_BUDGET = 256
+RULE_BUDGET = PLANNER_BUDGET  # the rule's 256 calls per step, where the reference plays
 _SLOPE_RANGE = (0.05, 20.0)
 _BISECTIONS = 60
 
@@ -25,7 +29,7 @@ _BISECTIONS = 60
 def log_likelihood(location: np.ndarray, solved: np.ndarray, seeds: int,
                    slope: float) -> np.ndarray:
     """Per-level log-likelihood of the solve counts (levels x rungs) under the curves."""
-    rungs = np.arange(solved.shape[1], dtype=np.float64)
+    rungs = RUNG_LOG2[:solved.shape[1]]
     p = sigmoid(slope * (rungs[None, :] - np.asarray(location, dtype=np.float64)[:, None]))
     p = np.clip(p, 1e-12, 1 - 1e-12)
     return (solved * np.log(p) + (seeds - solved) * np.log1p(-p)).sum(axis=1)
@@ -36,7 +40,7 @@ def fit_locations(solved: np.ndarray, seeds: int, slope: float) -> tuple[np.ndar
     """``(compute_to_solve, censored)`` per level for a given slope: the maximum-likelihood
     location, clamped to the ladder; ``censored`` when it lies above the ladder's top."""
     solved = np.asarray(solved, dtype=np.float64)
-    rungs = np.arange(solved.shape[1], dtype=np.float64)
+    rungs = RUNG_LOG2[:solved.shape[1]]
     # The score in the location falls monotonically: bisect for its zero (no overshoot, and
     # all-solved or all-failed rows run to the bounds instead of to infinity).
     lo = np.full(solved.shape[0], LOWEST - 1.0)
@@ -80,12 +84,12 @@ def fit_slope(solved: np.ndarray, seeds: int) -> float:
 
 
 def solve_probability(location: np.ndarray, slope: float, budget: int) -> np.ndarray:
-    """The curves' probability of solving at ``budget`` expanded states per step."""
+    """The curves' probability of solving at ``budget`` dynamics calls per step."""
     return sigmoid(slope * (np.log2(budget) - np.asarray(location, dtype=np.float64)))
 
 
 def failure_at_rule(location: np.ndarray, slope: float) -> np.ndarray:
-    """``difficulty``: the curves' chance of failing at the rule's budget of 256."""
+    """``difficulty``: the curves' chance of failing at the rule's 256 calls per step."""
     return 1.0 - solve_probability(location, slope, RULE_BUDGET)
 
 
@@ -99,5 +103,5 @@ def compute_grade(location: np.ndarray) -> np.ndarray:
 def grade_rule() -> str:
     """The grade cut points in words, as the model file and the audit state them."""
     parts = [f"{g}: <= {b:,}" for g, b in enumerate(GRADE_BUDGETS, start=1)]
-    return ("compute_to_solve in expanded states per step: " + ", ".join(parts)
+    return ("compute_to_solve in dynamics calls per step: " + ", ".join(parts)
             + f", {len(GRADE_BUDGETS) + 1}: more")

@@ -1,10 +1,11 @@
 """The calibrated difficulty model: grade features in, predicted compute_to_solve out.
 
-``compute_to_solve`` is the log2 per-step budget at which the reference planner solves a
-level half the time (see ``pipeline.compute_curve``). A ridge regression on grade features
-predicts it for every candidate without a planner run; ``difficulty`` (the chance of failing
-at the rule's 256) and ``grade`` follow from it through the shared-slope curve and fixed cut
-points. The coefficients live in ``pipeline/specs/difficulty.json`` (``sokoforge calibrate``).
+``compute_to_solve`` is the log2 per-step budget in dynamics calls at which the reference
+planner solves a level half the time (see ``pipeline.compute_curve``). A ridge regression on
+grade features predicts it for every candidate without a planner run; ``difficulty`` (the
+chance of failing at the rule's 256 calls per step) and ``grade`` follow from it through the
+shared-slope curve and fixed cut points. The coefficients live in
+``pipeline/specs/difficulty.json`` (``sokoforge calibrate``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from pipeline.compute_curve import (
 )
 
 MODEL_PATH = Path(__file__).resolve().parent / "specs" / "difficulty.json"
-MODEL_FORMAT = 2
+MODEL_FORMAT = 3  # 3: compute_to_solve in dynamics calls per step (2 counted expansions)
+UNIT = "dynamics calls per step"
 TRANSFORMS = {
     "identity": lambda v: v,
     "log1p": np.log1p,
@@ -74,7 +76,7 @@ class DifficultyModel:
 
     @property
     def grade_cuts(self) -> tuple[float, ...]:
-        """The grade cut points in difficulty: the curve's chance of failing at 256 for a
+        """The grade cut points in difficulty: the curve's chance of failing at 256 calls for a
         compute_to_solve at each budget of GRADE_BUDGETS (increasing, as grades are)."""
         return tuple(float(d) for d in self.difficulty(np.log2(np.array(GRADE_BUDGETS,
                                                                         dtype=np.float64))))

@@ -20,7 +20,7 @@ from pipeline.errors import PipelineError
 from pipeline.spec import Spec
 
 OPTIMUM_TOLERANCE = 1
-COMPUTE_TOLERANCE = 1.0  # log2 budget: a candidate needs at most twice or half PREV's compute
+COMPUTE_TOLERANCE = 1.0  # log2 calls per step: at most twice or half PREV's compute
 COST_SCALE = 10_000  # |compute_to_solve difference| in units of 1e-4, so costs are integers
 PLANNER_COST = 1_000  # another planner outcome than PREV's slot costs as much as 0.1 compute
 SOLVER_BUDGET = 30.0  # CP-SAT deterministic time units (about seconds)

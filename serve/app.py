@@ -1,4 +1,4 @@
-"""The aiohttp application: the protocol faces, the documentation and the two HTML pages.
+"""The aiohttp application: the protocol faces, the documentation and the HTML pages.
 
 ``build_app`` wires an ``Arena`` (game logic over a store) to the routes; start-up opens the
 store (sessions load from it when first used), a background task expires idle ones.
@@ -14,7 +14,9 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from serve import arc, native, pages
+from serve import arc, browser, native, pages
+from serve.access_log import AccessLog
+from serve.access_log import middleware as access_middleware
 from serve.limits import ConnectionLimits
 from serve.play import Arena
 from serve.schema import MAP, TEXT, Route, obj, openapi
@@ -52,7 +54,7 @@ PAGE_ROUTES = (
 
 # each protocol face is a module with ROUTES (declarations) and HANDLERS (by operation), and
 # maybe its own ``bind`` (the ARC-AGI-3 face answers refusals in its API's shape)
-FACES = (native, arc)
+FACES = (native, arc, browser)
 
 
 def all_routes() -> list[Route]:
@@ -87,9 +89,14 @@ def _local_origin(request: web.Request) -> str:
     return f"http://{host}:{sockname[1]}"
 
 
+ACCESS_LOG = web.AppKey("access_log", AccessLog)
+
+
 def build_app(arena: Arena, public: str | None = None,
-              connections: ConnectionLimits | None = None) -> web.Application:
-    """The application serving ``arena``; its store is opened and closed with the app.
+              connections: ConnectionLimits | None = None,
+              access_log: AccessLog | None = None) -> web.Application:
+    """The application serving ``arena``; its store is opened and closed with the app, and
+    so is ``access_log`` (one JSON line per request) when given.
 
     ``public`` is the base URL the pages give (default: the listening address);
     ``connections`` the read deadlines and per-address cap that ``serve.connections`` applies.
@@ -97,8 +104,13 @@ def build_app(arena: Arena, public: str | None = None,
     # ARC-AGI-3 clients join base URL and path verbatim: a base ending in '/' asks for
     # '//api/...', which is redirected (308: method and body kept) to the merged path
     merge_slashes = web.normalize_path_middleware(append_slash=False, merge_slashes=True)
-    app = web.Application(middlewares=[errors_as_json, merge_slashes], client_max_size=MAX_BODY)
+    middlewares = [errors_as_json, merge_slashes]
+    if access_log is not None:
+        middlewares.insert(0, access_middleware(access_log))
+    app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY)
     app[ARENA] = arena
+    if access_log is not None:
+        app[ACCESS_LOG] = access_log
     app[CONNECTIONS] = connections or ConnectionLimits()
     app[ROUTER_PATHS] = router_paths(all_routes())
     if public is not None:
@@ -111,12 +123,16 @@ def build_app(arena: Arena, public: str | None = None,
     for route in PAGE_ROUTES:
         bind(app, route, handlers[route.operation])
     app.router.add_get("/api/docs/{asset:docs\\.(?:js|css)}", _asset)
+    browser.add_scripts(app)
     app.cleanup_ctx.append(_lifetime)
     return app
 
 
 async def _lifetime(app: web.Application):
     arena: Arena = app[ARENA]
+    access_log = app.get(ACCESS_LOG)
+    if access_log is not None:
+        access_log.start()
     await arena.store.start()
 
     async def sweep() -> None:
@@ -130,6 +146,8 @@ async def _lifetime(app: web.Application):
     with contextlib.suppress(asyncio.CancelledError):
         await task
     await arena.store.close()
+    if access_log is not None:
+        access_log.stop()
 
 
 async def _openapi(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
@@ -162,5 +180,9 @@ async def _landing(request: web.Request, arena: Arena, key: None, args: dict) ->
 
 async def _leaderboard_page(request: web.Request, arena: Arena, key: None,
                             args: dict) -> web.Response:
-    board = await arena.leaderboard(args["version"], args["limit"], args["game"])
-    return reply_bytes(request, pages.leaderboard(board).encode(), "text/html")
+    if args["version"] is not None or args["game"] is not None:
+        boards = [await arena.leaderboard(args["version"], args["limit"], args["game"])]
+    else:  # every served game's version, one table each
+        boards = [await arena.leaderboard(None, args["limit"], g) for g in arena.games.names]
+    playable = frozenset(g.name for g in arena.games if g.public)
+    return reply_bytes(request, pages.leaderboard(boards, playable).encode(), "text/html")

@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from serve import arc_wire as w
+from serve import native
 from serve.games import GameEntry
 from serve.native import SCORECARD_ID, SESSION_ID
 from serve.play import IN_PROGRESS, WAIT, Arena, Conflict, KeyRecord, PlayError, Session
@@ -40,8 +41,8 @@ from serve.schema import (
 from serve.web import (
     ARENA,
     BodyTooSlow,
-    api_key,
     client_ip,
+    identified,
     inputs,
     refusal_detail,
     register,
@@ -80,7 +81,8 @@ _RUN = obj({"id": TEXT, "guid": maybe(TEXT), "score": NUMBER, "levels_completed"
 SCORECARD = obj({"card_id": string(SCORECARD_ID), "score": NUMBER,
                  "environments": arr(obj({"id": TEXT, "runs": arr(_RUN)})),
                  "tags_scores": arr(MAP), "name": TEXT, "version": TEXT, "closed": BOOLEAN,
-                 "result": maybe(MAP)})
+                 "result": maybe(MAP), "tags": arr(TEXT), "source_url": maybe(TEXT),
+                 "opaque": {"nullable": True}})
 FRAME_DATA = obj({"game_id": string(GAME_ID_PATTERN), "guid": string(SESSION_ID),
                   "state": string(enum=STATES), "levels_completed": INTEGER,
                   "win_levels": INTEGER,
@@ -102,10 +104,12 @@ ROUTES = (
            params=(_GAME_ID,), responses={200: "the game object", 404: "unknown game"},
            bodies={200: GAME}),
     _route("arc_open", "POST", "/api/scorecard/open",
-           "ARC-AGI-3: open a scorecard (tags, source_url, opaque, competition_mode are "
-           "accepted and ignored; play is always without retries).", auth=True, body=(),
-           responses={200: "{card_id}", 400: "the body is not a JSON object",
-                      401: "missing or unknown key", 429: "daily scorecard limit reached"},
+           "ARC-AGI-3: open a scorecard (tags, source_url and opaque are kept and shown with "
+           "it; competition_mode is accepted and ignored).", auth=True,
+           body=native.CARD_META,
+           responses={200: "{card_id}", 400: "the body is not a JSON object, or a field of "
+                      "it out of bounds", 401: "missing or unknown key",
+                      429: "daily scorecard limit reached"},
            bodies={200: obj({"card_id": string(SCORECARD_ID)})},
            links={"view": ("arc_scorecard", {"card_id": "/card_id"})}),
     _route("arc_close", "POST", "/api/scorecard/close",
@@ -198,7 +202,8 @@ async def _runs(arena: Arena, key: KeyRecord, view: dict) -> list[dict]:
 async def _scorecard(arena: Arena, key: KeyRecord, card_id: str) -> dict:
     view = await arena.scorecard_view(key, card_id)
     return w.scorecard(card_id, await _runs(arena, key, view), name=view["name"],
-                       version=view["version"], closed=view["closed"], result=view["score"])
+                       version=view["version"], closed=view["closed"], result=view["score"],
+                       meta={k: view[k] for k in ("tags", "source_url", "opaque")})
 
 
 # -- handlers --------------------------------------------------------------------------------
@@ -218,7 +223,7 @@ async def game(request: web.Request, arena: Arena, key: None, args: dict) -> web
 
 async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
                          args: dict) -> web.Response:
-    card, _ = await arena.open_scorecard(key)
+    card, _ = await arena.open_scorecard(key, meta=native.card_meta(args))
     return reply(request, {"card_id": card.id})
 
 
@@ -313,7 +318,7 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
     async def endpoint(request: web.Request) -> web.StreamResponse:
         arena = request.app[ARENA]
         try:
-            key = await arena.identify(api_key(request)) if route.auth else None
+            key = await identified(request, arena) if route.auth else None
             return await handler(request, arena, key, await inputs(request, route))
         except web.HTTPException as e:  # a body over the size limit, or too slow
             if e.status < 400:

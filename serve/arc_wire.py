@@ -169,14 +169,17 @@ def run(game: str, guid: str | None, state: str, episodes: Sequence[dict]) -> di
 
 
 def scorecard(card_id: str, runs: list[dict], *, name: str, version: str, closed: bool,
-              result: dict | None) -> dict:
+              result: dict | None, meta: dict | None = None) -> dict:
     """The scorecard object: one environment per played game, each with its run.
 
     ``result`` is the leaderboard Score of the native protocol once closed; the ARC fields
-    beside it are what the toolkit reads.
+    beside it are what the toolkit reads; ``meta`` the tags, source_url and opaque it was
+    opened with.
     """
     environments = [{"id": r["id"], "runs": [r]} for r in runs]
     score = sum(r["score"] for r in runs) / len(runs) if runs else 0.0
+    meta = meta or {}
     return {"card_id": card_id, "score": round(score, 4), "environments": environments,
             "tags_scores": [], "name": name, "version": version, "closed": closed,
-            "result": result}
+            "result": result, "tags": meta.get("tags") or [],
+            "source_url": meta.get("source_url"), "opaque": meta.get("opaque")}

@@ -105,6 +105,21 @@ class EpisodeRun:
         return run
 
 
+def replay_states(served: ServedLevel, actions: str) -> list[tuple[State, int]]:
+    """The state and the steps used at the start and after each letter of a stored action
+    string (a level restart ``|`` included, which uses no step), replayed from the start."""
+    run = EpisodeRun(served)
+    run.begin()
+    states = [(run.state, 0)]
+    for letter in actions:
+        if letter == PLAYED[RESTART_LEVEL]:
+            run.restart()
+        else:
+            run.play(PLAYED.index(letter))
+        states.append((run.state, run.steps))
+    return states
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one action did, for the answer to it."""

@@ -28,6 +28,7 @@ class GameEntry:
     version: ServedVersion
     restarts: str
     look: str
+    public: bool = False
 
     @property
     def episodes(self) -> int:
@@ -39,17 +40,29 @@ class GameEntry:
         return tuple(lv.max_steps for lv in self.version.levels)
 
     def spec(self) -> dict:
-        return {**self.version.spec(), "restarts": self.restarts}
+        return {**self.version.spec(), "restarts": self.restarts, "public": self.public}
+
+
+def is_public(version: ServedVersion) -> bool:
+    """Whether people may see this version's boards (play it in the browser, watch replays):
+    its manifest says ``visibility: public``, or it was imported and says no visibility.
+    Anything else is a hidden benchmark set, shown to no one but the key that played it."""
+    visibility = version.manifest.get("visibility")
+    if visibility is not None:
+        return visibility == "public"
+    generator = version.manifest.get("generator") or {}
+    return generator.get("method") == "imported" or bool(version.manifest.get("sources"))
 
 
 def restarts_of(version: ServedVersion) -> str:
     """The spec's ``restarts``; without one, ``game`` for a practice set (built from a public
-    seed, or imported) and ``none`` for a hidden one."""
+    seed, imported, or public) and ``none`` for a hidden one."""
     spec = version.manifest.get("spec") or {}
     value = spec.get("restarts")
     if value is None:
         practice = version.manifest.get("public_seed") is not None or bool(
-            version.manifest.get("imported") or version.manifest.get("source"))
+            version.manifest.get("imported") or version.manifest.get("source")) or is_public(
+            version)
         return "game" if practice else "none"
     if value not in RESTARTS:
         raise DatasetError(f"version {version.version}: restarts must be one of "
@@ -68,7 +81,8 @@ class Registry:
                 raise DatasetError(f"versions {self._games[v.game].version.version} and "
                                    f"{v.version} are both of game {v.game!r}; serve one "
                                    "version per game")
-            self._games[v.game] = GameEntry(v.game, v, restarts_of(v), version_look(v.manifest))
+            self._games[v.game] = GameEntry(v.game, v, restarts_of(v), version_look(v.manifest),
+                                            is_public(v))
         if not self._games:
             raise DatasetError("no version to serve")
 

@@ -93,16 +93,20 @@ def trusted(address: str, proxies: tuple[Network, ...]) -> bool:
 
 def client_address(peer: str | None, forwarded_for: str | None,
                    proxies: tuple[Network, ...]) -> str:
-    """The address a request counts against (``address_subject`` of it).
+    """The address a request counts against (``address_subject`` of ``forwarded_client``)."""
+    return address_subject(forwarded_client(peer, forwarded_for, proxies))
 
-    The peer itself, unless it is a trusted proxy: then the rightmost ``X-Forwarded-For``
-    entry that is not itself a trusted proxy (entries left of it could be forged by anyone).
-    """
+
+def forwarded_client(peer: str | None, forwarded_for: str | None,
+                     proxies: tuple[Network, ...]) -> str:
+    """The client's address: the peer itself, unless it is a trusted proxy: then the
+    rightmost ``X-Forwarded-For`` entry that is not itself a trusted proxy (entries left of
+    it could be forged by anyone)."""
     peer = peer or "unknown"
-    if not forwarded_for or not trusted(peer, proxies):
-        return address_subject(peer)
+    if not forwarded_for or not proxies or not trusted(peer, proxies):
+        return peer
     hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
     for hop in reversed(hops):
         if not trusted(hop, proxies):
-            return address_subject(hop)
-    return address_subject(hops[0] if hops else peer)
+            return hop
+    return hops[0] if hops else peer

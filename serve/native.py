@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -16,6 +17,7 @@ from serve import framezip
 from serve.framezip import Picture
 from serve.play import IN_PROGRESS, Arena, EpisodeRun, KeyRecord, Outcome, Session
 from serve.schema import (
+    ANY,
     BOOLEAN,
     INT,
     INTEGER,
@@ -24,6 +26,7 @@ from serve.schema import (
     STR,
     TEXT,
     Field,
+    Invalid,
     Route,
     arr,
     maybe,
@@ -73,10 +76,13 @@ _PROGRESS = obj({"session_id": maybe(TEXT), "state": TEXT, "episodes": INTEGER},
                 {**SCORE["properties"], "finished": INTEGER, "parallel": INTEGER,
                  "in_flight": arr(INTEGER), "tier": maybe(INTEGER), "deadlocked": INTEGER,
                  "last_active": maybe(TEXT)})
+# where a scorecard was played from and what its client attached when opening it
+ATTACHED = {"source": maybe(string("browser")), "tags": arr(TEXT), "source_url": maybe(TEXT),
+            "opaque": {"nullable": True}}
 SCORECARD = obj({"scorecard_id": string(SCORECARD_ID), "name": TEXT, "version": TEXT,
                  "opened_at": maybe(TEXT), "closed": BOOLEAN, "closed_at": maybe(TEXT),
                  "games": {"type": "object", "additionalProperties": _PROGRESS},
-                 "score": maybe(SCORE)})
+                 "score": maybe(SCORE)}, ATTACHED)
 RESULT = obj({**SCORE["properties"], "scorecard_id": string(SCORECARD_ID), "name": TEXT,
               "version": TEXT, "closed": BOOLEAN,
               "games": {"type": "object", "additionalProperties": SCORE}},
@@ -92,7 +98,8 @@ LEADERBOARD = obj({"version": TEXT, "served_version": TEXT, "versions": arr(TEXT
                        "move_efficiency": NUMBER, "deadlock_rate": NUMBER, "solved": INTEGER,
                        "episodes": INTEGER, "avg_steps_solved": NUMBER,
                        "total_actions": INTEGER, "scorecard_id": string(SCORECARD_ID),
-                       "session_id": maybe(TEXT), "submitted_at": maybe(TEXT)}))},
+                       "session_id": maybe(TEXT), "submitted_at": maybe(TEXT)},
+                       {"source": maybe(TEXT)}))},
                   {"game": maybe(TEXT), "served": MAP})
 _RANGE = obj({"min": INTEGER, "max": INTEGER}, {"mean": NUMBER})
 SPEC = obj({"version": TEXT, "game": TEXT, "games": arr(TEXT), "episodes": INTEGER,
@@ -110,6 +117,43 @@ _SESSION_LINKS = {"act": ("act", {"session_id": "/session_id"}),
                   "current": ("get_session", {"session_id": "/session_id"}),
                   "replay": ("get_replay", {"session_id": "/session_id"})}
 
+MAX_TAGS, MAX_TAG_CHARS = 32, 64
+
+
+@dataclass(frozen=True)
+class Tags(Field):
+    """A list of at most ``MAX_TAGS`` strings of 1-``MAX_TAG_CHARS`` characters."""
+
+    def check(self, value: Any) -> Any:
+        if not (isinstance(value, list) and len(value) <= MAX_TAGS and all(
+                isinstance(t, str) and 1 <= len(t) <= MAX_TAG_CHARS
+                for t in value)):
+            raise Invalid(f"{self.name} must be {self.description}")
+        return value
+
+    def openapi(self) -> dict:
+        return {"description": self.description, "type": "array", "maxItems": MAX_TAGS,
+                "items": {"type": "string", "minLength": 1, "maxLength": MAX_TAG_CHARS}}
+
+
+# what a client may attach to a scorecard when opening it (the ARC-AGI-3 toolkit sends these),
+# kept as given within these bounds and shown back with the scorecard
+CARD_META = (
+    Tags("tags", ANY, f"a list of at most {MAX_TAGS} strings of 1-{MAX_TAG_CHARS} characters",
+         required=False),
+    Field("source_url", STR, "a URL of at most 512 characters", required=False,
+          pattern=r"[^\x00-\x1f]{0,512}"),
+    Field("opaque", ANY, "any JSON, at most 4 KB", required=False, max_bytes=4096))
+SOURCE = Field("source", STR, "'browser' for a run a person plays on the play page (a tag "
+               "on the scorecard and its results; omit for an agent)", required=False,
+               pattern="browser")
+
+
+def card_meta(args: dict) -> dict:
+    """The ``CARD_META`` values a request gave."""
+    return {f.name: args[f.name] for f in CARD_META if args.get(f.name) is not None}
+
+
 ROUTES = (
     Route("create_key", "POST", "/api/keys",
           "Create a key bound to a unique leaderboard name; the key is shown once.",
@@ -120,7 +164,9 @@ ROUTES = (
           bodies={201: obj({"api_key": string(r"lsk-[A-Za-z0-9_\-]+"), "name": TEXT,
                             "note": TEXT})}),
     Route("open_scorecard", "POST", "/api/scorecards",
-          "Open a scorecard; it counts against the key's daily allowance.", auth=True,
+          "Open a scorecard; it counts against the key's daily allowance. Tags, a source URL "
+          "and opaque JSON are kept as given and shown with it.", auth=True,
+          body=(SOURCE, *CARD_META),
           responses={200: "the new scorecard", 401: "missing or unknown key",
                      429: "daily scorecard limit reached"},
           links={"start": ("start_game", {"scorecard_id": "/scorecard_id", "game": "/games/0"}),
@@ -294,7 +340,7 @@ async def create_key(request: web.Request, arena: Arena, key: None, args: dict) 
 
 async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
                          args: dict) -> web.Response:
-    card, opened = await arena.open_scorecard(key)
+    card, opened = await arena.open_scorecard(key, args["source"], card_meta(args))
     return reply(request, {"scorecard_id": card.id, "games": list(card.games),
                            "episodes_per_game": arena.version.episodes,
                            "episodes_by_game": {g.name: g.episodes for g in arena.games},

@@ -1,6 +1,7 @@
-"""The two human pages: a landing page with the spec numbers and the leaderboard table.
+"""The human pages: the landing page, the leaderboards, a scorecard, and play in the browser.
 
-Plain server-rendered HTML with inline CSS: fast, no scripts, readable on a phone.
+Server-rendered HTML with inline CSS, readable on a phone; the play page and a scorecard's
+replay viewer add the package's own scripts (``serve/static``, same origin, nothing else).
 """
 
 from __future__ import annotations
@@ -16,15 +17,32 @@ table{border-collapse:collapse;width:100%;font-size:15px}
 th,td{padding:.35rem .5rem;border-bottom:1px solid #ddd;text-align:right}
 th:nth-child(2),td:nth-child(2){text-align:left}
 .wrap{overflow-x:auto}nav a{margin-right:1rem}
+.ok{color:#17692e;font-weight:600}.no{color:#a32020}.muted{color:#666}
+.tag{display:inline-block;background:#eef;border-radius:3px;padding:0 .35rem;margin-right:.3rem;
+font-size:14px}
+canvas.board{image-rendering:pixelated;image-rendering:crisp-edges;background:#111;
+border-radius:4px;width:min(448px,90vw);height:auto;aspect-ratio:1}
+canvas.goal{image-rendering:pixelated;width:128px;height:128px;border-radius:4px}
+.boards{display:flex;gap:1rem;align-items:flex-start;flex-wrap:wrap}
+.pad{display:grid;grid-template-columns:repeat(3,3.2rem);gap:.3rem;margin:.8rem 0}
+.pad button{height:3rem;font-size:1.3rem}
+button{font:inherit;padding:.3rem .8rem;border:1px solid #999;border-radius:4px;background:#f6f6f6;
+cursor:pointer}button:disabled{opacity:.5;cursor:default}
+.status{font-size:1.05rem;margin:.6rem 0}.message{min-height:1.5rem;font-weight:600}
+input{font:inherit;padding:.25rem .4rem}td.l,th.l{text-align:left}
+td[colspan]{text-align:left;color:#666}
+table.board{table-layout:fixed}table.board th{width:5.6rem}table.board th:nth-child(1){width:2.5rem}
+table.board th:nth-child(2){width:auto}
 """
 
 
-def _page(title: str, body: str) -> str:
+def _page(title: str, body: str, scripts: tuple[str, ...] = ()) -> str:
+    tags = "".join(f"<script src='/static/{escape(s)}'></script>" for s in scripts)
     return (f"<!doctype html><html lang=en><head><meta charset=utf-8>"
             f"<meta name=viewport content='width=device-width,initial-scale=1'>"
             f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>"
             f"<nav><a href='/'>sokoforge</a><a href='/leaderboard'>leaderboard</a>"
-            f"<a href='/api/docs'>API</a></nav>{body}</body></html>")
+            f"<a href='/api/docs'>API</a></nav>{body}{tags}</body></html>")
 
 
 def landing(spec: dict, origin: str) -> str:
@@ -49,7 +67,7 @@ def landing(spec: dict, origin: str) -> str:
 order, easiest first. Agents see only 64x64 RGB renders of the board and of its goal; actions are
 0 up, 1 down, 2 left, 3 right.</p>
 <p>Boards: <span id=boards>{escape(boards)}</span>.
-Look: <code id=look>{escape(look['name'])}</code> ({escape(drawn)}).</p>
+Look: <code id=look>{escape(look['name'])}</code> ({escape(drawn)}).</p>{_play_link(spec)}
 <h2>Connect</h2>
 <pre>sokoforge play --url {o} --register YOUR_NAME --agent random</pre>
 <p>or by hand: <code>POST {o}/api/keys {{"name"}}</code>, then
@@ -76,6 +94,13 @@ in parallel; a session expires after {limits['idle_minutes']:g} minutes idle.</p
     return _page(f"sokoforge {spec['version']}", body)
 
 
+def _play_link(spec: dict) -> str:
+    if not spec.get("public"):
+        return ""
+    return (f"<p>A public game: <a href='/play/{escape(spec['game'])}'>play it in the "
+            "browser</a> with the arrow keys.</p>")
+
+
 def _games(spec: dict) -> str:
     """Every served game, when there are several; the page below describes the first."""
     games = spec.get("game_specs") or {}
@@ -84,26 +109,169 @@ def _games(spec: dict) -> str:
     items = "".join(
         f"<li><code>{escape(name)}</code>: version <code>{escape(g['version'])}</code>, "
         f"{g['episodes']} levels, restarts <code>{escape(g['restarts'])}</code> "
-        f"(<a href='/leaderboard?game={escape(name)}'>leaderboard</a>)</li>"
+        f"(<a href='/leaderboard?game={escape(name)}'>leaderboard</a>"
+        + (f", <a href='/play/{escape(name)}'>play it in the browser</a>" if g.get("public")
+           else "") + ")</li>"
         for name, g in games.items())
     return f"<p>Games served (one scorecard may play each once):</p><ul>{items}</ul>"
 
 
-def leaderboard(board: dict) -> str:
-    """The ranking of one version as a table, with links to the other versions' boards."""
+def _board_table(board: dict, playable: bool) -> str:
+    """One version's ranking; each name links to its scorecard's page."""
     rows = "".join(
-        f"<tr><td>{e['rank']}</td><td>{escape(e['name'])}</td><td>{e['success_rate']:.2%}</td>"
+        f"<tr><td>{e['rank']}</td><td><a href='/scorecards/{escape(e['scorecard_id'])}'>"
+        f"{escape(e['name'])}</a>{_browser_tag(e.get('source'))}</td>"
+        f"<td>{e['success_rate']:.2%}</td>"
         f"<td>{e['move_efficiency']:.3f}</td><td>{e['deadlock_rate']:.2%}</td>"
         f"<td>{e['solved']}/{e['episodes']}</td><td>{escape(e['submitted_at'] or '')[:10]}</td>"
         f"</tr>" for e in board["entries"])
     if not rows:
         rows = "<tr><td colspan=7>no closed scorecards yet</td></tr>"
-    others = " ".join(f"<a href='/leaderboard?version={escape(v)}'>{escape(v)}</a>"
-                      for v in board["versions"] if v != board["version"])
-    body = (f"<h1>Leaderboard: version <code>{escape(board['version'])}</code></h1>"
-            f"<p>Best closed scorecard per name, ranked by success rate, then move efficiency, "
-            f"then fewer deadlocks, then the earlier submission.</p>"
-            f"<div class=wrap><table><tr><th>#</th><th>name</th><th>success</th>"
+    game = f"game <code>{escape(board['game'])}</code>, " if board.get("game") else ""
+    play = (f" <a class=tag href='/play/{escape(board['game'])}'>play it in the browser</a>"
+            if playable else "")
+    return (f"<h2>{game}version <code>{escape(board['version'])}</code>{play}</h2>"
+            f"<div class=wrap><table class=board><tr><th>#</th><th>name</th><th>success</th>"
             f"<th>efficiency</th><th>deadlocks</th><th>solved</th><th>date</th></tr>{rows}"
-            f"</table></div>" + (f"<p>Other versions: {others}</p>" if others else ""))
-    return _page(f"sokoforge leaderboard {board['version']}", body)
+            f"</table></div>")
+
+
+def _browser_tag(source: str | None) -> str:
+    return " <span class=tag title='played by a person in the browser'>browser</span>" if (
+        source == "browser") else ""
+
+
+def leaderboard(boards: list[dict], playable: frozenset[str] = frozenset()) -> str:
+    """One ranking table per game and version, with links to the other versions' boards;
+    the games in ``playable`` link to their play page."""
+    shown = {b["version"] for b in boards}
+    others = " ".join(f"<a href='/leaderboard?version={escape(v)}'>{escape(v)}</a>"
+                      for v in boards[0]["versions"] if v not in shown)
+    title = ", ".join(b["version"] for b in boards)
+    body = ("<h1>Leaderboard</h1><p>Best closed scorecard per name, ranked by success rate, "
+            "then move efficiency, then fewer deadlocks, then the earlier submission. A name "
+            "links to its scorecard; <span class=tag>browser</span> marks a run a person "
+            "played on the play page.</p>"
+            + "".join(_board_table(b, b.get("game") in playable
+                                   and b["version"] == b["served"].get(b["game"]))
+                      for b in boards)
+            + (f"<p>Other versions: {others}</p>" if others else ""))
+    return _page(f"sokoforge leaderboard {title}", body)
+
+
+def refusal(status: int, title: str, detail: str) -> str:
+    """A page that says why it cannot be shown (an unknown or hidden game, no scorecard)."""
+    return _page(f"sokoforge: {title}", f"<h1>{escape(title)}</h1><p>{escape(detail)}</p>"
+                 f"<p class=muted>HTTP {status}</p>")
+
+
+def play(game: dict) -> str:
+    """The play page of one public game: a key, the board, arrow keys and buttons; every move
+    goes through the agent protocol (``serve/static/play.js``)."""
+    g = {k: escape(str(game[k])) for k in ("name", "version", "episodes", "restarts")}
+    restart = ("" if game["restarts"] == "none" else
+               "<button id=restart type=button title='the level back to its start (R); the "
+               "steps used stay used'>Restart level</button> ")
+    body = f"""
+<h1>Play <code>{g['name']}</code> <span class=muted>version {g['version']}</span></h1>
+<div id=play data-game="{g['name']}" data-episodes="{g['episodes']}"
+ data-restarts="{g['restarts']}">
+<p>{g['episodes']} levels, easiest first. Push every crate onto a goal within the step budget;
+a move into a wall still uses a step. Your run is scored and ranked like an agent's, marked
+<span class=tag>browser</span>.</p>
+<section id=who>
+<p>Your leaderboard name (leave it empty to play anonymously):
+<input id=name maxlength=40 autocomplete=nickname placeholder="name">
+<button id=begin type=button>Play</button></p>
+<p class=muted>The key this creates is kept in this browser (localStorage) and sent as
+<code>X-API-Key</code>, exactly as an agent sends its own. Have a key already?
+<input id=paste size=28 placeholder="lsk-..."> <button id=use type=button>Use it</button></p>
+</section>
+<section id=game hidden>
+<p class=status>Level <b id=level>-</b> of {g['episodes']} &middot; steps <b id=steps>-</b> /
+<b id=budget>-</b> &middot; solved <b id=solved>0</b> &middot; playing as <b id=who-name></b></p>
+<div class=boards><canvas id=obs class=board width=64 height=64
+ aria-label="the board"></canvas>
+<div><canvas id=goal class=goal width=64 height=64 aria-label="the goal"></canvas>
+<p class=muted>the goal</p></div></div>
+<p id=message class=message aria-live=polite></p>
+<div class=pad><span></span><button type=button data-action=0 aria-label=up>&uarr;</button>
+<span></span><button type=button data-action=2 aria-label=left>&larr;</button>
+<button type=button data-action=1 aria-label=down>&darr;</button>
+<button type=button data-action=3 aria-label=right>&rarr;</button></div>
+<p class=muted>Arrow keys or the buttons move; {'R restarts the level; ' if restart else ''}
+every move is one <code>act</code> of the agent protocol.</p>
+<p>{restart}<button id=finish type=button>Finish and score</button>
+<a id=card-link hidden href="#">this run's scorecard</a></p>
+</section>
+<p><a id=forget href="#">forget the key kept in this browser</a></p>
+</div>"""
+    return _page(f"play {game['name']}", body, ("board.js", "play.js"))
+
+
+def _outcome_row(e: dict, replay: bool) -> str:
+    result = ("<span class=ok>solved</span>" if e["solved"] else
+              "<span class=no>unsolved</span>" if e["finished"] else
+              "<span class=muted>not finished</span>")
+    button = (f"<button type=button data-episode={e['index']}>replay</button>"
+              if replay and e["steps"] else "")
+    return (f"<tr><td>{e['index'] + 1}</td><td class=l>{result}</td><td>{e['steps']}</td>"
+            f"<td>{e['optimal'] if e['optimal'] is not None else '-'}</td>"
+            f"<td>{'yes' if e['deadlocked'] else 'no'}</td><td>{button}</td></tr>")
+
+
+def _score(score: dict | None) -> str:
+    if not score:
+        return "<p class=muted>Not closed yet: no Score.</p>"
+    return (f"<p>Solved <b>{score['solved']}/{score['episodes']}</b> "
+            f"({score['success_rate']:.2%}), move efficiency <b>{score['move_efficiency']:.3f}"
+            f"</b>, deadlocks <b>{score['deadlock_rate']:.2%}</b>, "
+            f"{score['total_actions']} actions.</p>")
+
+
+def scorecard(view: dict) -> str:
+    """A scorecard's page: its tags, Score and each game's per-episode outcomes, with a
+    replay viewer (``serve/static/scorecard.js``) for the episodes one may watch."""
+    shown = [t for t in view["tags"] if not (view["source"] == "browser" and t == "browser")]
+    tags = _browser_tag(view["source"]).strip() + "".join(
+        f"<span class=tag>{escape(str(t))}</span>" for t in shown)
+    state = (f"closed {escape(view['closed_at'] or '')}" if view["closed"]
+             else "open (still being played)")
+    url = view.get("source_url")
+    source = f"<p>source: <code>{escape(url)}</code></p>" if url else ""
+    games = ""
+    for g in view["games"]:
+        rows = "".join(_outcome_row(e, True) for e in g["episodes"])
+        who = ("Anyone may watch this public game's replays." if g["public"] else
+               "A hidden game: its replays are shown only to the key that played it, when "
+               "that key is kept in this browser.")
+        # a game's own Score only when the card played several (else it is the card's)
+        own = _score(g["score"]) if len(view["games"]) > 1 and g["score"] else ""
+        games += (f"<h2>game <code>{escape(g['game'])}</code>, version "
+                  f"<code>{escape(g['version'])}</code> <span class=muted>"
+                  f"{escape(g['state'].lower().replace('_', ' '))}</span></h2>"
+                  f"{own}<p class=muted>{who}</p>"
+                  f"<div class=wrap><table data-session='{escape(g['session_id'])}'>"
+                  f"<tr><th>level</th><th class=l>outcome</th><th>steps</th><th>optimal</th>"
+                  f"<th>deadlocked</th><th></th></tr>{rows}</table></div>")
+    if not games:
+        games = "<p class=muted>No game was started on this scorecard.</p>"
+    body = f"""
+<h1>Scorecard <code>{escape(view['scorecard_id'])}</code></h1>
+<p>by <b>{escape(view['name'])}</b>, opened {escape(view['opened_at'] or '')}, {state}
+{('<br>' + tags) if tags else ''}</p>{source}
+{_score(view['score'])}
+{games}
+<section id=replay hidden><h2>Replay <span id=replay-title></span></h2>
+<div class=boards><canvas id=replay-obs class=board width=64 height=64></canvas>
+<div><canvas id=replay-goal class=goal width=64 height=64></canvas><p class=muted>the goal</p>
+</div></div>
+<p class=status>step <b id=replay-step>0</b> of <b id=replay-steps>0</b>
+<span id=replay-action class=muted></span></p>
+<p><button id=replay-first type=button>start</button>
+<button id=replay-prev type=button>&larr; step</button>
+<button id=replay-play type=button>play</button>
+<button id=replay-next type=button>step &rarr;</button>
+<input id=replay-slider type=range min=0 max=0 value=0 aria-label=step></p></section>
+<p id=replay-message class=message aria-live=polite></p>"""
+    return _page(f"scorecard {view['scorecard_id']}", body, ("board.js", "scorecard.js"))

@@ -20,6 +20,7 @@ from serve.store import (
     EpisodeRecord,
     Final,
     KeyRecord,
+    PlayedEpisode,
     ScorecardRecord,
     SessionRecord,
     StaleSession,
@@ -31,7 +32,7 @@ from serve.store import (
     Write,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_LOCK = 0x50C0F0E  # advisory lock ids: one for migrations, one for session creation
 SESSIONS_LOCK = 0x50C0F0F
 POOL_SIZE = 16
@@ -68,6 +69,11 @@ CREATE TABLE standings (
     move_efficiency double precision NOT NULL, deadlock_rate double precision NOT NULL,
     result text NOT NULL, PRIMARY KEY (scorecard_id, game));
 CREATE INDEX standings_board ON standings (version, closed);
+""",
+    # where a scorecard was played from, and what its client attached (tags...)
+    2: """
+ALTER TABLE scorecards ADD COLUMN source text;
+ALTER TABLE scorecards ADD COLUMN meta text;
 """,
 }
 
@@ -164,21 +170,17 @@ class PostgresStore(Store):
     async def open_scorecard(self, record: ScorecardRecord, day: str, limit: int) -> int:
         async with self._tx() as conn:
             count = await self._bump(conn, "scorecards", record.key_hash, day, limit)
-            await conn.execute("INSERT INTO scorecards (id, key_hash, name, games, opened) "
-                               "VALUES ($1, $2, $3, $4, $5)", record.id, record.key_hash,
-                               record.name, json.dumps(record.games), record.opened)
+            await conn.execute("INSERT INTO scorecards (id, key_hash, name, games, opened, "
+                               "source, meta) VALUES ($1, $2, $3, $4, $5, $6, $7)", record.id,
+                               record.key_hash, record.name, json.dumps(record.games),
+                               record.opened, record.source,
+                               None if record.meta is None else json.dumps(record.meta))
             return count
-
-    @staticmethod
-    def _card(row: Any) -> ScorecardRecord:
-        return ScorecardRecord(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5],
-                               json.loads(row[6]) if row[6] else None)
 
     async def scorecard(self, scorecard_id: str) -> ScorecardRecord | None:
         async with self._conn() as conn:
-            row = await conn.fetchrow("SELECT id, key_hash, name, games, opened, closed, result "
-                                      "FROM scorecards WHERE id=$1", scorecard_id)
-        return self._card(row) if row else None
+            row = await conn.fetchrow(sql.numbered(sql.CARD + " WHERE id=?"), scorecard_id)
+        return sql.card_record(row) if row else None
 
     async def close_scorecard(self, scorecard_id: str, closed: float, result: dict,
                               final: list[Final]) -> dict:
@@ -291,12 +293,19 @@ class PostgresStore(Store):
     async def leaderboard(self, version: str, limit: int) -> list[Standing]:
         async with self._conn() as conn:
             rows = await conn.fetch(LEADERBOARD, version, limit)
-        return [Standing(r[0], r[4], r[1], r[2], json.loads(r[3])) for r in rows]
+        return [sql.standing(r) for r in rows]
 
     async def versions(self) -> list[str]:
         async with self._conn() as conn:
             rows = await conn.fetch(sql.VERSIONS)
         return [r[0] for r in rows]
+
+    async def played_episodes(self, version: str, include_browser: bool = True,
+                              browser_only: bool = False) -> list[PlayedEpisode]:
+        query = sql.numbered(sql.played_episodes(include_browser, browser_only))
+        async with self._conn() as conn:
+            rows = await conn.fetch(query, version)
+        return [sql.played_episode(r) for r in rows]
 
 
 async def _unchanged(conn: asyncpg.Connection) -> None:

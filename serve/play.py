@@ -33,6 +33,7 @@ from serve.episode import (
     Outcome,
     Run,
     new_run,
+    replay_states,
     score,
 )
 from serve.framezip import Picture
@@ -121,6 +122,13 @@ def until_tomorrow(now: float) -> int:
 
 def iso(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+
+
+def attached(card: ScorecardRecord) -> dict:
+    """Where a scorecard was played from and what its client attached, as views show them."""
+    meta = card.meta or {}
+    return {"source": card.source, "tags": meta.get("tags") or [],
+            "source_url": meta.get("source_url"), "opaque": meta.get("opaque")}
 
 
 @dataclass(eq=False)
@@ -260,11 +268,13 @@ class Arena:
             return None
 
     # -- scorecards ----------------------------------------------------------------------------
-    async def open_scorecard(self, key: KeyRecord) -> tuple[ScorecardRecord, int]:
-        """A scorecard that may play every served game once."""
+    async def open_scorecard(self, key: KeyRecord, source: str | None = None,
+                             meta: dict | None = None) -> tuple[ScorecardRecord, int]:
+        """A scorecard that may play every served game once; ``source`` says where it is played
+        from (``browser`` for the play page), ``meta`` what the client attached (kept as given)."""
         now = self.clock()
         record = ScorecardRecord("sc-" + secrets.token_hex(12), key.key_hash, key.name,
-                                 self.games.versions(), now)
+                                 self.games.versions(), now, source=source, meta=meta or None)
         limit = self.limits.scorecards_per_key_per_day
         try:
             opened = await self.store.open_scorecard(record, utc_day(now), limit)
@@ -403,10 +413,15 @@ class Arena:
 
     def picture(self, run: EpisodeRun) -> Picture:
         """The observation of an episode's current state (after its steps, for a noisy look)."""
-        if run.game is None or (run.state == run.served.level.start
-                                and (run.steps == 0 or not run.served.noisy)):
+        if run.game is None:
             return run.served.start
-        return self.images.get(run.served, run.state, run.steps)
+        return self.picture_at(run.served, run.state, run.steps)
+
+    def picture_at(self, served: ServedLevel, state: State, steps: int) -> Picture:
+        """The observation of ``state`` reached after ``steps`` steps of ``served``."""
+        if state == served.level.start and (steps == 0 or not served.noisy):
+            return served.start
+        return self.images.get(served, state, steps)
 
     def _show(self, session: Session) -> None:
         for i in session.in_flight:
@@ -567,7 +582,8 @@ class Arena:
                 "version": result["version"] if result else record.version,
                 "opened_at": iso(record.opened), "closed": result is not None,
                 "closed_at": iso(record.closed), "games": games,
-                "score": None if result is None else {k: result[k] for k in SCORE_FIELDS}}
+                "score": None if result is None else {k: result[k] for k in SCORE_FIELDS},
+                **attached(record)}
 
     async def close(self, key: KeyRecord, scorecard_id: str) -> dict:
         """Lock, score and post a scorecard; a second close returns the first result.
@@ -606,14 +622,10 @@ class Arena:
             return stored
         raise Unavailable("the scorecard's sessions are being played elsewhere; retry")
 
-    async def replay(self, session_id: str, viewer: KeyRecord | None) -> dict:
-        found = await self.store.session(session_id)
-        if found is None:
-            raise NotFound(f"no session {session_id!r}")
-        record, rows = found
-        owner = viewer is not None and viewer.key_hash == record.key_hash
-        card = await self.store.scorecard(record.scorecard_id)
-        entry = self.games.by_version(record.version)
+    def _outcomes(self, version: str, rows: list[EpisodeRecord],
+                  with_actions: bool) -> list[dict]:
+        """Each episode's outcome (never its level); its action string only if asked."""
+        entry = self.games.by_version(version)
         levels = entry.version.levels if entry else None
         episodes = []
         for row in rows:
@@ -621,12 +633,73 @@ class Arena:
                                     "solved": row.solved, "steps": row.steps,
                                     "optimal": levels[row.index].optimal_moves if levels else None,
                                     "deadlocked": row.deadlocked}
-            if owner:
+            if with_actions:
                 item["actions"] = row.actions
             episodes.append(item)
+        return episodes
+
+    async def replay(self, session_id: str, viewer: KeyRecord | None) -> dict:
+        found = await self.store.session(session_id)
+        if found is None:
+            raise NotFound(f"no session {session_id!r}")
+        record, rows = found
+        owner = viewer is not None and viewer.key_hash == record.key_hash
+        card = await self.store.scorecard(record.scorecard_id)
         return {"session_id": record.id, "name": card.name if card else None,
                 "game": record.game, "version": record.version, "state": record.state,
-                "owner_view": owner, "episodes": episodes}
+                "owner_view": owner, "episodes": self._outcomes(record.version, rows, owner)}
+
+    async def scorecard_outcomes(self, scorecard_id: str) -> dict:
+        """A scorecard as anyone may see it (its page): name, tags, Score and each game's
+        per-episode outcomes, never a level or an action string."""
+        card = await self.store.scorecard(scorecard_id)
+        if card is None:
+            raise NotFound(f"no scorecard {scorecard_id!r}")
+        games = []
+        for record, rows in await self.store.sessions(card.id):
+            entry = self.games.by_version(record.version)
+            expired = record.state == IN_PROGRESS and record.last_active < self._cutoff()
+            games.append({"game": record.game, "version": record.version,
+                          "session_id": record.id, "state": EXPIRED if expired else record.state,
+                          "public": bool(entry and entry.public),
+                          "score": (card.result or {}).get("games", {}).get(record.game),
+                          "episodes": self._outcomes(record.version, rows, False)})
+        return {"scorecard_id": card.id, "name": card.name, "opened_at": iso(card.opened),
+                "closed": card.closed is not None, "closed_at": iso(card.closed),
+                "games": games, **attached(card),
+                "score": None if card.result is None else {k: card.result[k]
+                                                           for k in SCORE_FIELDS}}
+
+    async def replay_frames(self, session_id: str, episode: int,
+                            viewer: KeyRecord | None) -> dict:
+        """The observations of one played episode, rendered from its stored actions: for a
+        public game to anyone, for a hidden one only to the key that played it (else 404, as
+        if there were nothing). Pictures are listed once; ``sequence`` indexes them per step."""
+        found = await self.store.session(session_id)
+        if found is None:
+            raise NotFound(f"no session {session_id!r}")
+        record, rows = found
+        entry = self.games.by_version(record.version)
+        owner = viewer is not None and viewer.key_hash == record.key_hash
+        if entry is None or not (entry.public or owner):
+            raise NotFound(f"no replay of session {session_id} for this key: a hidden game's "
+                           "episodes are shown only to the key that played them")
+        row = next((r for r in rows if r.index == episode), None)
+        if row is None or not row.actions:
+            raise NotFound(f"episode {episode} of session {session_id} was not played")
+        served = entry.version.levels[row.index]
+        # one picture per state (per state and step in a noisy look, which draws each anew)
+        pictures: dict[tuple[State, int], int] = {}
+        sequence = [pictures.setdefault((s, n if served.noisy else 0), len(pictures))
+                    for s, n in replay_states(served, row.actions)]
+        return {"session_id": record.id, "game": record.game, "version": record.version,
+                "episode": row.index, "actions": row.actions, "solved": row.solved,
+                "steps": row.steps, "optimal": served.optimal_moves,
+                "max_steps": served.max_steps, "deadlocked": row.deadlocked,
+                "shape": [64, 64, 3], "encoding": "base64-raw",
+                "goal": served.goal.b64,
+                "pictures": [self.picture_at(served, s, n).b64 for s, n in pictures],
+                "sequence": sequence}
 
     async def leaderboard(self, version: str | None, limit: int = 100,
                           game: str | None = None) -> dict:
@@ -647,7 +720,8 @@ class Arena:
                             "deadlock_rate": r["deadlock_rate"], "solved": r["solved"],
                             "episodes": r["episodes"], "avg_steps_solved": r["avg_steps_solved"],
                             "total_actions": r["total_actions"], "scorecard_id": s.scorecard_id,
-                            "session_id": s.session_id, "submitted_at": iso(s.closed)})
+                            "session_id": s.session_id, "submitted_at": iso(s.closed),
+                            "source": s.source})
         served = self.games.by_version(version)
         versions = sorted(set(await self.store.versions()) | set(self.games.versions().values()))
         return {"version": version, "game": served.name if served else None,

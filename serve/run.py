@@ -26,6 +26,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from serve.access_log import AccessLog
 from serve.app import build_app
 from serve.connections import AcceptErrorLog, listen
 from serve.dataset import load_version
@@ -59,10 +60,12 @@ class StartError(RuntimeError):
 
 def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: str, port: int,
                   limits: Limits, synchronous: str = "NORMAL", public: str | None = None,
-                  connections: ConnectionLimits | None = None, workers: int = 1) -> int:
+                  connections: ConnectionLimits | None = None, workers: int = 1,
+                  access_log: str | None = None) -> int:
     """Load ``versions`` (one game each) from ``root`` and serve them until SIGINT or SIGTERM;
     return which. The pages give ``public`` as the server's URL (default: the listening
-    address)."""
+    address); ``access_log`` is a file (appended to by every worker) or ``-`` (stdout) for
+    one JSON line per request."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("aiohttp.server").addFilter(MalformedRequests())
     t0 = time.perf_counter()
@@ -82,7 +85,13 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
         levels = sum(g.episodes for g in games)
         about = (f"serving {levels} levels of {', '.join(games.names)} on http://{host}:"
                  "{port} " + f"(loaded in {loaded:.2f} s, store {_shown(db)}")
-        served = Serving(games, db, synchronous, limits, public, connections)
+        if access_log not in (None, "-"):
+            try:  # refused here, once, rather than by each worker
+                open(access_log, "a").close()
+            except OSError as e:
+                raise StartError(f"cannot write the access log {access_log}: "
+                                 f"{e.strerror or e}") from None
+        served = Serving(games, db, synchronous, limits, public, connections, access_log)
         if workers == 1:
             return asyncio.run(served.run(host, port, about))
         return _supervise(served, host, port, workers, about)
@@ -110,13 +119,15 @@ class Serving:
     limits: Limits
     public: str | None
     connections: ConnectionLimits | None
+    access_log: str | None = None
 
     async def run(self, host: str, port: int, about: str, ready_fd: int | None = None) -> int:
         """One serving process: its own store connection and app, until SIGINT or SIGTERM
         (returned). A worker (``ready_fd``) shares the port and reports readiness on it."""
         asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
         arena = Arena(self.games, open_store(self.db, self.synchronous), self.limits)
-        app = build_app(arena, self.public, self.connections)
+        app = build_app(arena, self.public, self.connections,
+                        AccessLog(self.access_log) if self.access_log else None)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         shown = _shown(self.db)
         try:

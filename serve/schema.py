@@ -265,6 +265,8 @@ def _response(r: Route, code: int, text: str) -> dict:
     if code >= 400:
         answer: dict[str, Any] = {"description": text, "content": {"application/json": {
             "schema": {"$ref": f"#/components/schemas/{r.error_schema}"}}}}
+        if not r.json_response:  # a page says why it cannot be shown as a page
+            answer["content"]["text/html"] = {"schema": TEXT}
         if code == 429:
             answer["headers"] = {"Retry-After": {
                 "description": "seconds until trying again makes sense", "required": True,

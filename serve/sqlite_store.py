@@ -32,6 +32,7 @@ from serve.store import (
     EpisodeRecord,
     Final,
     KeyRecord,
+    PlayedEpisode,
     ScorecardRecord,
     SessionRecord,
     StaleSession,
@@ -44,7 +45,7 @@ from serve.store import (
     miscounted_error,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MAX_BATCH = 1024
 CHECKPOINT_SECONDS = 1.0
 BUSY_SECONDS = 30.0
@@ -104,6 +105,11 @@ INSERT INTO standings SELECT id, game, version, key_hash, name, closed,
     (SELECT s.id FROM sessions s WHERE s.scorecard_id = c.id LIMIT 1),
     success_rate, move_efficiency, deadlock_rate, result
     FROM scorecards c WHERE closed IS NOT NULL;
+""",
+    # 2 -> 3: where a scorecard was played from, and what its client attached (tags...)
+    3: """
+ALTER TABLE scorecards ADD COLUMN source TEXT;
+ALTER TABLE scorecards ADD COLUMN meta TEXT;
 """,
 }
 
@@ -424,23 +430,17 @@ class SQLiteStore(Store):
         def job(conn: sqlite3.Connection) -> int:
             count = self._bump(conn, "scorecards", record.key_hash, day, limit)
             conn.execute("INSERT INTO scorecards (id, key_hash, name, version, game, opened, "
-                         "games) VALUES (?,?,?,?,?,?,?)",
+                         "games, source, meta) VALUES (?,?,?,?,?,?,?,?,?)",
                          (record.id, record.key_hash, record.name, first_version, first_game,
-                          record.opened, json.dumps(record.games)))
+                          record.opened, json.dumps(record.games), record.source,
+                          None if record.meta is None else json.dumps(record.meta)))
             return count
         return await self._call(job)
 
-    _CARD = "SELECT id, key_hash, name, games, opened, closed, result FROM scorecards"
-
-    @staticmethod
-    def _card(row: tuple) -> ScorecardRecord:
-        return ScorecardRecord(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5],
-                               json.loads(row[6]) if row[6] else None)
-
     async def scorecard(self, scorecard_id: str) -> ScorecardRecord | None:
         def job(conn: sqlite3.Connection) -> ScorecardRecord | None:
-            row = conn.execute(self._CARD + " WHERE id=?", (scorecard_id,)).fetchone()
-            return self._card(row) if row else None
+            row = conn.execute(sql.CARD + " WHERE id=?", (scorecard_id,)).fetchone()
+            return sql.card_record(row) if row else None
         return await self._call(job, guarded=False)
 
     async def close_scorecard(self, scorecard_id: str, closed: float, result: dict,
@@ -549,10 +549,18 @@ class SQLiteStore(Store):
     async def leaderboard(self, version: str, limit: int) -> list[Standing]:
         def job(conn: sqlite3.Connection) -> list[Standing]:
             rows = conn.execute(sql.LEADERBOARD, (version, limit)).fetchall()
-            return [Standing(r[0], r[4], r[1], r[2], json.loads(r[3])) for r in rows]
+            return [sql.standing(r) for r in rows]
         return await self._call(job, guarded=False)
 
     async def versions(self) -> list[str]:
         def job(conn: sqlite3.Connection) -> list[str]:
             return [r[0] for r in conn.execute(sql.VERSIONS)]
+        return await self._call(job, guarded=False)
+
+    async def played_episodes(self, version: str, include_browser: bool = True,
+                              browser_only: bool = False) -> list[PlayedEpisode]:
+        query = sql.played_episodes(include_browser, browser_only)
+
+        def job(conn: sqlite3.Connection) -> list[PlayedEpisode]:
+            return [sql.played_episode(r) for r in conn.execute(query, (version,))]
         return await self._call(job, guarded=False)

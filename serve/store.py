@@ -45,7 +45,9 @@ class KeyRecord:
 
 @dataclass(frozen=True)
 class ScorecardRecord:
-    """``games`` maps each game name the scorecard may play to the version it was opened on."""
+    """``games`` maps each game name the scorecard may play to the version it was opened on;
+    ``source`` is ``browser`` for a person's run on the play page (else None), ``meta`` what
+    the client attached when opening it (``tags``, ``source_url``, ``opaque``), as given."""
 
     id: str
     key_hash: str
@@ -54,6 +56,8 @@ class ScorecardRecord:
     opened: float
     closed: float | None = None
     result: dict | None = None
+    source: str | None = None
+    meta: dict | None = None
 
     @property
     def version(self) -> str:
@@ -119,6 +123,22 @@ class Standing:
     name: str
     closed: float
     result: dict
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class PlayedEpisode:
+    """One episode of a closed scorecard's session, as the audit and the difficulty fit read
+    them: who played (key hash, name, where from), which level and how it ended."""
+
+    scorecard_id: str
+    key_hash: str
+    name: str
+    source: str | None
+    index: int
+    solved: bool
+    steps: int
+    deadlocked: bool
 
 
 @dataclass(frozen=True)
@@ -194,6 +214,13 @@ class Store(ABC):
     @abstractmethod
     async def leaderboard(self, version: str, limit: int) -> list[Standing]:
         """Each name's best closed result on ``version``, ranked."""
+
+    @abstractmethod
+    async def played_episodes(self, version: str, include_browser: bool = True,
+                              browser_only: bool = False) -> list[PlayedEpisode]:
+        """Every episode of the closed scorecards on ``version``, by close time and level;
+        runs played in the browser (scorecard source ``browser``) left out unless
+        ``include_browser``, or alone with ``browser_only``."""
 
     @abstractmethod
     async def versions(self) -> list[str]:

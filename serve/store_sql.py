@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from serve.store import Write
+from serve.store import PlayedEpisode, ScorecardRecord, Standing, Write
 
 SESSION = ("SELECT id, scorecard_id, key_hash, game, version, parallel, state, created, "
            "last_active, seq, writer FROM sessions")
@@ -17,6 +17,7 @@ EPISODES = ("SELECT idx, done, solved, deadlocked, steps, actions, snapshot FROM
             "WHERE session_id=? ORDER BY idx")
 WRITE_EPISODE = ("UPDATE episodes SET done=?, solved=?, deadlocked=?, steps=?, actions=?, "
                  "snapshot=? WHERE session_id=? AND idx=?")
+CARD = "SELECT id, key_hash, name, games, opened, closed, result, source, meta FROM scorecards"
 HEAD = "SELECT seq, writer, state, last_active FROM sessions WHERE id=?"
 LIVE_OF_KEY = ("SELECT count(*) FROM sessions WHERE key_hash=? AND state='IN_PROGRESS' "
                "AND last_active>=?")
@@ -29,7 +30,8 @@ MISCOUNTED = ("SELECT count(*) FROM sessions s WHERE s.seq != "
               "(SELECT count(*) FROM actions a WHERE a.session_id = s.id)")
 # each name's best closed result on a version
 LEADERBOARD = """
-    SELECT scorecard_id, name, closed, result, session_id
+    SELECT scorecard_id, name, closed, result, session_id,
+           (SELECT source FROM scorecards s WHERE s.id = c.scorecard_id)
     FROM (SELECT *, row_number() OVER (
               PARTITION BY key_hash ORDER BY success_rate DESC,
               move_efficiency DESC, deadlock_rate ASC, closed ASC) AS pick
@@ -38,6 +40,17 @@ LEADERBOARD = """
     ORDER BY success_rate DESC, move_efficiency DESC, deadlock_rate ASC, closed ASC
     LIMIT ?"""
 VERSIONS = "SELECT DISTINCT version FROM standings ORDER BY 1"
+BROWSER = "browser"  # the source of a scorecard a person played on the play page
+
+
+def played_episodes(include_browser: bool, browser_only: bool) -> str:
+    """The episodes of the closed scorecards on a version (one ``?``), filtered by source."""
+    where = ("AND c.source = 'browser'" if browser_only else
+             "" if include_browser else "AND coalesce(c.source, '') <> 'browser'")
+    return ("SELECT c.id, c.key_hash, c.name, c.source, e.idx, e.solved, e.steps, e.deadlocked "
+            "FROM standings st JOIN scorecards c ON c.id = st.scorecard_id "
+            "JOIN episodes e ON e.session_id = st.session_id "
+            f"WHERE st.version = ? {where} ORDER BY st.closed, c.id, e.idx")
 
 
 def numbered(sql: str) -> str:
@@ -72,3 +85,21 @@ def standing_rows(scorecard_id: str, result: dict, key_hash: str, name: str,
     return [(scorecard_id, game, result["versions"][game], key_hash, name, closed,
              result["session_ids"][game], score["success_rate"], score["move_efficiency"],
              score["deadlock_rate"], json.dumps(score)) for game, score in result["games"].items()]
+
+
+def card_record(row) -> ScorecardRecord:
+    """A ``CARD`` row as its record."""
+    return ScorecardRecord(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5],
+                           json.loads(row[6]) if row[6] else None, row[7],
+                           json.loads(row[8]) if row[8] else None)
+
+
+def played_episode(row) -> PlayedEpisode:
+    """A ``played_episodes`` row (SQLite's integers or PostgreSQL's booleans) as a record."""
+    return PlayedEpisode(row[0], row[1], row[2], row[3], int(row[4]), bool(row[5]), int(row[6]),
+                         bool(row[7]))
+
+
+def standing(row) -> Standing:
+    """A ``LEADERBOARD`` row as its record."""
+    return Standing(row[0], row[4], row[1], row[2], json.loads(row[3]), row[5])

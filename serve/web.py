@@ -23,6 +23,7 @@ from serve.schema import Invalid, Route, Unknown
 log = logging.getLogger("sokoforge.serve")
 GZIP_MIN_BYTES = 1024
 ARENA = web.AppKey("arena", object)
+KEY_NAME = web.RequestKey("key_name", str)  # the name of the key a request was identified by
 CONNECTIONS = web.AppKey("connections", ConnectionLimits)
 ROUTER_PATHS = web.AppKey("router_paths", dict)
 # the pages are plain HTML and CSS (inline styles) and the docs page's own script: nothing else
@@ -87,6 +88,13 @@ def api_key(request: web.Request) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
+async def identified(request: web.Request, arena: Any) -> Any:
+    """The key record of the request's key (401 if none), its name noted for the access log."""
+    key = await arena.identify(api_key(request))
+    request[KEY_NAME] = key.name
+    return key
+
+
 def client_ip(request: web.Request, proxies: tuple[Network, ...]) -> str:
     return client_address(request.remote, request.headers.get("X-Forwarded-For"), proxies)
 
@@ -145,7 +153,7 @@ def bind(app: web.Application, route: Route, handler: Handler) -> None:
     and the body and query values checked against the route's declarations."""
     async def endpoint(request: web.Request) -> web.StreamResponse:
         arena = request.app[ARENA]
-        key = await arena.identify(api_key(request)) if route.auth else None
+        key = await identified(request, arena) if route.auth else None
         return await handler(request, arena, key, await inputs(request, route))
 
     register(app, route, endpoint)

@@ -2,7 +2,7 @@
 port on 127.0.0.1, its socket in that folder, stopped and deleted at the end.
 
 PostgreSQL refuses to run as root, so as root the cluster runs as ``nobody`` in a folder
-owned by it. ``make install`` installs Debian's ``postgresql`` package when it is missing.
+owned by it. ``make test`` installs Debian's ``postgresql`` package when it is missing.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def binaries() -> Path:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
                    key=lambda p: int(Path(p).parent.parent.name))
     if not found:
-        raise RuntimeError("PostgreSQL is not installed: run `make install` (it installs "
+        raise RuntimeError("PostgreSQL is not installed: run `make test` (it installs "
                            "Debian's postgresql package)")
     return Path(found[-1]).parent
 

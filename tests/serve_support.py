@@ -110,6 +110,20 @@ def write_dataset(root: Path, version: str = "t1", levels: list[str] = LEVELS) -
     return {"rows": table.to_pylist(), "manifest": manifest}
 
 
+def visible_version(root: Path, version: str, game: str, visibility: str | None,
+                    levels: list[str] = LEVELS) -> dict:
+    """``write_dataset`` of ``game`` whose manifest says ``visibility`` (None: says nothing,
+    a hidden set)."""
+    info = write_dataset(root, version, levels)
+    path = root / version / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["game"] = game
+    if visibility is not None:
+        manifest["visibility"] = visibility
+    path.write_text(json.dumps(manifest, indent=2))
+    return info
+
+
 class Api:
     """A blocking JSON client for tests: ``call`` returns (status, parsed body)."""
 
@@ -149,10 +163,11 @@ class Api:
 class ServerThread:
     """The aiohttp app on 127.0.0.1 and a free port, in a thread with its own event loop."""
 
-    def __init__(self, arena: Any, public: str | None = None, connections: Any = None) -> None:
+    def __init__(self, arena: Any, public: str | None = None, connections: Any = None,
+                 access_log: Any = None) -> None:
         from serve.app import build_app
 
-        self.app = build_app(arena, public, connections)
+        self.app = build_app(arena, public, connections, access_log)
         self.arena = arena
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -186,9 +201,9 @@ class ServerThread:
 
 @contextmanager
 def server(served: Any, db: Path, clock: Any = None, public: str | None = None,
-           connections: Any = None, **limits: Any):
+           connections: Any = None, access_log: Any = None, **limits: Any):
     """A running server over ``served`` with store ``db``, limit overrides and maybe a clock,
-    a public URL and connection limits."""
+    a public URL, connection limits and an access log."""
     import time
 
     from serve.limits import Limits
@@ -196,7 +211,7 @@ def server(served: Any, db: Path, clock: Any = None, public: str | None = None,
     from serve.sqlite_store import SQLiteStore
 
     arena = Arena(served, SQLiteStore(db, "NORMAL"), Limits(**limits), clock=clock or time.time)
-    with ServerThread(arena, public, connections) as running:
+    with ServerThread(arena, public, connections, access_log) as running:
         yield running
 
 

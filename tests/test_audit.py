@@ -214,8 +214,8 @@ def test_report_renders_whole_in_headless_chromium_with_plots_and_levels(version
     import matplotlib.image as mpimg
     import numpy as np
 
-    # `make install` installs Debian's chromium: this test runs in CI, it does not skip.
-    assert shutil.which("chromium"), "chromium missing: run `make install`"
+    # `make test` installs Debian's chromium: this test runs in CI, it does not skip.
+    assert shutil.which("chromium"), "chromium missing: run `make test`"
     CliRunner().invoke(main, ["audit", "v1", "--datasets", str(versions)])
     html = versions / "v1" / "report" / "report.html"
     shot = tmp_path / "shot.png"
@@ -354,6 +354,9 @@ def test_report_holds_deadlocks_calibration_metadata_legend_and_grade_labels(ver
         assert fact in html and fact in md
     assert "Brier score" in html and "calibration pool (held out" in html
     assert "dead fraction mean" in md and "levels with a trap" in md
+    # the compute currency is stated: dynamics calls per step, with the ladder's range
+    assert "compute_to_solve in dynamics calls per step: 1: <= 4" in md
+    assert "budgets 4 to 262,144 calls per step" in md and "failing at 256 calls" in md
     assert "legend.png" in md and "Legend of the contact sheet" in html
 
 

@@ -4,13 +4,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from engine.ladder import LADDER_SEEDS, LADDER_STEPS, climb
+from engine.ladder import LADDER_BUDGETS, LADDER_SEEDS, LADDER_STEPS, climb
 from engine.levels import parse_xsb
 from engine.planner import plan
 from engine.rules import Game
 from engine.validation_agents import AgentSpec, play_agent
 from pipeline.compute_curve import (
     HIGHEST,
+    LOWEST,
     compute_grade,
     failure_at_rule,
     fit_locations,
@@ -42,11 +43,11 @@ CORRIDOR = """
 
 def test_tie_break_seeds_change_the_episode_but_every_one_replays_to_solved():
     level = parse_xsb(OPEN)
-    episodes = {plan(level, 200, budget=64, seed=s).actions for s in range(6)}
+    episodes = {plan(level, 200, budget=256, seed=s).actions for s in range(6)}
     assert len(episodes) > 1
-    assert plan(level, 200, budget=64, seed=0) == plan(level, 200, budget=64)
+    assert plan(level, 200, budget=256, seed=0) == plan(level, 200, budget=256)
     for s in range(6):
-        result = plan(level, 200, budget=64, seed=s)
+        result = plan(level, 200, budget=256, seed=s)
         game = Game(level, max_steps=200)
         for a in result.actions:
             game.act(a)
@@ -60,7 +61,7 @@ def test_ladder_counts_are_the_seeds_own_episodes_below_where_climbing_stopped()
     ladder = climb(level, 60)
     assert len(ladder.solved) == LADDER_STEPS and ladder.seeds == len(LADDER_SEEDS)
     for k in range(ladder.played + 1):
-        assert ladder.solved[k] == sum(plan(level, 60, budget=1 << k, seed=s).solved
+        assert ladder.solved[k] == sum(plan(level, 60, budget=LADDER_BUDGETS[k], seed=s).solved
                                        for s in LADDER_SEEDS)
     # climbing stopped after two consecutive rungs solved by every seed; the rest count solved
     assert ladder.solved[ladder.played] == ladder.solved[ladder.played - 1] == ladder.seeds
@@ -76,9 +77,9 @@ def test_ladder_of_an_unsolvable_level_climbs_to_the_top_and_is_censored():
 
 def test_curve_fit_recovers_known_locations_and_slope():
     rng = np.random.default_rng(3)
-    truth = rng.uniform(2, 13, size=300)
+    truth = rng.uniform(4, 15, size=300)
     slope, seeds = 1.3, 16
-    rungs = np.arange(LADDER_STEPS)
+    rungs = np.log2(LADDER_BUDGETS)
     p = 1 / (1 + np.exp(-slope * (rungs[None, :] - truth[:, None])))
     solved = rng.binomial(seeds, p)
     fitted_slope = fit_slope(solved, seeds)
@@ -93,8 +94,17 @@ def test_slope_needs_a_level_with_both_outcomes():
         fit_slope(np.full((4, LADDER_STEPS), 8), 8)
 
 
+def test_the_ladder_climbs_in_dynamics_calls_from_one_expansion():
+    assert LADDER_BUDGETS[0] == 4 and LADDER_BUDGETS[-1] >= 65_536
+    assert all(b == 2 * a for a, b in zip(LADDER_BUDGETS, LADDER_BUDGETS[1:], strict=False))
+    assert (LOWEST, HIGHEST) == (2.0, float(np.log2(LADDER_BUDGETS[-1])))
+    level = parse_xsb(OPEN)
+    for budget in LADDER_BUDGETS[:6]:
+        assert max(plan(level, 60, budget=budget).calls) <= budget
+
+
 def test_grades_follow_the_budget_cut_points_and_difficulty_agrees():
-    c = np.array([0.0, 2.0, 2.01, 5.0, 8.0, 8.01, 11.0, 11.5, 16.0])
+    c = np.array([LOWEST, 2.0, 2.01, 5.0, 8.0, 8.01, 11.0, 11.5, HIGHEST])
     assert compute_grade(c).tolist() == [1, 1, 2, 2, 3, 4, 4, 5, 5]
     d = failure_at_rule(c, 0.7)
     assert d[4] == pytest.approx(0.5)

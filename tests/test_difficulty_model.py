@@ -38,22 +38,24 @@ def calibration(tmp_path_factory):
 
 
 def _by_hand(raw: dict, row: dict) -> tuple[float, float, int]:
-    """The model written out: compute = clip(b0 + sum w (T(x) - mean) / scale, 0, 16);
+    """The model written out: compute = clip(b0 + sum w (T(x) - mean) / scale, 2, 18);
     difficulty = 1 - sigmoid(slope (8 - compute)); grade = first budget cut it fits under."""
     c = raw["intercept"]
     for f in raw["features"]:
         x = float(row[f["column"]])
         x = math.log1p(x) if f["transform"] == "log1p" else x
         c += f["weight"] * (x - f["mean"]) / f["scale"]
-    c = float(np.float32(min(max(c, 0.0), 16.0)))
-    difficulty = 1.0 - 1.0 / (1.0 + math.exp(-raw["slope"] * (8 - c)))
+    c = float(np.float32(min(max(c, 2.0), 18.0)))  # log2 of 4 and of 262,144 calls
+    difficulty = 1.0 - 1.0 / (1.0 + math.exp(-raw["slope"] * (math.log2(256) - c)))
     grade = 1 + sum(c > math.log2(b) for b in raw["grade_budgets"])
     return c, difficulty, grade
 
 
 def test_shipped_model_file_records_its_fit_and_its_checks():
     raw = json.loads(MODEL_PATH.read_text())
-    assert raw["format"] == 2 and raw["grade_budgets"] == [4, 32, 256, 2048]
+    assert raw["format"] == 3 and raw["grade_budgets"] == [4, 32, 256, 2048]
+    assert raw["unit"] == "dynamics calls per step" and "calls" in raw["target"]
+    assert raw["ladder"]["budgets"] == [4, 262_144] and raw["planner"]["rule_budget"] == 256
     assert [f["column"] for f in raw["features"]] == [c for c, _ in FEATURES]
     assert raw["fit"]["levels"] >= 300 and raw["held_out"]["levels"] >= 300
     assert raw["held_out"]["spearman"] > raw["held_out"]["spearman_optimal_moves"]
@@ -86,7 +88,7 @@ def test_scoring_needs_only_the_feature_columns(pool):
     features = pl.read_parquet(pool / "graded.parquet").select([c for c, _ in FEATURES])
     compute, difficulty, grades = score_levels(features)
     assert compute.dtype == np.float32 and grades.dtype == np.int8
-    assert ((compute >= 0) & (compute <= 16)).all()
+    assert ((compute >= 2) & (compute <= 18)).all()
     assert ((difficulty > 0) & (difficulty < 1)).all()
     with pytest.raises(KeyError, match="optimal_moves"):
         score_levels(features.drop("optimal_moves"))
@@ -99,8 +101,8 @@ def test_model_survives_a_json_round_trip_and_refuses_other_cut_points():
     assert np.array_equal(again.weights, model.weights)
     with pytest.raises(ValueError, match="grade budgets"):
         DifficultyModel.from_json({**model.to_json(), "grade_budgets": [4, 32, 512, 2048]})
-    with pytest.raises(ValueError, match="format 1"):
-        DifficultyModel.from_json({**model.to_json(), "format": 1})
+    with pytest.raises(ValueError, match="format 2"):  # counted expanded states, not calls
+        DifficultyModel.from_json({**model.to_json(), "format": 2})
     assert tuple(model.to_json()["grade_budgets"]) == GRADE_BUDGETS
 
 

@@ -119,9 +119,14 @@ def test_irt_command_reports_and_the_audit_shows_the_section(filled):
     assert "## Difficulty from real results" in markdown
 
 
-def test_irt_refuses_leaving_out_browser_runs_when_the_store_does_not_record_them(filled):
+def test_irt_refuses_leaving_out_browser_runs_when_the_store_does_not_record_them(
+        filled, tmp_path):
     datasets, db = filled
-    result = CliRunner().invoke(main, ["irt", "demo", "--db", str(db), "--no-browser",
+    old = tmp_path / "old.sqlite"  # a store of before scorecards recorded where they were played
+    shutil.copy(db, old)
+    with sqlite3.connect(old) as conn:
+        conn.execute("ALTER TABLE scorecards DROP COLUMN source")
+    result = CliRunner().invoke(main, ["irt", "demo", "--db", str(old), "--no-browser",
                                        "--datasets", str(datasets)])
     assert result.exit_code == 2
     assert "does not record where a run was played" in result.output
@@ -133,7 +138,6 @@ def test_irt_leaves_out_scorecards_a_store_marks_as_played_in_a_browser(filled, 
     copy = tmp_path / "tagged.sqlite"
     shutil.copy(db, copy)
     with sqlite3.connect(copy) as conn:
-        conn.execute("ALTER TABLE scorecards ADD COLUMN source TEXT")
         conn.execute("UPDATE scorecards SET source='browser' WHERE name='agent05'")
     kept = closed_episodes(copy, "demo", browser=False)
     assert "agent05" not in set(kept["name"].to_list())

@@ -256,7 +256,7 @@ def test_verify_accepts_the_seed_and_rejects_another(built):
 
 
 def test_dask_cluster_gives_the_same_bytes_as_local_workers(built, tiny, tmp_path):
-    distributed = pytest.importorskip("distributed")
+    import distributed
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as cluster:
         workers = Workers(backend="dask", scheduler=cluster.scheduler_address,

@@ -1,7 +1,17 @@
+import numpy as np
 import pytest
 
+import engine.planner as planner
 from engine.levels import parse_xsb
-from engine.planner import PLANNER_BUDGET, plan, push_distance
+from engine.planner import (
+    CALLS_PER_EXPANSION,
+    HEURISTIC_WEIGHT,
+    MAX_PLANNER_BUDGET,
+    PLANNER_BUDGET,
+    plan,
+    push_distance,
+    state_key,
+)
 
 CORRIDOR = """
 #######
@@ -66,15 +76,15 @@ def test_planner_fails_on_a_dead_start_without_using_the_budget():
 
 def test_planner_is_deterministic_and_its_lookahead_budget_shortens_the_episode():
     level = parse_xsb(TWO_CRATES)
-    tiny = plan(level, 90, budget=1)
+    tiny = plan(level, 90, budget=CALLS_PER_EXPANSION)
     full = plan(level, 90, budget=PLANNER_BUDGET)
-    assert tiny == plan(level, 90, budget=1) and full == plan(level, 90)
+    assert tiny == plan(level, 90, budget=CALLS_PER_EXPANSION) and full == plan(level, 90)
     assert tiny.solved and full.solved
     assert full.steps < tiny.steps
 
 
-@pytest.mark.parametrize("budget", [0, 1 << 18])
-def test_a_budget_the_planner_cannot_index_is_refused(budget):
+@pytest.mark.parametrize("budget", [0, CALLS_PER_EXPANSION - 1, MAX_PLANNER_BUDGET + 1])
+def test_a_budget_below_one_expansion_or_beyond_the_index_is_refused(budget):
     with pytest.raises(ValueError, match="budget"):
         plan(parse_xsb(CORRIDOR), 30, budget=budget)
 
@@ -122,3 +132,42 @@ def test_planner_episodes_are_legal_play_under_the_rules():
         assert game.solved == result.solved
         played += 1
     assert played >= 40
+
+
+def _counted_episode(monkeypatch, xsb: str, max_steps: int, budget: int):
+    """The planner's episode run in Python with every dynamics call counted by a wrapper."""
+    generated = []
+    real = planner._successor
+
+    def counting(key, action, passable, offs, n_crates):
+        generated.append(key)
+        return real(key, action, passable, offs, n_crates)
+
+    monkeypatch.setattr(planner, "_successor", counting)
+    level = parse_xsb(xsb)
+    goal = np.ascontiguousarray(level.goals.ravel() & level.floor.ravel())
+    solved, steps, actions, calls = planner.plan_kernel.py_func(
+        np.ascontiguousarray(level.floor.ravel()), goal, level.width, state_key(level.start),
+        level.n_crates, max_steps, budget, HEURISTIC_WEIGHT, 0)
+    return len(generated), int(steps), [int(c) for c in calls]
+
+
+@pytest.mark.parametrize("budget", [4, 7, 12, 64, 256])
+def test_one_steps_reported_calls_are_the_successors_it_generated_within_budget(
+        monkeypatch, budget):
+    generated, steps, calls = _counted_episode(monkeypatch, TWO_CRATES, 1, budget)
+    assert steps == 1
+    # the wrapper also sees the environment's step (the move taken), which is not a call
+    assert calls[0] == generated - 1
+    assert calls[0] <= budget and calls[0] % CALLS_PER_EXPANSION == 0
+    # the lookahead stops only when one more expansion would not fit (or the goal is found)
+    assert calls[0] > budget - CALLS_PER_EXPANSION
+    assert plan(parse_xsb(TWO_CRATES), 1, budget=budget).calls == (calls[0],)
+
+
+def test_every_steps_calls_stay_within_budget_over_an_episode(monkeypatch):
+    generated, steps, calls = _counted_episode(monkeypatch, TWO_CRATES, 90, 12)
+    assert steps == len(calls) > 1
+    assert sum(calls) + steps == generated
+    assert max(calls) <= 12
+    assert plan(parse_xsb(TWO_CRATES), 90, budget=12).calls == tuple(calls)

@@ -17,7 +17,6 @@ from engine.planner import plan
 from pipeline import rotate as rotate_module
 from pipeline.build import build
 from pipeline.cli import main
-from pipeline.difficulty import MODEL_PATH
 from pipeline.equivalence import allowed_gap
 from pipeline.errors import PipelineError
 from pipeline.rotate import EQUIVALENCE_FILE, rotate
@@ -139,7 +138,6 @@ def test_equivalence_report_agrees_with_the_parquet_files(rotated):
     assert f"demo {counts['prev']}/8, r1 {counts['new']}/8" in printed
 
 
-@pytest.mark.skipif(not MODEL_PATH.is_file(), reason="needs the calibrated difficulty model")
 def test_rotation_writes_the_audit_against_the_previous_version(rotated):
     datasets, first, _ = rotated
     report = (datasets / "r1" / "report" / "report.md").read_text()

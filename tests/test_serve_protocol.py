@@ -288,10 +288,10 @@ def test_openapi_is_generated_from_the_declarations_that_validate(srv):
     for route in all_routes():
         op = doc["paths"][route.path][route.method.lower()]
         assert op["operationId"] == route.operation
-    # and nothing is served that is not declared, but the docs page's two static files
+    # and nothing is served that is not declared, but the pages' static files
     unnamed = [r.canonical for r in srv.app.router.resources() if r.name is None]
     assert set(srv.app.router.named_resources()) == {r.operation for r in all_routes()}
-    assert unnamed == ["/api/docs/{asset}"]
+    assert unnamed == ["/api/docs/{asset}", "/static/{script}"]
     act_schema = doc["paths"]["/api/sessions/{session_id}/act"]["post"]["requestBody"]
     action = act_schema["content"]["application/json"]["schema"]["properties"]["action"]
     assert action == {"type": "integer", "minimum": 0, "maximum": 3,
@@ -309,7 +309,7 @@ def test_landing_and_leaderboard_pages_are_html(srv, data):
     landing = client.call("GET", "/")[1]
     assert "version <code>t1</code>" in landing and "sokoforge play" in landing
     page = client.call("GET", "/leaderboard")[1]
-    assert "<table>" in page and "solver" in page
+    assert "<table class=board>" in page and "solver" in page
     other = client.call("GET", "/leaderboard?version=other")[1]
     assert "no closed scorecards yet" in other
 

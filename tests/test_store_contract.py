@@ -222,6 +222,39 @@ def test_closing_is_once_refused_when_a_session_moved_and_ranks_each_names_best(
     run(location, body)
 
 
+def test_a_scorecard_keeps_its_source_and_meta_and_browser_runs_can_be_filtered(location):
+    """Runs played in the browser are told apart from agents' for the audit and the fit."""
+    async def body(store):
+        meta = {"tags": ["human", "t2"], "source_url": "https://x.example/a", "opaque": {"n": 1}}
+        for key, source in (("k1", "browser"), ("k2", None)):
+            await store.create_key(KeyRecord(key, f"name {key}"), "addr", DAY, 100)
+            record = ScorecardRecord(f"sc-{key}-1", key, f"name {key}", {"standard": "v1"}, NOW,
+                                     source=source, meta=meta if source else None)
+            await store.open_scorecard(record, DAY, 100)
+            await store.create_session(session(1, key, 1), 3, 10, 10, NOW - 60)
+            rows = (EpisodeRecord(0, True, source is not None, False, 4, "UDLR", "1:1,2"),
+                    EpisodeRecord(1, True, False, True, 2, "LL", "1:1,2"))
+            result = {**result_of(0.5), "session_ids": {"standard": f"gs-{key}-1"}}
+            await store.close_scorecard(f"sc-{key}-1", NOW, result, [Final(f"gs-{key}-1", 0,
+                                                                           rows)])
+        browser = await store.scorecard("sc-k1-1")
+        assert (browser.source, browser.meta) == ("browser", meta)
+        agent = await store.scorecard("sc-k2-1")
+        assert (agent.source, agent.meta) == (None, None)
+        everyone = await store.played_episodes("v1")
+        assert [(e.name, e.source, e.index, e.solved, e.steps, e.deadlocked)
+                for e in everyone if e.index < 2] == [
+            ("name k1", "browser", 0, True, 4, False), ("name k1", "browser", 1, False, 2, True),
+            ("name k2", None, 0, False, 4, False), ("name k2", None, 1, False, 2, True)]
+        assert {e.name for e in await store.played_episodes("v1", include_browser=False)} == {
+            "name k2"}
+        assert {e.name for e in await store.played_episodes("v1", browser_only=True)} == {
+            "name k1"}
+        assert await store.played_episodes("v2") == []
+        assert [s.source for s in await store.leaderboard("v1", 10)] == ["browser", None]
+    run(location, body)
+
+
 def execute(location: str, statement: str) -> None:
     """Run one statement on the backend directly, as an operator (or damage) would."""
     if location.startswith("postgresql"):

@@ -14,8 +14,11 @@ from pipeline.cli.errors import CliError, refusals
 @click.argument("version")
 @click.option("--against", default=None, metavar="OTHER",
               help="Another version to show side by side, tier by tier and slot by slot.")
+@click.option("--db", default=None, metavar="STORE",
+              help="A server's store (SQLite file or postgresql:// URL): also show how people "
+              "fared on each level in the browser (report/people.md).")
 @datasets_option
-def audit_command(version: str, against: str | None, datasets: Path) -> None:
+def audit_command(version: str, against: str | None, db: str | None, datasets: Path) -> None:
     """Re-check every promise of dataset VERSION and write report/report.md and report.html.
 
     With --against OTHER (not VERSION itself), tiers with the same crate count are compared
@@ -43,6 +46,26 @@ def audit_command(version: str, against: str | None, datasets: Path) -> None:
         report.write(folder)
     click.echo(report.summary())
     click.echo(f"\nreport: {folder / 'report.md'} and {folder / 'report.html'}")
+    if db is not None:
+        _people(version, db, folder)
     if not result.passed:
         names = "; ".join(c.name for c in result.failed)
         raise CliError(f"{version}: {len(result.failed)} check(s) failed: {names}", 1)
+
+
+def _people(version: str, db: str, folder: Path) -> None:
+    """Per-level solve rates of the runs people played in the browser, when there are any."""
+    from pipeline.human_play import browser_episodes, rates_markdown, solve_rates
+    from serve.store import StoreError
+
+    try:
+        rates = solve_rates(browser_episodes(db, version))
+    except StoreError as e:
+        raise CliError(f"--db: {e}", 2) from None
+    if not rates:
+        click.echo(f"\npeople: no run of {version} was played in the browser")
+        return
+    text = rates_markdown(version, rates)
+    with refusals(1, "cannot write the report: "):
+        (folder / "people.md").write_text(text)
+    click.echo("\n" + text + f"\npeople: {folder / 'people.md'}")

@@ -72,7 +72,7 @@ def report_lines(info: dict) -> list[str]:
     lines.append(
         f"test-retest on {r['levels']} held-out levels, seeds {r['seed_sets'][0]} vs "
         f"{r['seed_sets'][1]}: compute_to_solve Pearson {r['compute_to_solve_pearson']}, "
-        f"Spearman {r['compute_to_solve_spearman']}; single-run label (solved at 256, seed 0 "
+        f"Spearman {r['compute_to_solve_spearman']}; single-run label (solved at 256 calls, seed 0 "
         f"vs each retest seed) Pearson {r['single_run_label_pearson']}, agreement "
         f"{r['single_run_label_agreement']}")
     head = ("crates", "agent", "levels", "failures", "auc_compute_to_solve",

@@ -64,13 +64,17 @@ DB_ENV = "SOKOFORGE_DB"
 @click.option("--connections-per-address", default=64, show_default=True,
               type=click.IntRange(1), help="Open connections per client address (an IPv6 "
               "client counts as its /64; trusted proxies are not capped).")
+@click.option("--access-log", default=None, metavar="PATH|-",
+              help="Write one JSON line per request (time, method, route template, status, "
+              "latency, bytes, client address, key name; never a key) to PATH, appended, or "
+              "to stdout with '-'.")
 def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path,
                   db: str | None, workers: int, host: str, port: int, synchronous: str,
                   trust_proxy: tuple[str, ...], keys_per_address: int,
                   scorecards_per_day: int, sessions_per_key: int, sessions_total: int,
                   idle_minutes: float, max_parallel: int, public_url: str | None,
                   header_timeout: float, body_timeout: float, idle_timeout: float,
-                  connections_per_address: int) -> None:
+                  connections_per_address: int, access_log: str | None) -> None:
     """Serve dataset versions, one game each, over the agent protocol (see /api/docs once
     running): sokoforge serve V1 [V2 ...].
 
@@ -110,7 +114,8 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
         raise CliError(f"--db {db_path}: the folder {Path(db_path).parent} does not exist", USAGE)
     try:
         stopped_by = serve_forever(str(datasets), names, db_path, host, port, limits,
-                                   synchronous.upper(), public, connections, workers)
+                                   synchronous.upper(), public, connections, workers,
+                                   access_log)
     except DatasetError as e:
         shown = names[0] if len(names) == 1 else " ".join(names)
         raise CliError(f"cannot serve {shown!r}: {e}", 2) from None

@@ -1,0 +1,66 @@
+// A scorecard's replay viewer: the episode's observations, rendered by the server from its
+// stored actions, stepped through here. The key kept in this browser (if any) goes along as
+// X-API-Key, so the key that played a hidden game sees its replays and no one else does.
+"use strict";
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const NAMES = {U: "up", D: "down", L: "left", R: "right", ".": "wait", "|": "restart"};
+  let replay = null;
+  let at = 0;
+  let timer = null;
+
+  function showStep(i) {
+    at = Math.max(0, Math.min(i, replay.sequence.length - 1));
+    Soko.draw($("replay-obs"), replay.pictures[replay.sequence[at]]);
+    $("replay-step").textContent = at;
+    $("replay-slider").value = at;
+    $("replay-action").textContent = at ? `(${NAMES[replay.actions[at - 1]] || ""})` : "(start)";
+  }
+
+  function stop() {
+    if (timer) clearInterval(timer);
+    timer = null;
+    $("replay-play").textContent = "play";
+  }
+
+  async function open(session, episode) {
+    stop();
+    const reply = await Soko.api("GET", `/api/replays/${session}/episodes/${episode}`);
+    if (reply.status !== 200) {
+      $("replay").hidden = true;
+      $("replay-message").textContent = Soko.detail(reply);
+      return;
+    }
+    replay = reply.data;
+    $("replay-message").textContent = "";
+    $("replay").hidden = false;
+    const outcome = replay.solved ? "solved" : replay.deadlocked ? "deadlocked" : "unsolved";
+    $("replay-title").textContent =
+      `of level ${replay.episode + 1} (${replay.game}): ${outcome} in ${replay.steps} steps, `
+      + `optimal ${replay.optimal}`;
+    $("replay-steps").textContent = replay.sequence.length - 1;
+    $("replay-slider").max = replay.sequence.length - 1;
+    Soko.draw($("replay-goal"), replay.goal);
+    showStep(0);
+    $("replay").scrollIntoView({behavior: "smooth", block: "start"});
+  }
+
+  document.querySelectorAll("table[data-session] button[data-episode]").forEach((b) => {
+    const session = b.closest("table").dataset.session;
+    b.addEventListener("click", () => open(session, b.dataset.episode));
+  });
+  $("replay-first").addEventListener("click", () => { stop(); showStep(0); });
+  $("replay-prev").addEventListener("click", () => { stop(); showStep(at - 1); });
+  $("replay-next").addEventListener("click", () => { stop(); showStep(at + 1); });
+  $("replay-slider").addEventListener("input", (ev) => { stop(); showStep(Number(ev.target.value)); });
+  $("replay-play").addEventListener("click", () => {
+    if (timer) { stop(); return; }
+    if (at >= replay.sequence.length - 1) showStep(0);
+    $("replay-play").textContent = "pause";
+    timer = setInterval(() => {
+      if (at >= replay.sequence.length - 1) { stop(); return; }
+      showStep(at + 1);
+    }, 250);
+  });
+})();
