@@ -33,9 +33,11 @@ class _Lines:
 
     def update(self, n: int) -> None:
         self.done += n
+        passed = self.next_mark
         while self.next_mark <= 4 and self.done * 4 >= self.next_mark * self.total:
-            click.echo(f"{self.label}: {self.done}/{self.total}", err=True)
             self.next_mark += 1
+        if self.next_mark > passed:  # one line however many quarters this update passed
+            click.echo(f"{self.label}: {self.done}/{self.total}", err=True)
 
 
 class _Silent:

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from engine.levels import LevelError, canonical_id, parse_levels
+from engine.level_files import read_collection
+from engine.levels import LevelError, canonical_id
 from pipeline.build import BuildFolder, Plan, build, check_version_name, version_ids
 from pipeline.compute import with_measured_compute
 from pipeline.difficulty import MODEL_PATH, scores_from_compute
@@ -67,7 +68,10 @@ def excluded_levels(paths: Sequence[Path]) -> tuple[list[dict], list[str]]:
     files, ids = [], set()
     for path in paths:
         try:
-            levels = parse_levels(Path(path).read_text())
+            # read as import reads a collection; a board past the engine's bounds can be in no
+            # version, so it has nothing to exclude
+            boards = read_collection(Path(path).read_text(), source=str(path))
+            levels = [b.level for b in boards if b.level is not None]
         except OSError as e:
             raise PipelineError(f"cannot read --exclude file {path}: {e.strerror}") from None
         except (LevelError, UnicodeDecodeError) as e:

@@ -171,12 +171,18 @@ class Progress:
 
 
 async def play(url: str, factory: Callable[[], Any], *, name: str | None = None,
-               key: str | None = None, parallel: int = 1,
+               key: str | None = None, parallel: int = 1, game: str | None = None,
                echo: Callable[[str], None] = print) -> dict:
-    """Register (or use ``key``), open a scorecard, play every episode, close; the outcome."""
+    """Register (or use ``key``), open a scorecard, play every episode of ``game`` (default:
+    the first served), close; the outcome."""
     conns = [Connection(url, notify=echo) for _ in range(parallel)]
     try:
         first = conns[0]
+        if game is not None:  # refused before a key or scorecard is spent on it
+            served = (await first.call("GET", "/api/spec"))["games"]
+            if game not in served:
+                names = ", ".join(repr(g) for g in served)
+                raise ClientError(f"--game {game!r}: this server plays {names}")
         if name is not None:
             made = await first.call("POST", "/api/keys", {"name": name})
             key = made["api_key"]
@@ -184,10 +190,11 @@ async def play(url: str, factory: Callable[[], Any], *, name: str | None = None,
         for c in conns:
             c.key = key
         card = await first.call("POST", "/api/scorecards", {})
-        game = card["games"][0]
+        game = game or card["games"][0]
         frame = await first.call("POST", f"/api/scorecards/{card['scorecard_id']}/games/"
                                  f"{game}/start", params={"parallel": str(parallel)})
-        progress = Progress(card["episodes_per_game"], echo)
+        episodes = card.get("episodes_by_game", {}).get(game, card["episodes_per_game"])
+        progress = Progress(episodes, echo)
         try:
             if parallel == 1:
                 await _play_serial(first, factory(), frame, progress)

@@ -179,3 +179,29 @@ def test_reveal_asks_first_and_a_no_reveals_nothing(tmp_path, monkeypatch):
     yes = CliRunner().invoke(main, ["reveal", "s2", "--datasets", str(tmp_path)], input="y\n")
     assert yes.exit_code == 0 and yes.stdout.strip().isdigit()
     assert (tmp_path / "s2" / "reveal.json").exists()
+
+
+def test_readme_cli_table_names_every_command_with_options_it_has():
+    """The README's table of commands is `sokoforge --help`: the same commands, and every
+    --option a row shows exists on that command."""
+    import re
+
+    import click
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("## The CLI", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        cell = re.match(r"\| `([a-z]+)([^`]*)` \|", line)
+        if cell:
+            rows[cell.group(1)] = cell.group(2)
+    assert set(rows) == set(main.commands)
+    for name, usage in rows.items():
+        command = main.commands[name]
+        options = {o for p in command.params if isinstance(p, click.Option)
+                   for o in p.opts + p.secondary_opts}
+        if isinstance(command, click.Group):
+            options |= {o for sub in command.commands.values() for p in sub.params
+                        if isinstance(p, click.Option) for o in p.opts}
+        shown = set(re.findall(r"--[a-z][a-z-]*", usage))
+        assert shown <= options, f"{name}: {sorted(shown - options)} not options of {name}"

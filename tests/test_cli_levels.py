@@ -148,7 +148,7 @@ def test_render_refuses_an_out_path_that_is_not_png_before_writing(tmp_path):
 
 def test_errors_on_standard_input_name_it():
     result = run("solve", "-", stdin="#####\n#@$x#\n#####\n")
-    assert result.output.startswith("Error: standard input: level 0 (line 1): unknown")
+    assert result.output.startswith("Error: standard input line 2, column 4: unknown")
 
 
 def test_a_level_too_large_to_search_exits_1_and_is_not_called_unsolvable():
@@ -156,6 +156,57 @@ def test_a_level_too_large_to_search_exits_1_and_is_not_called_unsolvable():
     assert result.exit_code == 1
     assert "too large to search: level 1" in result.output
     assert "no solution for level 2" in result.output and "level 1," not in result.output
+
+
+COLLECTION = """Title: A pack
+Author: someone
+
+Level 1
+#####
+#@$.#
+#####
+Title: Line
+
+  ######
+  #    #
+  # $@ #
+  # .  #
+  ######
+Comment:
+an indented room
+Comment-End
+"""
+
+
+def test_solve_and_render_read_a_collection_file_as_import_does(tmp_path):
+    path = tmp_path / "pack.sok"
+    path.write_text(COLLECTION)
+    result = run("solve", str(path))
+    assert result.exit_code == 0, result.output
+    assert result.output.split("\n")[:2] == ["level 0 (Line): 1 moves, 1 pushes: R",
+                                             "level 1: 3 moves, 1 pushes: ulD"]
+    out = tmp_path / "room.png"
+    drawn = run("render", str(path), "--index", "1", "--scale", "1", "--out", str(out))
+    assert drawn.exit_code == 0, drawn.output
+    picture = (matplotlib.image.imread(out)[..., :3] * 255).round().astype(np.uint8)
+    room = parse_levels("######\n#    #\n# $@ #\n# .  #\n######\n")[0]
+    assert np.array_equal(picture[:, :64], painter(room, SHARED).frame())
+
+
+def test_solve_names_a_board_past_16x16_too_large_and_solves_the_rest():
+    wide = "#" * 18 + "\n#@$." + " " * 13 + "#\n" + "#" * 18 + "\n"
+    result = run("solve", "-", stdin=LEVELS + "\n" + wide)
+    assert result.exit_code == 1
+    assert "level 2: too large: board is 3x18, larger than 16x16" in result.output
+    assert result.output.startswith("level 0 (push right): 1 moves")
+
+
+def test_render_refuses_a_board_past_16x16_in_one_line(tmp_path):
+    path = tmp_path / "wide.xsb"
+    path.write_text("#" * 18 + "\n#@$." + " " * 13 + "#\n" + "#" * 18 + "\n")
+    result = run("render", str(path), "--out", str(tmp_path / "w.png"))
+    assert result.exit_code == 2 and "larger than 16x16" in result.output
+    assert result.output.strip().count("\n") == 0 and not (tmp_path / "w.png").exists()
 
 
 def test_readme_pictures_of_the_looks_are_what_render_draws(tmp_path):
@@ -169,3 +220,12 @@ def test_readme_pictures_of_the_looks_are_what_render_draws(tmp_path):
         assert result.exit_code == 0, result.output
         assert np.array_equal(matplotlib.image.imread(out), matplotlib.image.imread(
             docs / f"{name}.png")), f"docs/looks/{name}.png is stale: redraw it (README, Looks)"
+
+
+def test_render_into_a_missing_folder_is_a_usage_error(tmp_path):
+    path = tmp_path / "levels.xsb"
+    path.write_text(LEVELS)
+    result = run("render", str(path), "--out", str(tmp_path / "nowhere" / "level.png"))
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"Error: cannot write {tmp_path / 'nowhere' / 'level.png'}: no writable folder there"]

@@ -28,9 +28,10 @@ def _truth() -> tuple[np.ndarray, np.ndarray]:
     return np.linspace(-2.0, 2.0, AGENTS), rng.normal(0.0, 1.5, LEVELS)
 
 
-async def _fill(path: Path, version: str, open_card: bool = False) -> None:
+async def _fill(path: Path, version: str, open_card: bool = False,
+                truth: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """Every simulated agent closes one scorecard of all levels; solved ~ its ability."""
-    ability, difficulty = _truth()
+    ability, difficulty = truth or _truth()
     rng = np.random.default_rng(7)
     store = SQLiteStore(path)
     await store.start()
@@ -146,7 +147,29 @@ def test_irt_leaves_out_scorecards_a_store_marks_as_played_in_a_browser(filled, 
 def test_irt_refuses_a_missing_store_or_version_in_one_line(filled, tmp_path):
     datasets, db = filled
     for args in (["demo", "--db", str(tmp_path / "none.sqlite")],
-                 ["nosuch", "--db", str(db)]):
+                 ["nosuch", "--db", str(db)],
+                 ["demo", "--db", "postgresql://user:hunter2@127.0.0.1/store"]):
         result = CliRunner().invoke(main, ["irt", *args, "--datasets", str(datasets)])
         assert result.exit_code == 2 and result.output.startswith("Error: cannot refit")
-        assert len(result.output.strip().splitlines()) == 1
+        assert len(result.output.strip().splitlines()) == 1 and "hunter2" not in result.output
+
+
+def test_irt_refuses_a_postgresql_store_by_name_not_as_a_missing_file(filled):
+    datasets, _ = filled
+    result = CliRunner().invoke(main, ["irt", "demo", "--db", "postgresql://u@127.0.0.1/db",
+                                       "--datasets", str(datasets)])
+    assert result.exit_code == 2
+    assert result.output.strip() == ("Error: cannot refit demo: --db names a PostgreSQL store; "
+                                     "irt reads the SQLite store file only")
+
+
+def test_irt_command_says_the_rank_correlation_is_undefined_when_no_level_is_solved(filled,
+                                                                                    tmp_path):
+    datasets, _ = filled
+    db = tmp_path / "hopeless.sqlite"
+    asyncio.run(_fill(db, "demo", truth=(np.array([-50.0]), np.zeros(LEVELS))))
+    result = CliRunner().invoke(main, ["irt", "demo", "--db", str(db), "--datasets",
+                                       str(datasets)])
+    assert result.exit_code == 0, result.output
+    assert "(0/100 solved)" in result.output and "None" not in result.output
+    assert "compute_to_solve: undefined (one of them is the same for every level" in result.output

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import sys
 
+import pytest
+
 from pipeline import progress as progress_module
 from pipeline.progress import eta_text, progress
 
@@ -39,3 +41,13 @@ def test_a_slow_first_unit_does_not_inflate_the_bar_eta(monkeypatch):
             bar.update(1)
     shown = screen.getvalue()
     assert "eta 1 s" in shown and "min" not in shown and "00:00" not in shown
+
+
+@pytest.mark.parametrize(("total", "lines"), [
+    (1, ["1/1"]), (3, ["1/3", "2/3", "3/3"]), (8, ["2/8", "4/8", "6/8", "8/8"])])
+def test_plain_progress_prints_each_count_once(total, lines, monkeypatch, capsys):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    with progress("solve", total) as bar:
+        for _ in range(total):
+            bar.update(1)
+    assert capsys.readouterr().err.splitlines() == [f"solve: {x}" for x in lines]

@@ -360,3 +360,13 @@ def test_rotate_refusals_are_one_readable_line(rotated, tmp_path):
         assert isinstance(out.exception, SystemExit), out.exception
     assert not (datasets / "z").exists() and not secret_path(datasets, "z").exists()
     assert secret_path(datasets, "r2").is_file()  # a refused rotation onto r2 keeps r2's seed
+
+
+def test_exclude_reads_a_collection_file_as_import_does(tmp_path):
+    listed = tmp_path / "public.sok"
+    listed.write_text("Title: Public pack\n\nLevel 1\n#####\n#@$.#\n#####\nAuthor: someone\n\n"
+                      "Level 2\n  #####\n  #.$@#\n  #####\n\n" + "#" * 18 + "\n#@$." + " " * 13
+                      + "#\n" + "#" * 18 + "\n")
+    files, ids = rotate_module.excluded_levels([listed])
+    assert ids == [canonical_id(parse_xsb("#####\n#@$.#\n#####"))]  # level 2 is its mirror
+    assert [(f["name"], f["levels"]) for f in files] == [("public.sok", 2)]

@@ -225,3 +225,20 @@ def test_pictures_of_one_state_on_levels_of_two_games_are_kept_apart(data):
     state = standard.level.start._replace(crates=expert.level.start.crates)
     cache = ImageCache()
     assert cache.get(standard, state, 1).b64 != cache.get(expert, state, 1).b64
+
+
+def test_play_command_plays_the_game_it_is_given_and_refuses_an_unserved_one(data, tmp_path):
+    with server([data["t1"], data["x1"]], tmp_path / "s.sqlite") as s:
+        played = CliRunner().invoke(main, ["play", "--url", s.base, "--register", "second",
+                                           "--game", "expert", "--seed", "3"])
+        assert played.exit_code == 0, played.output
+        score = json.loads(played.stdout.split("replay:")[0])
+        assert score["episodes"] == len(data["expert"]) != len(data["rows"])
+        assert f"episodes finished: {len(data['expert'])}/{len(data['expert'])}" in played.stderr
+        board = Api(s.base).ok("GET", "/api/leaderboard?game=expert")
+        assert "second" in json.dumps(board)
+        refused = CliRunner().invoke(main, ["play", "--url", s.base, "--register", "third",
+                                            "--game", "nope"])
+        assert refused.exit_code == 1
+        assert refused.output.strip().splitlines()[-1] == (
+            "Error: --game 'nope': this server plays 'standard', 'expert'")

@@ -7,17 +7,18 @@ from pathlib import Path
 import click
 
 from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import refusals
+from pipeline.cli.errors import CliError, refusals
 
 
 @click.command("irt")
 @click.argument("version")
-@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              envvar="SOKOFORGE_DB", help="The server's store (SQLite file; env SOKOFORGE_DB).")
+@click.option("--db", required=True, envvar="SOKOFORGE_DB",
+              help="The server's store: its SQLite file (env SOKOFORGE_DB); a PostgreSQL "
+                   "store is not read.")
 @click.option("--browser/--no-browser", default=True, show_default=True,
               help="Include runs played in a browser (needs a store that records it).")
 @datasets_option
-def irt_command(version: str, db: Path, browser: bool, datasets: Path) -> None:
+def irt_command(version: str, db: str, browser: bool, datasets: Path) -> None:
     """Fit a two-parameter item-response model over agents and levels of VERSION's closed
     scorecards; write datasets/VERSION/report/irt.json (the version's files are untouched).
 
@@ -26,16 +27,23 @@ def irt_command(version: str, db: Path, browser: bool, datasets: Path) -> None:
     """
     from pipeline.build import check_version_name
     from pipeline.irt import refit
+    from serve.store import is_postgres
 
+    if is_postgres(db):  # named without the URL: it may hold a password
+        raise CliError(f"cannot refit {version}: --db names a PostgreSQL store; irt reads the "
+                       "SQLite store file only", 2)
     with refusals(2, f"cannot refit {version}: "):
         check_version_name(version)
-        out, report = refit(datasets, version, db, browser)
+        out, report = refit(datasets, version, Path(db), browser)
     click.echo(f"{version}: {report['episodes']} episodes of {report['scorecards']} closed "
                f"scorecards (browser runs {report['browser_runs']}), "
                f"{len(report['agents'])} agents, {len(report['levels'])} levels")
     for agent in report["agents"]:
         click.echo(f"  {agent['name']}: ability {agent['ability']:+.2f} "
                    f"({agent['solved']}/{agent['episodes']} solved)")
+    rho = report["spearman"]
     click.echo(f"Spearman of empirical difficulty with {report['spearman_empirical_vs']}: "
-               f"{report['spearman']}")
+               + (f"{rho}" if rho is not None else
+                  "undefined (one of them is the same for every level, e.g. when the runs "
+                  "solved all levels alike)"))
     click.echo(f"written to {out}")

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
 import numpy as np
 
-from engine.levels import Level, LevelError, parse_levels, parse_xsb
+from engine.level_files import FileLevel, read_collection
+from engine.levels import Level, LevelError, parse_xsb
 from engine.look import SHARED, Look, LookError, Theme, painter, stored_look
 from pipeline.cli.errors import CliError, refusals
 
 
-def read_levels(path: str) -> list[Level]:
-    """Levels from a file (``-`` for standard input); unreadable input exits with status 2."""
+def read_levels(path: str) -> list[FileLevel]:
+    """The boards of a collection file (``-`` for standard input), read as ``import`` reads
+    them (titles, headings, comments); unreadable input exits with status 2."""
     name = "standard input" if path == "-" else path
     try:
         if path == "-":
@@ -25,9 +28,9 @@ def read_levels(path: str) -> list[Level]:
     except (OSError, UnicodeDecodeError) as e:
         raise CliError(f"cannot read {name}: {getattr(e, 'strerror', None) or e}", 2) from None
     try:
-        return parse_levels(text)
+        return read_collection(text, source=name)
     except LevelError as e:
-        raise CliError(f"{name}: {e}", 2) from None
+        raise CliError(str(e), 2) from None
 
 
 @click.command("solve")
@@ -45,8 +48,12 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
     from engine.solver import solve
 
     unsolvable, too_large = [], []
-    for i, level in enumerate(read_levels(file)):
-        result = solve(level, max_states=max_states)
+    for i, board in enumerate(read_levels(file)):
+        level = board.level
+        if level is None:  # beyond the engine's board or crate bound: too large, never searched
+            result = TooLarge()
+        else:
+            result = solve(level, max_states=max_states)
         ok = result.status == "solved"
         if as_json:
             click.echo(json.dumps({
@@ -59,13 +66,14 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
                 "states_expanded": result.states_expanded if ok else None,
             }))
         else:
-            name = f"level {i}" + (f" ({level.title})" if level.title else "")
+            name = f"level {i}" + (f" ({board.title})" if board.title else "")
             if ok:
                 click.echo(
                     f"{name}: {result.moves} moves, {result.pushes} pushes: {result.solution}")
             else:
-                click.echo(f"{name}: {result.status.replace('_', ' ')}"
-                           f" after {result.states_expanded} states")
+                why = (f": {board.too_large}" if board.too_large
+                       else f" after {result.states_expanded} states")
+                click.echo(f"{name}: {result.status.replace('_', ' ')}{why}")
         if result.status == "unsolvable":
             unsolvable.append(str(i))
         elif result.status == "too_large":
@@ -107,6 +115,10 @@ def render_command(file: str, out: str, index: int, look_name: str | None,
 
     if not out.lower().endswith(".png"):
         raise CliError(f"--out {out}: the picture is written as PNG; name a .png file", 2)
+    folder = os.path.dirname(out) or "."
+    if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+        # a usage error, as calibrate's --out and serve's --db: refused before drawing
+        raise CliError(f"cannot write {out}: no writable folder there", 2)
     if look_name is not None and theme_file is not None:
         raise CliError("--look and --theme exclude each other: a theme is its own look", 2)
     levels, looks = read_drawn_levels(file)
@@ -141,6 +153,14 @@ def render_command(file: str, out: str, index: int, look_name: str | None,
     click.echo(f"wrote {out} ({picture.shape[1]}x{picture.shape[0]} px)")
 
 
+class TooLarge:
+    """The outcome of a board the engine cannot hold: too large, with nothing searched."""
+
+    status = "too_large"
+    moves = pushes = solution = None
+    states_expanded = 0
+
+
 def read_drawn_levels(path: str) -> tuple[list[Level], list[Look]]:
     """The levels of an XSB file (drawn shared) or of a version folder (in its stored looks)."""
     from pathlib import Path
@@ -151,7 +171,11 @@ def read_drawn_levels(path: str) -> tuple[list[Level], list[Look]]:
 
     folder = Path(path)
     if not folder.is_dir():
-        levels = read_levels(path)
+        levels = []
+        for board in read_levels(path):
+            if board.level is None:
+                raise CliError(f"{board.name(path)}: {board.too_large}", 2)
+            levels.append(board.level)
         return levels, [SHARED] * len(levels)
     with refusals(2, f"{path}: "):
         manifest = read_manifest(folder / "manifest.json")

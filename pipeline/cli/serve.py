@@ -135,9 +135,11 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
 @click.option("--parallel", default=1, show_default=True, type=click.IntRange(1, 32),
               help="Episodes played at once, one connection and one agent each.")
 @click.option("--seed", default=None, type=int, help="Seed of the random agent.")
+@click.option("--game", default=None,
+              help="Which served game to play (GET /api/spec lists them) [default: the first].")
 def play_command(url: str, name: str | None, key: str | None, agent_spec: str, parallel: int,
-                 seed: int | None) -> None:
-    """Play the whole served game with an agent, close the scorecard, print the Score."""
+                 seed: int | None, game: str | None) -> None:
+    """Play a whole served game with an agent, close the scorecard, print the Score."""
     import asyncio
     import json
 
@@ -154,7 +156,7 @@ def play_command(url: str, name: str | None, key: str | None, agent_spec: str, p
         raise CliError(f"--agent {agent_spec}: {e}", 2) from None
     try:
         outcome = asyncio.run(play(url, factory, name=name, key=key, parallel=parallel,
-                                   echo=lambda line: click.echo(line, err=True)))
+                                   game=game, echo=lambda line: click.echo(line, err=True)))
     except ClientError as e:
         raise CliError(str(e), 1) from None
     click.echo(json.dumps(outcome["score"], indent=2))
