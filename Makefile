@@ -53,7 +53,7 @@ test: install chromium postgres
 	$(PY) -m pytest -q
 
 lint: install
-	$(VENV)/bin/ruff check engine pipeline serve tests benchmarks scripts
+	$(VENV)/bin/ruff check engine pipeline serve sokoforge_gym tests benchmarks scripts
 
 dataset: install
 	$(VENV)/bin/sokoforge build $(VERSION) --jobs $(JOBS) $(if $(SEED),--seed $(SEED),)
@@ -76,6 +76,7 @@ bench: install
 	$(PY) benchmarks/serve.py
 	$(PY) benchmarks/serve.py --looks before,arc,shared,themed,themed+noise --sessions 8
 	$(PY) benchmarks/arc.py
+	$(PY) benchmarks/trajectories.py
 	$(PY) benchmarks/import_grade.py
 
 clean-cache:

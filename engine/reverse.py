@@ -37,6 +37,7 @@ from engine.rules import (
     delta,
     is_free,
     moved_crate,
+    step_kernel,
 )
 
 UNSEEN = 0xFFFF
@@ -235,6 +236,28 @@ class SolvableSet:
             return None
         return self.index.states_of(candidates[[rng.integers(candidates.size)]])[0]
 
+    def draw_start(self, rng: np.random.Generator, lo: int, hi: int,
+                   tries: int = 256) -> State | None:
+        """A state drawn uniformly among those at distance in [lo, hi] with no crate on a
+        goal, by rejection over all solvable states: nothing is enumerated, so it suits sets
+        of tens of millions of states. None after ``tries`` misses."""
+        if not ((self.distances >= lo) & (self.distances <= hi)).any():
+            return None
+        goals = self.level.goals.ravel()
+        for _ in range(tries):
+            pos = int(rng.integers(self.count))
+            if not lo <= int(self.distances[pos]) <= hi:
+                continue
+            word = int(np.searchsorted(self.prefix, pos, side="right")) - 1
+            bits, skip = int(self.words[word]), pos - int(self.prefix[word])
+            for _ in range(skip):
+                bits &= bits - 1  # drop the lowest set bit
+            index = word * 64 + (bits & -bits).bit_length() - 1
+            state = self.index.states_of(np.array([index]))[0]
+            if not goals[list(state.crates)].any():
+                return state
+        return None
+
     def _unranked(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ix = self.index
         return unrank_many(indices, ix.cells, ix.floor_cells, ix.binom, ix.n_crates)
@@ -271,3 +294,46 @@ def _search(level: Level, max_size: int) -> SolvableSet:
     if values.size and values.max() < 255:
         values = values.astype(np.uint8)
     return SolvableSet(level, index, words, prefix, values)
+
+
+@njit(cache=True)
+def descend_kernel(board: np.ndarray, width: int, cell_id: np.ndarray, floor_id: np.ndarray,
+                   n_floor: int, binom: np.ndarray, words: np.ndarray, prefix: np.ndarray,
+                   distances: np.ndarray, player: int, crates: np.ndarray) -> np.ndarray:
+    """An optimal solution from (player, crates), as actions: each step goes to a successor
+    one move closer to solved (the first in action order), so the result is deterministic."""
+    pos = position_kernel(words, prefix, rank(cell_id, floor_id, binom, n_floor, player,
+                                              crates))
+    if pos < 0:
+        return np.empty(0, np.int8)
+    d = int(distances[pos])
+    out = np.empty(d, np.int8)
+    work = np.empty(crates.size, np.int64)
+    for i in range(d):
+        for a in range(4):
+            work[:] = crates
+            q, _ = step_kernel(board, width, player, work, a)
+            if q == player:
+                continue
+            p = position_kernel(words, prefix, rank(cell_id, floor_id, binom, n_floor, q,
+                                                    work))
+            if p >= 0 and distances[p] == d - 1 - i:
+                out[i] = a
+                player = q
+                crates[:] = work
+                break
+    return out
+
+
+def optimal_actions(sset: SolvableSet, state: State | None = None) -> list[int]:
+    """Actions of one optimal solution from ``state`` (default: the start); empty when the
+    state is solved or cannot be solved."""
+    level = sset.level
+    state = level.start if state is None else state
+    if sset.index.index_of(state) < 0:
+        return []
+    ix = sset.index
+    path = descend_kernel(board_array(level), level.width, ix.cell_id, ix.floor_id,
+                          ix.floor_cells.size, ix.binom, sset.words, sset.prefix,
+                          sset.distances, state.player, np.array(state.crates, np.int64))
+    return [int(a) for a in path]

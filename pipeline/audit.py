@@ -26,7 +26,7 @@ from pipeline.errors import InputError, PipelineError
 from pipeline.grade import first_push_traps
 from pipeline.importing import tier_of
 from pipeline.manifest import IMPORTED, read_manifest
-from pipeline.solve import SOLVE_MAX_STATES
+from pipeline.solve import search_bound
 from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet, sha256_file
 
@@ -135,7 +135,7 @@ def load_version(root: Path, version: str) -> VersionFacts:
     for level, budget in zip(levels, table["max_steps"], strict=True):
         # the bound the solve stage and imports searched with: a level they proved must not
         # read as unsolved here for want of room
-        result = solve(level, max_states=SOLVE_MAX_STATES)
+        result = solve(level, max_states=search_bound(level))
         solved_moves.append(result.moves if result.status == "solved" else None)
         outcome = plan(level, int(budget))
         planner_ok.append(outcome.solved)
@@ -290,6 +290,17 @@ def check_crates(facts: VersionFacts) -> Check:
     return Check("crates per tier as the spec says", not bad, tuple(bad))
 
 
+def check_traps(facts: VersionFacts) -> Check:
+    """Every level has the spec's number of first pushes into a dead state (recounted)."""
+    want = facts.spec.min_first_push_traps
+    bad = []
+    for r, level in zip(_rows(facts), facts.levels, strict=True):
+        traps = first_push_traps(level, solvable_set(level))
+        if traps < want:
+            bad.append(f"level {r['index']}: {traps} first-push traps, spec needs {want}")
+    return Check(f"at least {want} first-push trap(s) per level", not bad, tuple(bad))
+
+
 def check_difficulty_order(facts: VersionFacts) -> Check:
     """Within each tier, difficulty never decreases along play order."""
     bad = []
@@ -406,6 +417,8 @@ def audit(root: Path, version: str, against: str | None = None) -> AuditResult:
         ]
     else:
         spec_checks = [check_bands(facts), check_crates(facts), check_difficulty_order(facts)]
+        if facts.spec.min_first_push_traps:
+            spec_checks.append(check_traps(facts))
     checks = [
         check_manifest(facts, root),
         check_optima(facts),

@@ -327,6 +327,8 @@ def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None,
         raise PipelineError(f"no build of {folder.version} in progress: run "
                             f"`sokoforge stage generate {folder.version}` first")
     spec = spec or load_spec("standard")
+    if seed is None and spec.visibility == "public":
+        seed = seeds.fresh_seed()  # a public version's seed goes in its manifest: none secret
     names = tuple(excluded())
     shas = tuple(levels_sha256(exclusion_root, names))
     if seed is not None:

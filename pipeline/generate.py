@@ -18,17 +18,20 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from engine.index import StateSpaceTooLarge
 from engine.levels import Level, State, canonical_id, to_xsb, wall_layout_id
 from engine.reverse import SolvableSet, solvable_set
 from engine.solver import solve as forward_solve
 from pipeline.errors import PipelineError
+from pipeline.grade import first_push_traps
 from pipeline.layouts import goal_layout, scatter_level
 from pipeline.seeds import GENERATED, LAYOUT, START, derived_rng
-from pipeline.spec import Spec
+from pipeline.spec import Spec, Tier
 from pipeline.tables import write_parquet
 from pipeline.workers import Workers
 
 SCATTER_MAX_STATES = 2_000_000
+TRAP_DRAWS = 8  # starts drawn per slot from one layout when the spec asks for first-push traps
 
 CANDIDATE_SCHEMA = {
     "tier": pl.Int8, "slot": pl.Int16, "layout": pl.Int16, "attempt": pl.Int16,
@@ -72,10 +75,19 @@ def window(slot: int, n_slots: int, k: int) -> range:
 def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]]:
     tier = spec.tiers[unit.tier]
     lo, hi = tier.band(unit.slot)
+    too_large: StateSpaceTooLarge | None = None
+    searched = 0
     for attempt in range(spec.max_attempts):
-        rows = goal_first_attempt(spec, seed, unit.tier, unit.slot, attempt)
+        try:
+            rows = goal_first_attempt(spec, seed, unit.tier, unit.slot, attempt)
+        except StateSpaceTooLarge as e:
+            too_large = e  # this layout's solvable states would not fit: draw another
+            continue
+        searched += 1
         if rows is not None:
             return rows
+    if too_large is not None and not searched:
+        raise too_large  # no layout of this tier fits the engine: the spec asks too much
     raise PipelineError(
         f"tier {unit.tier} slot {unit.slot}: no layout in {spec.max_attempts} attempts has a "
         f"start state with optimum in [{lo}, {hi}] ({tier.crates} crates, wall density "
@@ -95,14 +107,14 @@ def goal_first_attempt(spec: Spec, seed: int, tier_no: int, own: int, attempt: i
                         spec.height, spec.width, tier.wall_density, tier.crates)
     if board is None:
         return None
-    sset = solvable_set(board)
+    sset = solvable_set(board)  # StateSpaceTooLarge when the layout does not fit the engine
     if sset.max_distance < lo:
         return None
     rng = derived_rng(seed, tier_no, own, attempt, START)
     rows: list[tuple[Any, ...]] = []
     for slot in window(own, tier.levels, spec.candidates_per_slot):
         s_lo, s_hi = tier.band(slot)
-        start = _near_centre(sset, rng, s_lo, s_hi)
+        start = draw_start(sset, rng, tier, (s_lo, s_hi), spec.min_first_push_traps)
         if start is None:
             if slot == own:
                 return None
@@ -111,6 +123,20 @@ def goal_first_attempt(spec: Spec, seed: int, tier_no: int, own: int, attempt: i
                                   board.with_start(start), sset.distance(start),
                                   pick=len(rows)))
     return rows
+
+
+def draw_start(sset: SolvableSet, rng: np.random.Generator, tier: Tier, band: tuple[int, int],
+               min_traps: int = 0) -> State | None:
+    """A start in ``band`` for a slot of ``tier``: near the centre of a ramp's band, uniformly
+    anywhere in a flat one (by rejection: a 10x10 set is too large to list); with
+    ``min_traps``, one of a few draws that has that many first-push traps."""
+    for _ in range(TRAP_DRAWS if min_traps else 1):
+        start = sset.draw_start(rng, *band) if tier.flat else _near_centre(sset, rng, *band)
+        if start is None or not min_traps:
+            return start
+        if first_push_traps(sset.level.with_start(start), sset) >= min_traps:
+            return start
+    return None
 
 
 def _near_centre(sset: SolvableSet, rng: np.random.Generator, lo: int, hi: int) -> State | None:

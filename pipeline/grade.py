@@ -30,6 +30,9 @@ from pipeline.tables import read_parquet, write_parquet
 from pipeline.workers import Workers
 
 _STEPS = ((-1, 0), (1, 0), (0, -1), (0, 1))  # up, down, left, right, as engine.rules.ACTIONS
+# Push-level nodes the reachable count may store (8 bytes each, only as they are reached): a
+# 10x10 five-crate level reaches past the engine's default 20 million.
+GRADE_MAX_NODES = 2**27
 FEATURE_SCHEMA = {
     "box_changes": pl.Int16, "reachable_states": pl.Int64, "dead_fraction": pl.Float32,
     "first_push_traps": pl.Int16, "detour_pushes": pl.Int16, "optimal_solutions": pl.Int64,
@@ -108,7 +111,7 @@ def _solution_features(level: Level, result: SolveResult) -> dict[str, Any]:
 
 def _solvable_features(level: Level, sset: SolvableSet) -> dict[str, Any]:
     """The features that need the board's solvable set."""
-    stats = push_reachable_stats(level, sset)
+    stats = push_reachable_stats(level, sset, max_nodes=GRADE_MAX_NODES)
     return {
         "reachable_states": int(stats.reachable),
         "dead_fraction": stats.dead / stats.reachable if stats.reachable else 0.0,

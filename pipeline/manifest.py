@@ -18,6 +18,7 @@ from pipeline.spec import SPECS_DIR
 from pipeline.tables import sha256_file, write_text
 
 FORMAT = 1
+HIDDEN = "hidden"
 _LIBRARIES = ("numpy", "numba", "ortools", "polars", "pyarrow")
 # The fields readers rely on, as paths into the JSON: checked once when a manifest is read.
 _REQUIRED = (("version",), ("spec",), ("seed_source",), ("seed_commitment", "salt"),
@@ -64,7 +65,15 @@ def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt:
         manifest["origins"] = origins
     if public_seed is not None:
         manifest["public_seed"] = str(public_seed)
+    if spec.get("visibility", HIDDEN) != HIDDEN:
+        manifest["visibility"] = spec["visibility"]
     return manifest
+
+
+def visibility(manifest: dict[str, Any]) -> str:
+    """``public`` (its levels may be shipped) or ``hidden``; a manifest that does not say is
+    hidden: every version made before the field existed was a hidden set."""
+    return str(manifest.get("visibility", HIDDEN))
 
 
 def difficulty_model_sha256() -> str:

@@ -3,8 +3,9 @@
 Constraints: the tier's crate count, the generator's distance (the optimum, which solve then
 confirms) inside the slot's band, no two levels sharing a wall layout (nor so a canonical id:
 levels equal under the 8 symmetries have equal wall layouts), no canonical id or wall layout of
-another version. Objective: each optimum as close as possible to its band's centre, ties to the
-earliest candidate. That is an assignment of slots to wall layouts, solved exactly by OR-tools'
+another version. Objective: each optimum as close as possible to its band's centre (any optimum
+in a flat band), ties to the earliest candidate; a spec's first-push traps are drawn by
+generate. That is an assignment of slots to wall layouts, solved exactly by OR-tools'
 min-cost flow. Slots left unfilled get more candidates (``pipeline.slot_draws``) for a bounded
 number of rounds before the build fails naming them.
 """
@@ -62,9 +63,12 @@ def _eligible(pool: pl.DataFrame, spec: Spec, exclude_ids: frozenset[str],
         & pl.col("distance").is_between(pl.col("band_lo"), pl.col("band_hi"))
         & ~pl.col("canonical_id").is_in(sorted(exclude_ids))
         & ~pl.col("wall_layout_id").is_in(sorted(exclude_layouts)))
-    # Twice the distance to the band's centre keeps the cost an integer.
-    cost = (2 * pl.col("distance").cast(pl.Int64)
-            - pl.col("band_lo").cast(pl.Int64) - pl.col("band_hi").cast(pl.Int64)).abs()
+    # Twice the distance to the band's centre keeps the cost an integer; a flat tier's
+    # levels are spread over its band, so any optimum inside it costs nothing.
+    flat = [i for i, t in enumerate(spec.tiers) if t.flat]
+    cost = pl.when(pl.col("tier").is_in(flat)).then(0).otherwise(
+        (2 * pl.col("distance").cast(pl.Int64)
+         - pl.col("band_lo").cast(pl.Int64) - pl.col("band_hi").cast(pl.Int64)).abs())
     return eligible.with_columns(cost.alias("cost"))
 
 

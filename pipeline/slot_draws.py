@@ -17,8 +17,10 @@ from typing import Any
 
 import polars as pl
 
+from engine.index import StateSpaceTooLarge
 from engine.reverse import solvable_set
 from pipeline.generate import CANDIDATE_SCHEMA, candidate_row
+from pipeline.grade import first_push_traps
 from pipeline.layouts import goal_layout
 from pipeline.seeds import LAYOUT, START, derived_rng
 from pipeline.spec import Spec
@@ -63,10 +65,16 @@ def targeted_attempt(spec: Spec, seed: int, kind: int, round_: int, target: Targ
                         tier.wall_density, tier.crates)
     if board is None:
         return []
-    sset = solvable_set(board)
+    try:
+        sset = solvable_set(board)
+    except StateSpaceTooLarge:
+        return []  # the layout does not fit the engine: the next attempt draws another
     rng = derived_rng(seed, *key, START)
     lo, hi = target.span
     starts = {sset.sample_start(rng, lo, hi) for _ in range(STARTS_PER_LAYOUT)} - {None}
+    if spec.min_first_push_traps:  # a trap spec's levels are drawn with their traps
+        starts = {st for st in starts if first_push_traps(board.with_start(st), sset)
+                  >= spec.min_first_push_traps}
     return [candidate_row(target.tier, target.slot, target.layout, attempt, target.band,
                           board.with_start(start), sset.distance(start), kind, round_,
                           target.span, pick)

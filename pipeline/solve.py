@@ -10,7 +10,9 @@ from pathlib import Path
 
 import polars as pl
 
-from engine.levels import parse_xsb
+from engine.index import DenseIndex, StateSpaceTooLarge
+from engine.levels import Level, parse_xsb
+from engine.reverse import MAX_SET_INDEX
 from engine.solver import SolveResult
 from engine.solver import solve as forward_solve
 from pipeline.errors import PipelineError
@@ -37,7 +39,7 @@ def solve(candidates: Path, out: Path, workers: Workers) -> Path:
 
 
 def solve_all(xsbs: list[str], workers: Workers) -> list[SolveResult]:
-    """The forward solver's answer for every level, in order, within ``SOLVE_MAX_STATES``."""
+    """The forward solver's answer for every level, in order, within ``search_bound``."""
     return workers.map(_solve_one, xsbs, label="solve")
 
 
@@ -60,5 +62,17 @@ def one_line(xsb: str) -> str:
     return "|".join(xsb.splitlines())
 
 
+def search_bound(level: Level) -> int:
+    """States the forward search may store for ``level``: ``SOLVE_MAX_STATES``, or its whole
+    dense index when that is within the solvable-set bound, so a level the goal-first
+    generator enumerated (a 10x10 five-crate one, say) is always re-solved."""
+    try:
+        size = DenseIndex.for_level(level, max_size=MAX_SET_INDEX).size
+    except StateSpaceTooLarge:
+        return SOLVE_MAX_STATES
+    return max(SOLVE_MAX_STATES, size)
+
+
 def _solve_one(xsb: str) -> SolveResult:
-    return forward_solve(parse_xsb(xsb), max_states=SOLVE_MAX_STATES)
+    level = parse_xsb(xsb)
+    return forward_solve(level, max_states=search_bound(level))

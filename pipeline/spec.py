@@ -17,14 +17,16 @@ from pipeline.errors import InputError
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 METHODS = ("goal_first", "scatter")
+VISIBILITIES = ("hidden", "public")
 # Where a version's compute_to_solve comes from: the grade features' regression, or the
 # compute ladder played on every selected level (pipeline.compute).
 COMPUTE_SOURCES = ("predicted", "measured")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
-               "budget", "tiers", "look", "noise", "compute", "restarts"}
+               "budget", "tiers", "look", "noise", "compute", "restarts", "visibility",
+               "min_first_push_traps"}
 RESTARTS = ("none", "level", "game")
-_TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end"}
-_BUDGET_FIELDS = {"multiple", "floor"}
+_TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end", "band"}
+_BUDGET_FIELDS = {"multiple", "floor", "fixed"}
 
 
 class SpecError(InputError):
@@ -33,16 +35,23 @@ class SpecError(InputError):
 
 @dataclass(frozen=True)
 class Tier:
-    """One difficulty tier: its size, crate count, wall density and band ramp."""
+    """One difficulty tier: its size, crate count, wall density and band ramp.
+
+    A ``flat`` tier has one band for every slot (``band = [lo, hi]`` in TOML): its levels are
+    spread over the band rather than held to a sliding centre.
+    """
 
     levels: int
     crates: int
     wall_density: float
     band_start: tuple[int, int]
     band_end: tuple[int, int]
+    flat: bool = False
 
     def band(self, slot: int) -> tuple[int, int]:
         """The optimal-moves band of ``slot``: linear from start to end, hi >= lo + 2."""
+        if self.flat:
+            return self.band_start
         t = slot / (self.levels - 1) if self.levels > 1 else 0.0
         lo = round(self.band_start[0] + t * (self.band_end[0] - self.band_start[0]))
         hi = round(self.band_start[1] + t * (self.band_end[1] - self.band_start[1]))
@@ -51,7 +60,14 @@ class Tier:
 
 @dataclass(frozen=True)
 class Spec:
-    """A whole game: board size, generation method, tiers and the step-budget rule."""
+    """A whole game: board size, generation method, tiers and the step-budget rule.
+
+    ``budget_fixed`` > 0 gives every level that budget instead of the multiple of its
+    optimum; ``min_first_push_traps`` is how many first pushes of each level must lead into
+    a dead state; ``visibility`` says whether its versions may
+    be shipped (``public``: seed in the manifest) or are a hidden set. The defaults are the
+    game as it was before them.
+    """
 
     name: str
     height: int
@@ -70,6 +86,9 @@ class Spec:
     # what RESET may do when the game is served: unset, a hidden set allows nothing ("none")
     # and a practice set (public seed, imported) the whole game ("game")
     restarts: str | None = None
+    budget_fixed: int = 0
+    min_first_push_traps: int = 0
+    visibility: str = "hidden"
 
     @property
     def n_levels(self) -> int:
@@ -81,26 +100,45 @@ class Spec:
 
     def max_steps(self, optimal_moves: int) -> int:
         """The episode's step budget for a level with this optimum."""
+        if self.budget_fixed:
+            return self.budget_fixed
         return max(self.budget_floor, self.budget_multiple * optimal_moves)
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as plain data, in the shape of its TOML file (for manifests); an unset
-        ``restarts`` is left out, so specs without one write the manifests they always did."""
-        data = {
+        """The spec as plain data, in the shape of its TOML file (for manifests).
+
+        Fields added later (an unset ``restarts`` among them) appear only when they differ
+        from their default, so a spec written before them keeps the same plain form (and its
+        versions the same manifest).
+        """
+        budget = ({"fixed": self.budget_fixed} if self.budget_fixed else
+                  {"multiple": self.budget_multiple, "floor": self.budget_floor})
+        data: dict[str, Any] = {
             "name": self.name, "height": self.height, "width": self.width,
             "method": self.method, "candidates_per_slot": self.candidates_per_slot,
-            "max_attempts": self.max_attempts,
-            "budget": {"multiple": self.budget_multiple, "floor": self.budget_floor},
-            "tiers": [{"levels": t.levels, "crates": t.crates, "wall_density": t.wall_density,
-                       "band_start": list(t.band_start), "band_end": list(t.band_end)}
-                      for t in self.tiers],
+            "max_attempts": self.max_attempts, "budget": budget,
+            "tiers": [_tier_dict(t) for t in self.tiers],
             "look": self.look, "noise": self.noise,
         }
         if self.compute != "predicted":  # the default stays implicit: older manifests agree
             data["compute"] = self.compute
         if self.restarts is not None:
             data["restarts"] = self.restarts
+        if self.min_first_push_traps:
+            data["min_first_push_traps"] = self.min_first_push_traps
+        if self.visibility != "hidden":
+            data["visibility"] = self.visibility
         return data
+
+
+def _tier_dict(tier: Tier) -> dict[str, Any]:
+    data: dict[str, Any] = {"levels": tier.levels, "crates": tier.crates,
+                            "wall_density": tier.wall_density}
+    if tier.flat:
+        data["band"] = list(tier.band_start)
+    else:
+        data["band_start"], data["band_end"] = list(tier.band_start), list(tier.band_end)
+    return data
 
 
 def load_spec(name_or_path: str | Path) -> Spec:
@@ -131,8 +169,21 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
     attempts = _int(data, "max_attempts", source, 1, 100_000)
     budget = _get(data, "budget", dict, source)
     _no_unknown(budget, _BUDGET_FIELDS, f"{source} [budget]")
-    multiple = _int(budget, "multiple", f"{source} [budget]", 1, 100)
-    floor = _int(budget, "floor", f"{source} [budget]", 0, 30_000)
+    if "fixed" in budget:
+        if set(budget) != {"fixed"}:
+            raise SpecError(f"{source} [budget]: field 'fixed' excludes 'multiple' and "
+                            "'floor' (a fixed budget is the same for every level)")
+        fixed, multiple, floor = _int(budget, "fixed", f"{source} [budget]", 1, 30_000), 3, 0
+    else:
+        fixed = 0
+        multiple = _int(budget, "multiple", f"{source} [budget]", 1, 100)
+        floor = _int(budget, "floor", f"{source} [budget]", 0, 30_000)
+    visibility = _get(data, "visibility", str, source) if "visibility" in data else "hidden"
+    if visibility not in VISIBILITIES:
+        raise SpecError(f"{source}: field 'visibility' is {visibility!r}; expected one of "
+                        f"{VISIBILITIES}")
+    traps = _int(data, "min_first_push_traps", source, 0, 64) \
+        if "min_first_push_traps" in data else 0
     compute = data.get("compute", "predicted")
     if compute not in COMPUTE_SOURCES:
         raise SpecError(f"{source}: field 'compute' is {compute!r}; expected one of "
@@ -155,10 +206,16 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
         if free < 2 * crates + 1:
             raise SpecError(f"{where}: field 'wall_density' {density} leaves {free} floor cells"
                             f" on {height}x{width}, too few for {crates} crates")
+        if "band" in raw:
+            if "band_start" in raw or "band_end" in raw:
+                raise SpecError(f"{where}: field 'band' (flat) excludes 'band_start' and "
+                                "'band_end' (a ramp)")
+            start = end = _band(raw, "band", where)
+        else:
+            start, end = _band(raw, "band_start", where), _band(raw, "band_end", where)
         tiers.append(Tier(
             levels=_int(raw, "levels", where, 1, 10_000), crates=crates,
-            wall_density=float(density),
-            band_start=_band(raw, "band_start", where), band_end=_band(raw, "band_end", where)))
+            wall_density=float(density), band_start=start, band_end=end, flat="band" in raw))
     look = data.get("look", "shared")
     if look not in LOOKS:
         raise SpecError(f"{source}: field 'look' is {look!r}; expected one of {LOOKS}")
@@ -172,7 +229,8 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
     if restarts is not None and restarts not in RESTARTS:
         raise SpecError(f"{source}: field 'restarts' is {restarts!r}; expected one of {RESTARTS}")
     return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers),
-                look, noise, compute, restarts)
+                look, noise, compute, restarts, budget_fixed=fixed,
+                min_first_push_traps=traps, visibility=visibility)
 
 
 def version_look(manifest: dict[str, Any]) -> str:

@@ -1,8 +1,9 @@
 """Stage 5, write: ``levels.parquet`` in play order with the column types of the format.
 
 Play order is tier by tier, easiest (least difficulty) first, ``index`` counting from 0.
-Budgets follow the spec's rule, ``max(floor, multiple * optimal_moves)``; a themed spec gives
-each level its theme (and noise key) drawn from the version seed and the level's index.
+Budgets follow the spec's rule, ``max(floor, multiple * optimal_moves)`` or its fixed budget;
+a themed spec gives each level its theme (and noise key) drawn from the version seed and the
+level's index.
 """
 
 from __future__ import annotations
@@ -51,9 +52,9 @@ def levels_table(df: pl.DataFrame, spec: Spec, extra: dict[str, Any] | None = No
     """The rows of ``levels.parquet``: budgets by the spec's rule, play order, each level's
     look, the format's column types, then the ``extra`` columns (name to type) a version kind
     adds. ``seed`` is the version seed themed looks are drawn from (None: a version without)."""
-    budget = pl.max_horizontal(pl.lit(spec.budget_floor, dtype=pl.Int32),
-                               spec.budget_multiple * pl.col("optimal_moves").cast(pl.Int32))
-    df = df.with_columns(budget.alias("max_steps")).sort("index")
+    budget = pl.Series("max_steps", [spec.max_steps(m) for m in df["optimal_moves"].to_list()],
+                       dtype=pl.Int32)
+    df = df.with_columns(budget).sort("index")
     df = df.with_columns(*level_looks(spec, seed, df["index"].to_list()))
     df = df.with_columns(*[pl.lit(None, dtype=LEVEL_COLUMNS[c]).alias(c)
                            for c in MEASURED_ONLY if c not in df.columns])

@@ -16,6 +16,7 @@ from pipeline.cli.irt import irt_command
 from pipeline.cli.levels import render_command, solve_command
 from pipeline.cli.rotate import reveal_command, rotate_command, versions_command
 from pipeline.cli.serve import play_command, serve_command
+from pipeline.cli.trajectories import trajectories_command
 
 
 @click.group(cls=ConventionGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -47,3 +48,4 @@ main.add_command(irt_command)
 main.add_command(rotate_command)
 main.add_command(versions_command)
 main.add_command(reveal_command)
+main.add_command(trajectories_command)

@@ -1,0 +1,116 @@
+"""A Gymnasium environment over sokoforge levels: a public version's, or fresh ones of a spec.
+
+``import sokoforge_gym`` (or ``register()``) registers ``sokoforge/Sokoban-v0``. Reward is 1
+on the step that solves the level and 0 otherwise; an episode terminates when solved and is
+truncated when the level's step budget is used up. The rules are the engine's ``Game``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from engine.look import Painter, painter
+from engine.render import SIZE
+from engine.rules import Game
+from pipeline.errors import PipelineError
+from pipeline.spec import Spec, load_spec
+
+ENV_ID = "sokoforge/Sokoban-v0"
+
+
+class SokobanEnv(gymnasium.Env):
+    """Sokoban on 64x64 RGB pictures: ``obs`` (the board now) and ``goal`` (crates on goals).
+
+    Give ``version`` (a public version under ``datasets``; a hidden one only with
+    ``allow_hidden=True``) or ``spec`` (a name, path or ``Spec``: each reset draws a fresh
+    level). Actions: 0 up, 1 down, 2 left, 3 right. ``info``: ``steps`` used, ``noop``
+    (the action did not move the player), ``pushed``, ``level`` (index in the version).
+    Pictures are in the version's look (each level's own theme in a themed version).
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 8}
+
+    def __init__(self, version: str | None = None, spec: str | Path | Spec | None = None,
+                 datasets: str | Path | None = None, allow_hidden: bool = False,
+                 render_mode: str | None = None) -> None:
+        from pipeline.trajectories import spec_source, version_source
+
+        if (version is None) == (spec is None):
+            raise PipelineError("give exactly one of version=... and spec=...")
+        if render_mode not in (None, "rgb_array"):
+            raise PipelineError(f"render_mode {render_mode!r}: only 'rgb_array' is offered")
+        root = Path(datasets or os.environ.get("SOKOFORGE_DATASETS", "datasets"))
+        if version is not None:
+            self.source = version_source(root, version, allow_hidden=allow_hidden)
+        else:
+            self.source = spec_source(spec if isinstance(spec, Spec) else load_spec(spec), root)
+        self.render_mode = render_mode
+        self.look = self.source.look
+        picture = spaces.Box(0, 255, (SIZE, SIZE, 3), np.uint8)
+        self.observation_space = spaces.Dict({"obs": picture, "goal": picture})
+        self.action_space = spaces.Discrete(4)
+        self._game: Game | None = None
+        self._painter: Painter | None = None
+        self._goal = np.zeros((SIZE, SIZE, 3), np.uint8)
+        self._index: int | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Start an episode on a level drawn with ``seed`` (or ``options={"level": i}``)."""
+        from pipeline.trajectories import fresh_levels
+
+        super().reset(seed=seed)
+        options = options or {}
+        if self.source.spec is not None:
+            draw_seed = int(self.np_random.integers(2**63))
+            chosen = fresh_levels(self.source.spec, draw_seed, 0, self.source.exclude_ids)[0]
+        else:
+            n = len(self.source.levels)
+            index = options.get("level", int(self.np_random.integers(n)))
+            if not isinstance(index, int | np.integer) or not 0 <= index < n:
+                raise PipelineError(f"options['level'] must be a level index 0..{n - 1}")
+            chosen = self.source.levels[int(index)]
+        self._index = chosen.index
+        self._game = Game(chosen.level, chosen.max_steps)
+        self._painter = painter(chosen.level, chosen.look)
+        self._goal = self._painter.goal()
+        return self._observation(), {"steps": 0, "noop": False, "pushed": False,
+                                     "level": self._index, "max_steps": chosen.max_steps}
+
+    def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool,
+                                         dict[str, Any]]:
+        """One action: reward 1.0 when it solves the level, else 0.0."""
+        if self._game is None:
+            raise PipelineError("call reset() before step()")
+        if not self.action_space.contains(action):
+            raise PipelineError(f"action {action!r} is not 0, 1, 2 or 3")
+        result = self._game.act(int(action))
+        truncated = not result.solved and result.done
+        info = {"steps": self._game.steps, "noop": not result.moved, "pushed": result.pushed,
+                "level": self._index, "max_steps": self._game.max_steps}
+        return (self._observation(), 1.0 if result.solved else 0.0, result.solved, truncated,
+                info)
+
+    def render(self) -> np.ndarray | None:
+        """The current observation picture (``render_mode="rgb_array"``)."""
+        if self.render_mode != "rgb_array" or self._game is None:
+            return None
+        return self._observation()["obs"]
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        """The picture of the state after ``steps`` actions (a noisy look's noise is fixed by
+        the step) and the goal picture."""
+        return {"obs": self._painter.frame(self._game.state, self._game.steps),
+                "goal": self._goal.copy()}
+
+
+def register() -> None:
+    """Register ``sokoforge/Sokoban-v0`` with Gymnasium (once; later calls do nothing)."""
+    if ENV_ID not in gymnasium.registry:
+        gymnasium.register(id=ENV_ID, entry_point="pipeline.sokoban_env:SokobanEnv")
