@@ -77,13 +77,13 @@ def _grade_lines(ax: plt.Axes, vertical: bool = False) -> None:
     line = ax.axvline if vertical else ax.axhline
     # label positions: along the axis in data units, across it in axes fractions
     where = ax.get_xaxis_transform() if vertical else ax.get_yaxis_transform()
-    for cut in cuts:
+    for i, cut in enumerate(cuts):
         line(cut, color="#777777", lw=0.9, ls="--", zorder=0)
-        if vertical:
-            ax.text(cut, 1.01, f"{cut:g}", transform=where, ha="center", va="bottom",
-                    fontsize=7, color="#555555")
+        if vertical:  # neighbouring cuts can sit close: labels alternate in height
+            ax.text(cut, 1.01 + 0.04 * (i % 2), f"{cut:.2g}", transform=where, ha="center",
+                    va="bottom", fontsize=7, color="#555555")
         else:
-            ax.text(1.005, cut, f"{cut:g}", transform=where, ha="left", va="center",
+            ax.text(1.005, cut, f"{cut:.2g}", transform=where, ha="left", va="center",
                     fontsize=7, color="#555555")
     for g, (lo, hi) in enumerate(zip(edges, edges[1:], strict=False), start=1):
         mid = (lo + hi) / 2
