@@ -127,6 +127,22 @@ def test_a_grade_off_its_compute_fails_only_the_compute_check(versions, tmp_path
     assert result.failed[0].offenders[0].startswith("level 3: difficulty")
 
 
+def test_a_version_graded_by_an_earlier_model_skips_the_compute_check_with_the_reason(
+        versions, tmp_path):
+    # A refit of the difficulty model must not fail every version graded before it.
+    root = _tampered(versions, tmp_path,
+                     lambda df: _set(df, 3, "grade", 1 + df["grade"][3] % 5))
+    manifest_path = root / "t" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["generator"]["difficulty_model"]  # a fresh build records its model
+    manifest["generator"]["difficulty_model"] = "0" * 64
+    manifest_path.write_text(json.dumps(manifest, indent=2))
+    result = audit(root, "t")
+    compute = next(c for c in result.checks if c.name == COMPUTE)
+    assert compute.passed and "earlier difficulty model" in compute.skipped
+    assert not result.failed
+
+
 def test_an_edited_file_without_a_new_manifest_fails_the_sha256_check(versions, tmp_path):
     root = _tampered(versions, tmp_path, lambda df: _set(df, 1, "xsb", df["xsb"][1] + "\n"),
                      fix_manifest=False)
