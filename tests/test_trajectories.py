@@ -54,7 +54,7 @@ def test_same_seed_gives_the_same_bytes_on_two_workers_and_on_dask(datasets, wri
                                                                     tmp_path):
     plan = Plan(version_source(datasets, "pub"), seed=9, episodes=40, shard_episodes=16)
     write_trajectories(plan, tmp_path / "two", Workers(jobs=2, show_progress=False))
-    distributed = pytest.importorskip("distributed")
+    import distributed
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as cluster:
         write_trajectories(plan, tmp_path / "dask", Workers(
@@ -100,7 +100,7 @@ def test_every_frame_is_the_look_drawing_of_the_replayed_state(written):
 def test_loads_with_pyarrow_and_hugging_face_datasets_offline(written, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    datasets = pytest.importorskip("datasets")
+    import datasets
     table = pads.dataset(written / "frames", format="parquet").to_table()
     ds = datasets.load_dataset(
         "parquet", data_files={"train": str(written / "frames" / "*.parquet")},
