@@ -13,11 +13,17 @@ PYTHON312 ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+# `make serve` with no VERSION: the demo and a public game, whose play page works at once
+SERVED := $(if $(filter command line environment,$(origin VERSION)),$(VERSION),demo public-W)
 export NUMBA_CACHE_DIR := $(CURDIR)/.numba_cache
 
-.PHONY: install chromium postgres test lint dataset audit rotate serve bench clean-cache
+.PHONY: install install-test chromium postgres nginx test lint dataset audit rotate serve bench \
+	clean-cache
 
+# the project alone (what dataset, audit, rotate and serve need); the tests add their extras
 install: $(STAMP)
+install-test: $(TEST_STAMP)
 
 # Debian's chromium and chromium-driver, for the headless-browser tests (the audit report's
 # screenshot, the play page driven through chromium-driver): installed only when either is
@@ -40,19 +46,35 @@ postgres:
 	  $$as_root apt-get -o DPkg::Lock::Timeout=600 update && \
 	  DEBIAN_FRONTEND=noninteractive $$as_root apt-get -o DPkg::Lock::Timeout=600 install -y postgresql; }
 
+# Debian's nginx, for the test that runs the server behind deploy/'s reverse-proxy
+# configuration: installed only when missing, the same way.
+nginx:
+	@{ command -v nginx || test -x /usr/sbin/nginx; } >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then as_root=; \
+	  elif command -v sudo >/dev/null 2>&1; then as_root="sudo -n"; \
+	  else echo "nginx is missing and this is not root: apt-get install -y nginx-light"; exit 1; fi; \
+	  $$as_root apt-get -o DPkg::Lock::Timeout=600 update && \
+	  DEBIAN_FRONTEND=noninteractive $$as_root apt-get -o DPkg::Lock::Timeout=600 install -y \
+	    nginx-light; }
+
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "python3.12 not found: install it or set PYTHON312=/path/to/python3.12"; exit 1; }
 	$(PYTHON312) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e .
 	touch $(STAMP)
 
-# The tests need Debian's chromium and PostgreSQL too; the other targets need the venv alone.
-test: install chromium postgres
+$(TEST_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(TEST_STAMP)
+
+# The tests need Debian's chromium, PostgreSQL and nginx too; the other targets need the venv
+# alone.
+test: install-test chromium postgres nginx
 	$(PY) -m engine.warmup
 	$(PY) -m pytest -q
 
-lint: install
+lint: install-test
 	$(VENV)/bin/ruff check engine pipeline serve sokoforge_gym tests benchmarks scripts
 
 dataset: install
@@ -66,9 +88,9 @@ rotate: install
 	$(VENV)/bin/sokoforge rotate $(VERSION) --from $(FROM) --jobs $(JOBS) $(foreach f,$(EXCLUDE),--exclude $(f))
 
 serve: install
-	$(VENV)/bin/sokoforge serve --version $(VERSION)
+	$(VENV)/bin/sokoforge serve $(SERVED)
 
-bench: install
+bench: install-test
 	$(PY) benchmarks/engine.py
 	$(PY) benchmarks/render.py
 	$(PY) benchmarks/planner.py

@@ -33,6 +33,7 @@ class FileLevel:
     text: str
     level: Level | None
     too_large: str | None = None
+    author: str = ""
 
     def name(self, source: str) -> str:
         """How messages name the board: file, 1-based number, title and first line."""
@@ -46,6 +47,7 @@ class _Board:
     rows: list[str]
     heading: list[str]       # free text and ; lines since the previous board, in order
     own_title: str | None    # a Title: line touching the board (no blank line between)
+    author: str | None = None  # an Author: line touching the board, else the file header's
 
 
 def read_collection(text: str, source: str = "input") -> list[FileLevel]:
@@ -61,6 +63,7 @@ def read_collection(text: str, source: str = "input") -> list[FileLevel]:
     paragraph_keys: dict[str, str] = {}  # Title: etc. of the paragraph being read
     in_comment = False
     last_closed: _Board | None = None  # a board whose paragraph is still open
+    header_author: str | None = None  # an Author: line before the first board
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip()
         stripped = line.strip()
@@ -74,7 +77,8 @@ def read_collection(text: str, source: str = "input") -> list[FileLevel]:
             _check_characters(line, number, source)
             if current is None:
                 title = paragraph_keys.get("title")
-                current = _Board(number, [], heading, title)
+                current = _Board(number, [], heading, title,
+                                 paragraph_keys.get("author") or header_author)
                 heading = []
             current.rows.append(line)
             continue
@@ -95,8 +99,12 @@ def read_collection(text: str, source: str = "input") -> list[FileLevel]:
             if last_closed is not None:
                 if name == "title" and last_closed.own_title is None:
                     last_closed.own_title = value
+                if name == "author" and value:
+                    last_closed.author = value
             else:
                 paragraph_keys[name] = value
+                if name == "author" and not boards and current is None and value:
+                    header_author = value
             continue
         last_closed = None
         heading.append(stripped.lstrip(";").strip())
@@ -132,23 +140,24 @@ def _check_characters(line: str, number: int, source: str) -> None:
 
 def _level(number: int, board: _Board, source: str) -> FileLevel:
     title = board.own_title or (board.heading[-1] if board.heading else "")
-    # an indented board is the same board: the margin every row shares is not part of it
-    walled = [r for r in board.rows if "#" in r]
-    margin = min(len(r) - len(r.lstrip(" -_")) for r in walled) if walled else 0
-    text = "\n".join(r[margin:] for r in board.rows)
+    author = board.author or ""
+    # the board as written, a margin every row shares included: the shared environment draws
+    # that margin as a column of floor (the level's identity, canonical_id, ignores it)
+    text = "\n".join(board.rows)
     rows = [r.rstrip(" -_") for r in text.split("\n")]
     height = len([r for r in rows if r])
     width = max(len(r) for r in rows)
     crates = text.count("$") + text.count("*")
     if height > MAX_SIDE or width > MAX_SIDE:
         return FileLevel(number, board.line, title, text, None,
-                         f"board is {height}x{width}, larger than {MAX_SIDE}x{MAX_SIDE}")
+                         f"board is {height}x{width}, larger than {MAX_SIDE}x{MAX_SIDE}",
+                         author)
     if crates > MAX_CRATES:
         return FileLevel(number, board.line, title, text, None,
-                         f"{crates} crates, more than the engine's {MAX_CRATES}")
+                         f"{crates} crates, more than the engine's {MAX_CRATES}", author)
     try:
         level = parse_xsb(text, title=title)
     except LevelError as e:
         where = FileLevel(number, board.line, title, text, None).name(source)
         raise LevelError(f"{where}: {e}") from None
-    return FileLevel(number, board.line, title, text, level)
+    return FileLevel(number, board.line, title, text, level, author=author)

@@ -246,8 +246,12 @@ def _dihedral(grid: np.ndarray) -> list[np.ndarray]:
 
 
 def symmetries(level: Level) -> list[str]:
-    """The XSB text of the level under its 8 rotations and reflections."""
-    return [_rows_text(g) for g in _dihedral(_char_grid(level))]
+    """The XSB text of the level under its 8 rotations and reflections; a margin of empty
+    columns (an indentation every row shares) is no part of it."""
+    grid = _char_grid(level)
+    used = np.flatnonzero((grid != " ").any(axis=0))
+    grid = grid[:, used[0]:used[-1] + 1] if used.size else grid
+    return [_rows_text(g) for g in _dihedral(grid)]
 
 
 def canonical_id(level: Level) -> str:

@@ -264,6 +264,7 @@ def _run(stage: str, folder: BuildFolder, plan: Plan, workers: Workers,
 
 def _publish(folder: BuildFolder, plan: Plan) -> None:
     """Write the manifest last, then make the version appear by renaming its folder."""
+    from pipeline.hidden_files import keep_hidden_out_of_git
     from pipeline.origins import origins
     from pipeline.write import play_order
 
@@ -282,6 +283,7 @@ def _publish(folder: BuildFolder, plan: Plan) -> None:
         # The excluded files by name and sha256; their levels' ids stay in the build's plan.
         manifest["rotation"] = {k: v for k, v in plan.rotation.items() if k != "excluded_ids"}
     write_manifest(manifest, folder.root / "manifest.json")
+    keep_hidden_out_of_git(folder.root, manifest)
     os.rename(folder.root, folder.final)
     fsync_path(folder.datasets)
 

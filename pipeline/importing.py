@@ -24,6 +24,7 @@ from engine.level_files import FileLevel, read_collection
 from engine.levels import LevelError, canonical_id, to_xsb, wall_layout_id
 from pipeline.build import BuildFolder, build_lock, check_version_name, existing_versions
 from pipeline.errors import InputError, PipelineError
+from pipeline.hidden_files import keep_hidden_out_of_git
 from pipeline.manifest import IMPORTED, make_manifest, write_manifest
 from pipeline.spec import Spec, load_spec
 from pipeline.tables import fsync_path, read_parquet, sha256_file, write_parquet
@@ -39,7 +40,7 @@ _GAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # numbering), so the runs the server plays as tiers each hold one crate count.
 TIER_RULE = "crates - 1"
 IMPORT_COLUMNS = {"source_file": pl.String, "source_level": pl.Int16, "title": pl.String,
-                  "imputed_features": pl.String}
+                  "author": pl.String, "imputed_features": pl.String}
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,7 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
         "source_file": [s.name for s, _, _ in kept],
         "source_level": [fl.number for _, fl, _ in kept],
         "title": [fl.title for _, fl, _ in kept],
+        "author": [fl.author for _, fl, _ in kept],
     }), [answer for _, _, answer in kept])
     df = with_features(df, workers, grader=grade_group_within_limits, schema=IMPUTED_SCHEMA)
     df = with_predicted_compute(df)
@@ -209,7 +211,8 @@ def _refuse_repeats(kept: list, ids: list[str], datasets: Path) -> None:
         theirs = read_parquet(path, columns=["index", "canonical_id"])
         for idx, cid in zip(theirs["index"], theirs["canonical_id"], strict=True):
             if cid in seen:
-                clashes.append(f"{seen[cid]} is level {idx} of version {other}")
+                clashes.append(f"{seen[cid]} is level {idx + 1} of version {other} (index "
+                               f"{idx})")
     if clashes:
         raise PipelineError(f"{len(clashes)} level(s) repeat: " + "; ".join(clashes))
 
@@ -240,6 +243,7 @@ def _write_version(folder: Path, version: str, sources: list[Source], table: pl.
     manifest["import"] = {"tier": TIER_RULE, "skip_unsolvable": skip_unsolvable,
                           "skipped": result.skipped, "imputed_features": result.imputed}
     write_manifest(manifest, folder / "manifest.json")
+    keep_hidden_out_of_git(folder, manifest)
     fsync_path(folder)
 
 

@@ -7,7 +7,6 @@ truncated when the level's step budget is used up. The rules are the engine's ``
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +38,19 @@ class SokobanEnv(gymnasium.Env):
     def __init__(self, version: str | None = None, spec: str | Path | Spec | None = None,
                  datasets: str | Path | None = None, allow_hidden: bool = False,
                  render_mode: str | None = None) -> None:
+        from pipeline.datasets_folder import datasets_folder
         from pipeline.trajectories import spec_source, version_source
 
         if (version is None) == (spec is None):
             raise PipelineError("give exactly one of version=... and spec=...")
         if render_mode not in (None, "rgb_array"):
             raise PipelineError(f"render_mode {render_mode!r}: only 'rgb_array' is offered")
-        root = Path(datasets or os.environ.get("SOKOFORGE_DATASETS", "datasets"))
+        root = datasets_folder(datasets)
         if version is not None:
-            self.source = version_source(root, version, allow_hidden=allow_hidden)
+            self.source = version_source(
+                root, version, allow_hidden=allow_hidden,
+                instead="use a public version or spec=..., or pass allow_hidden=True (a "
+                        "maintainer's tool: never train on a hidden set)")
         else:
             self.source = spec_source(spec if isinstance(spec, Spec) else load_spec(spec), root)
         self.render_mode = render_mode

@@ -106,9 +106,12 @@ class Plan:
         return -(-self.episodes // self.shard_episodes)
 
 
-def version_source(datasets: Path, version: str, allow_hidden: bool = False) -> LevelSource:
+def version_source(datasets: Path, version: str, allow_hidden: bool = False,
+                   instead: str = "draw trajectories from a public version or a spec"
+                   ) -> LevelSource:
     """The levels of a public version; a hidden version is refused (its levels stay secret)
-    unless ``allow_hidden`` (a maintainer's tool, never a default)."""
+    unless ``allow_hidden`` (a maintainer's tool, never a default); ``instead`` ends the
+    refusal with what the caller may do."""
     check_version_name(version)
     folder = datasets / version
     if not (folder / "manifest.json").is_file():
@@ -116,7 +119,7 @@ def version_source(datasets: Path, version: str, allow_hidden: bool = False) -> 
     manifest = read_manifest(folder / "manifest.json")
     if visibility(manifest) != "public" and not allow_hidden:
         raise PipelineError(f"{version} is a hidden version: its levels never leave the "
-                            "server; draw trajectories from a public version or a spec")
+                            f"server; {instead}")
     table = read_parquet(folder / "levels.parquet").sort("index")
     look = version_look(manifest)
     levels = tuple(
@@ -414,13 +417,24 @@ places (`inserted`), and `solved` says whether it still solves. An episode stops
 
 ## Loading
 
+Run from this folder:
+
 ```python
+import numpy as np
 import polars as pl
-frames = pl.read_parquet("OUT/frames/*.parquet")
-import datasets
-ds = datasets.load_dataset("parquet", data_files={{"train": "OUT/frames/*.parquet"}})
-picture = numpy.frombuffer(row["frame"], numpy.uint8).reshape(64, 64, 3)
+
+frames = pl.read_parquet("frames/*.parquet")
+picture = np.frombuffer(frames["frame"][0], np.uint8).reshape(64, 64, 3)
+
+import datasets  # Hugging Face; streaming=True reads the shards in place
+ds = datasets.load_dataset("parquet", data_files={{"train": "frames/*.parquet"}},
+                           split="train", streaming=True)
+first = next(iter(ds))
 ```
+
+Without `streaming=True`, `load_dataset` first converts every shard into its cache, many times
+the shards' size (`~/.cache/huggingface/datasets`; `cache_dir=...` or `$HF_DATASETS_CACHE`
+moves it), and reads from there.
 
 ## Shards
 

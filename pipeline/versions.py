@@ -17,6 +17,7 @@ from pipeline import seeds
 from pipeline.build import check_version_name, existing_versions
 from pipeline.errors import InputError, PipelineError
 from pipeline.manifest import IMPORTED, read_manifest
+from pipeline.rounds import iso, read_round
 from pipeline.tables import sha256_file, write_text
 
 REVEAL_FILE = "reveal.json"
@@ -111,6 +112,11 @@ def revealable_seed(datasets: Path, version: str) -> tuple[int, dict[str, Any]]:
         seed = manifest.get("public_seed", "given in its build")
         raise PipelineError(f"{version} was built from the public seed {seed}: nothing to "
                             "reveal")
+    rnd = read_round(folder)
+    if rnd is not None and rnd.closed is None:
+        raise PipelineError(f"the round of {version} is not closed (it closes at "
+                            f"{iso(rnd.closes)}); close it first: sokoforge round close "
+                            f"{version}")
     seed = seeds.read_secret(datasets, version)
     if seed is None:
         raise PipelineError(f"the secret seed of {version} is not on this machine "

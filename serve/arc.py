@@ -19,7 +19,16 @@ from serve import arc_wire as w
 from serve import native
 from serve.games import GameEntry
 from serve.native import SCORECARD_ID, SESSION_ID
-from serve.play import IN_PROGRESS, WAIT, Arena, Conflict, KeyRecord, PlayError, Session
+from serve.play import (
+    IN_PROGRESS,
+    WAIT,
+    Arena,
+    Conflict,
+    KeyRecord,
+    PlayError,
+    RoundClosed,
+    Session,
+)
 from serve.schema import (
     ANY,
     BOOLEAN,
@@ -69,7 +78,7 @@ REASONING = Field("reasoning", ANY, "any JSON the agent attaches, at most "
 _CMD_ERRORS = {200: "FrameData", 400: "bad body, the game is over, or a scorecard or session "
                "of a version this server does not serve", 401: "missing or unknown key",
                404: "unknown game, scorecard or guid (or another key's)",
-               429: "too many games in flight"}
+               409: "the version's round is over", 429: "too many games in flight"}
 
 # -- the answers' shapes ------------------------------------------------------------------------
 GAME = obj({"game_id": string(GAME_ID_PATTERN), "title": TEXT, "tags": arr(TEXT),
@@ -109,6 +118,7 @@ ROUTES = (
            body=native.CARD_META,
            responses={200: "{card_id}", 400: "the body is not a JSON object, or a field of "
                       "it out of bounds", 401: "missing or unknown key",
+                      409: "the round of every served version is over",
                       429: "daily scorecard limit reached"},
            bodies={200: obj({"card_id": string(SCORECARD_ID)})},
            links={"view": ("arc_scorecard", {"card_id": "/card_id"})}),
@@ -117,7 +127,8 @@ ROUTES = (
            "same scorecard.", auth=True, body=(_CARD_ID,),
            responses={200: "the scorecard", 400: "bad body, or a scorecard of another version",
                       401: "missing or unknown key",
-                      404: "unknown scorecard (or another key's)"},
+                      404: "unknown scorecard (or another key's)",
+                      409: "a scorecard of a round that is over (it is not ranked)"},
            bodies={200: SCORECARD}),
     _route("arc_scorecard", "GET", "/api/scorecard/{card_id}",
            "ARC-AGI-3: the scorecard, live or closed.", auth=True, params=(_CARD_ID,),
@@ -330,6 +341,8 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
             return response
         except w.ArcError as e:
             return _refusal(request, e)
+        except RoundClosed as e:
+            return _refusal(request, w.ArcError(409, w.ROUND_CLOSED_ERROR, e.detail))
         except PlayError as e:
             return _refusal(request, w.ArcError.from_status(e.status, e.detail, not_found),
                             getattr(e, "retry_after", None))

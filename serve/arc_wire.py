@@ -31,6 +31,7 @@ GAME_NOT_AVAILABLE_ERROR = "GAME_NOT_AVAILABLE_ERROR"
 GAME_NOT_STARTED_ERROR = "GAME_NOT_STARTED_ERROR"
 RATE_LIMIT_ERROR = "RATE_LIMIT_ERROR"
 SERVER_ERROR = "SERVER_ERROR"
+ROUND_CLOSED_ERROR = "ROUND_CLOSED"  # 409: the round of the version is over (PROTOCOL.md)
 
 # The toolkit treats any non-2xx as fatal and the API answers only 400, 401, 404 (and 429 for
 # limits), so the native 409 and 422 both become 400; a body too slow (408) or too large (413)

@@ -83,6 +83,21 @@ class Connection:
     async def close(self) -> None:
         await self.http.close()
 
+    async def reach(self) -> dict:
+        """The served spec, asked once: a server that cannot be reached at all (nothing
+        listening, an unknown host) is said at once rather than retried; faults once play
+        has begun are retried (``call``)."""
+        try:
+            async with self.http.get(self.url + "/api/spec") as res:
+                if res.status < 400:
+                    return await res.json(content_type=None)
+        except aiohttp.ClientConnectorError as e:
+            raise ClientError(f"cannot reach {self.url}: {e.os_error.strerror or e} (is the "
+                              "server running there?)") from None
+        except (TimeoutError, aiohttp.ClientError):
+            pass
+        return await self.call("GET", "/api/spec")  # reached but faulty: retried as usual
+
     async def call(self, method: str, path: str, body: dict | None = None,
                    params: dict | None = None, landed: Landed | None = None) -> dict:
         """The answer to one request, retried on network faults, 429 and 5xx.
@@ -178,8 +193,9 @@ async def play(url: str, factory: Callable[[], Any], *, name: str | None = None,
     conns = [Connection(url, notify=echo) for _ in range(parallel)]
     try:
         first = conns[0]
+        spec = await first.reach()
         if game is not None:  # refused before a key or scorecard is spent on it
-            served = (await first.call("GET", "/api/spec"))["games"]
+            served = spec["games"]
             if game not in served:
                 names = ", ".join(repr(g) for g in served)
                 raise ClientError(f"--game {game!r}: this server plays {names}")
@@ -205,7 +221,8 @@ async def play(url: str, factory: Callable[[], Any], *, name: str | None = None,
         result = await first.call("POST", f"/api/scorecards/{card['scorecard_id']}/close", {})
         return {"score": {k: result[k] for k in SCORE_FIELDS if k in result},
                 "scorecard_id": card["scorecard_id"], "session_id": frame["session_id"],
-                "replay_url": f"{first.url}/api/replays/{frame['session_id']}"}
+                "replay_url": f"{first.url}/api/replays/{frame['session_id']}",
+                "scorecard_url": f"{first.url}/scorecards/{card['scorecard_id']}"}
     finally:
         for c in conns:
             await c.close()

@@ -168,6 +168,7 @@ ROUTES = (
           "and opaque JSON are kept as given and shown with it.", auth=True,
           body=(SOURCE, *CARD_META),
           responses={200: "the new scorecard", 401: "missing or unknown key",
+                     409: "the round of every served version is over",
                      429: "daily scorecard limit reached"},
           links={"start": ("start_game", {"scorecard_id": "/scorecard_id", "game": "/games/0"}),
                  "view": ("get_scorecard", {"scorecard_id": "/scorecard_id"}),
@@ -183,8 +184,9 @@ ROUTES = (
                        required=False, minimum=1, maximum=32, default=1),),
           responses={200: "the first Frame", 401: "missing or unknown key",
                      404: "unknown scorecard or game (or another key's)",
-                     409: "game already started, scorecard closed, or a scorecard opened on "
-                          "a version this server does not serve", 422: "bad parallel",
+                     409: "game already started, scorecard closed, the version's round is "
+                          "over, or a scorecard opened on a version this server does not "
+                          "serve", 422: "bad parallel",
                      429: "too many sessions in flight", 503: "the store did not take it"},
           bodies={200: FRAME}, links=_SESSION_LINKS),
     Route("act", "POST", "/api/sessions/{session_id}/act",
@@ -196,8 +198,9 @@ ROUTES = (
           responses={200: "the next Frame", 400: "several episodes in flight and none named",
                      401: "missing or unknown key",
                      404: "unknown or expired session (or another key's)",
-                     409: "session over, episode not in flight, or a session of a version "
-                          "this server does not serve", 422: "malformed body or action",
+                     409: "session over, episode not in flight, the version's round is over, "
+                          "or a session of a version this server does not serve",
+                     422: "malformed body or action",
                      503: "the action could not be stored and was not played; retry it"},
           bodies={200: FRAME}, links=_SESSION_LINKS),
     Route("reset_session", "POST", "/api/sessions/{session_id}/reset",
@@ -211,9 +214,9 @@ ROUTES = (
                      400: "several episodes in flight and none named",
                      401: "missing or unknown key",
                      404: "unknown or expired session (or another key's)",
-                     409: "the game allows no restarts, the session is over, the episode is "
-                          "not in flight, or the session is of a version this server does "
-                          "not serve",
+                     409: "the game allows no restarts, the session or its round is over, the "
+                          "episode is not in flight, or the session is of a version this "
+                          "server does not serve",
                      422: "malformed body",
                      503: "the restart could not be stored and was not made; retry it"},
           bodies={200: FRAME}, links=_SESSION_LINKS),
@@ -236,7 +239,8 @@ ROUTES = (
           "Closing again returns the same Score.", auth=True, params=(_SCORECARD,),
           responses={200: "the Score", 401: "missing or unknown key",
                      404: "unknown scorecard (or another key's)",
-                     409: "an open scorecard of another version"},
+                     409: "an open scorecard of another version, or of a round that is over "
+                          "(it is not ranked)"},
           bodies={200: RESULT}),
     Route("get_replay", "GET", "/api/replays/{session_id}",
           "Per-episode outcomes of a session; the action strings only for the key that played.",

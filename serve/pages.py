@@ -61,8 +61,12 @@ def landing(spec: dict, origin: str) -> str:
              "themed": "a recoloured theme per level"}.get(look["name"], look["name"])
     if look["noise"]:
         drawn += ", with pixel noise"
+    versions = [g["version"] for g in (spec.get("game_specs") or {}).values()] or [
+        spec["version"]]
+    named = ", ".join(f"<code>{escape(v)}</code>" for v in versions)
     body = f"""
-<h1>sokoforge: version <code>{escape(spec['version'])}</code></h1>{_games(spec)}
+<h1>sokoforge: version{'s' if len(versions) > 1 else ''} {named}</h1>{_games(spec)}
+{_round_line(spec)}
 <p>Game <code>{escape(spec['game'])}</code>: {spec['episodes']} hidden Sokoban levels, played in
 order, easiest first. Agents see only 64x64 RGB renders of the board and of its goal; actions are
 0 up, 1 down, 2 left, 3 right.</p>
@@ -91,7 +95,32 @@ as game <code>sokoban-{escape(spec['version'])}</code>, ACTION1-4 moving up, dow
 ({limits['sessions_in_flight_total']} in the server), up to {limits['max_parallel']} episodes
 in parallel; a session expires after {limits['idle_minutes']:g} minutes idle.</p>
 """
-    return _page(f"sokoforge {spec['version']}", body)
+    return _page(f"sokoforge {', '.join(versions)}", body)
+
+
+def _round_line(spec: dict) -> str:
+    """A paragraph per served game whose version has a round: open until when, or closed."""
+    out = []
+    for name, g in (spec.get("game_specs") or {"": spec}).items():
+        rnd = g.get("round")
+        if rnd:
+            out.append(f"<p class=round>{_round_state(g['version'], rnd, name)}</p>")
+    return "".join(out)
+
+
+def _round_state(version: str, rnd: dict, game: str = "") -> str:
+    """One sentence on a round: when it closes, or that it closed and where its standings are."""
+    which = f"game <code>{escape(game)}</code>, " if game else ""
+    v = escape(version)
+    if not rnd["over"]:
+        return (f"The round of {which}version <code>{v}</code> is open until "
+                f"<b>{escape(rnd['closes'])}</b>; scorecards must be closed by then to be "
+                "ranked.")
+    sums = (f" Final standings sha256 <code>{escape(rnd['standings_sha256'][:16])}...</code>."
+            if rnd.get("standings_sha256") else "")
+    return (f"<b>The round of {which}version <code>{v}</code> is closed</b> (at "
+            f"{escape(rnd['closes'])}): no new scorecards or play; "
+            f"<a href='/leaderboard?version={v}'>its final standings</a>.{sums}")
 
 
 def _play_link(spec: dict) -> str:
@@ -130,7 +159,9 @@ def _board_table(board: dict, playable: bool) -> str:
     game = f"game <code>{escape(board['game'])}</code>, " if board.get("game") else ""
     play = (f" <a class=tag href='/play/{escape(board['game'])}'>play it in the browser</a>"
             if playable else "")
-    return (f"<h2>{game}version <code>{escape(board['version'])}</code>{play}</h2>"
+    rnd = (f"<p class=round>{_round_state(board['version'], board['round'])}</p>"
+           if board.get("round") else "")
+    return (f"<h2>{game}version <code>{escape(board['version'])}</code>{play}</h2>{rnd}"
             f"<div class=wrap><table class=board><tr><th>#</th><th>name</th><th>success</th>"
             f"<th>efficiency</th><th>deadlocks</th><th>solved</th><th>date</th></tr>{rows}"
             f"</table></div>")
@@ -209,11 +240,14 @@ every move is one <code>act</code> of the agent protocol.</p>
     return _page(f"play {game['name']}", body, ("board.js", "play.js"))
 
 
-def _outcome_row(e: dict, replay: bool) -> str:
+def _outcome_row(e: dict, replay: bool, owner_only: bool = False) -> str:
+    """One episode's outcome; its replay button, when it was played, is hidden for a hidden
+    game until the page's script finds the kept key is the one that played it."""
     result = ("<span class=ok>solved</span>" if e["solved"] else
               "<span class=no>unsolved</span>" if e["finished"] else
               "<span class=muted>not finished</span>")
-    button = (f"<button type=button data-episode={e['index']}>replay</button>"
+    button = (f"<button type=button data-episode={e['index']}"
+              f"{' hidden' if owner_only else ''}>replay</button>"
               if replay and e["steps"] else "")
     return (f"<tr><td>{e['index'] + 1}</td><td class=l>{result}</td><td>{e['steps']}</td>"
             f"<td>{e['optimal'] if e['optimal'] is not None else '-'}</td>"
@@ -241,7 +275,7 @@ def scorecard(view: dict) -> str:
     source = f"<p>source: <code>{escape(url)}</code></p>" if url else ""
     games = ""
     for g in view["games"]:
-        rows = "".join(_outcome_row(e, True) for e in g["episodes"])
+        rows = "".join(_outcome_row(e, True, not g["public"]) for e in g["episodes"])
         who = ("Anyone may watch this public game's replays." if g["public"] else
                "A hidden game: its replays are shown only to the key that played it, when "
                "that key is kept in this browser.")
@@ -251,7 +285,8 @@ def scorecard(view: dict) -> str:
                   f"<code>{escape(g['version'])}</code> <span class=muted>"
                   f"{escape(g['state'].lower().replace('_', ' '))}</span></h2>"
                   f"{own}<p class=muted>{who}</p>"
-                  f"<div class=wrap><table data-session='{escape(g['session_id'])}'>"
+                  f"<div class=wrap><table data-session='{escape(g['session_id'])}'"
+                  f"{'' if g['public'] else ' data-owner-only'}>"
                   f"<tr><th>level</th><th class=l>outcome</th><th>steps</th><th>optimal</th>"
                   f"<th>deadlocked</th><th></th></tr>{rows}</table></div>")
     if not games:

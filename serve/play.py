@@ -11,6 +11,7 @@ the answer is the one a process that served the session all along would give.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import secrets
 import time
 from collections import OrderedDict
@@ -21,6 +22,8 @@ from typing import Any
 
 from engine.levels import State
 from engine.rules import WAIT
+from pipeline.rounds import RoundBook
+from pipeline.rounds import iso as round_time
 from serve.dataset import ServedLevel, ServedVersion, encode_image
 from serve.episode import (
     EXPIRED,
@@ -88,6 +91,11 @@ class Conflict(PlayError):
     status = 409
 
 
+class RoundClosed(Conflict):
+    """A change on a version whose round is over: 409 on every face (the ARC-AGI-3 face too,
+    which otherwise answers a conflict with 400), with the reason."""
+
+
 class Unprocessable(PlayError):
     status = 422
 
@@ -118,6 +126,13 @@ def utc_day(now: float) -> str:
 def until_tomorrow(now: float) -> int:
     """Seconds to the next UTC midnight, when daily allowances start again."""
     return int(86400 - now % 86400) + 1
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_network(address, strict=False).is_loopback
+    except ValueError:
+        return False
 
 
 def iso(ts: float | None) -> str | None:
@@ -200,13 +215,15 @@ class Arena:
     """Every operation of the protocol on the served games, over a ``Store``."""
 
     def __init__(self, games: Registry | ServedVersion | Iterable[ServedVersion], store: Store,
-                 limits: Limits, clock: Any = time.time) -> None:
+                 limits: Limits, clock: Any = time.time, rounds: RoundBook | None = None
+                 ) -> None:
         if isinstance(games, ServedVersion):
             games = [games]
         self.games = games if isinstance(games, Registry) else Registry(games)
         self.store = store
         self.limits = limits
         self.clock = clock
+        self.rounds = rounds  # the versions' rounds: none closes without a book
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._keys: dict[str, KeyRecord] = {}
         self.images = ImageCache()
@@ -223,9 +240,26 @@ class Arena:
     def spec(self) -> dict:
         """The public numbers of every served game: the first game's at the top level (the
         shape single-game clients read), each game's under ``game_specs``, and the limits."""
-        return {**self.games.first.spec(), "games": self.games.names,
-                "game_specs": {g.name: g.spec() for g in self.games},
-                "limits": self.limits.public()}
+        specs = {g.name: {**g.spec(), **self.round_view(g.version.version)} for g in self.games}
+        return {**specs[self.games.first.name], "games": self.games.names,
+                "game_specs": specs, "limits": self.limits.public()}
+
+    # -- rounds --------------------------------------------------------------------------------
+    def round_view(self, version: str) -> dict:
+        """``{"round": {...}}`` for a version with a round (when it closes, whether it is over,
+        the final standings' sha256 once written), else nothing."""
+        rnd = self.rounds.get(version) if self.rounds is not None else None
+        if rnd is None:
+            return {}
+        return {"round": {"closes": round_time(rnd.closes), "over": rnd.is_over(self.clock()),
+                          "closed_at": None if rnd.closed is None else round_time(rnd.closed),
+                          "standings_sha256": rnd.standings_sha256}}
+
+    def _round_open(self, version: str, also: str = "") -> None:
+        """Refuse (409, with the reason) a change on a version whose round is over."""
+        over = self.rounds.over(version, self.clock()) if self.rounds is not None else None
+        if over is not None:
+            raise RoundClosed(over.refusal() + also)
 
     # -- keys ----------------------------------------------------------------------------------
     async def create_key(self, name: str, address: str) -> str:
@@ -239,8 +273,13 @@ class Arena:
         except StoreConflict:
             raise Conflict(f"the name {name!r} is taken; choose another") from None
         except StoreLimit:
+            hint = ""
+            if _loopback(address):  # the operator testing on this machine
+                hint = ("; testing locally? reuse a key (sokoforge play --key KEY) or start "
+                        "the server with --keys-per-address 1000")
             raise Limited(f"this address created {limit} keys today, the daily limit; "
-                          "try again tomorrow (UTC)", until_tomorrow(self.clock())) from None
+                          f"try again tomorrow (UTC){hint}", until_tomorrow(self.clock())
+                          ) from None
         self._keys[record.key_hash] = record
         return api_key
 
@@ -272,6 +311,10 @@ class Arena:
                              meta: dict | None = None) -> tuple[ScorecardRecord, int]:
         """A scorecard that may play every served game once; ``source`` says where it is played
         from (``browser`` for the play page), ``meta`` what the client attached (kept as given)."""
+        if self.rounds is not None:
+            over = [self.rounds.over(g.version.version, self.clock()) for g in self.games]
+            if all(over):
+                raise RoundClosed("; ".join(r.refusal() for r in over))
         now = self.clock()
         record = ScorecardRecord("sc-" + secrets.token_hex(12), key.key_hash, key.name,
                                  self.games.versions(), now, source=source, meta=meta or None)
@@ -321,6 +364,7 @@ class Arena:
             raise Conflict(f"scorecard {scorecard_id} was opened before game {game!r} was "
                            "served here; open a new scorecard to play it")
         entry = self._entry(game, card.games[game], f"scorecard {scorecard_id}")
+        self._round_open(entry.version.version)
         if not 1 <= parallel <= self.limits.max_parallel:
             raise Unprocessable(f"parallel must be an integer from 1 to {self.limits.max_parallel}")
         now = self.clock()
@@ -448,6 +492,7 @@ class Arena:
         """Play one action (0-3, or ``WAIT`` for the ARC face's no-ops; the faces' declarations
         bound it) of one episode in flight and persist it before returning."""
         session = await self._session(key, session_id)
+        self._round_open(session.record.version)
         for _ in range(RETRIES):
             if session.state != IN_PROGRESS:
                 raise await self._over(session)
@@ -485,6 +530,7 @@ class Arena:
         else, where the game allows it, every episode again. Returns the session and what was
         restarted (``level`` or ``game``)."""
         session = await self._session(key, session_id)
+        self._round_open(session.record.version)
         for _ in range(RETRIES):
             mode = session.entry.restarts
             if mode == "none":
@@ -595,6 +641,9 @@ class Arena:
             if card.closed is not None:
                 return card.result
             sessions = await self._stored_sessions(key, card)
+            for version in {s.record.version for s in sessions} or {card.version}:
+                self._round_open(version, "; this scorecard was not closed before it, so it "
+                                          "is not ranked")
             for s in sessions:
                 s.close()
             played: dict[str, tuple[str | None, str, list[EpisodeRun]]] = {
@@ -725,5 +774,6 @@ class Arena:
         served = self.games.by_version(version)
         versions = sorted(set(await self.store.versions()) | set(self.games.versions().values()))
         return {"version": version, "game": served.name if served else None,
+                **self.round_view(version),
                 "served_version": self.version.version, "served": self.games.versions(),
                 "versions": versions, "entries": entries}

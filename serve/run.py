@@ -26,6 +26,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from pipeline.rounds import RoundBook
 from serve.access_log import AccessLog
 from serve.app import build_app
 from serve.connections import AcceptErrorLog, listen
@@ -83,7 +84,8 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
             raise StartError(str(e)) from None
     try:
         levels = sum(g.episodes for g in games)
-        about = (f"serving {levels} levels of {', '.join(games.names)} on http://{host}:"
+        named = ", ".join(f"{g.name} (version {g.version.version})" for g in games)
+        about = (f"serving {levels} levels of {named} on http://{host}:"
                  "{port} " + f"(loaded in {loaded:.2f} s, store {_shown(db)}")
         if access_log not in (None, "-"):
             try:  # refused here, once, rather than by each worker
@@ -91,7 +93,8 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
             except OSError as e:
                 raise StartError(f"cannot write the access log {access_log}: "
                                  f"{e.strerror or e}") from None
-        served = Serving(games, db, synchronous, limits, public, connections, access_log)
+        served = Serving(games, db, synchronous, limits, public, connections, access_log,
+                         RoundBook(Path(root)))
         if workers == 1:
             return asyncio.run(served.run(host, port, about))
         return _supervise(served, host, port, workers, about)
@@ -120,12 +123,14 @@ class Serving:
     public: str | None
     connections: ConnectionLimits | None
     access_log: str | None = None
+    rounds: RoundBook | None = None
 
     async def run(self, host: str, port: int, about: str, ready_fd: int | None = None) -> int:
         """One serving process: its own store connection and app, until SIGINT or SIGTERM
         (returned). A worker (``ready_fd``) shares the port and reports readiness on it."""
         asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
-        arena = Arena(self.games, open_store(self.db, self.synchronous), self.limits)
+        arena = Arena(self.games, open_store(self.db, self.synchronous), self.limits,
+                      rounds=self.rounds)
         app = build_app(arena, self.public, self.connections,
                         AccessLog(self.access_log) if self.access_log else None)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)

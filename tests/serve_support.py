@@ -244,13 +244,14 @@ class Process:
     ``workers`` lists its worker processes' pids when it runs several."""
 
     def __init__(self, root, db, *extra: str, versions: tuple[str, ...] = ("t1",),
-                 env: dict | None = None) -> None:
+                 env: dict | None = None, cwd: Path | None = None) -> None:
         code = "from pipeline.cli import main; main()"
         store = [] if db is None else ["--db", str(db)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, "serve", *versions, "--datasets", str(root), *store,
+            [sys.executable, "-P", "-c", code, "serve", *versions, "--datasets", str(root), *store,
              "--port", "0", "--sync", "normal", *extra],
-            stderr=subprocess.PIPE, text=True, env=None if env is None else {**os.environ, **env})
+            stderr=subprocess.PIPE, text=True, env=None if env is None else {**os.environ, **env},
+            cwd=cwd)
         deadline = time.monotonic() + 90
         line = ""
         while "serving" not in line:

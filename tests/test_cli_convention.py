@@ -61,6 +61,16 @@ def test_usage_and_unreadable_input_exit_2_in_one_line(datasets, args, message):
     assert message in _one_line_exit([*args, "--datasets", str(datasets)], 2)
 
 
+@pytest.mark.parametrize("command", [
+    ["versions"], ["build", "x", "--seed", "1"], ["rotate", "r", "--from", "v1"],
+    ["import", "x", "levels.xsb"], ["audit", "v1"], ["serve", "v1"], ["reveal", "v1"],
+    ["round", "open", "v1", "--closes", "2100-01-01"],
+    ["trajectories", "out", "--spec", "tiny", "--episodes", "1", "--seed", "1"]])
+def test_every_command_on_versions_refuses_a_datasets_folder_that_is_not_there(command):
+    message = _one_line_exit([*command, "--datasets", "/nonexistent"], 2)
+    assert message.startswith("Error: no datasets folder at /nonexistent (from --datasets)")
+
+
 @pytest.mark.parametrize("args, message", [
     (["build", "v1", "--seed", "1", "--spec", "tiny"], "version v1 already exists"),
     (["reveal", "v1"], "built from the public seed 11: nothing to reveal"),
@@ -205,3 +215,8 @@ def test_readme_cli_table_names_every_command_with_options_it_has():
                         if isinstance(p, click.Option) for o in p.opts}
         shown = set(re.findall(r"--[a-z][a-z-]*", usage))
         assert shown <= options, f"{name}: {sorted(shown - options)} not options of {name}"
+        required = {p.opts[0] for sub in [command, *getattr(command, "commands", {}).values()]
+                    for p in sub.params if isinstance(p, click.Option) and p.required}
+        assert required <= shown, f"{name}: the row omits {sorted(required - shown)}"
+    # play needs a key or a name to register (one of the two, so neither is click-required)
+    assert "--register NAME\\|--key KEY" in table

@@ -37,8 +37,8 @@ def test_solve_prints_optimum_pushes_and_solution_per_level(tmp_path):
     result = run("solve", str(path))
     assert result.exit_code == 0, result.output
     lines = result.output.strip().split("\n")
-    assert lines[0] == "level 0 (push right): 1 moves, 1 pushes: R"
-    assert lines[1].startswith("level 1 (around the corner): ")
+    assert lines[0] == "level 1 (push right): 1 moves, 1 pushes: R"
+    assert lines[1].startswith("level 2 (around the corner): ")
 
 
 def test_solve_json_lines_in_input_order_replay_to_solved():
@@ -61,7 +61,7 @@ def test_unsolvable_level_exits_1_and_names_it():
     assert last["solvable"] is False
     assert all(last[k] is None for k in
                ("optimal_moves", "optimal_pushes", "solution", "states_expanded"))
-    assert "no solution for level 2" in result.output
+    assert "no solution for level 3" in result.output
 
 
 def test_unreadable_input_exits_2_with_one_line(tmp_path):
@@ -154,8 +154,8 @@ def test_errors_on_standard_input_name_it():
 def test_a_level_too_large_to_search_exits_1_and_is_not_called_unsolvable():
     result = run("solve", "--max-states", "2", "-", stdin=LEVELS + "\n" + UNSOLVABLE)
     assert result.exit_code == 1
-    assert "too large to search: level 1" in result.output
-    assert "no solution for level 2" in result.output and "level 1," not in result.output
+    assert "too large to search: level 2" in result.output
+    assert "no solution for level 3" in result.output and "level 2," not in result.output
 
 
 COLLECTION = """Title: A pack
@@ -183,13 +183,15 @@ def test_solve_and_render_read_a_collection_file_as_import_does(tmp_path):
     path.write_text(COLLECTION)
     result = run("solve", str(path))
     assert result.exit_code == 0, result.output
-    assert result.output.split("\n")[:2] == ["level 0 (Line): 1 moves, 1 pushes: R",
-                                             "level 1: 3 moves, 1 pushes: ulD"]
+    assert result.output.split("\n")[:2] == ["level 1 (Line): 1 moves, 1 pushes: R",
+                                             "level 2: 3 moves, 1 pushes: ulD"]
     out = tmp_path / "room.png"
     drawn = run("render", str(path), "--index", "1", "--scale", "1", "--out", str(out))
     assert drawn.exit_code == 0, drawn.output
     picture = (matplotlib.image.imread(out)[..., :3] * 255).round().astype(np.uint8)
-    room = parse_levels("######\n#    #\n# $@ #\n# .  #\n######\n")[0]
+    # drawn as the shared environment draws the text: the indentation is a column of floor
+    room = parse_levels("  ######\n  #    #\n  # $@ #\n  # .  #\n  ######\n")[0]
+    assert room.width == 8
     assert np.array_equal(picture[:, :64], painter(room, SHARED).frame())
 
 
@@ -197,8 +199,8 @@ def test_solve_names_a_board_past_16x16_too_large_and_solves_the_rest():
     wide = "#" * 18 + "\n#@$." + " " * 13 + "#\n" + "#" * 18 + "\n"
     result = run("solve", "-", stdin=LEVELS + "\n" + wide)
     assert result.exit_code == 1
-    assert "level 2: too large: board is 3x18, larger than 16x16" in result.output
-    assert result.output.startswith("level 0 (push right): 1 moves")
+    assert "level 3: too large: board is 3x18, larger than 16x16" in result.output
+    assert result.output.startswith("level 1 (push right): 1 moves")
 
 
 def test_render_refuses_a_board_past_16x16_in_one_line(tmp_path):
@@ -229,3 +231,64 @@ def test_render_into_a_missing_folder_is_a_usage_error(tmp_path):
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         f"Error: cannot write {tmp_path / 'nowhere' / 'level.png'}: no writable folder there"]
+
+
+DEMO = Path(__file__).resolve().parent.parent / "datasets" / "demo"
+
+
+def _frames(path: Path) -> list[np.ndarray]:
+    from PIL import Image, ImageSequence
+
+    with Image.open(path) as image:
+        return [np.asarray(f.convert("RGB")) for f in ImageSequence.Iterator(image)]
+
+
+def test_render_animates_a_versions_stored_solution_step_by_step_in_its_look(tmp_path):
+    import polars as pl
+
+    from engine.levels import parse_xsb
+    from engine.look import stored_look
+    from pipeline.manifest import read_manifest
+    from pipeline.spec import version_look
+
+    row = pl.read_parquet(DEMO / "levels.parquet").sort("index").row(5, named=True)
+    level = parse_xsb(row["xsb"])
+    drawn = painter(level, stored_look(version_look(read_manifest(DEMO / "manifest.json")), row))
+    states = replay(level, row["solution"])
+    for name in ("solution.gif", "solution.png"):  # GIF, and an animated PNG
+        result = run("render", str(DEMO), "--index", "5", "--solution", "--scale", "1",
+                     "--gif", str(tmp_path / name))
+        assert result.exit_code == 0, result.output
+        frames = _frames(tmp_path / name)
+        assert len(frames) == len(row["solution"]) + 1 == len(states)
+        for step, frame in enumerate(frames):
+            assert np.array_equal(frame[:, :64], drawn.frame(states[step], step)), (name, step)
+            assert np.array_equal(frame[:, 68:], drawn.goal())
+        assert level.is_solved(states[-1])
+
+
+def test_render_solves_a_level_file_to_animate_it_or_plays_given_actions(tmp_path):
+    path = tmp_path / "levels.xsb"
+    path.write_text(LEVELS)
+    solved = run("render", str(path), "--index", "1", "--solution", "--gif",
+                 str(tmp_path / "s.gif"))
+    assert solved.exit_code == 0, solved.output
+    optimum = json.loads(run("solve", "--json", str(path)).output.splitlines()[1])
+    assert len(_frames(tmp_path / "s.gif")) == 1 + optimum["optimal_moves"]
+    given = run("render", str(path), "--index", "1", "--actions", "rr", "--gif",
+                str(tmp_path / "a.gif"))
+    assert given.exit_code == 0 and len(_frames(tmp_path / "a.gif")) == 3
+    # a step that changes nothing (into a wall) lengthens the frame before it
+    still = run("render", str(path), "--index", "1", "--actions", "rrrrr", "--gif",
+                str(tmp_path / "w.gif"))
+    assert still.exit_code == 0 and len(_frames(tmp_path / "w.gif")) == 4
+    for args, message in ((["--solution", "--actions", "r", "--out", str(tmp_path / "x.png")],
+                           "exclude each other"),
+                          ([], "exactly one of --out PNG and --gif"),
+                          (["--gif", str(tmp_path / "x.mp4")], "name a .gif file")):
+        out = run("render", str(path), *args)
+        assert out.exit_code == 2 and message in out.output, out.output
+    unsolvable = tmp_path / "no.xsb"
+    unsolvable.write_text(UNSOLVABLE)
+    refused = run("render", str(unsolvable), "--solution", "--gif", str(tmp_path / "n.gif"))
+    assert refused.exit_code == 1 and "level 1 has no solution to show" in refused.output

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from serve_support import Api, server
 
 from engine.level_files import read_collection
-from engine.levels import LevelError, to_xsb
+from engine.levels import LevelError, canonical_id, parse_xsb, to_xsb
 from engine.look import SHARED, painter
 from engine.rules import lurd_to_actions, step
 from engine.solver import solve
@@ -119,10 +119,14 @@ def test_collection_reader_keeps_titles_skips_metadata_and_comment_blocks():
     levels = read_collection(MIXED, "mixed.sok")
     assert [fl.title for fl in levels] == ["Level 1", "Two in a row", "three", "Level 4"]
     assert [fl.line for fl in levels] == [5, 12, 28, 38]
-    assert [(fl.level.height, fl.level.width) for fl in levels] == [(5, 6), (8, 8), (8, 10),
+    assert [(fl.level.height, fl.level.width) for fl in levels] == [(5, 6), (8, 8), (8, 12),
                                                                    (16, 16)]
-    # the shared indentation of the third board is not part of it; the irregular rest is
-    assert to_xsb(levels[2].level).split("\n")[0] == "  #####"
+    assert [fl.author for fl in levels] == ["sokoforge tests"] * 4
+    # the third board's shared indentation is kept, as the shared environment draws it (a
+    # column of floor), and is no part of the level's identity
+    assert to_xsb(levels[2].level).split("\n")[0] == "    #####"
+    unindented = parse_xsb("\n".join(r[2:] for r in levels[2].text.split("\n")))
+    assert canonical_id(levels[2].level) == canonical_id(unindented)
     assert not levels[0].level.floor[0, 0] and not levels[0].level.walls[0, 0]
 
 
@@ -194,7 +198,7 @@ def _image(b64: str) -> np.ndarray:
 
 def test_served_frames_of_every_board_size_equal_the_engines_drawing(imported, tmp_path):
     served = load_version(imported["root"], "mix")
-    assert served.spec()["boards"] == [[5, 6], [8, 8], [8, 10], [16, 16]]
+    assert served.spec()["boards"] == [[5, 6], [8, 8], [8, 12], [16, 16]]
     # the protocol's tiers are the runs of one crate count, in file order
     assert [t["crates"] for t in served.spec()["tiers"]] == [1, 2, 1, 3]
     assert isinstance(served.levels[3].solvable, ForwardSolvability)
@@ -309,6 +313,7 @@ def test_verify_on_an_import_fails_when_a_kept_source_was_edited(imported, tmp_p
 def test_import_refuses_unsolvable_and_too_large_levels_naming_each(tmp_path):
     src = tmp_path / "bad.xsb"
     src.write_text(MIXED.split("; three")[0] + CORNERED + "\n" + CROWDED + "\n" + HUGE)
+    (tmp_path / "ds").mkdir()
     result = run("import", "bad", str(src), "--datasets", str(tmp_path / "ds"), "--quiet")
     assert result.exit_code == 1
     assert "3 level(s) cannot be imported" in result.output
@@ -325,6 +330,7 @@ def test_import_refuses_unsolvable_and_too_large_levels_naming_each(tmp_path):
 def test_skip_unsolvable_drops_them_with_a_warning(tmp_path, caplog):
     src = tmp_path / "bad.xsb"
     src.write_text(MIXED.split("; three")[0] + CORNERED + "\n" + CROWDED)
+    (tmp_path / "ds").mkdir()
     with caplog.at_level(logging.WARNING, logger="pipeline.importing"):
         result = run("import", "kept", str(src), "--skip-unsolvable", "--hidden",
                      "--datasets", str(tmp_path / "ds"), "--quiet")
@@ -355,7 +361,7 @@ def test_import_refuses_a_level_another_version_holds(imported, tmp_path):
     src.write_text("\n".join(r.ljust(6)[::-1].rstrip() for r in rows) + "\n")
     result = run("import", "again", str(src), "--datasets", str(imported["root"]), "--quiet")
     assert result.exit_code == 1
-    assert "again.xsb level 1 (line 1) is level 0 of version mix" in result.output
+    assert "again.xsb level 1 (line 1) is level 1 of version mix (index 0)" in result.output
     assert not (imported["root"] / "again").exists()
 
 

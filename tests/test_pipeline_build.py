@@ -52,7 +52,9 @@ def _levels(path: Path) -> pl.DataFrame:
 def test_build_publishes_levels_and_manifest_with_the_format_types(built, tiny):
     datasets, path = built
     assert path == datasets / "v1"
-    assert sorted(p.name for p in path.iterdir()) == ["levels.parquet", "manifest.json", "stages"]
+    assert sorted(p.name for p in path.iterdir()) == [".gitignore", "levels.parquet",
+                                                      "manifest.json", "stages"]
+    assert (path / ".gitignore").read_text().splitlines()[-1] == "*"  # a hidden version
     assert not (datasets / ".build" / "v1").exists()
     schema = pq.read_schema(path / "levels.parquet")
     expected = [("index", "int16"), ("tier", "int8"), ("n_crates", "int8"), ("height", "int8"),
@@ -199,6 +201,7 @@ def test_bad_spec_field_is_refused_with_its_name_and_nothing_written(tmp_path):
     text = (Path(__file__).resolve().parent.parent / "pipeline/specs/tiny.toml").read_text()
     spec.write_text(text.replace("wall_density = 0.10", "wall_density = 1.5"))
     datasets = tmp_path / "datasets"
+    datasets.mkdir()
     result = CliRunner().invoke(main, ["build", "vx", "--seed", "3", "--spec", str(spec),
                                        "--datasets", str(datasets), "--quiet"])
     assert result.exit_code == 2  # unreadable input

@@ -143,6 +143,10 @@ def test_a_scorecard_page_shows_outcomes_and_tags_to_anyone_but_never_actions(da
         assert "<span class=ok>solved</span>" in page and "not finished" in page
         assert solution not in page and data["hidden"][0]["xsb"] not in page
         assert "shown only to the key that played it" in page
+        # a hidden game's replay buttons are hidden: the script shows them to its key alone
+        assert "<table data-session='gs-" in page and "data-owner-only>" in page
+        assert "replay</button>" in page and all(
+            "hidden>replay" in b for b in page.split("<button type=button data-episode=")[1:])
         agent.ok("POST", f"/api/scorecards/{card}/close")
         status, page = Api(srv.base).call("GET", f"/scorecards/{card}")
         assert "Solved <b>1/6</b>" in page and "<span class=no>unsolved</span>" in page

@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 from click.testing import CliRunner
 from serve_support import (
+    Api,
     ServerThread,
     SolutionAgent,
     server,
@@ -44,6 +45,9 @@ def test_play_command_with_a_module_class_agent_scores_what_the_agent_earns(srv,
     score = json.loads(result.stdout.split("replay:")[0])
     assert score["success_rate"] == 1.0 and score["move_efficiency"] == 1.0
     assert f"replay: {srv.base}/api/replays/gs-" in result.stdout
+    page = result.stdout.strip().splitlines()[-1]
+    assert page.startswith(f"scorecard: {srv.base}/scorecards/sc-")
+    assert Api(srv.base).call("GET", page.split(srv.base)[1])[0] == 200
     assert "episodes finished: 6/6" in result.stderr
 
 
@@ -198,3 +202,19 @@ def test_a_lost_answer_to_an_action_is_not_played_twice(tmp_path, parallel):
     assert len(dropped) == 3
     assert outcome["score"]["success_rate"] == 1.0
     assert outcome["score"]["move_efficiency"] == 1.0
+
+
+def test_play_against_a_port_nobody_listens_on_fails_at_once_in_one_line():
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a free port, closed again: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    result = CliRunner().invoke(main, ["play", "--url", f"http://127.0.0.1:{port}",
+                                       "--register", "nobody"])
+    assert time.monotonic() - started < 5
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.output
+    assert result.stderr.startswith(f"Error: cannot reach http://127.0.0.1:{port}: ")
+    assert "is the server running there?" in result.stderr

@@ -61,6 +61,18 @@ def test_keys_per_address_count_the_peer_when_no_proxy_is_trusted(data, tmp_path
         assert register(s.base, "k2", "2.2.2.2")[0] == 201
         status, body = register(s.base, "k3", "3.3.3.3")  # spoofed header changes nothing
         assert status == 429 and "2 keys today" in body["detail"]
+        # the peer is this machine: the operator testing locally is told what to do
+        assert "testing locally? reuse a key" in body["detail"]
+        assert "--keys-per-address" in body["detail"]
+
+
+def test_a_remote_client_at_its_key_limit_gets_no_local_testing_hint(data, tmp_path):
+    proxies = parse_networks(["127.0.0.1"])
+    with server(data["served"], tmp_path / "s.sqlite", keys_per_address_per_day=1,
+                trusted_proxies=proxies) as s:
+        assert register(s.base, "r1", "1.1.1.1")[0] == 201
+        status, body = register(s.base, "r2", "1.1.1.1")
+        assert status == 429 and "testing locally" not in body["detail"]
 
 
 def test_keys_per_address_follow_forwarded_for_behind_a_trusted_proxy(data, tmp_path):

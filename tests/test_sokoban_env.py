@@ -83,7 +83,7 @@ def test_the_budget_truncates_and_a_blocked_move_is_a_noop(datasets):
 
 
 def test_a_hidden_version_is_refused_unless_the_caller_allows_it(datasets):
-    with pytest.raises(PipelineError, match="hidden version"):
+    with pytest.raises(PipelineError, match="hidden version.*allow_hidden=True"):
         gymnasium.make("sokoforge/Sokoban-v0", version="hid", datasets=datasets)
     env = gymnasium.make("sokoforge/Sokoban-v0", version="hid", datasets=datasets,
                          allow_hidden=True)

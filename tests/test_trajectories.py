@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +117,18 @@ def test_loads_with_pyarrow_and_hugging_face_datasets_offline(written, tmp_path,
     assert sorted(eps["episode"]) == list(range(40))
 
 
+def test_the_cards_loading_snippet_runs_as_written_from_the_dataset_folder(written, tmp_path):
+    card = (written / "README.md").read_text()
+    snippet = card.split("## Loading", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_CACHE": str(tmp_path / "hf"), "HF_HOME": str(tmp_path / "hf-home")}
+    done = subprocess.run([sys.executable, "-c", snippet + "\nprint(picture.shape, "
+                           "len(first['frame']))"], cwd=written, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["(64,", "64,", "3)", str(64 * 64 * 3)]
+
+
 def test_card_and_manifest_give_counts_seed_look_and_every_shard_sha256(written):
     manifest = json.loads((written / "manifest.json").read_text())
     card = (written / "README.md").read_text()
@@ -184,15 +199,34 @@ def test_a_bad_mix_is_usage_exit_2_in_one_line(text, tmp_path):
     assert result.output.startswith("Error: --mix")
 
 
-def test_cli_writes_a_set_from_a_spec(tmp_path):
-    result = CliRunner().invoke(main, ["trajectories", str(tmp_path / "t"), "--spec", "tiny",
-                                       "--episodes", "5", "--seed", "3", "--quiet",
-                                       "--datasets", str(tmp_path / "none")])
+def test_cli_writes_a_set_from_a_spec_excluding_the_repositorys_hidden_versions_from_anywhere(
+        tmp_path, monkeypatch):
+    monkeypatch.delenv("SOKOFORGE_DATASETS", raising=False)
+    monkeypatch.chdir(tmp_path)  # no datasets/ here: the repository's is the one read
+    result = CliRunner().invoke(main, ["trajectories", "t", "--spec", "tiny",
+                                       "--episodes", "5", "--seed", "3", "--quiet"])
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "t" / "manifest.json").is_file()
+    card = (tmp_path / "t" / "README.md").read_text()
+    assert "demo" in card.split("(excluded: ", 1)[1].split(")", 1)[0].split(", ")
     both = CliRunner().invoke(main, ["trajectories", str(tmp_path / "u"), "--episodes", "5",
                                      "--seed", "3"])
     assert both.exit_code == 2 and "exactly one of --spec" in both.output
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_a_datasets_folder_that_is_not_there_is_refused_not_read_as_empty(tmp_path, how,
+                                                                         monkeypatch):
+    missing = str(tmp_path / "none")
+    args = ["trajectories", str(tmp_path / "t"), "--spec", "tiny", "--episodes", "5",
+            "--seed", "3"]
+    if how == "option":
+        args += ["--datasets", missing]
+    else:
+        monkeypatch.setenv("SOKOFORGE_DATASETS", missing)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert f"no datasets folder at {missing}" in result.output
+    assert not (tmp_path / "t").exists()
 
 
 def test_a_themed_spec_draws_each_level_in_its_own_theme_frame_for_frame(tmp_path):

@@ -15,6 +15,7 @@ from pipeline.cli.importing import import_command
 from pipeline.cli.irt import irt_command
 from pipeline.cli.levels import render_command, solve_command
 from pipeline.cli.rotate import reveal_command, rotate_command, versions_command
+from pipeline.cli.rounds import round_group
 from pipeline.cli.serve import play_command, serve_command
 from pipeline.cli.trajectories import trajectories_command
 
@@ -48,4 +49,5 @@ main.add_command(irt_command)
 main.add_command(rotate_command)
 main.add_command(versions_command)
 main.add_command(reveal_command)
+main.add_command(round_group)
 main.add_command(trajectories_command)

@@ -15,12 +15,24 @@ from pipeline.cli.errors import CliError, refusals
 STAGES = ("generate", "select", "solve", "grade", "write")
 
 
+def _datasets_folder(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path:
+    from pipeline.datasets_folder import datasets_folder
+    from pipeline.errors import InputError
+
+    try:
+        return datasets_folder(value)
+    except InputError as e:
+        raise CliError(str(e), 2) from None
+
+
 def datasets_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The ``--datasets`` option every command on versions shares."""
+    """The ``--datasets`` option every command on versions shares: found the one way of
+    ``pipeline.datasets_folder``, and refused (exit 2) when it is not a folder."""
     return click.option(
-        "--datasets", type=click.Path(file_okay=False, path_type=Path), default="datasets",
-        envvar="SOKOFORGE_DATASETS", show_default=True,
-        help="Folder holding the versions (env SOKOFORGE_DATASETS).")(fn)
+        "--datasets", type=click.Path(file_okay=False, path_type=Path), default=None,
+        callback=_datasets_folder, expose_value=True,
+        help="Folder holding the versions [default: $SOKOFORGE_DATASETS, else the "
+             "repository's datasets/].")(fn)
 
 
 def _build_options(fn: Callable[..., Any]) -> Callable[..., Any]:

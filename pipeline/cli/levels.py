@@ -58,6 +58,7 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
         if as_json:
             click.echo(json.dumps({
                 "index": i,
+                "level": i + 1,
                 "solvable": {"solved": True, "unsolvable": False}.get(result.status),
                 "status": result.status,
                 "optimal_moves": result.moves,
@@ -66,7 +67,7 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
                 "states_expanded": result.states_expanded if ok else None,
             }))
         else:
-            name = f"level {i}" + (f" ({board.title})" if board.title else "")
+            name = f"level {i + 1}" + (f" ({board.title})" if board.title else "")
             if ok:
                 click.echo(
                     f"{name}: {result.moves} moves, {result.pushes} pushes: {result.solution}")
@@ -75,9 +76,9 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
                        else f" after {result.states_expanded} states")
                 click.echo(f"{name}: {result.status.replace('_', ' ')}{why}")
         if result.status == "unsolvable":
-            unsolvable.append(str(i))
+            unsolvable.append(str(i + 1))
         elif result.status == "too_large":
-            too_large.append(str(i))
+            too_large.append(str(i + 1))
     problems = []
     if unsolvable:
         problems.append("no solution for level " + ", ".join(unsolvable))
@@ -90,10 +91,19 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
 
 @click.command("render")
 @click.argument("file", type=str)
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
-              help="PNG file to write.")
+@click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+              help="PNG file to write: the observation after --actions beside the goal.")
+@click.option("--gif", "--animation", "animation", default=None,
+              type=click.Path(dir_okay=False),
+              help="An animation to write instead, one frame per step of --actions or "
+                   "--solution: OUT.gif, or OUT.png for an animated PNG (lossless, for noisy "
+                   "looks).")
+@click.option("--solution", is_flag=True,
+              help="Play the level's optimal solution (the version's stored one; solved for "
+                   "a level file) instead of --actions.")
 @click.option("--index", "index", type=click.IntRange(0), default=0, show_default=True,
-              help="Which level of the file (of the version, in play order).")
+              help="Which level: its 0-based index in the file (in the version, in play "
+                   "order; level N of a message is index N-1).")
 @click.option("--look", "look_name", type=click.Choice(["shared", "arc"]), default=None,
               help="Draw in this look [default: shared, or the version's own look].")
 @click.option("--theme", "theme_file", type=str, default=None,
@@ -103,25 +113,35 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
               help="Moves to play first, in LURD letters (e.g. rrUl).")
 @click.option("--scale", type=click.IntRange(1, 16), default=4, show_default=True,
               help="Pixels per observation pixel, for people to look at.")
-def render_command(file: str, out: str, index: int, look_name: str | None,
-                   theme_file: str | None, actions: str, scale: int) -> None:
-    """Write the 64x64 observation (after --actions) and the goal image side by side as PNG.
+@click.option("--frame-ms", type=click.IntRange(20, 5000), default=150, show_default=True,
+              help="Milliseconds per step of an animation (its last frame stays 1 s).")
+def render_command(file: str, out: str | None, animation: str | None, solution: bool,
+                   index: int, look_name: str | None, theme_file: str | None, actions: str,
+                   scale: int, frame_ms: int) -> None:
+    """Write the 64x64 observation (after --actions) and the goal image side by side as PNG,
+    or (--gif) an animation of every step, e.g. of the level's solution (--solution).
 
     FILE is an XSB file, or a version folder (datasets/VERSION), drawn in its own look.
     """
-    import matplotlib.image
-
     from engine.rules import replay
 
-    if not out.lower().endswith(".png"):
+    if (out is None) == (animation is None):
+        raise CliError("give exactly one of --out PNG and --gif OUT.gif|OUT.png", 2)
+    if solution and actions:
+        raise CliError("--solution and --actions exclude each other", 2)
+    target = out or animation
+    if out is not None and not out.lower().endswith(".png"):
         raise CliError(f"--out {out}: the picture is written as PNG; name a .png file", 2)
-    folder = os.path.dirname(out) or "."
+    if animation is not None and not animation.lower().endswith((".gif", ".png")):
+        raise CliError(f"--gif {animation}: name a .gif file, or a .png for an animated PNG",
+                       2)
+    folder = os.path.dirname(target) or "."
     if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
         # a usage error, as calibrate's --out and serve's --db: refused before drawing
-        raise CliError(f"cannot write {out}: no writable folder there", 2)
+        raise CliError(f"cannot write {target}: no writable folder there", 2)
     if look_name is not None and theme_file is not None:
         raise CliError("--look and --theme exclude each other: a theme is its own look", 2)
-    levels, looks = read_drawn_levels(file)
+    levels, looks, solutions = read_drawn_levels(file)
     if index >= len(levels):
         raise CliError(f"{file} holds {len(levels)} level(s); --index must be below that", 2)
     level, look = levels[index], looks[index]
@@ -137,20 +157,58 @@ def render_command(file: str, out: str, index: int, look_name: str | None,
         except LookError as e:
             raise CliError(f"--theme {theme_file}: {e}", 2) from None
         look = Look("themed", theme, 0)
+    if solution:
+        actions = solutions[index] or _solve(level, file, index)
     try:
         states = replay(level, actions)
     except ValueError as e:
         raise CliError(f"--actions {actions[:40]!r}: {e} (use u, d, l, r)", 2) from None
     drawn = painter(level, look)
     gap = np.full((64, 4, 3), 255, dtype=np.uint8)
-    picture = np.concatenate([drawn.frame(states[-1], len(states) - 1), gap, drawn.goal()],
-                             axis=1)
-    picture = picture.repeat(scale, axis=0).repeat(scale, axis=1)
+    goal = drawn.goal()
+
+    def picture(step: int) -> np.ndarray:
+        beside = np.concatenate([drawn.frame(states[step], step), gap, goal], axis=1)
+        return beside.repeat(scale, axis=0).repeat(scale, axis=1)
+
     try:
-        matplotlib.image.imsave(out, picture, format="png")
+        if out is not None:
+            import matplotlib.image
+
+            shown = picture(len(states) - 1)
+            matplotlib.image.imsave(out, shown, format="png")
+            click.echo(f"wrote {out} ({shown.shape[1]}x{shown.shape[0]} px)")
+            return
+        frames = [picture(i) for i in range(len(states))]
+        write_animation(animation, frames, frame_ms)
     except OSError as e:
-        raise CliError(f"cannot write {out}: {e.strerror or e}", 1) from None
-    click.echo(f"wrote {out} ({picture.shape[1]}x{picture.shape[0]} px)")
+        raise CliError(f"cannot write {target}: {e.strerror or e}", 1) from None
+    click.echo(f"wrote {animation} ({len(frames)} frames of {frames[0].shape[1]}x"
+               f"{frames[0].shape[0]} px, {len(states) - 1} steps)")
+
+
+def write_animation(path: str, frames: list[np.ndarray], frame_ms: int) -> None:
+    """``frames`` (RGB) as an animated GIF or, for a ``.png`` path, an animated PNG; each
+    shown ``frame_ms``, the last one 1 s, looping. A frame equal to the one before (a step
+    into a wall) lengthens that one instead."""
+    from PIL import Image
+
+    images = [Image.fromarray(f) for f in frames]
+    durations = [frame_ms] * (len(images) - 1) + [1000]
+    kind = "PNG" if path.lower().endswith(".png") else "GIF"
+    images[0].save(path, format=kind, save_all=True, append_images=images[1:],
+                   duration=durations, loop=0, **({"optimize": False} if kind == "GIF" else {}))
+
+
+def _solve(level: Level, file: str, index: int) -> str:
+    """An optimal solution of a level from a file, in LURD."""
+    from engine.solver import solve
+
+    result = solve(level)
+    if result.status != "solved":
+        raise CliError(f"{file}: level {index + 1} has no solution to show "
+                       f"({result.status.replace('_', ' ')})", 1)
+    return result.solution
 
 
 class TooLarge:
@@ -161,8 +219,9 @@ class TooLarge:
     states_expanded = 0
 
 
-def read_drawn_levels(path: str) -> tuple[list[Level], list[Look]]:
-    """The levels of an XSB file (drawn shared) or of a version folder (in its stored looks)."""
+def read_drawn_levels(path: str) -> tuple[list[Level], list[Look], list[str | None]]:
+    """The levels of an XSB file (drawn shared) or of a version folder (in its stored looks),
+    with each level's stored solution (None for a file's)."""
     from pathlib import Path
 
     from pipeline.manifest import read_manifest
@@ -176,7 +235,7 @@ def read_drawn_levels(path: str) -> tuple[list[Level], list[Look]]:
             if board.level is None:
                 raise CliError(f"{board.name(path)}: {board.too_large}", 2)
             levels.append(board.level)
-        return levels, [SHARED] * len(levels)
+        return levels, [SHARED] * len(levels), [None] * len(levels)
     with refusals(2, f"{path}: "):
         manifest = read_manifest(folder / "manifest.json")
         table = read_parquet(folder / "levels.parquet").sort("index")
@@ -186,4 +245,5 @@ def read_drawn_levels(path: str) -> tuple[list[Level], list[Look]]:
                  for r in table.iter_rows(named=True)]
     except (LevelError, LookError) as e:
         raise CliError(f"{path}: {e}", 2) from None
-    return levels, looks
+    stored = list(table["solution"]) if "solution" in table.columns else [None] * len(levels)
+    return levels, looks, stored

@@ -161,3 +161,4 @@ def play_command(url: str, name: str | None, key: str | None, agent_spec: str, p
         raise CliError(str(e), 1) from None
     click.echo(json.dumps(outcome["score"], indent=2))
     click.echo(f"replay: {outcome['replay_url']}")
+    click.echo(f"scorecard: {outcome['scorecard_url']}")  # its page, with the replay viewer

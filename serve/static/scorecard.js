@@ -50,6 +50,15 @@
     const session = b.closest("table").dataset.session;
     b.addEventListener("click", () => open(session, b.dataset.episode));
   });
+
+  // A hidden game's replay buttons stay hidden unless the key kept here played it.
+  document.querySelectorAll("table[data-session][data-owner-only]").forEach(async (t) => {
+    if (!Soko.key()) return;
+    const reply = await Soko.api("GET", `/api/replays/${t.dataset.session}`);
+    if (reply.status === 200 && reply.data && reply.data.owner_view) {
+      t.querySelectorAll("button[data-episode]").forEach((b) => { b.hidden = false; });
+    }
+  });
   $("replay-first").addEventListener("click", () => { stop(); showStep(0); });
   $("replay-prev").addEventListener("click", () => { stop(); showStep(at - 1); });
   $("replay-next").addEventListener("click", () => { stop(); showStep(at + 1); });
