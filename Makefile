@@ -46,16 +46,17 @@ postgres:
 	  $$as_root apt-get -o DPkg::Lock::Timeout=600 update && \
 	  DEBIAN_FRONTEND=noninteractive $$as_root apt-get -o DPkg::Lock::Timeout=600 install -y postgresql; }
 
-# Debian's nginx, for the test that runs the server behind deploy/'s reverse-proxy
-# configuration: installed only when missing, the same way.
+# Debian's nginx and systemd-analyze, for the tests of deploy/ (the server behind its
+# reverse-proxy configuration, its unit verified): installed only when missing, the same way.
 nginx:
-	@{ command -v nginx || test -x /usr/sbin/nginx; } >/dev/null 2>&1 || { \
+	@{ command -v nginx || test -x /usr/sbin/nginx; } >/dev/null 2>&1 && \
+	  command -v systemd-analyze >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then as_root=; \
 	  elif command -v sudo >/dev/null 2>&1; then as_root="sudo -n"; \
-	  else echo "nginx is missing and this is not root: apt-get install -y nginx-light"; exit 1; fi; \
+	  else echo "nginx or systemd-analyze is missing and this is not root: apt-get install -y nginx-light systemd"; exit 1; fi; \
 	  $$as_root apt-get -o DPkg::Lock::Timeout=600 update && \
 	  DEBIAN_FRONTEND=noninteractive $$as_root apt-get -o DPkg::Lock::Timeout=600 install -y \
-	    nginx-light; }
+	    nginx-light systemd; }
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "python3.12 not found: install it or set PYTHON312=/path/to/python3.12"; exit 1; }
