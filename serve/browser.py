@@ -27,6 +27,11 @@ EPISODE_REPLAY = obj({"session_id": string(SESSION_ID), "game": TEXT, "version":
                       "deadlocked": BOOLEAN, "shape": arr(INTEGER), "encoding": TEXT,
                       "goal": TEXT, "pictures": arr(TEXT), "sequence": arr(INTEGER)})
 
+SOLUTION_REPLAY = obj({"game": TEXT, "version": TEXT, "episode": INTEGER,
+                      "actions": string("[UDLR]*"), "steps": INTEGER, "optimal": INTEGER,
+                      "max_steps": INTEGER, "shape": arr(INTEGER), "encoding": TEXT,
+                      "goal": TEXT, "pictures": arr(TEXT), "sequence": arr(INTEGER)})
+
 ROUTES = (
     Route("play_page", "GET", "/play/{game}",
           "Play a public game in the browser (a hidden game is refused).", tag="pages",
@@ -48,6 +53,15 @@ ROUTES = (
           responses={200: "the pictures, the goal and the step sequence",
                      404: "unknown session or episode, or a hidden game of another key"},
           bodies={200: EPISODE_REPLAY}),
+    Route("get_solution", "GET", "/api/solutions/{game}/{episode}",
+          "A public game's level played by its optimal solution, as a replay's observations "
+          "(a hidden game's levels are never shown).",
+          params=(Field("game", STR, "the game's name", pattern=GAME_NAME, refers_to="game"),
+                  Field("episode", STR, "the level's index in play order (from 0)",
+                        pattern="[0-9]{1,6}", refers_to="episode")),
+          responses={200: "the pictures, the goal and the step sequence",
+                     404: "unknown or hidden game, or no such level"},
+          bodies={200: SOLUTION_REPLAY}),
 )
 
 
@@ -85,6 +99,11 @@ async def get_episode_replay(request: web.Request, arena: Arena, key: None,
                                                     viewer))
 
 
+async def get_solution(request: web.Request, arena: Arena, key: None,
+                       args: dict) -> web.Response:
+    return reply(request, arena.solution_frames(args["game"], int(args["episode"])))
+
+
 async def script(request: web.Request) -> web.Response:
     name = request.match_info["script"]
     body = resources.files("serve").joinpath("static", name).read_bytes()
@@ -94,7 +113,7 @@ async def script(request: web.Request) -> web.Response:
 
 
 HANDLERS = {"play_page": play_page, "scorecard_page": scorecard_page,
-            "get_episode_replay": get_episode_replay}
+            "get_episode_replay": get_episode_replay, "get_solution": get_solution}
 
 
 def add_scripts(app: web.Application) -> None:

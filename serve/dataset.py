@@ -23,6 +23,7 @@ from serve.framezip import Picture
 FORMATS = (1,)
 COLUMNS = ("index", "tier", "n_crates", "xsb", "optimal_moves", "max_steps")
 LOOK_COLUMNS = ("theme", "noise_seed")  # absent from versions written before looks existed
+SOLUTION = "solution"  # an optimal solution in LURD, shown for a public game's levels
 # A level's solvable set is precomputed when its search holds at most this many dense states
 # (10 bytes each while searching); larger boards of imported collections are judged on demand.
 SERVED_SET_INDEX = 2**24
@@ -49,6 +50,7 @@ class ServedLevel:
     solvable: Any
     look: Look
     painter: Painter
+    solution: str | None = None
 
     @property
     def noisy(self) -> bool:
@@ -161,7 +163,7 @@ def _read_rows(path: Path) -> list[dict]:
     missing = [c for c in COLUMNS if c not in table.column_names]
     if missing:
         raise DatasetError(f"{path} lacks the column(s) {', '.join(missing)}")
-    rows = table.select(list(COLUMNS) + [c for c in LOOK_COLUMNS
+    rows = table.select(list(COLUMNS) + [c for c in (*LOOK_COLUMNS, SOLUTION)
                                          if c in table.column_names]).to_pylist()
     if not rows:
         raise DatasetError(f"{path} holds no levels")
@@ -195,7 +197,7 @@ def _served_level(row: dict, version_look: str) -> ServedLevel:
         level=level, optimal_moves=int(row["optimal_moves"]), max_steps=int(row["max_steps"]),
         goal=Picture(encode_image(drawn.goal())),
         start=Picture(encode_image(drawn.frame(level.start, 0))),
-        solvable=solvable, look=look, painter=drawn)
+        solvable=solvable, look=look, painter=drawn, solution=row.get(SOLUTION))
 
 
 @dataclass(frozen=True, eq=False)

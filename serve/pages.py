@@ -233,7 +233,12 @@ a move into a wall still uses a step. Your run is scored and ranked like an agen
 <p class=muted>Arrow keys or the buttons move; {'R restarts the level; ' if restart else ''}
 every move is one <code>act</code> of the agent protocol.</p>
 <p>{restart}<button id=finish type=button>Finish and score</button>
+<button id=show-solution type=button title="play this level's optimal solution on a board of
+its own; your run goes on">Show the solution</button>
 <a id=card-link hidden href="#">this run's scorecard</a></p>
+<section id=solution hidden><p class=muted>The solution of <span id=solution-title></span></p>
+<canvas id=solution-obs class=goal width=64 height=64
+ aria-label="the level played by its solution"></canvas></section>
 </section>
 <p><a id=forget href="#">forget the key kept in this browser</a></p>
 </div>"""
@@ -242,13 +247,16 @@ every move is one <code>act</code> of the agent protocol.</p>
 
 def _outcome_row(e: dict, replay: bool, owner_only: bool = False) -> str:
     """One episode's outcome; its replay button, when it was played, is hidden for a hidden
-    game until the page's script finds the kept key is the one that played it."""
+    game until the page's script finds the kept key is the one that played it; a public
+    game's level also shows its solution."""
     result = ("<span class=ok>solved</span>" if e["solved"] else
               "<span class=no>unsolved</span>" if e["finished"] else
               "<span class=muted>not finished</span>")
     button = (f"<button type=button data-episode={e['index']}"
               f"{' hidden' if owner_only else ''}>replay</button>"
               if replay and e["steps"] else "")
+    if replay and not owner_only:
+        button += f" <button type=button data-solution={e['index']}>solution</button>"
     return (f"<tr><td>{e['index'] + 1}</td><td class=l>{result}</td><td>{e['steps']}</td>"
             f"<td>{e['optimal'] if e['optimal'] is not None else '-'}</td>"
             f"<td>{'yes' if e['deadlocked'] else 'no'}</td><td>{button}</td></tr>")
@@ -285,7 +293,8 @@ def scorecard(view: dict) -> str:
                   f"<code>{escape(g['version'])}</code> <span class=muted>"
                   f"{escape(g['state'].lower().replace('_', ' '))}</span></h2>"
                   f"{own}<p class=muted>{who}</p>"
-                  f"<div class=wrap><table data-session='{escape(g['session_id'])}'"
+                  f"<div class=wrap><table data-session='{escape(g['session_id'])}' "
+                  f"data-game='{escape(g['game'])}'"
                   f"{'' if g['public'] else ' data-owner-only'}>"
                   f"<tr><th>level</th><th class=l>outcome</th><th>steps</th><th>optimal</th>"
                   f"<th>deadlocked</th><th></th></tr>{rows}</table></div>")

@@ -750,6 +750,28 @@ class Arena:
                 "pictures": [self.picture_at(served, s, n).b64 for s, n in pictures],
                 "sequence": sequence}
 
+    def solution_frames(self, game: str, episode: int) -> dict:
+        """A public game's level played by its stored optimal solution, as a replay's
+        pictures; a hidden game's levels are never shown (404, as if there were none)."""
+        entry = self.games.get(game)
+        if entry is None or not entry.public:
+            raise NotFound(f"no public game {game!r}: only a public game's solutions are shown")
+        if not 0 <= episode < entry.episodes:
+            raise NotFound(f"game {game!r} has levels 0 to {entry.episodes - 1}")
+        served = entry.version.levels[episode]
+        if served.solution is None:
+            raise NotFound(f"version {entry.version.version} stores no solutions")
+        actions = served.solution.upper()
+        pictures: dict[tuple[State, int], int] = {}
+        sequence = [pictures.setdefault((s, n if served.noisy else 0), len(pictures))
+                    for s, n in replay_states(served, actions)]
+        return {"game": game, "version": entry.version.version, "episode": episode,
+                "actions": actions, "steps": len(actions), "optimal": served.optimal_moves,
+                "max_steps": served.max_steps, "shape": [64, 64, 3], "encoding": "base64-raw",
+                "goal": served.goal.b64,
+                "pictures": [self.picture_at(served, s, n).b64 for s, n in pictures],
+                "sequence": sequence}
+
     async def leaderboard(self, version: str | None, limit: int = 100,
                           game: str | None = None) -> dict:
         """Each name's best result on one version: ``version``, else the served version of

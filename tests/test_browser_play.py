@@ -133,6 +133,11 @@ def test_a_person_plays_a_public_game_with_arrow_keys_and_finds_the_run_on_its_p
             body.send_keys(ARROWS[lurd_to_actions(rows[1]["solution"])[0]])
             until(lambda: text("#steps") == "2", "a move after the restart")
             capture(driver, tmp_path / "browser-play.png")
+            driver.find_element(By.ID, "show-solution").click()  # the run goes on untouched
+            until(lambda: driver.find_element(By.ID, "solution").is_displayed(), "a solution")
+            assert text("#solution-title").startswith(
+                f"level 2: {rows[1]['optimal_moves']} moves")
+            assert (text("#level"), text("#steps")) == ("2", "2")
 
             card = driver.find_element(By.ID, "card-link").get_attribute("href")
             driver.get(card)
@@ -149,6 +154,9 @@ def test_a_person_plays_a_public_game_with_arrow_keys_and_finds_the_run_on_its_p
                 driver.find_element(By.ID, "replay-next").click()
             assert text("#replay-step") == "3"
             capture(driver, tmp_path / "browser-scorecard.png")
+            table.find_element(By.CSS_SELECTOR, "button[data-solution='1']").click()
+            until(lambda: "its optimal solution" in text("#replay-title"), "the solution")
+            assert text("#replay-steps") == str(rows[1]["optimal_moves"])
 
             driver.back()  # back to the play page: the run resumes where it was
             until(lambda: text("#level") == "2" and text("#steps") == "2", "the resumed run")

@@ -278,3 +278,33 @@ def test_an_access_log_line_is_json_whatever_a_client_address_or_name_holds():
         assert entry["client"] == hostile and entry["key"] == hostile
         assert entry["time"].startswith("2025-12-01T09:26:") and entry["ms"] == 1.234
     assert json.loads(line((0.0, "GET", "(no route)", 404, 0.0, 0, "::1", None)))["key"] is None
+
+
+def test_a_public_levels_solution_is_shown_to_anyone_and_a_hidden_ones_to_no_one(data, tmp_path):
+    from engine.look import painter
+
+    with server(registry(data), tmp_path / "s.sqlite") as srv:
+        anyone = Api(srv.base)
+        row = data["public"][2]
+        shown = anyone.ok("GET", "/api/solutions/practice/2")
+        assert shown["actions"] == row["solution"].upper()
+        assert shown["steps"] == shown["optimal"] == row["optimal_moves"]
+        level = parse_xsb(row["xsb"])
+        drawn = painter(level)
+        frames = [np.frombuffer(base64.b64decode(shown["pictures"][i]), np.uint8)
+                  .reshape(64, 64, 3) for i in shown["sequence"]]
+        assert len(frames) == row["optimal_moves"] + 1
+        assert np.array_equal(frames[0], drawn.frame(level.start, 0))
+        for path in ("/api/solutions/standard/0", "/api/solutions/secret/0",  # hidden games
+                     "/api/solutions/practice/99", "/api/solutions/nosuch/0"):
+            status, body = anyone.call("GET", path)
+            assert status == 404, path
+            assert row["solution"] not in json.dumps(body)
+        # the pages: a public game's rows and the play page offer it, a hidden game's do not
+        agent = keyed(srv.base, "looker")
+        for game in ("practice", "standard"):
+            card = agent.ok("POST", "/api/scorecards")["scorecard_id"]
+            agent.ok("POST", f"/api/scorecards/{card}/games/{game}/start")
+            page = anyone.ok("GET", f"/scorecards/{card}")
+            assert ("data-solution=" in page) == (game == "practice"), game
+        assert "id=show-solution" in anyone.ok("GET", "/play/practice")

@@ -156,6 +156,26 @@
     b.addEventListener("click", () => enqueue(() => act(Number(b.dataset.action))));
   });
   if ($("restart")) $("restart").addEventListener("click", () => enqueue(restart));
+
+  // The current level's optimal solution, played on its own board beside the game (a public
+  // game's levels are public; the run goes on untouched).
+  let shown = null;
+  $("show-solution").addEventListener("click", async () => {
+    if (!frame || !frame.episode || frame.state !== "IN_PROGRESS") return;
+    const reply = await Soko.api("GET", `/api/solutions/${game}/${frame.episode.index}`);
+    if (reply.status !== 200) { say(Soko.detail(reply)); return; }
+    const s = reply.data;
+    clearInterval(shown);
+    $("solution").hidden = false;
+    $("solution-title").textContent =
+      `level ${s.episode + 1}: ${s.steps} moves (${s.actions})`;
+    let at = 0;
+    Soko.draw($("solution-obs"), s.pictures[s.sequence[0]]);
+    shown = setInterval(() => {
+      at = at + 1 < s.sequence.length ? at + 1 : 0;
+      Soko.draw($("solution-obs"), s.pictures[s.sequence[at]]);
+    }, 300);
+  });
   $("finish").addEventListener("click", () => { queue.length = 0; finish(); });
   $("begin").addEventListener("click", begin);
   $("name").addEventListener("keydown", (ev) => { if (ev.key === "Enter") begin(); });

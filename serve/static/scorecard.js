@@ -24,9 +24,9 @@
     $("replay-play").textContent = "play";
   }
 
-  async function open(session, episode) {
+  async function open(path) {
     stop();
-    const reply = await Soko.api("GET", `/api/replays/${session}/episodes/${episode}`);
+    const reply = await Soko.api("GET", path);
     if (reply.status !== 200) {
       $("replay").hidden = true;
       $("replay-message").textContent = Soko.detail(reply);
@@ -36,9 +36,11 @@
     $("replay-message").textContent = "";
     $("replay").hidden = false;
     const outcome = replay.solved ? "solved" : replay.deadlocked ? "deadlocked" : "unsolved";
-    $("replay-title").textContent =
-      `of level ${replay.episode + 1} (${replay.game}): ${outcome} in ${replay.steps} steps, `
-      + `optimal ${replay.optimal}`;
+    $("replay-title").textContent = replay.session_id === undefined
+      ? `of level ${replay.episode + 1} (${replay.game}): its optimal solution, `
+        + `${replay.steps} moves`
+      : `of level ${replay.episode + 1} (${replay.game}): ${outcome} in ${replay.steps} steps, `
+        + `optimal ${replay.optimal}`;
     $("replay-steps").textContent = replay.sequence.length - 1;
     $("replay-slider").max = replay.sequence.length - 1;
     Soko.draw($("replay-goal"), replay.goal);
@@ -48,7 +50,12 @@
 
   document.querySelectorAll("table[data-session] button[data-episode]").forEach((b) => {
     const session = b.closest("table").dataset.session;
-    b.addEventListener("click", () => open(session, b.dataset.episode));
+    b.addEventListener("click", () => open(`/api/replays/${session}/episodes/${b.dataset.episode}`));
+  });
+  // a public game's level played by its optimal solution, in the same viewer
+  document.querySelectorAll("table[data-game] button[data-solution]").forEach((b) => {
+    const game = b.closest("table").dataset.game;
+    b.addEventListener("click", () => open(`/api/solutions/${game}/${b.dataset.solution}`));
   });
 
   // A hidden game's replay buttons stay hidden unless the key kept here played it.
