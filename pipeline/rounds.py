@@ -169,8 +169,9 @@ def close_round(datasets: Path, version: str, db: str, now: float | None = None,
 
 
 def standings(db: str, version: str, closes: float) -> list[dict[str, Any]]:
-    """Each name's best scorecard on ``version`` closed by ``closes``, ranked, from the
-    store ``db`` (a SQLite file or a PostgreSQL URL)."""
+    """Each name's best scorecard on ``version``, ranked, from the store ``db`` (a SQLite
+    file or a PostgreSQL URL); refused when one was closed after ``closes`` (the servers
+    refuse that, so a server that did not know the round took it)."""
     from serve.store import is_postgres, open_store
 
     if not is_postgres(db) and not Path(db).is_file():
@@ -188,10 +189,15 @@ def standings(db: str, version: str, closes: float) -> list[dict[str, Any]]:
         ranked = asyncio.run(read())
     except Exception as e:  # a damaged store, a refused connection: said, not a traceback
         raise PipelineError(f"cannot read the store {db}: {e}") from None
+    late = [s for s in ranked if s.closed > closes]
+    if late:  # its name's earlier results are not in the board: refuse rather than drop them
+        raise PipelineError(
+            f"{len(late)} best result(s) on {version} were closed after the round's closing "
+            f"time {iso(closes)} (scorecard {late[0].scorecard_id} of {late[0].name!r}, closed "
+            f"{iso(late[0].closed)}): a server that did not see round.json took them; give "
+            "every server the same round (round open on each, or one datasets folder)")
     rows = []
     for s in ranked:
-        if s.closed > closes:
-            continue
         r = s.result
         interval = r.get("success_interval") or [None, None]
         rows.append({

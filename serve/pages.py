@@ -180,7 +180,8 @@ def leaderboard(boards: list[dict], playable: frozenset[str] = frozenset()) -> s
                       for v in boards[0]["versions"] if v not in shown)
     title = ", ".join(b["version"] for b in boards)
     body = ("<h1>Leaderboard</h1><p>Best closed scorecard per name, ranked by success rate, "
-            "then move efficiency, then fewer deadlocks, then the earlier submission. A name "
+            "then move efficiency, then fewer episodes lost (deadlocked, or never played), "
+            "then the earlier submission. A name "
             "links to its scorecard; <span class=tag>browser</span> marks a run a person "
             "played on the play page.</p>"
             + "".join(_board_table(b, b.get("game") in playable

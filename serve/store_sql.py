@@ -28,16 +28,21 @@ INSERT_STANDING = "INSERT INTO standings VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 # sessions whose action count disagrees with their stored actions (a damaged store)
 MISCOUNTED = ("SELECT count(*) FROM sessions s WHERE s.seq != "
               "(SELECT count(*) FROM actions a WHERE a.session_id = s.id)")
+# The share of a standing's episodes lost: deadlocked, or never played (no step taken), so
+# that among runs that solved alike, one that walked away from the game does not outrank one
+# that played it (for every run that played each episode, it is its deadlock rate).
+LOST = """coalesce((SELECT avg(CASE WHEN e.deadlocked OR e.steps = 0 THEN 1.0 ELSE 0.0 END)
+                    FROM episodes e WHERE e.session_id = st.session_id), 1.0)"""
 # each name's best closed result on a version
-LEADERBOARD = """
+LEADERBOARD = f"""
     SELECT scorecard_id, name, closed, result, session_id,
            (SELECT source FROM scorecards s WHERE s.id = c.scorecard_id)
     FROM (SELECT *, row_number() OVER (
               PARTITION BY key_hash ORDER BY success_rate DESC,
-              move_efficiency DESC, deadlock_rate ASC, closed ASC) AS pick
-          FROM standings WHERE version=?) AS c
+              move_efficiency DESC, lost ASC, closed ASC) AS pick
+          FROM (SELECT st.*, {LOST} AS lost FROM standings st WHERE version=?) AS r) AS c
     WHERE pick = 1
-    ORDER BY success_rate DESC, move_efficiency DESC, deadlock_rate ASC, closed ASC
+    ORDER BY success_rate DESC, move_efficiency DESC, lost ASC, closed ASC
     LIMIT ?"""
 VERSIONS = "SELECT DISTINCT version FROM standings ORDER BY 1"
 BROWSER = "browser"  # the source of a scorecard a person played on the play page

@@ -144,3 +144,51 @@ def test_a_closing_time_that_is_not_a_time_is_usage_exit_2(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "Error: 'tomorrow' is not a time: give ISO 8601 such as 2026-12-31T23:59Z (UTC without "
         "a zone), or now"]
+
+
+def test_standings_rank_each_names_best_with_success_intervals_and_refuse_late_results(
+        tmp_path):
+    import asyncio
+
+    from serve_support import write_dataset
+
+    from pipeline.rounds import close_round
+    from serve.sqlite_store import SQLiteStore
+    from serve.store import KeyRecord, ScorecardRecord
+
+    write_dataset(tmp_path, "v")
+    db = tmp_path / "s.sqlite"
+
+    async def fill() -> None:
+        store = SQLiteStore(db)
+        await store.start()
+        for n, (name, rate, interval, closed) in enumerate([
+                ("ann", 0.5, [0.2, 0.8], 150.0), ("bob", 0.7, None, 160.0),
+                ("ann", 0.9, [0.6, 1.0], 400.0)]):
+            if n < 2:
+                await store.create_key(KeyRecord(name, name), "a", "d", 100)
+            await store.open_scorecard(ScorecardRecord(f"sc-{n}", name, name, {"g": "v"}, 100.0),
+                                       "d", 100)
+            score = {"success_rate": rate, "move_efficiency": 0.5, "deadlock_rate": 0.0,
+                     "episodes": 6, "solved": int(rate * 6), "avg_steps_solved": 3.0,
+                     "total_actions": 40}
+            if interval:
+                score["success_interval"] = interval
+            await store.close_scorecard(f"sc-{n}", closed, {
+                **score, "games": {"g": score}, "session_ids": {"g": None},
+                "versions": {"g": "v"}}, [])
+        await store.close()
+
+    asyncio.run(fill())
+    open_round(tmp_path, "v", closes=200.0, now=100.0)
+    with pytest.raises(PipelineError,
+                       match=r"closed after the round's closing time .*scorecard sc-2 of 'ann'"):
+        close_round(tmp_path, "v", str(db), now=300.0)  # ann's best came after the close
+    assert not (tmp_path / "v" / "standings.json").exists()
+    open_round(tmp_path, "v", closes=500.0, now=100.0)  # the round ran until 500 after all
+    done = close_round(tmp_path, "v", str(db), now=600.0)
+    assert [(r["name"], r["scorecard_id"], r["success_interval_lo"], r["success_interval_hi"])
+            for r in done.rows] == [("ann", "sc-2", 0.6, 1.0), ("bob", "sc-1", None, None)]
+    assert done.round.closes == 500.0 and done.round.closed == 600.0
+    rows = list(csv.DictReader((tmp_path / "v" / "standings.csv").open()))
+    assert [r["success_interval_lo"] for r in rows] == ["0.6", ""]

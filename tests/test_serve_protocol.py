@@ -319,7 +319,14 @@ def test_leaderboard_is_per_version_ranked_and_keeps_each_names_best(srv):
     board = client.ok("GET", "/api/leaderboard")
     names = [e["name"] for e in board["entries"]]
     assert len(names) == len(set(names))
-    keys = [(-e["success_rate"], -e["move_efficiency"], e["deadlock_rate"], e["submitted_at"])
+
+    def lost(entry: dict) -> float:  # deadlocked or never played, over the episodes
+        if entry["session_id"] is None:
+            return 1.0
+        episodes = client.ok("GET", f"/api/replays/{entry['session_id']}")["episodes"]
+        return sum(e["deadlocked"] or e["steps"] == 0 for e in episodes) / len(episodes)
+
+    keys = [(-e["success_rate"], -e["move_efficiency"], lost(e), e["submitted_at"])
             for e in board["entries"]]
     assert keys == sorted(keys)
     assert client.ok("GET", "/api/leaderboard?version=t0")["entries"] == []

@@ -222,6 +222,29 @@ def test_closing_is_once_refused_when_a_session_moved_and_ranks_each_names_best(
     run(location, body)
 
 
+def test_among_runs_that_solved_nothing_one_that_walked_away_ranks_below_one_that_played(
+        location):
+    """A run that played every episode (one deadlocked) outranks one that took two steps and
+    closed (no deadlock, two episodes never played): unplayed episodes count as lost."""
+    async def body(store):
+        played = (EpisodeRecord(0, True, False, True, 5, "UUUUU", "1:1,2"),
+                  EpisodeRecord(1, True, False, False, 9, "L" * 9, "1:1,2"),
+                  EpisodeRecord(2, True, False, False, 9, "R" * 9, "1:1,2"))
+        walked = (EpisodeRecord(0, True, False, False, 2, "UD", "1:1,2"),)
+        for key, rows, deadlocks, at in (("k1", played, 1 / 3, NOW), ("k2", walked, 0.0,
+                                                                       NOW - 10)):
+            await opened_session(store, key)
+            score = {"success_rate": 0.0, "move_efficiency": 0.0, "deadlock_rate": deadlocks,
+                     "episodes": 3}
+            result = {**score, "games": {"standard": score},
+                      "session_ids": {"standard": f"gs-{key}-1"}, "versions": {"standard": "v1"}}
+            await store.close_scorecard(f"sc-{key}-1", at, result,
+                                        [Final(f"gs-{key}-1", 0, rows)])
+        board = await store.leaderboard("v1", 10)
+        assert [s.name for s in board] == ["name k1", "name k2"]
+    run(location, body)
+
+
 def test_a_scorecard_keeps_its_source_and_meta_and_browser_runs_can_be_filtered(location):
     """Runs played in the browser are told apart from agents' for the audit and the fit."""
     async def body(store):
