@@ -28,9 +28,13 @@ ROUND_FILE = "round.json"
 STANDINGS_JSON = "standings.json"
 STANDINGS_CSV = "standings.csv"
 STANDINGS_SHA256 = "standings.sha256"
-# Seconds ``close`` waits after moving the closing time to now, so that a request a server
-# accepted just before it saw the new time is stored before the standings are read.
-SETTLE_SECONDS = 2.0
+# How often (seconds) a server looks at a version's round.json again: its check is then a
+# clock read on almost every action.
+RECHECK_SECONDS = 1.0
+# Seconds ``close`` waits after moving the closing time to now, so that every server sees the
+# new time and a request one accepted just before is stored before the standings are read.
+SETTLE_SECONDS = 2.0 * RECHECK_SECONDS
+CACHED_ROUNDS = 1024
 # The standing's columns, in the CSV's order; ``success_interval`` splits into lo and hi.
 COLUMNS = ("rank", "name", "scorecard_id", "session_id", "submitted_at", "success_rate",
            "success_interval_lo", "success_interval_hi", "solved", "episodes",
@@ -230,25 +234,35 @@ def write_standings(folder: Path, rows: list[dict[str, Any]]) -> tuple[Path, ...
 
 class RoundBook:
     """The rounds of the versions under a datasets folder, as a server checks them on every
-    request that would change a round: each ``round.json`` is reread when its file changes."""
+    request that would change a round: each ``round.json`` is looked at again at most every
+    ``RECHECK_SECONDS`` and reread when its file changed."""
 
-    def __init__(self, datasets: Path) -> None:
+    def __init__(self, datasets: Path, clock: Any = time.monotonic) -> None:
         self.datasets = Path(datasets)
+        self.clock = clock
         self._seen: dict[str, tuple[tuple[int, int] | None, Round | None]] = {}
+        self._looked: dict[str, float] = {}
 
     def get(self, version: str) -> Round | None:
         """The round of ``version`` (None without one, or for a name no version can have)."""
+        seen = self._seen.get(version)
+        now = self.clock()
+        if seen is not None and now - self._looked[version] < RECHECK_SECONDS:
+            return seen[1]
         try:
             check_version_name(version)
         except InputError:
             return None
+        if len(self._seen) > CACHED_ROUNDS:  # names come from requests: keep the cache small
+            self._seen.clear()
+            seen = None
+        self._looked[version] = now
         path = self.datasets / version / ROUND_FILE
         try:
             st = path.stat()
             stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
         except OSError:
             stamp = None
-        seen = self._seen.get(version)
         if seen is not None and seen[0] == stamp:
             return seen[1]
         try:

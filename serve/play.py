@@ -737,18 +737,11 @@ class Arena:
         if row is None or not row.actions:
             raise NotFound(f"episode {episode} of session {session_id} was not played")
         served = entry.version.levels[row.index]
-        # one picture per state (per state and step in a noisy look, which draws each anew)
-        pictures: dict[tuple[State, int], int] = {}
-        sequence = [pictures.setdefault((s, n if served.noisy else 0), len(pictures))
-                    for s, n in replay_states(served, row.actions)]
         return {"session_id": record.id, "game": record.game, "version": record.version,
                 "episode": row.index, "actions": row.actions, "solved": row.solved,
                 "steps": row.steps, "optimal": served.optimal_moves,
                 "max_steps": served.max_steps, "deadlocked": row.deadlocked,
-                "shape": [64, 64, 3], "encoding": "base64-raw",
-                "goal": served.goal.b64,
-                "pictures": [self.picture_at(served, s, n).b64 for s, n in pictures],
-                "sequence": sequence}
+                **self._pictures(served, row.actions)}
 
     def solution_frames(self, game: str, episode: int) -> dict:
         """A public game's level played by its stored optimal solution, as a replay's
@@ -762,13 +755,18 @@ class Arena:
         if served.solution is None:
             raise NotFound(f"version {entry.version.version} stores no solutions")
         actions = served.solution.upper()
+        return {"game": game, "version": entry.version.version, "episode": episode,
+                "actions": actions, "steps": len(actions), "optimal": served.optimal_moves,
+                "max_steps": served.max_steps, **self._pictures(served, actions)}
+
+    def _pictures(self, served: ServedLevel, actions: str) -> dict:
+        """The observations of playing ``actions`` from the start, each picture listed once
+        (per state and step in a noisy look, which draws each anew) and ``sequence``
+        indexing them per step, with the goal image."""
         pictures: dict[tuple[State, int], int] = {}
         sequence = [pictures.setdefault((s, n if served.noisy else 0), len(pictures))
                     for s, n in replay_states(served, actions)]
-        return {"game": game, "version": entry.version.version, "episode": episode,
-                "actions": actions, "steps": len(actions), "optimal": served.optimal_moves,
-                "max_steps": served.max_steps, "shape": [64, 64, 3], "encoding": "base64-raw",
-                "goal": served.goal.b64,
+        return {"shape": [64, 64, 3], "encoding": "base64-raw", "goal": served.goal.b64,
                 "pictures": [self.picture_at(served, s, n).b64 for s, n in pictures],
                 "sequence": sequence}
 

@@ -192,3 +192,24 @@ def test_standings_rank_each_names_best_with_success_intervals_and_refuse_late_r
     assert done.round.closes == 500.0 and done.round.closed == 600.0
     rows = list(csv.DictReader((tmp_path / "v" / "standings.csv").open()))
     assert [r["success_interval_lo"] for r in rows] == ["0.6", ""]
+
+
+def test_a_server_sees_a_round_opened_moved_or_closed_within_a_second_without_a_restart(
+        tmp_path):
+    from serve_support import write_dataset
+
+    from pipeline.rounds import RoundBook
+
+    write_dataset(tmp_path, "v")
+    ticks = [0.0]
+    book = RoundBook(tmp_path, clock=lambda: ticks[0])
+    assert book.get("v") is None and book.over("v", 1e12) is None
+    open_round(tmp_path, "v", closes=300.0, now=100.0)
+    assert book.get("v") is None  # looked at less than a second ago
+    ticks[0] += 1.0
+    assert book.get("v").closes == 300.0 and book.over("v", 299.0) is None
+    assert book.over("v", 300.0).version == "v"
+    open_round(tmp_path, "v", closes=900.0, now=100.0)
+    ticks[0] += 1.0
+    assert book.over("v", 300.0) is None and book.get("v").closes == 900.0
+    assert book.get("../v") is None and book.get(".hidden") is None
