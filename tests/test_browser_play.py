@@ -169,3 +169,32 @@ def test_a_person_plays_a_public_game_with_arrow_keys_and_finds_the_run_on_its_p
             capture(driver, tmp_path / "browser-leaderboard.png")
         finally:
             driver.quit()
+
+
+def test_a_hidden_games_replay_buttons_show_only_for_the_key_that_played_it(data, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    with server(data["games"], tmp_path / "s.sqlite") as srv:
+        owner, stranger = Api(srv.base), Api(srv.base)
+        for client, name in ((owner, "owner"), (stranger, "stranger")):
+            client.key = client.ok("POST", "/api/keys", {"name": name}, status=201)["api_key"]
+        card = owner.ok("POST", "/api/scorecards")["scorecard_id"]
+        frame = owner.ok("POST", f"/api/scorecards/{card}/games/standard/start")
+        owner.ok("POST", f"/api/sessions/{frame['session_id']}/act", {"action": 0})
+        driver = browser(tmp_path / "profile")
+        try:
+            buttons = lambda: driver.find_elements(  # noqa: E731
+                By.CSS_SELECTOR, "table[data-owner-only] button[data-episode]")
+            for key, shown in ((None, False), (stranger.key, False), (owner.key, True)):
+                driver.get(f"{srv.base}/")
+                driver.execute_script("localStorage.clear();" if key is None else
+                                      f"localStorage.setItem('sokoforge.key', '{key}');")
+                driver.get(f"{srv.base}/scorecards/{card}")
+                assert buttons(), "the played episode has a replay button"
+                if shown:
+                    until(lambda: all(b.is_displayed() for b in buttons()), "the owner's")
+                else:
+                    time.sleep(1)  # the script has asked by now, and been told no
+                    assert not any(b.is_displayed() for b in buttons())
+        finally:
+            driver.quit()
