@@ -184,6 +184,8 @@ def test_imported_version_keeps_file_order_optima_budgets_and_sources(imported):
     manifest = json.loads((root / "mix" / "manifest.json").read_text())
     assert manifest["seed_commitment"] is None and manifest["seed_source"] == "imported"
     assert manifest["visibility"] == "public" and manifest["game"] == "mixed"
+    assert not (root / "mix" / ".gitignore").exists()  # a public version may be committed
+    assert table["author"].to_list() == ["sokoforge tests"] * 4
     [source] = manifest["sources"]
     assert source["name"] == "mixed.sok" and source["levels"] == 4
     assert (root / "mix" / "sources" / "mixed.sok").read_text() == MIXED
@@ -343,6 +345,7 @@ def test_skip_unsolvable_drops_them_with_a_warning(tmp_path, caplog):
     assert table["title"].to_list() == ["Level 1", "Two in a row"]
     manifest = json.loads((tmp_path / "ds" / "kept" / "manifest.json").read_text())
     assert manifest["visibility"] == "hidden" and len(manifest["import"]["skipped"]) == 2
+    assert (tmp_path / "ds" / "kept" / ".gitignore").read_text().endswith("\n*\n")
     assert manifest["sources"][0]["imported"] == 2
 
 
