@@ -613,6 +613,8 @@ class Report:
             out += [f"- {note}" for note in r.comparison.not_compared] or [
                 "- every tier and slot compared"]
             out += ["", "### Slot by slot", "", _md_table(comparison_slots(r))]
+        if r.move is not None:
+            out += ["", _MOVE_HEADING, "", r.move.statement, "", _md_table(r.move.table())]
         out += ["", "## Plots", ""]
         for name, (caption, _) in self.images.items():
             out += [f"### {caption}", "", f"![{caption}]({name})", ""]
@@ -672,6 +674,10 @@ class Report:
             body = (_html_table(comparison_tiers(r)) + "<ul class='notes'>"
                     + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
             sections.append(("against", f"{r.facts.name} against {r.against.name}", body))
+        if r.move is not None:
+            sections.append(("move", _MOVE_HEADING.lstrip("# "),
+                             f"<p>{html.escape(r.move.statement)}</p>"
+                             + _html_table(r.move.table())))
         sections.append(("plots", "Along the ramp",
                          figure("optima.png") + figure("difficulty.png")))
         sections.append(("distributions", "Distributions per tier",
@@ -705,6 +711,8 @@ class Report:
             if r.comparison.pairs:
                 lines += _text_table(comparison_tiers(r))
             lines += [f"- {note}" for note in r.comparison.not_compared]
+        if r.move is not None:
+            lines += ["", r.move.statement]
         lines += ["", *self.calibration_lines(), ""]
         for c in r.checks:
             lines.append(f"{c.status}  {c.name}" + (f": {c.describe(4)}" if _detail(c) else ""))
@@ -805,3 +813,4 @@ def _text_table(df: pl.DataFrame) -> list[str]:
     cells = [list(df.columns)] + [[_cell(v) for v in row] for row in df.iter_rows()]
     widths = [max(len(row[i]) for row in cells) for i in range(len(df.columns))]
     return ["  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+_MOVE_HEADING = "### How far one agent's score moves between the rounds"
