@@ -141,6 +141,27 @@ def marks_against_above(outcomes: Sequence[np.ndarray | None]) -> list[PairedMar
     return marks[:len(outcomes)]
 
 
+def ranked_precision(outcomes: Sequence[np.ndarray | None], counts: Sequence[tuple[int, int]],
+                     tiers: Sequence[int] | None = None) -> list[dict]:
+    """The precision fields of ranked entries on one version's levels: for each, from its
+    per-level outcomes (or, where they are unknown, its ``(solved, episodes)`` counts),
+    ``success_interval``, ``indistinguishable_from_above`` and ``paired_p_above`` (None for
+    the first entry and where a paired test cannot be made)."""
+    out = []
+    for solved, (k, n), mark in zip(outcomes, counts, marks_against_above(outcomes),
+                                    strict=True):
+        if solved is not None and int(np.sum(solved)) == k:
+            strata = tiers if tiers is not None and len(tiers) == len(solved) else None
+            interval = success_interval(solved, strata)
+        else:
+            interval = interval_from_counts(k, n)
+        out.append({"success_interval": interval,
+                    "indistinguishable_from_above": None if mark is None
+                    else mark.indistinguishable,
+                    "paired_p_above": None if mark is None else mark.p_value})
+    return out
+
+
 def difference_pmf(levels: Sequence[int], rates: Sequence[float],
                    other_rates: Sequence[float] | None = None) -> tuple[np.ndarray, int]:
     """The distribution of ``X - Y``, solved counts on two independent draws of the tiers

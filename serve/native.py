@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pipeline.precision import METHOD, PAIRED_METHOD
 from serve import framezip
 from serve.framezip import Picture
 from serve.play import IN_PROGRESS, Arena, EpisodeRun, KeyRecord, Outcome, Session
@@ -56,8 +57,9 @@ _SESSION = Field("session_id", STR, "the session's id", pattern=SESSION_ID, refe
 _GAME = Field("game", STR, "the game's name", pattern=GAME_NAME, refers_to="game")
 
 # -- the answers' shapes ------------------------------------------------------------------------
-# [lo, hi], 95%, over draws of levels (pipeline.precision.METHOD)
-INTERVAL = {**arr(NUMBER), "minItems": 2, "maxItems": 2}
+INTERVAL = {**arr(NUMBER), "minItems": 2, "maxItems": 2,
+            "description": f"[lo, hi] of the success rate: {METHOD}; it covers the agent's "
+                           "rate over every draw of levels the game's spec could make"}
 SCORE = obj({"episodes": INTEGER, "solved": INTEGER, "success_rate": NUMBER,
              "success_interval": INTERVAL, "move_efficiency": NUMBER,
              "avg_steps_solved": NUMBER, "deadlock_rate": NUMBER, "total_actions": INTEGER})
@@ -102,15 +104,20 @@ LEADERBOARD = obj({"version": TEXT, "served_version": TEXT, "versions": arr(TEXT
                        "total_actions": INTEGER, "scorecard_id": string(SCORECARD_ID),
                        "session_id": maybe(TEXT), "submitted_at": maybe(TEXT),
                        "success_interval": INTERVAL,
-                       "indistinguishable_from_above": maybe(BOOLEAN),
-                       "paired_p_above": maybe(NUMBER)},
+                       "indistinguishable_from_above": {
+                           **maybe(BOOLEAN), "description": f"against the entry ranked just "
+                           f"above, on the same levels: {PAIRED_METHOD} (null for the first)"},
+                       "paired_p_above": {**maybe(NUMBER),
+                                          "description": "that test's p-value"}},
                        {"source": maybe(TEXT)}))},
                   {"game": maybe(TEXT), "served": MAP, "precision": MAP})
 LINE = obj({"version": TEXT, "game": TEXT, "versions": arr(TEXT), "scales": arr(arr(TEXT)),
             "links": arr(obj({"a": TEXT, "b": TEXT, "keys": INTEGER, "linked": BOOLEAN})),
             "notes": arr(TEXT), "model": TEXT,
             "entries": arr(obj({"rank": INTEGER, "name": TEXT, "scale": INTEGER,
-                                "ability": NUMBER, "ability_interval": INTERVAL,
+                                "ability": NUMBER,
+                                "ability_interval": {**arr(NUMBER), "description": (
+                                    "[lo, hi], 95%, of the ability on the line's scale")},
                                 "versions": {"type": "object", "additionalProperties": obj(
                                     {"episodes": INTEGER, "solved": INTEGER,
                                      "success_rate": NUMBER, "success_interval": INTERVAL})}}))})

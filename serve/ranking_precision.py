@@ -11,13 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pipeline.precision import (
-    METHOD,
-    PAIRED_METHOD,
-    interval_from_counts,
-    marks_against_above,
-    success_interval,
-)
+from pipeline.precision import METHOD, PAIRED_METHOD, ranked_precision
 from serve.store import Standing, Store
 
 CACHED = 20_000
@@ -57,16 +51,9 @@ class RankingPrecision:
 
     async def annotate(self, entries: list[dict], standings: Sequence[Standing],
                        tiers: Sequence[int] | None) -> None:
-        """Add ``success_interval``, ``indistinguishable_from_above`` and ``paired_p_above``
-        to ranked ``entries`` (one per standing, same order), in place."""
+        """Add ``pipeline.precision.ranked_precision``'s fields to ranked ``entries`` (one
+        per standing, same order), in place."""
         vectors = [await self.outcomes(s) for s in standings]
-        for entry, solved in zip(entries, vectors, strict=True):
-            if solved is not None and int(solved.sum()) == entry["solved"]:
-                strata = tiers if tiers is not None and len(tiers) == solved.size else None
-                entry["success_interval"] = success_interval(solved, strata)
-            else:
-                entry["success_interval"] = interval_from_counts(entry["solved"],
-                                                                 entry["episodes"])
-        for entry, mark in zip(entries, marks_against_above(vectors), strict=True):
-            entry["indistinguishable_from_above"] = None if mark is None else mark.indistinguishable
-            entry["paired_p_above"] = None if mark is None else mark.p_value
+        counts = [(e["solved"], e["episodes"]) for e in entries]
+        for entry, fields in zip(entries, ranked_precision(vectors, counts, tiers), strict=True):
+            entry.update(fields)
