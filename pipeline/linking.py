@@ -11,7 +11,6 @@ and the fit says so.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,41 +216,6 @@ def read_line(folder: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and isinstance(data.get("agents"), list) else None
-
-
-def simulated_line_check(n_agents: int, versions: int, play_share: float,
-                         seed: int) -> dict[str, float]:
-    """Recovery and coverage on simulated agents of known ability: ``versions`` draws of the
-    standard tiers, each shifted in difficulty, each agent playing each version with
-    probability ``play_share`` (at least one). Returns the correlation of fitted and true
-    abilities (after both are standardised) and the share of intervals holding the truth."""
-    from pipeline.simulated_agents import LevelPopulation, play
-
-    rng = np.random.default_rng(seed)
-    population = LevelPopulation()
-    theta = rng.standard_normal(n_agents)
-    theta = (theta - theta.mean()) / theta.std()
-    episodes = {}
-    for v in range(versions):
-        b, a = population.draw(rng)
-        b = b + 0.3 * (v - (versions - 1) / 2)  # later rounds differ in difficulty
-        rows = []
-        for g in range(n_agents):
-            if rng.random() < play_share or v == g % versions:
-                for i, s in enumerate(play(theta[g], b, a, rng)):
-                    rows.append((f"agent{g:03d}", i, bool(s)))
-        episodes[f"v{v}"] = pl.DataFrame(rows, schema={"name": pl.String, "index": pl.Int64,
-                                                       "solved": pl.Boolean}, orient="row")
-    report = link_line(episodes)
-    fitted = {x["name"]: x for x in report["agents"]}
-    est = np.array([fitted[f"agent{g:03d}"]["ability"] for g in range(n_agents)])
-    lo = np.array([fitted[f"agent{g:03d}"]["ability_interval"][0] for g in range(n_agents)])
-    hi = np.array([fitted[f"agent{g:03d}"]["ability_interval"][1] for g in range(n_agents)])
-    return {"correlation": float(np.corrcoef(est, theta)[0, 1]),
-            "coverage": float(np.mean((lo <= theta) & (theta <= hi))),
-            "scales": float(len(report["scales"])),
-            "mean_width": float(np.mean(hi - lo)) if math.isfinite(float(np.mean(hi - lo)))
-            else float("nan")}
 
 
 def fit_line(datasets: Path, version: str, db: Path,

@@ -11,8 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 
+from pipeline.linking import link_line
 from pipeline.logistic import sigmoid
+from pipeline.precision import success_interval
 
 STANDARD_TIERS = (25, 25, 30, 20)  # the standard game's tier sizes
 
@@ -67,8 +70,6 @@ def interval_coverage(population: LevelPopulation, thetas: list[float], runs: in
                       seed: int) -> dict[float, float]:
     """For each ability, the share of ``runs`` fresh draws of levels (and of play) whose
     success interval holds the agent's true success rate over the population."""
-    from pipeline.precision import success_interval
-
     rng = np.random.default_rng(seed)
     tiers = population.tier_of_level
     out = {}
@@ -81,3 +82,35 @@ def interval_coverage(population: LevelPopulation, thetas: list[float], runs: in
             hits += lo <= truth <= hi
         out[theta] = hits / runs
     return out
+
+
+def line_check(n_agents: int, versions: int, play_share: float, seed: int) -> dict[str, float]:
+    """Linking checked on simulated agents of known ability (drawn, then standardised as the
+    model's prior assumes): ``versions`` draws of the standard tiers, each shifted in
+    difficulty, each agent playing each version with probability ``play_share`` (and at
+    least one). Returns the correlation of fitted and true abilities, the share of ability
+    intervals holding the truth, the number of scales and the intervals' mean width."""
+    rng = np.random.default_rng(seed)
+    population = LevelPopulation()
+    theta = rng.standard_normal(n_agents)
+    theta = (theta - theta.mean()) / theta.std()
+    episodes = {}
+    for v in range(versions):
+        b, a = population.draw(rng)
+        b = b + 0.3 * (v - (versions - 1) / 2)  # later rounds differ in difficulty
+        rows = []
+        for g in range(n_agents):
+            if rng.random() < play_share or v == g % versions:
+                for i, s in enumerate(play(theta[g], b, a, rng)):
+                    rows.append((f"agent{g:03d}", i, bool(s)))
+        episodes[f"v{v}"] = pl.DataFrame(rows, schema={"name": pl.String, "index": pl.Int64,
+                                                       "solved": pl.Boolean}, orient="row")
+    report = link_line(episodes)
+    fitted = {x["name"]: x for x in report["agents"]}
+    est = np.array([fitted[f"agent{g:03d}"]["ability"] for g in range(n_agents)])
+    lo = np.array([fitted[f"agent{g:03d}"]["ability_interval"][0] for g in range(n_agents)])
+    hi = np.array([fitted[f"agent{g:03d}"]["ability_interval"][1] for g in range(n_agents)])
+    return {"correlation": float(np.corrcoef(est, theta)[0, 1]),
+            "coverage": float(np.mean((lo <= theta) & (theta <= hi))),
+            "scales": float(len(report["scales"])),
+            "mean_width": float(np.mean(hi - lo))}

@@ -13,8 +13,7 @@ import argparse
 
 import numpy as np
 
-from pipeline.linking import simulated_line_check
-from pipeline.simulated_agents import LevelPopulation, interval_coverage
+from pipeline.simulated_agents import LevelPopulation, interval_coverage, line_check
 
 POPULATIONS = {
     "standard tiers (25, 25, 30, 20)": LevelPopulation(),
@@ -35,7 +34,7 @@ def main() -> None:
         coverage = interval_coverage(population, ABILITIES, args.runs, args.seed + i)
         cells = "  ".join(f"{t:+.0f}: {c:.3f}" for t, c in coverage.items())
         print(f"  {name}: {cells}  (mean {np.mean(list(coverage.values())):.3f})")
-    checks = [simulated_line_check(30, 3, 0.5, args.seed + s) for s in range(args.lines)]
+    checks = [line_check(30, 3, 0.5, args.seed + s) for s in range(args.lines)]
     corr = [c["correlation"] for c in checks]
     cover = [c["coverage"] for c in checks]
     print(f"linking, {args.lines} lines of 3 versions, 30 agents each playing about half:")

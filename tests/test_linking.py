@@ -17,10 +17,9 @@ from pipeline.linking import (
     MIN_LINK_KEYS,
     link_line,
     read_line,
-    simulated_line_check,
     version_line,
 )
-from pipeline.simulated_agents import LevelPopulation, play
+from pipeline.simulated_agents import LevelPopulation, line_check, play
 from serve.sqlite_store import SQLiteStore
 from serve.store import EpisodeRecord, Final, KeyRecord, ScorecardRecord, SessionRecord
 
@@ -28,7 +27,7 @@ DEMO = Path(__file__).resolve().parent.parent / "datasets" / "demo"
 
 
 def test_linking_recovers_simulated_abilities_with_intervals_that_cover_them():
-    checks = [simulated_line_check(30, 3, 0.5, seed) for seed in range(4)]
+    checks = [line_check(30, 3, 0.5, seed) for seed in range(4)]
     assert all(c["scales"] == 1.0 for c in checks)
     assert min(c["correlation"] for c in checks) >= 0.95
     coverage = float(np.mean([c["coverage"] for c in checks]))  # 120 intervals
