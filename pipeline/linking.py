@@ -113,18 +113,21 @@ def _fit_group(counts: pl.DataFrame) -> tuple[list[str], np.ndarray, np.ndarray]
     g, m = len(agents), len(items)
     eta = a[item] * (theta[agent] - b[item])
     w = n * sigmoid(eta) * (1 - sigmoid(eta))
-    # gradient of each pair's linear predictor: d/dtheta = a, d/db = -a, d/dlog a = eta
-    cols = np.stack([agent, g + item, g + m + item], axis=1)
-    grads = np.stack([a[item], -a[item], eta], axis=1)
-    info = np.zeros((g + 2 * m, g + 2 * m))
-    for r in range(3):
-        for c in range(3):
-            np.add.at(info, (cols[:, r], cols[:, c]), w * grads[:, r] * grads[:, c])
-    info[np.diag_indices(g + 2 * m)] += np.concatenate([
-        np.full(g, 1 / ABILITY_SD ** 2), np.full(m, 1 / DIFFICULTY_SD ** 2),
-        np.full(m, 1 / LOG_DISCRIMINATION_SD ** 2)])
-    covariance = np.linalg.inv(info)
-    return agents, theta, np.sqrt(np.diag(covariance)[:g])
+    # the information of (theta, b, log a); each pair's linear predictor has gradient
+    # (a, -a, eta). Items touch only agents, so the items' 2x2 blocks are folded into the
+    # agents' block (Schur complement) instead of inverting the whole matrix.
+    ga, gb, gl = a[item], -a[item], eta
+    agents_info = np.diag(np.bincount(agent, w * ga * ga, g) + 1 / ABILITY_SD ** 2)
+    cross = np.zeros((g, m, 2))
+    np.add.at(cross, (agent, item, 0), w * ga * gb)
+    np.add.at(cross, (agent, item, 1), w * ga * gl)
+    blocks = np.empty((m, 2, 2))
+    blocks[:, 0, 0] = np.bincount(item, w * gb * gb, m) + 1 / DIFFICULTY_SD ** 2
+    blocks[:, 0, 1] = blocks[:, 1, 0] = np.bincount(item, w * gb * gl, m)
+    blocks[:, 1, 1] = np.bincount(item, w * gl * gl, m) + 1 / LOG_DISCRIMINATION_SD ** 2
+    folded = agents_info - np.einsum("gmi,mij,hmj->gh", cross, np.linalg.inv(blocks), cross)
+    covariance = np.linalg.inv(folded)
+    return agents, theta, np.sqrt(np.diag(covariance))
 
 
 def link_line(episodes: Mapping[str, pl.DataFrame],
