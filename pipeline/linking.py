@@ -218,7 +218,8 @@ def read_line(folder: Path) -> dict[str, Any] | None:
         data = json.loads((folder / "report" / LINE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("agents"), list) else None
+    fields = ("versions", "scales", "links", "notes", "model", "agents")
+    return data if isinstance(data, dict) and all(k in data for k in fields) else None
 
 
 def fit_line(datasets: Path, version: str, db: Path,

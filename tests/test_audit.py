@@ -184,7 +184,7 @@ def test_audit_command_writes_a_self_contained_report_and_exits_zero(versions):
         assert (versions / "v2" / "report" / name).read_bytes()[:4] == b"\x89PNG"
 
 
-def test_audit_against_rounds_with_panels_states_each_panel_agents_move(versions, tmp_path):
+def test_audit_against_rounds_with_panels_states_each_panel_agents_move_and_keeps_them(versions, tmp_path):
     root = tmp_path / "datasets"
     shutil.copytree(versions, root)
     for name, seed in (("v1", 1), ("v2", 2)):
@@ -194,12 +194,16 @@ def test_audit_against_rounds_with_panels_states_each_panel_agents_move(versions
         write_parquet(pl.DataFrame({"index": np.tile(np.arange(n), 2),
                                     "agent": ["a"] * n + ["b"] * n, "solved": solved}),
                       root / name / "report" / "panel.parquet")
+    (root / "v2" / "report" / "line.json").write_text("{}")
     result = CliRunner().invoke(main, ["audit", "v2", "--against", "v1",
                                        "--datasets", str(root)])
     assert result.exit_code == 0, result.output
     assert "From the panel (2 agents played both)" in result.output
     html = (root / "v2" / "report" / "report.html").read_text()
     assert "How far one agent&#x27;s score moves" in html
+    # what other commands wrote into report/ outlives the new report
+    assert (root / "v2" / "report" / "panel.parquet").is_file()
+    assert (root / "v2" / "report" / "line.json").read_text() == "{}"
 
 
 def test_audit_command_lists_failures_and_exits_one(versions, tmp_path):
