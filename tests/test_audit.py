@@ -184,7 +184,8 @@ def test_audit_command_writes_a_self_contained_report_and_exits_zero(versions):
         assert (versions / "v2" / "report" / name).read_bytes()[:4] == b"\x89PNG"
 
 
-def test_audit_against_rounds_with_panels_states_each_panel_agents_move_and_keeps_them(versions, tmp_path):
+def test_audit_against_rounds_with_panels_states_each_agents_move_and_keeps_them(
+        versions, tmp_path):
     root = tmp_path / "datasets"
     shutil.copytree(versions, root)
     for name, seed in (("v1", 1), ("v2", 2)):
