@@ -176,7 +176,9 @@ def link_line(episodes: Mapping[str, pl.DataFrame],
     return {
         "versions": versions,
         "model": "two-parameter logistic over items (version, level) of every version on one "
-                 "scale, agents by name; ability interval 95% from the posterior's curvature",
+                 "scale, agents by name, abilities ~ N(0, 1) over the line's names; ability "
+                 "interval 95% from the whole posterior information (items' uncertainty "
+                 "included)",
         "min_link_keys": MIN_LINK_KEYS,
         "links": [{"a": x.a, "b": x.b, "keys": x.keys, "linked": x.linked} for x in links],
         "scales": scales,
