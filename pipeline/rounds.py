@@ -22,7 +22,7 @@ from typing import Any
 
 from pipeline.build import check_version_name
 from pipeline.errors import InputError, PipelineError
-from pipeline.tables import sha256_file, write_text
+from pipeline.tables import read_parquet, sha256_file, write_text
 
 ROUND_FILE = "round.json"
 STANDINGS_JSON = "standings.json"
@@ -37,8 +37,9 @@ SETTLE_SECONDS = 2.0 * RECHECK_SECONDS
 CACHED_ROUNDS = 1024
 # The standing's columns, in the CSV's order; ``success_interval`` splits into lo and hi.
 COLUMNS = ("rank", "name", "scorecard_id", "session_id", "submitted_at", "success_rate",
-           "success_interval_lo", "success_interval_hi", "solved", "episodes",
-           "move_efficiency", "deadlock_rate", "avg_steps_solved", "total_actions", "source")
+           "success_interval_lo", "success_interval_hi", "indistinguishable_from_above",
+           "paired_p_above", "solved", "episodes", "move_efficiency", "deadlock_rate",
+           "avg_steps_solved", "total_actions", "source")
 
 
 def iso(ts: float) -> str:
@@ -164,7 +165,8 @@ def close_round(datasets: Path, version: str, db: str, now: float | None = None,
         closes = now
         _record(folder, Round(version, current.opened, closes))
         time.sleep(settle)
-    rows = standings(db, version, closes)
+    tiers = read_parquet(folder / "levels.parquet", ["index", "tier"]).sort("index")["tier"]
+    rows = standings(db, version, closes, tiers.to_list())
     files = write_standings(folder, rows)
     rnd = Round(version, current.opened, closes, current.closed or now,
                 sha256_file(folder / STANDINGS_SHA256))
@@ -172,25 +174,33 @@ def close_round(datasets: Path, version: str, db: str, now: float | None = None,
     return Closing(rnd, rows, files)
 
 
-def standings(db: str, version: str, closes: float) -> list[dict[str, Any]]:
+def standings(db: str, version: str, closes: float,
+              tiers: list[int] | None = None) -> list[dict[str, Any]]:
     """Each name's best scorecard on ``version``, ranked, from the store ``db`` (a SQLite
     file or a PostgreSQL URL); refused when one was closed after ``closes`` (the servers
-    refuse that, so a server that did not know the round took it)."""
+    refuse that, so a server that did not know the round took it). Each row has the
+    leaderboard's precision: the success interval over draws of levels (strata: ``tiers``,
+    each level's in play order) and whether a paired test tells it from the row above."""
+    from serve.ranking_precision import RankingPrecision
     from serve.store import is_postgres, open_store
 
     if not is_postgres(db) and not Path(db).is_file():
         raise InputError(f"no store at {db}: give the server's --db")
 
-    async def read() -> list:
+    async def read() -> tuple[list, list[dict]]:
         store = open_store(db)
         await store.start()
         try:
-            return await store.leaderboard(version, 1_000_000)
+            ranked = await store.leaderboard(version, 1_000_000)
+            marks = [{"solved": s.result["solved"], "episodes": s.result["episodes"]}
+                     for s in ranked]
+            await RankingPrecision(store).annotate(marks, ranked, tiers)
+            return ranked, marks
         finally:
             await store.close()
 
     try:
-        ranked = asyncio.run(read())
+        ranked, marks = asyncio.run(read())
     except Exception as e:  # a damaged store, a refused connection: said, not a traceback
         raise PipelineError(f"cannot read the store {db}: {e}") from None
     late = [s for s in ranked if s.closed > closes]
@@ -201,14 +211,16 @@ def standings(db: str, version: str, closes: float) -> list[dict[str, Any]]:
             f"{iso(late[0].closed)}): a server that did not see round.json took them; give "
             "every server the same round (round open on each, or one datasets folder)")
     rows = []
-    for s in ranked:
+    for s, mark in zip(ranked, marks, strict=True):
         r = s.result
-        interval = r.get("success_interval") or [None, None]
+        interval = mark.get("success_interval") or [None, None]
         rows.append({
             "rank": len(rows) + 1, "name": s.name, "scorecard_id": s.scorecard_id,
             "session_id": s.session_id, "submitted_at": iso(s.closed),
             "success_rate": r["success_rate"], "success_interval_lo": interval[0],
-            "success_interval_hi": interval[1], "solved": r["solved"],
+            "success_interval_hi": interval[1],
+            "indistinguishable_from_above": mark.get("indistinguishable_from_above"),
+            "paired_p_above": mark.get("paired_p_above"), "solved": r["solved"],
             "episodes": r["episodes"], "move_efficiency": r["move_efficiency"],
             "deadlock_rate": r["deadlock_rate"], "avg_steps_solved": r["avg_steps_solved"],
             "total_actions": r["total_actions"], "source": s.source})

@@ -106,6 +106,10 @@ def test_a_round_runs_from_build_to_the_next_round_served_beside_the_archived_on
         api = anyone.ok("GET", "/api/leaderboard?version=r1")
         assert [e["scorecard_id"] for e in api["entries"]] == [
             e["scorecard_id"] for e in entries]
+        for shown, kept in zip(api["entries"], entries, strict=True):  # the same precision
+            assert shown["success_interval"] == [kept["success_interval_lo"],
+                                                 kept["success_interval_hi"]]
+            assert shown["indistinguishable_from_above"] == kept["indistinguishable_from_above"]
         assert api["round"]["standings_sha256"] == record.standings_sha256
         player = Api(server.base)
         player.key = player.ok("POST", "/api/keys", {"name": "dave"}, status=201)["api_key"]
@@ -152,6 +156,7 @@ def test_standings_rank_each_names_best_with_success_intervals_and_refuse_late_r
 
     from serve_support import write_dataset
 
+    from pipeline.precision import interval_from_counts
     from pipeline.rounds import close_round
     from serve.sqlite_store import SQLiteStore
     from serve.store import KeyRecord, ScorecardRecord
@@ -187,11 +192,14 @@ def test_standings_rank_each_names_best_with_success_intervals_and_refuse_late_r
     assert not (tmp_path / "v" / "standings.json").exists()
     open_round(tmp_path, "v", closes=500.0, now=100.0)  # the round ran until 500 after all
     done = close_round(tmp_path, "v", str(db), now=600.0)
+    # no session to read the levels from: the intervals come from the counts, as the
+    # leaderboard's do
+    ann, bob = interval_from_counts(5, 6), interval_from_counts(4, 6)
     assert [(r["name"], r["scorecard_id"], r["success_interval_lo"], r["success_interval_hi"])
-            for r in done.rows] == [("ann", "sc-2", 0.6, 1.0), ("bob", "sc-1", None, None)]
+            for r in done.rows] == [("ann", "sc-2", *ann), ("bob", "sc-1", *bob)]
     assert done.round.closes == 500.0 and done.round.closed == 600.0
     rows = list(csv.DictReader((tmp_path / "v" / "standings.csv").open()))
-    assert [r["success_interval_lo"] for r in rows] == ["0.6", ""]
+    assert [r["success_interval_lo"] for r in rows] == [str(ann[0]), str(bob[0])]
 
 
 def test_a_server_sees_a_round_opened_moved_or_closed_within_a_second_without_a_restart(
