@@ -328,8 +328,8 @@ in the `X-API-Key` header; actions are 0 up, 1 down, 2 left, 3 right. A refusal 
 `{{"detail": "..."}}` (ARC routes: `{{"error", "message"}}`) with 401 (key), 404 (unknown,
 expired or another key's), 409 (over: a session, a scorecard, or the version's round),
 422 (malformed; 400 on the ARC face), 429 (a limit, with `Retry-After`). A Score has
-{score}, and may carry `success_interval: [lo, hi]`. The leaderboard keeps each name's best
-closed scorecard per version, ranked by `success_rate`, then `move_efficiency`, then fewer
+{score} (`success_interval` is `[lo, hi]`, 95%, over draws of levels). The leaderboard keeps
+each name's best closed scorecard per version, ranked by `success_rate`, then `move_efficiency`, then fewer
 episodes lost (deadlocked, or never played), then the earlier submission.
 
 ## Routes
