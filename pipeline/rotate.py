@@ -21,7 +21,7 @@ import polars as pl
 
 from engine.level_files import read_collection
 from engine.levels import LevelError, canonical_id
-from pipeline.build import BuildFolder, Plan, build, check_version_name, version_ids
+from pipeline.build import BuildFolder, Plan, StageRun, build, check_version_name, version_ids
 from pipeline.compute import with_measured_compute
 from pipeline.difficulty import MODEL_PATH, scores_from_compute
 from pipeline.equivalence import (
@@ -103,8 +103,13 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     files, ids = excluded_levels(exclude)
     rotation = {"from": prev, "excluded_files": files, "excluded_ids": ids}
     result = build(new, datasets=datasets, spec=spec, seed=seed, workers=workers,
-                   rotation=rotation)
+                   rotation=rotation, select=select_stage)
     return _report(datasets, new, prev, result.path)
+
+
+def select_stage(run: StageRun) -> Path:
+    """A rotation's select stage, in place of the spec's in the build's chain."""
+    return matched_select(run.folder, run.plan, run.workers, run.exclusion_root)
 
 
 def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_root: Path

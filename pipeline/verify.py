@@ -2,8 +2,8 @@
 
 First the seed must open the manifest's commitment (a wrong seed stops there, before any
 work). Then every level is redrawn from the origin its manifest records and compared with the
-stored one; the redrawn levels go through solve, grade and write, and the file they make must
-have the manifest's sha256. Last, the selection rules are checked within the version.
+stored one; the redrawn levels go through the build's own stages after select (solve, grade
+and its measuring, write), and the file they make must have the manifest's sha256. Last, the selection rules are checked within the version.
 Manifests written before origins were recorded are checked by finding each level among the
 candidates the seed generates; a level drawn otherwise (a rotation's) is named as lacking one.
 """
@@ -18,17 +18,14 @@ from typing import Any
 import polars as pl
 
 from pipeline import seeds
-from pipeline.build import check_version_name
+from pipeline.build import STAGES, BuildFolder, Plan, StageRun, check_version_name, run_stages
 from pipeline.errors import InputError, PipelineError
 from pipeline.generate import CANDIDATE_SCHEMA, TIER, XSB, generate, placed
-from pipeline.grade import grade
 from pipeline.manifest import IMPORTED, difficulty_model_sha256, read_manifest
 from pipeline.origins import redraw
-from pipeline.solve import solve
 from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet, sha256_file, write_parquet
 from pipeline.workers import Workers
-from pipeline.write import write
 
 # The columns of levels.parquet that the seed, spec and engine fix whatever difficulty model
 # graded the version.
@@ -185,11 +182,12 @@ def _rebuild(rows: list[tuple | None], spec: Spec, seed: int, workers: Workers,
     """
     chosen = pl.DataFrame(rows, schema=CANDIDATE_SCHEMA, orient="row").sort(["tier", "slot"])
     with tempfile.TemporaryDirectory(prefix="sokoforge-verify-") as tmp:
-        stages = Path(tmp)
-        write_parquet(chosen, stages / "select.parquet")
-        solve(stages / "select.parquet", stages / "solve.parquet", workers)
-        grade(stages / "solve.parquet", stages / "grade.parquet", workers)
-        levels = write(stages / "grade.parquet", stages / "levels.parquet", spec, seed)
+        folder = BuildFolder(Path(tmp), "rebuilt")
+        folder.stages.mkdir(parents=True)
+        write_parquet(chosen, folder.output("select"))
+        # The build's own chain after select, so every step a build takes is taken here too.
+        plan = Plan("rebuilt", spec, seed, "public", "", ())
+        levels = run_stages(StageRun(folder, plan, workers, Path(tmp)), STAGES[2:])
         table = read_parquet(levels)
         if table.columns != columns and set(columns) <= set(table.columns):
             write_parquet(table.select(columns), levels)
