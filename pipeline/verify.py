@@ -3,9 +3,10 @@
 First the seed must open the manifest's commitment (a wrong seed stops there, before any
 work). Then every level is redrawn from the origin its manifest records and compared with the
 stored one; the redrawn levels go through the build's own stages after select (solve, grade
-and its measuring, write), and the file they make must have the manifest's sha256. Last, the selection rules are checked within the version.
-Manifests written before origins were recorded are checked by finding each level among the
-candidates the seed generates; a level drawn otherwise (a rotation's) is named as lacking one.
+and its measuring, write), and the file they make must have the manifest's sha256. Last, the
+selection rules are checked within the version. Manifests written before origins were
+recorded are checked by finding each level among the candidates the seed generates; a level
+drawn otherwise (a rotation's) is named as lacking one.
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ from serve.dataset import load_version
 from serve.games import Registry
 from serve.limits import ConnectionLimits, Limits
 from serve.play import Arena
-from serve.store import StoreError, is_postgres, open_store
+from serve.store import StoreError
+from serve.store_location import is_postgres, open_store
 
 log = logging.getLogger("sokoforge.serve")
 READY_SECONDS = 120.0

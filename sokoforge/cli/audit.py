@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import CliError, refusals
+from sokoforge.cli.build import datasets_option
+from sokoforge.cli.errors import CliError, refusals
 
 
 @click.command("audit")
@@ -55,7 +55,7 @@ def audit_command(version: str, against: str | None, db: str | None, datasets: P
 
 def _people(version: str, db: str, folder: Path) -> None:
     """Per-level solve rates of the runs people played in the browser, when there are any."""
-    from pipeline.human_play import browser_episodes, rates_markdown, solve_rates
+    from serve.human_play import browser_episodes, rates_markdown, solve_rates
     from serve.store import StoreError
 
     try:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from pipeline.cli.errors import CliError, refusals
+from sokoforge.cli.errors import CliError, refusals
 
 # The names of pipeline.build.STAGES, here so that loading the CLI stays light (a test keeps
 # the two equal).

@@ -12,7 +12,7 @@ import numpy as np
 from engine.level_files import FileLevel, read_collection
 from engine.levels import Level, LevelError, parse_xsb
 from engine.look import SHARED, Look, LookError, Theme, painter, stored_look
-from pipeline.cli.errors import CliError, refusals
+from sokoforge.cli.errors import CliError, refusals
 
 
 def read_levels(path: str) -> list[FileLevel]:
