@@ -15,7 +15,6 @@ import gc
 import itertools
 import json
 import os
-import re
 import secrets
 import shutil
 import time
@@ -27,17 +26,25 @@ from types import MappingProxyType
 
 from engine.index import StateSpaceTooLarge
 from pipeline import seeds
-from pipeline.errors import InputError, PipelineError
+from pipeline.errors import PipelineError
 from pipeline.manifest import make_manifest, write_manifest
 from pipeline.spec import Spec, load_spec, spec_from_dict
 from pipeline.tables import fsync_path, read_parquet, sha256_file, write_text
+from pipeline.version import (
+    LEVELS_FILE,
+    MANIFEST_FILE,
+    STAGES_DIR,
+    check_version_name,
+    existing_versions,
+    levels_sha256,
+    version_ids,
+)
 from pipeline.workers import Workers
 
 # Select comes before solve and grade: it needs only the generator's distances and ids, so the
 # costlier stages work on the chosen levels alone.
 STAGES = ("generate", "select", "solve", "grade", "write")
 _LOCK_TRIES = 20
-_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 @dataclass(frozen=True)
@@ -90,12 +97,12 @@ class BuildFolder:
         self.datasets = datasets
         self.version = version
         self.root = datasets / ".build" / version
-        self.stages = self.root / "stages"
+        self.stages = self.root / STAGES_DIR
         self.plan_file = self.stages / "build.json"
         self.final = datasets / version
 
     def output(self, stage: str) -> Path:
-        return self.root / "levels.parquet" if stage == "write" else \
+        return self.root / LEVELS_FILE if stage == "write" else \
             self.stages / f"{stage}.parquet"
 
     def marker(self, stage: str) -> Path:
@@ -116,42 +123,6 @@ class BuildFolder:
         """Drop a stage's marker, then its output (a stage that is redone)."""
         for path in (self.marker(stage), self.output(stage)):
             path.unlink(missing_ok=True)
-
-
-def check_version_name(version: str) -> None:
-    """Refuse names that could escape ``datasets/`` or hide (a leading dot) as a folder."""
-    if not _VERSION.match(version):
-        raise InputError(f"version name {version[:70]!r} is not allowed: use letters, digits,"
-                            " '.', '_' or '-', starting with a letter or digit")
-
-
-def existing_versions(datasets: Path) -> list[str]:
-    """Finished versions under ``datasets`` (folders holding a manifest), sorted by name."""
-    if not datasets.is_dir():
-        return []
-    return sorted(p.name for p in datasets.iterdir()
-                  if not p.name.startswith(".") and (p / "manifest.json").is_file())
-
-
-def levels_sha256(datasets: Path, versions: Sequence[str]) -> list[str]:
-    """The sha256 of each named version's levels.parquet (the manifest lists exclusions so)."""
-    return [sha256_file(_levels_file(datasets, name)) for name in versions]
-
-
-def _levels_file(datasets: Path, name: str) -> Path:
-    path = datasets / name / "levels.parquet"
-    if not path.is_file():
-        raise PipelineError(f"version {name} is listed for exclusion but {path} is missing")
-    return path
-
-
-def version_ids(datasets: Path, versions: Sequence[str], column: str = "canonical_id"
-                ) -> frozenset[str]:
-    """Canonical ids (or another id ``column``, e.g. wall_layout_id) of the named versions."""
-    ids: set[str] = set()
-    for name in versions:
-        ids.update(read_parquet(_levels_file(datasets, name), columns=[column])[column].to_list())
-    return frozenset(ids)
 
 
 def recorded_rotation(datasets: Path, version: str) -> dict | None:
@@ -342,7 +313,7 @@ def _publish(folder: BuildFolder, plan: Plan) -> None:
     if plan.rotation is not None:
         # The excluded files by name and sha256; their levels' ids stay in the build's plan.
         manifest["rotation"] = {k: v for k, v in plan.rotation.items() if k != "excluded_ids"}
-    write_manifest(manifest, folder.root / "manifest.json")
+    write_manifest(manifest, folder.root / MANIFEST_FILE)
     os.rename(folder.root, folder.final)
     fsync_path(folder.datasets)
 

@@ -19,13 +19,14 @@ from typing import Any
 import polars as pl
 
 from pipeline import seeds
-from pipeline.build import STAGES, BuildFolder, Plan, StageRun, check_version_name, run_stages
+from pipeline.build import STAGES, BuildFolder, Plan, StageRun, run_stages
 from pipeline.errors import InputError, PipelineError
 from pipeline.generate import CANDIDATE_SCHEMA, TIER, XSB, generate, placed
-from pipeline.manifest import IMPORTED, difficulty_model_sha256, read_manifest
+from pipeline.manifest import difficulty_model_sha256
 from pipeline.origins import redraw
-from pipeline.spec import Spec, spec_from_dict
+from pipeline.spec import Spec
 from pipeline.tables import read_parquet, sha256_file, write_parquet
+from pipeline.version import open_version
 from pipeline.workers import Workers
 
 # The columns of levels.parquet that the seed, spec and engine fix whatever difficulty model
@@ -68,24 +69,22 @@ class Verification:
 def verify(version: str, seed: int, *, datasets: Path, workers: Workers | None = None
            ) -> Verification:
     """Check ``version`` under ``datasets`` against ``seed`` (see the module text)."""
-    check_version_name(version)
-    folder = datasets / version
-    manifest = read_manifest(folder / "manifest.json")
-    if manifest["seed_source"] == IMPORTED:
+    opened = open_version(datasets, version, require_intact=False)
+    manifest = opened.manifest
+    if opened.imported:
         raise InputError(f"{version} was imported from level files: it has no seed; "
                             "verify it without --seed")
     commit = manifest["seed_commitment"]
-    expected = manifest["files"]["levels.parquet"]["sha256"]
-    path = folder / "levels.parquet"
-    if not path.is_file():
-        raise InputError(f"version {version} has no levels.parquet ({path})")
-    file_matches = sha256_file(path) == expected
+    expected = opened.expected_sha256
+    if not opened.sha256:
+        raise InputError(f"version {version} has no levels.parquet ({opened.levels_path})")
+    file_matches = opened.intact
     if seeds.commitment(seed, commit["salt"]) != commit["sha256"]:
         return Verification(False, file_matches, expected, problems=(
             "the seed does not open the manifest's commitment: nothing was redrawn",))
     workers = workers or Workers(show_progress=False)
-    spec = spec_from_dict(manifest["spec"], source=f"manifest of {version}")
-    stored = read_parquet(path).sort("index")
+    spec = opened.spec
+    stored = opened.levels().sort("index")
     if "origins" in manifest:
         rows, problems = _redraw_from_origins(manifest["origins"], stored, spec, seed)
     else:

@@ -29,6 +29,7 @@ def audit_command(version: str, against: str | None, db: str | None, datasets: P
     from pipeline.audit import AuditRefused, audit
     from pipeline.audit_report import Report
     from pipeline.build import check_version_name
+    from pipeline.version import REPORT_DIR
 
     with refusals(2, f"cannot audit {version}: "):
         for name in (version, against):
@@ -41,7 +42,7 @@ def audit_command(version: str, against: str | None, db: str | None, datasets: P
         except (KeyError, ValueError) as e:  # a table lacking a column, a bad value in one
             raise CliError(f"cannot audit {version}: {e}", 2) from None
     report = Report(result)
-    folder = datasets / version / "report"
+    folder = datasets / version / REPORT_DIR
     with refusals(1, "cannot write the report: "):
         report.write(folder)
     click.echo(report.summary())
