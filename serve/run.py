@@ -26,6 +26,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from engine.errors import SokoforgeError
 from serve.access_log import AccessLog
 from serve.app import build_app
 from serve.connections import AcceptErrorLog, listen
@@ -55,7 +56,7 @@ class MalformedRequests(logging.Filter):
         return True
 
 
-class StartError(RuntimeError):
+class StartError(SokoforgeError, RuntimeError):
     """The store could not be opened or the address not bound; the message says which."""
 
 

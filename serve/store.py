@@ -12,17 +12,19 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from engine.errors import SokoforgeError
 
-class StoreError(Exception):
+
+class StoreError(SokoforgeError):
     """The store cannot be used (damaged, locked, of a newer schema); the message says why."""
 
 
-class StoreConflict(Exception):
+class StoreConflict(SokoforgeError):
     """A uniqueness rule refused the write (a name or id already taken, a game already
     started, a scorecard already closed)."""
 
 
-class StoreLimit(Exception):
+class StoreLimit(SokoforgeError):
     """A counted allowance is used up; ``count`` is how many were already used, ``kind``
     which allowance."""
 
@@ -32,7 +34,7 @@ class StoreLimit(Exception):
         self.kind = kind
 
 
-class StaleSession(Exception):
+class StaleSession(SokoforgeError):
     """The session's stored action count or writer is not the expected one: another process
     played it, or it is over. Reload it from the store."""
 
