@@ -65,9 +65,9 @@ class Field:
         if not isinstance(value, str):
             raise Invalid(f"{self.name} must be a JSON string, got {_json_kind(value)}")
         fits = self.pattern is None or re.fullmatch(self.pattern, value)
-        if self.refers_to is not None and not (fits and _encodable(value)):
+        if self.refers_to is not None and not (fits and encodable(value)):
             raise Unknown(f"no {self.refers_to} {value!r}", self.name)
-        if not _encodable(value):  # JSON escapes can spell a lone surrogate, which no store takes
+        if not encodable(value):  # JSON escapes can spell a lone surrogate, which no store takes
             raise Invalid(f"{self.name} must be Unicode text; it holds an unpaired surrogate")
         if not fits:
             raise Invalid(f"{self.name} {self.description[0].lower()}{self.description[1:]}")
@@ -98,7 +98,8 @@ class Field:
         return schema
 
 
-def _encodable(text: str) -> bool:
+def encodable(text: str) -> bool:
+    """Whether ``text`` is Unicode text that UTF-8 can carry (no unpaired surrogate)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
