@@ -241,7 +241,8 @@ BOOLEAN = {"type": "boolean"}
 TEXT = {"type": "string"}
 MAP = {"type": "object"}
 
-_AUTO_STATUS = {401: "missing or unknown key", 404: "nothing served under this path",
+_AUTO_STATUS = {400: "a body that is not what its Content-Encoding says",
+                401: "missing or unknown key", 404: "nothing served under this path",
                 408: "the body did not arrive in time", 413: "request body too large"}
 
 
@@ -253,6 +254,7 @@ def _responses(r: Route) -> dict[int, str]:
     if r.params:
         out.setdefault(404, _AUTO_STATUS[404])
     if r.body is not None:
+        out.setdefault(400, _AUTO_STATUS[400])
         out.setdefault(408, _AUTO_STATUS[408])
         out.setdefault(413, _AUTO_STATUS[413])
         out.setdefault(r.invalid_status, "malformed body: not a JSON object, or a field that "

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
 
 import pytest
 from serve_support import Api, Process, write_dataset
-from test_serve_store_claims import played, refused
+from test_serve_store_claims import played
 
 
 @pytest.fixture(scope="module")
@@ -20,6 +22,20 @@ def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("datasets")
     info = write_dataset(root, "t1")
     return {"root": root, "rows": info["rows"]}
+
+
+def refused(data, db) -> str:
+    """Start ``sokoforge serve`` on ``db``: it must refuse in one line, exit code 1, in time
+    (a server that starts instead is stopped and fails the test). Returns the line."""
+    try:
+        done = subprocess.run([sys.executable, "-c", "from pipeline.cli import main; main()",
+                               "serve", "t1", "--datasets", str(data["root"]), "--db", str(db),
+                               "--port", "0"], capture_output=True, text=True, timeout=90)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"serve started on {db} instead of refusing")
+    assert done.returncode == 1, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    return done.stderr
 
 
 def stored_steps(base: str, client: Api, gid: str) -> int:
@@ -36,8 +52,9 @@ def test_another_name_of_a_served_store_is_refused_and_creates_no_file(data, tmp
         os.link(db, tmp_path / "b.sqlite")  # a hard link
         (tmp_path / "c.sqlite").symlink_to(db)
         before = sorted(os.listdir(tmp_path))
-        for name in ("b.sqlite", "c.sqlite", "./a.sqlite", "b.sqlite"):  # twice: still refused
-            line = refused(data, tmp_path / name)
+        # a hard link, a symlink, another spelling of the path, and the link again
+        for name in ("b.sqlite", "c.sqlite", "/./a.sqlite", "b.sqlite"):
+            line = refused(data, f"{tmp_path}/{name}")
             assert f"pid {first.proc.pid}" in line and "one server" in line
             assert sorted(os.listdir(tmp_path)) == before  # no -wal, -shm or lock file
         client.ok("POST", f"/api/scorecards/{sid}/close")
