@@ -180,10 +180,12 @@ class Store(ABC):
 
     @abstractmethod
     async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
-                             total: int, live_since: float) -> None:
+                             total: int, live_since: float, address: str = "",
+                             per_address: int | None = None) -> None:
         """Add a session unless its scorecard is closed or already plays its game
-        (``StoreConflict``), or the key (``StoreLimit`` kind ``key``) or everyone (kind
-        ``total``) has as many sessions in flight (in progress, active since ``live_since``)."""
+        (``StoreConflict``), or the key (``StoreLimit`` kind ``key``), the client ``address``
+        (kind ``address``, when ``per_address`` is given) or everyone (kind ``total``) has as
+        many sessions in flight (in progress, active since ``live_since``)."""
 
     @abstractmethod
     async def sessions(self, scorecard_id: str) -> list[tuple[SessionRecord, list[EpisodeRecord]]]:

@@ -22,6 +22,11 @@ HEAD = "SELECT seq, writer, state, last_active FROM sessions WHERE id=?"
 LIVE_OF_KEY = ("SELECT count(*) FROM sessions WHERE key_hash=? AND state='IN_PROGRESS' "
                "AND last_active>=?")
 LIVE = "SELECT count(*) FROM sessions WHERE state='IN_PROGRESS' AND last_active>=?"
+LIVE_OF_ADDRESS = ("SELECT count(*) FROM sessions WHERE address=? AND state='IN_PROGRESS' "
+                   "AND last_active>=?")
+INSERT_SESSION = ("INSERT INTO sessions (id, scorecard_id, key_hash, game, version, parallel, "
+                  "state, created, last_active, seq, writer, address) "
+                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
 EXPIRE = "UPDATE sessions SET state='EXPIRED' WHERE state='IN_PROGRESS' AND last_active<?"
 CLOSE_SESSION = "UPDATE sessions SET state='GAME_OVER' WHERE id=? AND seq=?"
 INSERT_STANDING = "INSERT INTO standings VALUES (?,?,?,?,?,?,?,?,?,?,?)"
