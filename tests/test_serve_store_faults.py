@@ -28,7 +28,7 @@ def refused(data, db) -> str:
     """Start ``sokoforge serve`` on ``db``: it must refuse in one line, exit code 1, in time
     (a server that starts instead is stopped and fails the test). Returns the line."""
     try:
-        done = subprocess.run([sys.executable, "-c", "from pipeline.cli import main; main()",
+        done = subprocess.run([sys.executable, "-c", "from sokoforge.cli import main; main()",
                                "serve", "t1", "--datasets", str(data["root"]), "--db", str(db),
                                "--port", "0"], capture_output=True, text=True, timeout=90)
     except subprocess.TimeoutExpired:
