@@ -41,7 +41,7 @@ def unpack(code: np.uint64, crates: np.ndarray) -> int:
     """Fill ``crates`` from a packed state and return the player cell."""
     for i in range(crates.size):
         crates[i] = (code >> np.uint64(8 * (i + 1))) & np.uint64(255)
-    return np.int64(code & np.uint64(255))
+    return np.int64(code & np.uint64(255))  # type: ignore[return-value]  # an int in numba
 
 
 @njit(cache=True)

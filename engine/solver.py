@@ -42,6 +42,13 @@ class SolveResult(NamedTuple):
     solution: str | None
     states_expanded: int
 
+    @property
+    def optimal(self) -> tuple[int, int, str]:
+        """``(moves, pushes, solution)`` of a solved level; a ValueError for any other."""
+        if self.moves is None or self.pushes is None or self.solution is None:
+            raise ValueError(f"no solution: the search ended {self.status}")
+        return self.moves, self.pushes, self.solution
+
 
 @njit(cache=True)
 def all_on_goals(board: np.ndarray, crates: np.ndarray) -> bool:

@@ -198,7 +198,8 @@ def generalisation(table: pl.DataFrame, compute: np.ndarray, predicted: np.ndarr
                          "failures": int(f.sum()), "auc_compute_to_solve": auc_c,
                          "auc_predicted_compute": _auc(predicted[at], f),
                          "auc_optimal_moves": auc_m,
-                         "gain": None if auc_c is None else round(auc_c - auc_m, 4)})
+                         "gain": None if auc_c is None or auc_m is None
+                         else round(auc_c - auc_m, 4)})
     return rows
 
 

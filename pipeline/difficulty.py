@@ -11,6 +11,7 @@ shared-slope curve and fixed cut points. The coefficients live in
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from pipeline.compute_curve import (
 MODEL_PATH = Path(__file__).resolve().parent / "specs" / "difficulty.json"
 MODEL_FORMAT = 3  # 3: compute_to_solve in dynamics calls per step (2 counted expansions)
 UNIT = "dynamics calls per step"
-TRANSFORMS = {
+TRANSFORMS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "identity": lambda v: v,
     "log1p": np.log1p,
 }

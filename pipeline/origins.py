@@ -77,4 +77,4 @@ def _scatter_rows(spec: Spec, seed: int, tier: int, slot: int, attempt: int
     if result.status != "solved":
         return []
     return [candidate_row(tier, slot, slot, attempt, spec.tiers[tier].band(slot), level,
-                          result.moves)]
+                          result.optimal[0])]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -71,3 +72,13 @@ def fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def as_float(value: Any) -> float:
+    """A polars aggregate or cell (typed as any Python literal) as a float."""
+    return float(value)
+
+
+def as_int(value: Any) -> int:
+    """A polars aggregate or cell (typed as any Python literal) as an int."""
+    return int(value)

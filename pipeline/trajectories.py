@@ -176,9 +176,9 @@ def _draws(spec: Spec, tier: Tier, band: tuple[int, int],
         if level is None:
             return []
         result = forward_solve(level, max_states=SCATTER_MAX_STATES)
-        if result.status != "solved" or not band[0] <= result.moves <= band[1]:
+        if result.status != "solved" or not band[0] <= result.optimal[0] <= band[1]:
             return []
-        return [(level, lurd_to_actions(result.solution))]
+        return [(level, lurd_to_actions(result.optimal[2]))]
     board = goal_layout(rng, spec.height, spec.width, tier.wall_density, tier.crates)
     if board is None:
         return []

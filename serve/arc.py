@@ -265,7 +265,7 @@ async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) 
             started = (view["games"].get(entry.name) or {}).get("session_id")
             if started is None:
                 raise
-    if not full_reset:
+    if not full_reset and started is not None:  # started here or by the concurrent RESET
         if guid is not None and entry.restarts != "none":
             session, scope = await arena.restart(key, started)
             full_reset = scope == "game"

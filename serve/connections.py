@@ -74,7 +74,8 @@ class GuardedHandler(RequestHandler):
     def __init__(self, manager: Any, guard: Guard, **kwargs: Any) -> None:
         limits = guard.limits
         super().__init__(manager, keepalive_timeout=limits.idle_seconds,
-                         lingering_time=min(10.0, limits.body_seconds), access_log=None,
+                         lingering_time=min(10.0, limits.body_seconds),
+                         access_log=None,  # type: ignore[arg-type]  # None: no aiohttp log
                          **kwargs)
         self._guard = guard
         self._subject: str | None = None

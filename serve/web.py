@@ -18,6 +18,7 @@ from aiohttp import web
 
 from serve.limits import ConnectionLimits, Network, client_address
 from serve.play import (
+    Arena,
     BadRequest,
     Conflict,
     Limited,
@@ -31,7 +32,7 @@ from serve.schema import Invalid, Route, Unknown
 
 log = logging.getLogger("sokoforge.serve")
 GZIP_MIN_BYTES = 1024
-ARENA = web.AppKey("arena", object)
+ARENA = web.AppKey("arena", Arena)
 KEY_NAME = web.RequestKey("key_name", str)  # the name of the key a request was identified by
 CONNECTIONS = web.AppKey("connections", ConnectionLimits)
 ROUTER_PATHS = web.AppKey("router_paths", dict)

@@ -24,7 +24,7 @@ class CliError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = REFUSED) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click types it per class
 
 
 class Interrupted(CliError):
