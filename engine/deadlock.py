@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
-from numba import njit
 
+from engine.kernel_cache import njit
 from engine.levels import Level, State
 from engine.rules import CRATE, FLOOR, GOAL, LIVE, NOT_CRATE, board_array, delta
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
-from numba import njit
 
 from engine.errors import SokoforgeError
+from engine.kernel_cache import njit
 from engine.levels import Level, State
 from engine.look import SHARED, Look, add_noise, painter
 from engine.render import SIZE

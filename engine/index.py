@@ -13,10 +13,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from engine.deadlock import live_cells
 from engine.errors import SokoforgeError
+from engine.kernel_cache import njit
 from engine.levels import MAX_CRATES, Level, State
 
 # A dense index larger than this is refused (a 2**29-bit visited set is 64 MB).

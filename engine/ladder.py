@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from engine.kernel_cache import njit
 from engine.levels import Level
 from engine.planner import CALLS_PER_EXPANSION, HEURISTIC_WEIGHT, plan_kernel, state_key
 

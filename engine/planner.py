@@ -18,8 +18,8 @@ import itertools
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from engine.kernel_cache import njit
 from engine.levels import Level, State
 
 CALLS_PER_EXPANSION = 4  # one dynamics call per action, four actions

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from engine.index import DenseIndex, StateSpaceTooLarge, has_bit, pack, rank, set_bit, unpack
+from engine.kernel_cache import njit
 from engine.levels import Level, State, check_state
 from engine.reverse import SolvableSet, solvable_set
 from engine.rules import FLOOR, board_array, resort, step_kernel

@@ -16,7 +16,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from engine.index import (
     DenseIndex,
@@ -28,6 +27,7 @@ from engine.index import (
     unrank_many,
     with_player,
 )
+from engine.kernel_cache import njit
 from engine.levels import Level, State
 from engine.rules import (
     CRATE,

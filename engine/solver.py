@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from engine.deadlock import push_pruned, search_grid
 from engine.index import (
@@ -25,6 +24,7 @@ from engine.index import (
     unpack,
     with_player,
 )
+from engine.kernel_cache import njit
 from engine.levels import Level, State, check_state
 from engine.rules import ACTIONS, CRATE, FLOOR, GOAL, NOT_CRATE, delta, moved_crate
 
