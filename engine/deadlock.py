@@ -8,6 +8,11 @@ solvable state dead.
 
 from __future__ import annotations
 
+__all__ = [
+    "dead_squares", "frozen_kernel", "is_dead", "is_frozen_dead", "live_cells", "live_kernel",
+    "push_pruned", "search_grid",
+]
+
 from typing import Protocol
 
 import numpy as np

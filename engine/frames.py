@@ -10,6 +10,11 @@ composes against the look's drawing, so a look that is not cell by cell is refus
 
 from __future__ import annotations
 
+__all__ = [
+    "FRAME_BYTES", "LookNotCellLocal", "NO_ACTION", "PlayedEpisode", "TileAtlas", "draw",
+    "draw_goal", "draw_state", "play", "play_kernel",
+]
+
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 

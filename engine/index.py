@@ -9,6 +9,11 @@ never need to unrank.
 
 from __future__ import annotations
 
+__all__ = [
+    "DenseIndex", "MAX_INDEX_SIZE", "StateSpaceTooLarge", "crate_rank", "has_bit", "pack", "rank",
+    "set_bit", "unpack", "unrank", "unrank_many", "with_player",
+]
+
 import math
 from dataclasses import dataclass
 

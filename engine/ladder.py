@@ -9,6 +9,11 @@ counted as solved by every seed (a larger lookahead finds what a smaller one fou
 
 from __future__ import annotations
 
+__all__ = [
+    "LADDER_BUDGETS", "LADDER_LOWEST_LOG2", "LADDER_SEEDS", "LADDER_STEPS", "Ladder",
+    "SOLVED_RUNS_TO_STOP", "climb", "ladder_kernel",
+]
+
 from typing import NamedTuple
 
 import numpy as np

@@ -7,6 +7,13 @@ through one fixed table, so both faces always show the same board.
 
 from __future__ import annotations
 
+__all__ = [
+    "ARC", "ARC_INDEX", "ELEMENTS", "ELEMENT_TO_ARC", "ElementPainter", "LOOKS", "Look",
+    "LookError", "MAX_NOISE_STD", "Painter", "PalettePainter", "SHARED", "SHARED_THEME", "SIZE",
+    "Theme", "add_noise", "cell_tiles", "crate_square", "disc", "draw_theme", "frame",
+    "noise_table", "painter", "stored_look",
+]
+
 import json
 import math
 from collections.abc import Mapping

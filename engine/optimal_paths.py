@@ -8,6 +8,11 @@ expanded state is the level's branching factor. Both are difficulty features.
 
 from __future__ import annotations
 
+__all__ = [
+    "MAX_COUNTED_STATES", "OptimalPaths", "SOLUTION_COUNT_CAP", "layered_count_kernel",
+    "optimal_paths",
+]
+
 from typing import NamedTuple
 
 import numpy as np

@@ -14,6 +14,12 @@ exceed the budget. The move actually taken is the environment's step, not a coun
 
 from __future__ import annotations
 
+__all__ = [
+    "CALLS_PER_EXPANSION", "HEURISTIC_WEIGHT", "MAX_PLANNER_BUDGET", "PLANNER_BUDGET", "PlanResult",
+    "lookahead_arrays", "node_of", "plan", "plan_kernel", "power_of_two", "push_distance",
+    "push_lower_bound", "start_lookahead", "state_key",
+]
+
 import itertools
 from typing import NamedTuple
 

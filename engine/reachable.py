@@ -10,6 +10,11 @@ fast one; the tests hold it to the literal one on levels too large for the Pytho
 
 from __future__ import annotations
 
+__all__ = [
+    "MAX_NODES", "ReachableStats", "flood_kernel", "push_reach_kernel", "push_reachable_stats",
+    "reachable_kernel", "reachable_stats",
+]
+
 from collections.abc import Callable
 from typing import NamedTuple
 

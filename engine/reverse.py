@@ -12,6 +12,12 @@ with 4 crates takes a few hundred kilobytes at most.
 
 from __future__ import annotations
 
+__all__ = [
+    "MAX_SET_INDEX", "RECENT_BYTES", "SolvableSet", "UNSEEN", "backward_kernel", "compress_kernel",
+    "descend_kernel", "optimal_actions", "popcount", "position_kernel", "solvable_set",
+    "within_kernel",
+]
+
 from collections import OrderedDict
 from dataclasses import dataclass
 

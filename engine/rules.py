@@ -6,6 +6,12 @@ floor blocks. A move into a blocked cell or a blocked push is a no-op that still
 
 from __future__ import annotations
 
+__all__ = [
+    "ACTIONS", "CRATE", "FLOOR", "GOAL", "Game", "LIVE", "NOT_CRATE", "StepResult", "WAIT",
+    "actions_to_lurd", "board_array", "delta", "is_free", "lurd_to_actions", "moved_crate",
+    "replay", "resort", "step", "step_kernel",
+]
+
 from typing import NamedTuple
 
 import numpy as np

@@ -8,6 +8,8 @@ states, or whose index would not fit, answers "too_large" instead.
 
 from __future__ import annotations
 
+__all__ = ["DEFAULT_MAX_STATES", "SolveResult", "all_on_goals", "bfs_kernel", "solve"]
+
 from typing import NamedTuple
 
 import numpy as np

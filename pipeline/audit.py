@@ -6,6 +6,14 @@ ids from the board), so editing one column of one row makes exactly the matching
 
 from __future__ import annotations
 
+__all__ = [
+    "AuditRefused", "AuditResult", "Check", "Comparison", "TierPair", "VersionFacts", "audit",
+    "check_bands", "check_board_crates", "check_budgets", "check_compute", "check_crates",
+    "check_difficulty_order", "check_manifest", "check_optima", "check_solutions", "check_traps",
+    "check_unique_ids", "compare_versions", "deadlock_facts", "deadlock_summary", "is_imported",
+    "load_version", "read_rotation", "tier_summary",
+]
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path

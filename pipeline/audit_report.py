@@ -6,6 +6,13 @@ HTML opens offline with nothing beside it.
 
 from __future__ import annotations
 
+__all__ = [
+    "Report", "colour_legend", "comparison_slots", "comparison_tiers", "contact_sheet",
+    "irt_agents", "irt_levels", "irt_note", "level_looks", "plot_calibration", "plot_difficulty",
+    "plot_histograms", "plot_optima", "plot_pushes_and_slack", "swap_in", "version_curve",
+    "version_metadata",
+]
+
 import base64
 import html
 import io

@@ -7,6 +7,11 @@ same bytes. Only the final ``rename`` makes ``datasets/<VERSION>/`` appear.
 
 from __future__ import annotations
 
+__all__ = [
+    "BuildFolder", "BuildResult", "Plan", "STAGES", "STAGE_FUNCTIONS", "Stage", "StageRun", "build",
+    "build_lock", "recorded_rotation", "run_stages", "stage_chain",
+]
+
 import contextlib
 import fcntl
 import itertools

@@ -12,6 +12,12 @@ optimal length does, within each crate tier.
 
 from __future__ import annotations
 
+__all__ = [
+    "Calibration", "HELD_OUT_OFFSET", "L2", "POOL_SEED", "PoolSize", "RETEST_SEEDS",
+    "agent_failures", "build_pool", "calibrate", "fit_predictor", "generalisation", "held_out_pool",
+    "planner_runs", "pool_curve", "pool_spec", "prediction_figures", "retest_figures",
+]
+
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path

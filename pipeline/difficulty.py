@@ -10,6 +10,11 @@ shared-slope curve and fixed cut points. The coefficients live in
 
 from __future__ import annotations
 
+__all__ = [
+    "DifficultyModel", "FEATURES", "GRADES", "MODEL_FORMAT", "MODEL_PATH", "TRANSFORMS", "UNIT",
+    "load_model", "save_model", "score_levels", "scores_from_compute", "transformed",
+]
+
 import json
 from collections.abc import Callable
 from dataclasses import dataclass

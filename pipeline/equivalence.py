@@ -7,6 +7,11 @@ counts differ by at most ``allowed_gap`` levels (3 per 100, rounded up).
 
 from __future__ import annotations
 
+__all__ = [
+    "EQUIVALENCE_FILE", "Equivalence", "GAP_PER_HUNDRED", "allowed_gap", "compare",
+    "planner_solved",
+]
+
 import math
 from dataclasses import dataclass
 from typing import Any

@@ -9,6 +9,11 @@ when the forward optimum lands in the band.
 
 from __future__ import annotations
 
+__all__ = [
+    "CANDIDATE_SCHEMA", "SCATTER_MAX_STATES", "TRAP_DRAWS", "candidate_row", "draw_start",
+    "generate", "goal_first_attempt", "placed", "scatter_attempt", "window",
+]
+
 import math
 from dataclasses import dataclass
 from functools import partial

@@ -8,6 +8,12 @@ and ``grade`` come from the calibrated model in ``pipeline/specs/difficulty.json
 
 from __future__ import annotations
 
+__all__ = [
+    "BOUNDED_SET_INDEX", "FEATURE_SCHEMA", "GRADE_MAX_NODES", "IMPUTED_SCHEMA", "box_changes",
+    "first_push_traps", "grade", "grade_features", "grade_group_within_limits", "level_features",
+    "neutral_features", "player_reach", "with_features", "with_predicted_compute",
+]
+
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path

@@ -9,6 +9,11 @@ folder and published by one rename, like a build.
 
 from __future__ import annotations
 
+__all__ = [
+    "IMPORT_COLUMNS", "ImportResult", "ImportVerification", "MAX_LEVELS", "SOURCES_DIR", "Source",
+    "TIER_RULE", "VISIBILITIES", "import_collection", "read_source", "tier_of", "verify_import",
+]
+
 import logging
 import os
 import re

@@ -10,6 +10,12 @@ PREV's outcome and the solved count can be held near PREV's.
 
 from __future__ import annotations
 
+__all__ = [
+    "COMPUTE_TOLERANCE", "COST_SCALE", "MatchError", "OPTIMUM_TOLERANCE", "PLANNER_COST",
+    "SOLVER_BUDGET", "describe", "distinct_model", "eligible_pairs", "match", "solve_model",
+    "targets", "unfillable_slots",
+]
+
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any

@@ -8,6 +8,8 @@ verifies on its own, without the versions it excluded or the one it was rotated 
 
 from __future__ import annotations
 
+__all__ = ["KINDS", "origins", "redraw"]
+
 from typing import Any
 
 import polars as pl

@@ -11,6 +11,12 @@ existed is regraded by the predictor.
 
 from __future__ import annotations
 
+__all__ = [
+    "DIFFICULTY_TOLERANCE", "MAX_ENLARGEMENTS", "REFINE_GAP", "RotationResult",
+    "check_graded_alike", "excluded_levels", "graded_alike", "matched_select", "rotate",
+    "select_stage",
+]
+
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass

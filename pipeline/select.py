@@ -12,6 +12,8 @@ number of rounds before the build fails naming them.
 
 from __future__ import annotations
 
+__all__ = ["MAX_REDRAWS", "choose", "name_slots", "select"]
+
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any

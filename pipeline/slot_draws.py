@@ -10,6 +10,10 @@ origin. Draws are goal-first whatever the spec's method: only the backward searc
 
 from __future__ import annotations
 
+__all__ = [
+    "FIRST_LAYOUTS", "STARTS_PER_LAYOUT", "Target", "draw", "draws_in_round", "targeted_attempt",
+]
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial

@@ -6,6 +6,11 @@ name and renamed into place, so an interrupted stage never leaves a file that lo
 
 from __future__ import annotations
 
+__all__ = [
+    "as_float", "as_int", "fsync_path", "read_parquet", "sha256_file", "write_parquet",
+    "write_text",
+]
+
 import hashlib
 import os
 from pathlib import Path

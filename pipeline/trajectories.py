@@ -9,6 +9,13 @@ not depend on how many workers made them or where.
 
 from __future__ import annotations
 
+__all__ = [
+    "DEFAULT_MIX", "EPISODES_SCHEMA", "EpisodeLevel", "FORMAT", "FRAMES_SCHEMA", "KINDS",
+    "LEVELS_PER_LAYOUT", "LevelSource", "MAX_INSERTED", "Plan", "SHARD_EPISODES", "dataset_card",
+    "episode_actions", "fresh_levels", "make_shard", "parse_mix", "spec_source", "version_source",
+    "write_trajectories",
+]
+
 import hashlib
 import io
 import json

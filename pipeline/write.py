@@ -8,6 +8,8 @@ level's index.
 
 from __future__ import annotations
 
+__all__ = ["LEVEL_COLUMNS", "MEASURED_ONLY", "level_looks", "levels_table", "play_order", "write"]
+
 from pathlib import Path
 from typing import Any
 

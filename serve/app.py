@@ -6,6 +6,11 @@ store (sessions load from it when first used), a background task expires idle on
 
 from __future__ import annotations
 
+__all__ = [
+    "ACCESS_LOG", "EXPIRY_SWEEP_SECONDS", "FACES", "MAX_BODY", "PAGE_ROUTES", "PUBLIC_URL",
+    "all_routes", "build_app", "public_url",
+]
+
 import asyncio
 import contextlib
 import ipaddress

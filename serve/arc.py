@@ -7,6 +7,12 @@ in the API's shapes (``serve.arc_wire``); refusals are ``{"error": CODE, "messag
 
 from __future__ import annotations
 
+__all__ = [
+    "ANON_PREFIX", "FRAME_DATA", "GAME", "GAME_ID_PATTERN", "HANDLERS", "REASONING", "ROUTES",
+    "SCORECARD", "STATES", "TAG", "action_handler", "anonkey", "bind", "close_scorecard", "game",
+    "games", "get_scorecard", "open_scorecard", "reset",
+]
+
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import replace

@@ -8,6 +8,11 @@ than its share, and answers a malformed request in JSON without echoing what it 
 
 from __future__ import annotations
 
+__all__ = [
+    "ACCEPT_FAULT", "ACCEPT_LOG_SECONDS", "AcceptErrorLog", "Guard", "GuardedHandler",
+    "GuardedSite", "REFUSAL_RETRY_SECONDS", "listen", "raw_response",
+]
+
 import asyncio
 import json
 import logging

@@ -10,6 +10,8 @@ workers own it; a PostgreSQL store may be shared by several servers (a fleet).
 
 from __future__ import annotations
 
+__all__ = ["MalformedRequests", "READY_SECONDS", "Serving", "StartError", "serve_forever"]
+
 import asyncio
 import contextlib
 import gc

@@ -14,6 +14,11 @@ lock, the integrity check and the schema.
 
 from __future__ import annotations
 
+__all__ = [
+    "BUSY_SECONDS", "CHECKPOINT_SECONDS", "MAX_BATCH", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION",
+    "SQLiteStore", "StoreLock", "claim", "release",
+]
+
 import asyncio
 import contextlib
 import fcntl

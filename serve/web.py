@@ -6,6 +6,13 @@ its ``serve.schema.Route``; every refusal leaves as JSON ``{"detail": ...}``.
 
 from __future__ import annotations
 
+__all__ = [
+    "ARENA", "BodyTooSlow", "CONNECTIONS", "GZIP_MIN_BYTES", "HTTP_STATUS", "Handler", "KEY_NAME",
+    "PAGE_HEADERS", "ROUTER_PATHS", "accepts_gzip", "api_key", "bind", "client_ip", "error",
+    "errors_as_json", "http_status", "identified", "inputs", "refusal_detail", "register", "reply",
+    "reply_bytes", "router_paths",
+]
+
 import asyncio
 import json
 import logging

@@ -7,6 +7,8 @@ truncated when the level's step budget is used up. The rules are the engine's ``
 
 from __future__ import annotations
 
+__all__ = ["ENV_ID", "SokobanEnv", "register"]
+
 import os
 from pathlib import Path
 from typing import Any

@@ -5,6 +5,8 @@ Each area keeps its commands in its own module here and registers them below.
 
 from __future__ import annotations
 
+__all__ = ["main", "skip_last_collection"]
+
 import atexit
 import functools
 import gc

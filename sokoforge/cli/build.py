@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["STAGES", "build_command", "datasets_option", "stage_group", "verify_command"]
+
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any

@@ -6,6 +6,10 @@ refused, 2 usage or unreadable input, 130 interrupted (Ctrl-C).
 
 from __future__ import annotations
 
+__all__ = [
+    "CliError", "ConventionGroup", "INTERRUPTED", "Interrupted", "REFUSED", "USAGE", "refusals",
+]
+
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["read_drawn_levels", "read_levels", "render_command", "solve_command"]
+
 import json
 import os
 import sys
