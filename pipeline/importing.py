@@ -163,7 +163,7 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
             problems.append(f"{fl.name(source.name)}: too large to search (its states exceed "
                             "the solver's bound)")
         else:
-            kept.append((source, fl, fl.level, answer))
+            kept.append((source, fl, answer))
     if problems and not skip_unsolvable:
         raise PipelineError(f"{len(problems)} level(s) cannot be imported: "
                             + "; ".join(problems) + "; --skip-unsolvable drops them")
@@ -174,7 +174,7 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
     if len(kept) > MAX_LEVELS:
         raise PipelineError(f"{len(kept)} levels: a version holds at most {MAX_LEVELS} (its "
                             "index is int16); import the collection in parts")
-    levels = [level for _, _, level, _ in kept]
+    levels = [lv for _, fl, _ in kept if (lv := fl.level) is not None]  # every kept one's
     ids = [canonical_id(lv) for lv in levels]
     _refuse_repeats(kept, ids, datasets)
     df = with_solutions(pl.DataFrame({
@@ -185,13 +185,13 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
         "slot": list(range(len(kept))),
         "band_lo": pl.Series([None] * len(kept), dtype=pl.Int16),
         "band_hi": pl.Series([None] * len(kept), dtype=pl.Int16),
-        "source_file": [s.name for s, _, _, _ in kept],
-        "source_level": [fl.number for _, fl, _, _ in kept],
-        "title": [fl.title for _, fl, _, _ in kept],
-    }), [answer for _, _, _, answer in kept])
+        "source_file": [s.name for s, _, _ in kept],
+        "source_level": [fl.number for _, fl, _ in kept],
+        "title": [fl.title for _, fl, _ in kept],
+    }), [answer for _, _, answer in kept])
     df = with_features(df, workers, grader=grade_group_within_limits, schema=IMPUTED_SCHEMA)
     df = with_predicted_compute(df)
-    imputed = [f"{fl.name(s.name)}: {names}" for (s, fl, _, _), names
+    imputed = [f"{fl.name(s.name)}: {names}" for (s, fl, _), names
                in zip(kept, df["imputed_features"].to_list(), strict=True) if names]
     for line in imputed:
         log.warning("graded with neutral values for %s", line)
