@@ -82,6 +82,7 @@ class ServedVersion:
     levels: tuple[ServedLevel, ...]
     tiers: tuple[tuple[int, int], ...]
     sha256: str
+    folder: Path | None = None  # where it was loaded from (its report/ holds the line's fit)
 
     @property
     def episodes(self) -> int:
@@ -137,7 +138,7 @@ def load_version(root: Path, version: str) -> ServedVersion:
     return ServedVersion(version=str(manifest.get("version", version)),
                          game=str(manifest.get("game") or "standard"), manifest=manifest,
                          levels=levels, tiers=_tier_ranges([lv.tier for lv in levels]),
-                         sha256=opened.sha256)
+                         sha256=opened.sha256, folder=opened.folder)
 
 
 def _read_rows(path: Path) -> list[dict]:
