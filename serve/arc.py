@@ -7,6 +7,12 @@ in the API's shapes (``serve.arc_wire``); refusals are ``{"error": CODE, "messag
 
 from __future__ import annotations
 
+__all__ = [
+    "ANON_PREFIX", "FRAME_DATA", "GAME", "GAME_ID_PATTERN", "HANDLERS", "REASONING", "ROUTES",
+    "SCORECARD", "STATES", "TAG", "action_handler", "anonkey", "bind", "close_scorecard", "game",
+    "games", "get_scorecard", "open_scorecard", "reset",
+]
+
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -294,11 +300,11 @@ async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) 
             if started is None:
                 raise
     data = {"game_id": game}
-    if not full_reset and guid is not None and entry.restarts != "none":
-        body = await arena.restart(key, started, None, lambda session, scope: _frame_body(
-            session, _current(session), 0, data, None, scope == "game"))
-        return reply_bytes(request, body, "application/json")
-    if not full_reset:
+    if not full_reset and started is not None:  # started here or by the concurrent RESET
+        if guid is not None and entry.restarts != "none":
+            body = await arena.restart(key, started, None, lambda session, scope: _frame_body(
+                session, _current(session), 0, data, None, scope == "game"))
+            return reply_bytes(request, body, "application/json")
         session = await arena.current(key, started)  # 404 once expired, like an action
     return _frame(request, session, _current(session), 0, data, None, full_reset)
 

@@ -8,6 +8,11 @@ than its share, and answers a malformed request in JSON without echoing what it 
 
 from __future__ import annotations
 
+__all__ = [
+    "ACCEPT_FAULT", "ACCEPT_LOG_SECONDS", "AcceptErrorLog", "Guard", "GuardedHandler",
+    "GuardedSite", "REFUSAL_RETRY_SECONDS", "listen", "raw_response",
+]
+
 import asyncio
 import json
 import logging
@@ -74,7 +79,8 @@ class GuardedHandler(RequestHandler):
     def __init__(self, manager: Any, guard: Guard, **kwargs: Any) -> None:
         limits = guard.limits
         super().__init__(manager, keepalive_timeout=limits.idle_seconds,
-                         lingering_time=min(10.0, limits.body_seconds), access_log=None,
+                         lingering_time=min(10.0, limits.body_seconds),
+                         access_log=None,  # type: ignore[arg-type]  # None: no aiohttp log
                          **kwargs)
         self._guard = guard
         self._subject: str | None = None

@@ -8,6 +8,11 @@ usually gets, so it cannot multiply its allowances by changing its low bits.
 
 from __future__ import annotations
 
+__all__ = [
+    "ConnectionLimits", "IPV6_BLOCK", "Limits", "Network", "address_subject", "client_address",
+    "forwarded_client", "parse_networks", "trusted",
+]
+
 import ipaddress
 from dataclasses import dataclass, field
 

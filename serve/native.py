@@ -6,6 +6,15 @@ Handlers only translate: declared inputs in, ``serve.play.Arena`` calls, JSON sh
 
 from __future__ import annotations
 
+__all__ = [
+    "ATTACHED", "CARD_META", "FRAME", "GAME_NAME", "HANDLERS", "LEADERBOARD", "LEADERBOARD_QUERY",
+    "NAME_PATTERN", "REPLAY", "RESULT", "ROUTES", "SCORE", "SCORECARD", "SCORECARD_ID",
+    "SESSION_ID", "SHAPE", "SOURCE", "SPEC", "Tags", "VERSION_NAME", "act", "card_meta",
+    "close_scorecard", "create_key", "frame", "frame_pieces", "get_leaderboard", "get_replay",
+    "get_scorecard", "get_session", "get_spec", "observation", "open_scorecard", "reply_frame",
+    "reset_session", "start_game",
+]
+
 import json
 import re
 from dataclasses import dataclass

@@ -6,6 +6,8 @@ replay viewer add the package's own scripts (``serve/static``, same origin, noth
 
 from __future__ import annotations
 
+__all__ = ["STYLE", "landing", "leaderboard", "play", "refusal", "scorecard"]
+
 from html import escape
 
 from serve.arc_wire import game_id

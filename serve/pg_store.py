@@ -10,6 +10,10 @@ schema newer than it reads.
 
 from __future__ import annotations
 
+__all__ = [
+    "MIGRATIONS", "POOL_SIZE", "PostgresStore", "SCHEMA_LOCK", "SCHEMA_VERSION", "SESSIONS_LOCK",
+]
+
 import json
 from typing import Any
 

@@ -153,7 +153,7 @@ def attached(card: ScorecardRecord) -> dict:
             "source_url": meta.get("source_url"), "opaque": meta.get("opaque")}
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class Session(Run):
     """A cached session: the episode core plus what ties it to its stored record.
 
@@ -161,9 +161,9 @@ class Session(Run):
     load); ``own`` is this copy's writer token, new at every load.
     """
 
-    record: SessionRecord | None = None
+    record: SessionRecord
     name: str = ""
-    entry: GameEntry | None = None
+    entry: GameEntry
     last_active: float = 0.0
     seq: int = 0
     writer: str = ""
@@ -587,7 +587,7 @@ class Arena:
 
     async def scorecard_view(self, key: KeyRecord, scorecard_id: str) -> dict:
         card = await self._card(key, scorecard_id)
-        if card.closed is not None:
+        if card.closed is not None and card.result is not None:
             result = with_intervals(card.result)
             games = {g: {"session_id": result["session_ids"][g], "state": "GAME_OVER", **v}
                      for g, v in result["games"].items()}
@@ -630,7 +630,7 @@ class Arena:
         none of them moved meanwhile (else it is computed again)."""
         for _ in range(RETRIES):
             card = await self._card(key, scorecard_id)
-            if card.closed is not None:
+            if card.closed is not None and card.result is not None:
                 return with_intervals(card.result)
             sessions = await self._stored_sessions(key, card)
             for s in sessions:

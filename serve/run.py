@@ -11,6 +11,8 @@ server and its workers own it; a PostgreSQL store may be shared by several serve
 
 from __future__ import annotations
 
+__all__ = ["MalformedRequests", "READY_SECONDS", "Serving", "StartError", "serve_forever"]
+
 import asyncio
 import contextlib
 import ctypes
@@ -22,6 +24,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,6 +108,14 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
             release(db, lock)
 
 
+def _stopper(sig: int, stopped_by: list[int], stop: asyncio.Event) -> Callable[[], None]:
+    """The handler of a stop signal: note which one came, then stop serving."""
+    def handle() -> None:
+        stopped_by.append(sig)
+        stop.set()
+    return handle
+
+
 def _shown(db: str) -> str:
     """The store's location without a password."""
     if is_postgres(db) and "@" in db:
@@ -154,7 +165,7 @@ class Serving:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, lambda s=sig: (stopped_by.append(s), stop.set()))
+                loop.add_signal_handler(sig, _stopper(sig, stopped_by, stop))
         # said once a stop signal is handled: whoever waits for this may signal right away
         if ready_fd is None:
             print(about.replace("{port}", str(site.port)) + ")", file=sys.stderr, flush=True)

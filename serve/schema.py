@@ -6,6 +6,11 @@ against exactly these declarations, and ``openapi()`` renders the same objects.
 
 from __future__ import annotations
 
+__all__ = [
+    "ANY", "BOOLEAN", "Field", "INT", "INTEGER", "Invalid", "MAP", "NUMBER", "Route", "STR", "TEXT",
+    "Unknown", "arr", "maybe", "obj", "openapi", "string",
+]
+
 import json
 import re
 from dataclasses import dataclass, field

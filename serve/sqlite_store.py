@@ -21,6 +21,11 @@ past ``WAL_RESET_BYTES`` is emptied between two transactions, so it stays bounde
 
 from __future__ import annotations
 
+__all__ = [
+    "BUSY_SECONDS", "CHECKPOINT_SECONDS", "MAX_BATCH", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION",
+    "SQLiteStore", "StoreLock", "claim", "release",
+]
+
 import asyncio
 import contextlib
 import fcntl

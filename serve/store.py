@@ -9,6 +9,12 @@ and ``serve.pg_store`` (a fleet) implement it; ``serve.store_location`` picks on
 
 from __future__ import annotations
 
+__all__ = [
+    "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "ScorecardRecord", "SessionRecord",
+    "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit", "Write",
+    "miscounted_error",
+]
+
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 

@@ -6,6 +6,13 @@ gives. Only statements whose text is the same on both live here.
 
 from __future__ import annotations
 
+__all__ = [
+    "BROWSER", "CARD", "CLOSE_SESSION", "EPISODES", "EXPIRE", "HEAD", "INSERT_STANDING",
+    "LEADERBOARD", "LIVE", "LIVE_OF_KEY", "MISCOUNTED", "SESSION", "VERSIONS", "WRITE_EPISODE",
+    "card_record", "conditional_write", "episode_rows", "numbered", "played_episode",
+    "played_episodes", "standing", "standing_rows",
+]
+
 import json
 import re
 

@@ -6,6 +6,13 @@ its ``serve.schema.Route``; every refusal leaves as JSON ``{"detail": ...}``.
 
 from __future__ import annotations
 
+__all__ = [
+    "ARENA", "BodyTooSlow", "CONNECTIONS", "GZIP_MIN_BYTES", "HTTP_STATUS", "Handler", "KEY_NAME",
+    "PAGE_HEADERS", "ROUTER_PATHS", "accepts_gzip", "api_key", "bind", "client_ip", "error",
+    "errors_as_json", "http_status", "identified", "inputs", "refusal_detail", "register", "reply",
+    "reply_bytes", "router_paths",
+]
+
 import asyncio
 import json
 import logging
@@ -22,6 +29,7 @@ from aiohttp.web_protocol import RequestPayloadError
 
 from serve.limits import ConnectionLimits, Network, client_address
 from serve.play import (
+    Arena,
     BadRequest,
     Conflict,
     Forbidden,
@@ -37,7 +45,7 @@ from serve.schema import Invalid, Route, Unknown
 
 log = logging.getLogger("sokoforge.serve")
 GZIP_MIN_BYTES = 1024
-ARENA = web.AppKey("arena", object)
+ARENA = web.AppKey("arena", Arena)
 KEY_NAME = web.RequestKey("key_name", str)  # the name of the key a request was identified by
 CONNECTIONS = web.AppKey("connections", ConnectionLimits)
 ROUTER_PATHS = web.AppKey("router_paths", dict)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["DB_ENV", "play_command", "serve_command"]
+
 import math
 import os
 import signal
