@@ -10,7 +10,7 @@ __all__ = [
     "AUTHENTICATION_ERROR", "AVAILABLE_ACTIONS", "ArcError", "BASE_ID", "GAME_NOT_AVAILABLE_ERROR",
     "GAME_NOT_STARTED_ERROR", "MAX_LEVELS", "MAX_REASONING_BYTES", "MOVES", "NOT_FOUND_ERROR",
     "RATE_LIMIT_ERROR", "RESTART_NOTES", "SERVER_ERROR", "VALIDATION_ERROR", "arc_state",
-    "frame_data", "game_id", "game_info", "grid", "grid_json", "is_game", "level_score", "run",
+    "frame_data", "game_id", "game_info", "games_named", "grid", "grid_json", "level_score", "run",
     "scorecard",
 ]
 
