@@ -7,18 +7,25 @@ works on these flat indices.
 
 from __future__ import annotations
 
+__all__ = [
+    "Level", "LevelError", "MAX_CRATES", "MAX_SIDE", "State", "canonical_id", "check_state",
+    "parse_levels", "parse_xsb", "symmetries", "to_xsb", "wall_layout_id", "write_levels",
+]
+
 import hashlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
+from engine.errors import SokoforgeError
+
 MAX_SIDE = 16
 MAX_CRATES = 6
 _KNOWN = "# $.*@+"
 
 
-class LevelError(ValueError):
+class LevelError(SokoforgeError, ValueError):
     """A level text that cannot be played, with the reason in words."""
 
 

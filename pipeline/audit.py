@@ -6,6 +6,14 @@ ids from the board), so editing one column of one row makes exactly the matching
 
 from __future__ import annotations
 
+__all__ = [
+    "AuditRefused", "AuditResult", "Check", "Comparison", "TierPair", "VersionFacts", "audit",
+    "check_bands", "check_board_crates", "check_budgets", "check_compute", "check_crates",
+    "check_difficulty_order", "check_manifest", "check_optima", "check_solutions", "check_traps",
+    "check_unique_ids", "compare_versions", "deadlock_facts", "deadlock_summary", "is_imported",
+    "load_version", "read_rotation", "tier_summary",
+]
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,14 +33,20 @@ from pipeline.equivalence import EQUIVALENCE_FILE
 from pipeline.errors import InputError, PipelineError
 from pipeline.grade import first_push_traps
 from pipeline.importing import tier_of
-from pipeline.manifest import IMPORTED, read_manifest
+from pipeline.manifest import IMPORTED
 from pipeline.round_move import RoundMove, move_between
 from pipeline.solve import search_bound
-from pipeline.spec import Spec, spec_from_dict
-from pipeline.tables import read_parquet, sha256_file
+from pipeline.spec import Spec
+from pipeline.tables import as_float, as_int, read_parquet, sha256_file
+from pipeline.version import (
+    LEVELS_FILE,
+    MANIFEST_FILE,
+    REPORT_DIR,
+    STAGES_DIR,
+    VersionMissing,
+    open_version,
+)
 
-LEVELS_FILE = "levels.parquet"
-MANIFEST_FILE = "manifest.json"
 _MAX_LISTED = 12
 
 
@@ -67,6 +81,7 @@ class VersionFacts:
     table: pl.DataFrame
     levels: list[Level] = field(repr=False)
     rotation: dict[str, Any] | None = None  # the rotation verdict (equivalence.json), if any
+    sha256: str = ""  # the levels file's, as read when the version was opened
 
 
 @dataclass
@@ -121,14 +136,16 @@ class Comparison:
 
 def load_version(root: Path, version: str) -> VersionFacts:
     """Read a version, replay its levels through solver and planner, and collect the facts."""
-    folder = root / version
-    manifest_path = folder / MANIFEST_FILE
-    if not (folder / LEVELS_FILE).is_file() or not manifest_path.is_file():
+    try:
+        # a levels file that differs from the manifest is a failed check, not a refusal
+        opened = open_version(root, version, require_intact=False)
+    except VersionMissing:
+        opened = None
+    if opened is None or not opened.sha256:
         raise FileNotFoundError(f"version {version!r} not found under {root} "
                                 f"(needs {LEVELS_FILE} and {MANIFEST_FILE})")
-    manifest = read_manifest(manifest_path)
-    spec = spec_from_dict(manifest["spec"], source=f"{version} manifest")
-    table = read_parquet(folder / LEVELS_FILE).sort("index")
+    folder, manifest, spec = opened.folder, opened.manifest, opened.spec
+    table = opened.levels().sort("index")
     try:
         levels = [parse_xsb(x) for x in table["xsb"]]
     except LevelError as e:
@@ -169,12 +186,13 @@ def load_version(root: Path, version: str) -> VersionFacts:
         pl.Series("audit_dead_fraction", dead, dtype=pl.Float64),
         pl.Series("audit_first_push_traps", traps, dtype=pl.Int64),
     )
-    return VersionFacts(version, manifest, spec, table, levels, read_rotation(folder))
+    return VersionFacts(version, manifest, spec, table, levels, read_rotation(folder),
+                        opened.sha256)
 
 
 def read_rotation(folder: Path) -> dict[str, Any] | None:
     """The verdict a rotation recorded in the version's stages (None for a plain build)."""
-    path = folder / "stages" / EQUIVALENCE_FILE
+    path = folder / STAGES_DIR / EQUIVALENCE_FILE
     if not path.is_file():
         return None
     try:
@@ -205,7 +223,7 @@ def _rows(facts: VersionFacts) -> list[dict[str, Any]]:
 def check_manifest(facts: VersionFacts, root: Path) -> Check:
     """The manifest's sha256 and row count describe the levels file on disk."""
     entry = facts.manifest.get("files", {}).get(LEVELS_FILE, {})
-    actual = sha256_file(root / facts.name / LEVELS_FILE)
+    actual = facts.sha256 or sha256_file(root / facts.name / LEVELS_FILE)
     bad = []
     if entry.get("sha256") != actual:
         bad.append(f"{LEVELS_FILE}: manifest sha256 {str(entry.get('sha256'))[:12]}..., "
@@ -340,9 +358,9 @@ def check_compute(facts: VersionFacts) -> Check:
         replayed = with_measured_compute(t.filter(pl.col("compute_measured")),
                                          Workers(show_progress=False))
         want[measured] = replayed["compute_to_solve"].to_numpy()
-        for i, r in zip(np.flatnonzero(measured), replayed["solve_rates"].to_list(),
-                        strict=True):
-            rates[i] = r
+        for at, rate in zip(np.flatnonzero(measured), replayed["solve_rates"].to_list(),
+                            strict=True):
+            rates[at] = rate
     _, difficulty, grades = scores_from_compute(want)
     bad = []
     for i, r in enumerate(_rows(facts)):
@@ -439,7 +457,7 @@ def audit(root: Path, version: str, against: str | None = None) -> AuditResult:
     ]
     if "compute_to_solve" in facts.table.columns:  # versions graded before it have none
         checks.insert(-1, check_compute(facts))
-    irt_path = root / version / "report" / "irt.json"
+    irt_path = root / version / REPORT_DIR / "irt.json"
     irt = json.loads(irt_path.read_text()) if irt_path.is_file() else None
     if not against:
         return AuditResult(facts, checks, irt=irt)
@@ -459,15 +477,16 @@ def tier_summary(facts: VersionFacts) -> pl.DataFrame:
             "tier": int(t[0]),
             "levels": part.height,
             "crates": ",".join(str(c) for c in sorted(set(part["n_crates"].to_list()))),
-            "opt min": int(opt.min()),
-            "opt median": float(opt.median()),
-            "opt max": int(opt.max()),
-            "pushes mean": round(float(part["optimal_pushes"].mean()), 1),
-            "budget": f"{part['max_steps'].min()}-{part['max_steps'].max()}",
-            "difficulty mean": round(float(part["difficulty"].mean()), 3),
-            **({"compute median": round(float(part["compute_to_solve"].median()), 2)}
+            "opt min": as_int(opt.min()),
+            "opt median": as_float(opt.median()),
+            "opt max": as_int(opt.max()),
+            "pushes mean": round(as_float(part["optimal_pushes"].mean()), 1),
+            "budget": f"{as_int(part['max_steps'].min())}-{as_int(part['max_steps'].max())}",
+            "difficulty mean": round(as_float(part["difficulty"].mean()), 3),
+            **({"compute median": round(as_float(part["compute_to_solve"].median()), 2)}
                if "compute_to_solve" in part.columns else {}),
-            "difficulty range": f"{part['difficulty'].min():.3f}-{part['difficulty'].max():.3f}",
+            "difficulty range": (f"{as_float(part['difficulty'].min()):.3f}-"
+                                 f"{as_float(part['difficulty'].max()):.3f}"),
             "grades 1-5": " ".join(str(grades.count(g)) for g in range(1, 6)),
             "planner solved": f"{int(part['planner_solved'].sum())}/{part.height}",
         })
@@ -484,12 +503,12 @@ def deadlock_summary(facts: VersionFacts) -> pl.DataFrame:
         rows.append({
             "tier": int(t[0]),
             "levels": part.height,
-            "dead fraction mean": round(float(dead.mean()), 3) if dead.len() else None,
-            "dead fraction max": round(float(dead.max()), 3) if dead.len() else None,
+            "dead fraction mean": round(as_float(dead.mean()), 3) if dead.len() else None,
+            "dead fraction max": round(as_float(dead.max()), 3) if dead.len() else None,
             "first-push traps": int(traps.sum()) if traps.len() else None,
-            "traps per level": round(float(traps.mean()), 2) if traps.len() else None,
+            "traps per level": round(as_float(traps.mean()), 2) if traps.len() else None,
             "levels with a trap": (f"{int((traps > 0).sum())}/{traps.len()} "
-                                   f"({100 * float((traps > 0).mean()):.0f}%)"
+                                   f"({100 * as_float((traps > 0).mean()):.0f}%)"
                                    if traps.len() else "boards too large to enumerate"),
         })
     return pl.DataFrame(rows)

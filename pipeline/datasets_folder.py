@@ -7,6 +7,8 @@ repository's own ``datasets/``; a folder that is not there is refused, never rea
 
 from __future__ import annotations
 
+__all__ = ["ENV", "REPOSITORY_DATASETS", "datasets_folder"]
+
 import os
 from pathlib import Path
 

@@ -7,6 +7,8 @@ so it holds for every version built, rotated or imported later, wherever the dat
 
 from __future__ import annotations
 
+__all__ = ["GITIGNORE", "RULE", "keep_hidden_out_of_git"]
+
 from pathlib import Path
 from typing import Any
 

@@ -7,6 +7,11 @@ agent; network faults, 429 and 5xx are retried with exponential backoff.
 
 from __future__ import annotations
 
+__all__ = [
+    "BACKOFF_MAX", "BACKOFF_START", "ClientError", "Connection", "Landed", "Progress", "RETRIES",
+    "RETRY_AFTER_MAX", "RandomAgent", "act_landed", "decode", "load_agent", "play",
+]
+
 import asyncio
 import base64
 import importlib
@@ -19,6 +24,7 @@ import aiohttp
 import click
 import numpy as np
 
+from engine.errors import SokoforgeError
 from serve.play import SCORE_FIELDS
 
 RETRIES = 8
@@ -28,7 +34,7 @@ RETRY_AFTER_MAX = 120  # seconds; a server asking for longer is not waited for
 log = logging.getLogger(__name__)
 
 
-class ClientError(Exception):
+class ClientError(SokoforgeError):
     """The server refused a request for good (a 4xx other than 429), or stayed unreachable."""
 
 

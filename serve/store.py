@@ -4,25 +4,33 @@ The store is the truth and owns concurrency: an action is appended only if the s
 stored action count and writer are the expected ones (compare-and-set), limits are counted
 in it, and it expires idle sessions. Records are plain frozen values; every method is a
 coroutine and returns only once the change is durable. ``serve.sqlite_store`` (one machine)
-and ``serve.pg_store`` (a fleet) implement it; ``open_store`` picks one from a location.
+and ``serve.pg_store`` (a fleet) implement it; ``serve.store_location`` picks one.
 """
 
 from __future__ import annotations
 
+__all__ = [
+    "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "ScorecardRecord", "SessionRecord",
+    "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit", "Write",
+    "miscounted_error",
+]
+
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from engine.errors import SokoforgeError
 
-class StoreError(Exception):
+
+class StoreError(SokoforgeError):
     """The store cannot be used (damaged, locked, of a newer schema); the message says why."""
 
 
-class StoreConflict(Exception):
+class StoreConflict(SokoforgeError):
     """A uniqueness rule refused the write (a name or id already taken, a game already
     started, a scorecard already closed)."""
 
 
-class StoreLimit(Exception):
+class StoreLimit(SokoforgeError):
     """A counted allowance is used up; ``count`` is how many were already used, ``kind``
     which allowance."""
 
@@ -32,7 +40,7 @@ class StoreLimit(Exception):
         self.kind = kind
 
 
-class StaleSession(Exception):
+class StaleSession(SokoforgeError):
     """The session's stored action count or writer is not the expected one: another process
     played it, or it is over. Reload it from the store."""
 
@@ -178,10 +186,12 @@ class Store(ABC):
 
     @abstractmethod
     async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
-                             total: int, live_since: float) -> None:
+                             total: int, live_since: float, address: str = "",
+                             per_address: int | None = None) -> None:
         """Add a session unless its scorecard is closed or already plays its game
-        (``StoreConflict``), or the key (``StoreLimit`` kind ``key``) or everyone (kind
-        ``total``) has as many sessions in flight (in progress, active since ``live_since``)."""
+        (``StoreConflict``), or the key (``StoreLimit`` kind ``key``), the client ``address``
+        (kind ``address``, when ``per_address`` is given) or everyone (kind ``total``) has as
+        many sessions in flight (in progress, active since ``live_since``)."""
 
     @abstractmethod
     async def sessions(self, scorecard_id: str) -> list[tuple[SessionRecord, list[EpisodeRecord]]]:
@@ -240,18 +250,3 @@ class Store(ABC):
 def miscounted_error(where: str, sessions: int) -> StoreError:
     return StoreError(f"{where} is damaged: {sessions} session(s) hold a different number of "
                       "stored actions than their records say; restore it from a backup")
-
-
-def is_postgres(location: str) -> bool:
-    return location.startswith(("postgresql://", "postgres://"))
-
-
-def open_store(location: str, synchronous: str = "NORMAL") -> Store:
-    """The store at ``location``: a PostgreSQL URL, or else a SQLite file path."""
-    if is_postgres(location):
-        from serve.pg_store import PostgresStore
-
-        return PostgresStore(location)
-    from serve.sqlite_store import SQLiteStore
-
-    return SQLiteStore(location, synchronous)

@@ -210,6 +210,8 @@ def server(served: Any, db: Path, clock: Any = None, public: str | None = None,
     from serve.play import Arena
     from serve.sqlite_store import SQLiteStore
 
+    # every test client comes from 127.0.0.1: only a test of that limit sets it
+    limits.setdefault("sessions_per_address", 1000)
     arena = Arena(served, SQLiteStore(db, "NORMAL"), Limits(**limits), clock=clock or time.time)
     with ServerThread(arena, public, connections, access_log) as running:
         yield running
@@ -245,7 +247,7 @@ class Process:
 
     def __init__(self, root, db, *extra: str, versions: tuple[str, ...] = ("t1",),
                  env: dict | None = None, cwd: Path | None = None) -> None:
-        code = "from pipeline.cli import main; main()"
+        code = "from sokoforge.cli import main; main()"
         store = [] if db is None else ["--db", str(db)]
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-c", code, "serve", *versions, "--datasets", str(root), *store,

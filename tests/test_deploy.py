@@ -145,7 +145,7 @@ def test_the_units_command_line_is_one_serve_accepts(tmp_path):
     """Every option of the unit's ExecStart is one of `sokoforge serve`'s."""
     import click
 
-    from pipeline.cli import main
+    from sokoforge.cli import main
 
     unit = (DEPLOY / "sokoforge.service").read_text()
     command = re.search(r"^ExecStart=(.*?)(?<!\\)$", unit, re.S | re.M).group(1)

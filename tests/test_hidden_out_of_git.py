@@ -12,7 +12,7 @@ from serve_support import Process
 
 ROOT = Path(__file__).resolve().parent.parent
 # -P: the checkout's code (its compiled kernels cached), whatever the working directory
-SOKOFORGE = [sys.executable, "-P", "-c", "from pipeline.cli import main; main()"]
+SOKOFORGE = [sys.executable, "-P", "-c", "from sokoforge.cli import main; main()"]
 
 
 def _git(repo: Path, *args: str) -> str:

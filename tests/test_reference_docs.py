@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import reference
+from sokoforge import reference
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_each_reference_page_is_what_the_code_writes(name):
     committed = (reference.DOCS / name).read_text(encoding="utf-8")
     assert committed == reference.PAGES[name](), (
-        f"docs/reference/{name} is stale: run python -m pipeline.reference")
+        f"docs/reference/{name} is stale: run python -m sokoforge.reference")
 
 
 def test_a_field_without_a_meaning_or_a_meaning_without_a_field_stops_the_pages(monkeypatch):

@@ -18,7 +18,7 @@ from serve_support import Api, Process
 from pipeline.errors import InputError, PipelineError
 from pipeline.rounds import Round, open_round, parse_time, read_round
 
-SOKOFORGE = [sys.executable, "-c", "from pipeline.cli import main; main()"]
+SOKOFORGE = [sys.executable, "-c", "from sokoforge.cli import main; main()"]
 
 
 def sokoforge(*args: str, code: int = 0) -> subprocess.CompletedProcess:
@@ -160,8 +160,8 @@ def test_standings_rank_each_names_best_with_success_intervals_and_refuse_late_r
     from serve_support import write_dataset
 
     from pipeline.precision import interval_from_counts
-    from pipeline.rounds import close_round
     from serve.sqlite_store import SQLiteStore
+    from serve.standings import close_round
     from serve.store import KeyRecord, ScorecardRecord
 
     write_dataset(tmp_path, "v")

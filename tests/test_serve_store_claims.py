@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 from serve_support import LEVELS, Api, Process, server, write_dataset
 
-from pipeline.cli import main
 from serve.dataset import load_version
+from sokoforge.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +69,6 @@ def test_a_second_server_on_one_store_refuses_to_start_naming_the_first_ones_pid
         first.stop()
     second = Process(data["root"], db)  # the first one stopped: the store is free again
     second.stop()
-
-
-def test_a_wal_deleted_after_a_kill_is_refused_instead_of_losing_actions(data, tmp_path):
-    db = after_a_server(data, tmp_path / "wal.sqlite", 40)
-    (tmp_path / "wal.sqlite-wal").unlink()
-    line = refused(data, db)
-    assert "write-ahead log" in line and "missing" in line
 
 
 def test_a_deleted_database_whose_wal_is_left_is_refused(data, tmp_path):

@@ -21,8 +21,8 @@ from serve.store import (
     StoreError,
     StoreLimit,
     Write,
-    open_store,
 )
+from serve.store_location import open_store
 
 DAY = "2026-12-01"
 NOW = 1_900_000_000.0
@@ -132,6 +132,20 @@ def test_sessions_in_flight_are_counted_per_key_and_in_total_across_stores(locat
         assert (everyone.value.kind, everyone.value.count) == ("total", 3)
         # sessions idle since before the cutoff no longer count, expired or not
         await b.create_session(session(2, "k2", 2), 3, 2, 3, NOW + 1)
+    run(location, body, stores=2)
+
+
+def test_sessions_in_flight_are_counted_per_address_whatever_the_key_across_stores(location):
+    async def body(a, b):
+        for key in ("k1", "k2", "k3"):
+            await a.create_key(KeyRecord(key, key), "addr", DAY, 100)
+            await a.open_scorecard(card(1, key), DAY, 100)
+        await a.create_session(session(1, "k1"), 3, 5, 10, NOW - 60, "near", 2)
+        await b.create_session(session(1, "k2"), 3, 5, 10, NOW - 60, "near", 2)
+        with pytest.raises(StoreLimit) as near:
+            await b.create_session(session(1, "k3"), 3, 5, 10, NOW - 60, "near", 2)
+        assert (near.value.kind, near.value.count) == ("address", 2)
+        await a.create_session(session(1, "k3"), 3, 5, 10, NOW - 60, "far", 2)
     run(location, body, stores=2)
 
 

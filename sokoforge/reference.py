@@ -3,10 +3,12 @@
 The names, types and defaults come from the code (the spec parser, ``LEVEL_COLUMNS``, the
 manifest writer, the server's route declarations); only the meanings are written here, and
 writing a page fails when a name has none or a meaning names something the code lacks, so
-the pages cannot drift (``python -m pipeline.reference`` rewrites them; a test compares).
+the pages cannot drift (``python -m sokoforge.reference`` rewrites them; a test compares).
 """
 
 from __future__ import annotations
+
+__all__ = ["DOCS", "PAGES", "protocol_page", "levels_page", "spec_page", "write_pages"]
 
 import sys
 from pathlib import Path
@@ -328,9 +330,10 @@ in the `X-API-Key` header; actions are 0 up, 1 down, 2 left, 3 right. A refusal 
 `{{"detail": "..."}}` (ARC routes: `{{"error", "message"}}`) with 401 (key), 404 (unknown,
 expired or another key's), 409 (over: a session, a scorecard, or the version's round),
 422 (malformed; 400 on the ARC face), 429 (a limit, with `Retry-After`). A Score has
-{score} (`success_interval` is `[lo, hi]`, 95%, over draws of levels). The leaderboard keeps
-each name's best closed scorecard per version, ranked by `success_rate`, then `move_efficiency`, then fewer
-episodes lost (deadlocked, or never played), then the earlier submission.
+{score} (`success_interval` is `[lo, hi]`, 95%, over draws of levels). The
+leaderboard keeps each name's best closed scorecard per version, ranked by `success_rate`,
+then `move_efficiency`, then fewer episodes lost (deadlocked, or never played), then the
+earlier submission.
 
 ## Routes
 

@@ -7,12 +7,15 @@ after level 3 says nothing about level 40.
 
 from __future__ import annotations
 
+__all__ = ["LevelRate", "browser_episodes", "rates_markdown", "solve_rates"]
+
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from serve.store import PlayedEpisode, StoreError, is_postgres, open_store
+from serve.store import PlayedEpisode, StoreError
+from serve.store_location import is_postgres, open_store
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,14 @@ standings."""
 
 from __future__ import annotations
 
+__all__ = ["round_group"]
+
 from pathlib import Path
 
 import click
 
-from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import refusals
+from sokoforge.cli.build import datasets_option
+from sokoforge.cli.errors import refusals
 
 DB_ENV = "SOKOFORGE_DB"
 
@@ -50,7 +52,8 @@ def close_command(version: str, db: str, datasets: Path) -> None:
 
     Then `sokoforge reveal VERSION` publishes the seed.
     """
-    from pipeline.rounds import close_round, iso
+    from pipeline.rounds import iso
+    from serve.standings import close_round
 
     with refusals():
         done = close_round(datasets, version, db)

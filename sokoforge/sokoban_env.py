@@ -7,6 +7,8 @@ truncated when the level's step budget is used up. The rules are the engine's ``
 
 from __future__ import annotations
 
+__all__ = ["ENV_ID", "SokobanEnv", "register"]
+
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +53,7 @@ class SokobanEnv(gymnasium.Env):
                 root, version, allow_hidden=allow_hidden,
                 instead="use a public version or spec=..., or pass allow_hidden=True (a "
                         "maintainer's tool: never train on a hidden set)")
-        else:
+        elif spec is not None:
             self.source = spec_source(spec if isinstance(spec, Spec) else load_spec(spec), root)
         self.render_mode = render_mode
         self.look = self.source.look
@@ -109,6 +111,8 @@ class SokobanEnv(gymnasium.Env):
     def _observation(self) -> dict[str, np.ndarray]:
         """The picture of the state after ``steps`` actions (a noisy look's noise is fixed by
         the step) and the goal picture."""
+        if self._painter is None or self._game is None:
+            raise PipelineError("call reset() before observing")
         return {"obs": self._painter.frame(self._game.state, self._game.steps),
                 "goal": self._goal.copy()}
 
@@ -116,4 +120,4 @@ class SokobanEnv(gymnasium.Env):
 def register() -> None:
     """Register ``sokoforge/Sokoban-v0`` with Gymnasium (once; later calls do nothing)."""
     if ENV_ID not in gymnasium.registry:
-        gymnasium.register(id=ENV_ID, entry_point="pipeline.sokoban_env:SokobanEnv")
+        gymnasium.register(id=ENV_ID, entry_point="sokoforge.sokoban_env:SokobanEnv")

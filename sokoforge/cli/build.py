@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+__all__ = ["STAGES", "build_command", "datasets_option", "stage_group", "verify_command"]
+
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from pipeline.cli.errors import CliError, refusals
+from sokoforge.cli.errors import CliError, refusals
 
 # The names of pipeline.build.STAGES, here so that loading the CLI stays light (a test keeps
 # the two equal).
@@ -36,7 +38,7 @@ def datasets_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _build_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed([
+    options: list[Callable[[Any], Any]] = [
         click.option("--seed", type=str, default=None,
                      help="Public seed (an integer). Without it a secret seed is drawn and "
                           "kept in DATASETS/.secrets/VERSION.seed."),
@@ -49,14 +51,16 @@ def _build_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--scheduler", default=None, help="Dask scheduler address (--backend dask)."),
         click.option("--quiet", is_flag=True, help="No progress or timing lines."),
         datasets_option,
-    ]):
+    ]
+    for option in reversed(options):
         fn = option(fn)
     return fn
 
 
 def _run(version: str, stages: tuple[str, ...], seed: str | None, spec_name: str | None,
          jobs: int, backend: str, scheduler: str | None, quiet: bool, datasets: Path) -> None:
-    from pipeline.build import build
+    from pipeline.build import build, recorded_rotation
+    from pipeline.rotate import select_stage
     from pipeline.seeds import parse_seed
     from pipeline.spec import load_spec
     from pipeline.workers import Workers
@@ -69,7 +73,8 @@ def _run(version: str, stages: tuple[str, ...], seed: str | None, spec_name: str
         result = build(version, datasets=datasets,
                        spec=load_spec(spec_name) if spec_name else None,
                        seed=parse_seed(seed) if seed is not None else None,
-                       workers=workers, stages=stages)
+                       workers=workers, stages=stages,
+                       select=select_stage if recorded_rotation(datasets, version) else None)
     if result.published:
         click.echo(f"{version}: published at {result.path}")
     else:

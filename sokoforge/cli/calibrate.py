@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+__all__ = ["calibrate_command", "report_lines"]
+
 import os
 import tempfile
 from pathlib import Path
 
 import click
 
-from pipeline.cli.errors import USAGE, CliError, refusals
+from sokoforge.cli.errors import USAGE, CliError, refusals
 
 
 @click.command("calibrate")

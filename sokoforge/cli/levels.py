@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["read_drawn_levels", "read_levels", "render_command", "solve_command"]
+
 import json
 import os
 import sys
@@ -12,7 +14,7 @@ import numpy as np
 from engine.level_files import FileLevel, read_collection
 from engine.levels import Level, LevelError, parse_xsb
 from engine.look import SHARED, Look, LookError, Theme, painter, stored_look
-from pipeline.cli.errors import CliError, refusals
+from sokoforge.cli.errors import CliError, refusals
 
 
 def read_levels(path: str) -> list[FileLevel]:
@@ -45,13 +47,13 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
     solution in LURD. Exits 1 when a level is unsolvable or too large to search,
     2 on unreadable input.
     """
-    from engine.solver import solve
+    from engine.solver import SolveResult, solve
 
     unsolvable, too_large = [], []
     for i, board in enumerate(read_levels(file)):
         level = board.level
         if level is None:  # beyond the engine's board or crate bound: too large, never searched
-            result = TooLarge()
+            result = SolveResult("too_large", None, None, None, 0)
         else:
             result = solve(level, max_states=max_states)
         ok = result.status == "solved"
@@ -129,7 +131,7 @@ def render_command(file: str, out: str | None, animation: str | None, solution: 
         raise CliError("give exactly one of --out PNG and --gif OUT.gif|OUT.png", 2)
     if solution and actions:
         raise CliError("--solution and --actions exclude each other", 2)
-    target = out or animation
+    target = str(out or animation)
     if out is not None and not out.lower().endswith(".png"):
         raise CliError(f"--out {out}: the picture is written as PNG; name a .png file", 2)
     if animation is not None and not animation.lower().endswith((".gif", ".png")):
@@ -180,7 +182,7 @@ def render_command(file: str, out: str | None, animation: str | None, solution: 
             click.echo(f"wrote {out} ({shown.shape[1]}x{shown.shape[0]} px)")
             return
         frames = [picture(i) for i in range(len(states))]
-        write_animation(animation, frames, frame_ms)
+        write_animation(target, frames, frame_ms)
     except OSError as e:
         raise CliError(f"cannot write {target}: {e.strerror or e}", 1) from None
     click.echo(f"wrote {animation} ({len(frames)} frames of {frames[0].shape[1]}x"
@@ -208,15 +210,8 @@ def _solve(level: Level, file: str, index: int) -> str:
     if result.status != "solved":
         raise CliError(f"{file}: level {index + 1} has no solution to show "
                        f"({result.status.replace('_', ' ')})", 1)
-    return result.solution
+    return str(result.solution)
 
-
-class TooLarge:
-    """The outcome of a board the engine cannot hold: too large, with nothing searched."""
-
-    status = "too_large"
-    moves = pushes = solution = None
-    states_expanded = 0
 
 
 def read_drawn_levels(path: str) -> tuple[list[Level], list[Look], list[str | None]]:
@@ -224,9 +219,7 @@ def read_drawn_levels(path: str) -> tuple[list[Level], list[Look], list[str | No
     with each level's stored solution (None for a file's)."""
     from pathlib import Path
 
-    from pipeline.manifest import read_manifest
-    from pipeline.spec import version_look
-    from pipeline.tables import read_parquet
+    from pipeline.version import open_version
 
     folder = Path(path)
     if not folder.is_dir():
@@ -237,11 +230,11 @@ def read_drawn_levels(path: str) -> tuple[list[Level], list[Look], list[str | No
             levels.append(board.level)
         return levels, [SHARED] * len(levels), [None] * len(levels)
     with refusals(2, f"{path}: "):
-        manifest = read_manifest(folder / "manifest.json")
-        table = read_parquet(folder / "levels.parquet").sort("index")
+        opened = open_version(folder.parent, folder.name, require_intact=False)
+        table = opened.levels().sort("index")
     try:
         levels = [parse_xsb(x) for x in table["xsb"]]
-        looks = [stored_look(version_look(manifest), r)
+        looks = [stored_look(opened.look, r)
                  for r in table.iter_rows(named=True)]
     except (LevelError, LookError) as e:
         raise CliError(f"{path}: {e}", 2) from None

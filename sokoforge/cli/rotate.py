@@ -4,13 +4,15 @@ its build: replaced by an equally hard one, listed, and its seed published when 
 
 from __future__ import annotations
 
+__all__ = ["interactive", "reveal_command", "rotate_command", "versions_command"]
+
 import sys
 from pathlib import Path
 
 import click
 
-from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import REFUSED, USAGE, CliError, refusals
+from sokoforge.cli.build import datasets_option
+from sokoforge.cli.errors import REFUSED, USAGE, CliError, refusals
 
 
 @click.command("rotate")
