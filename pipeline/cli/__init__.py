@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import click
 
+from pipeline.cli.arc_export import arc_export_command
 from pipeline.cli.audit import audit_command
 from pipeline.cli.build import build_command, stage_group, verify_command
 from pipeline.cli.calibrate import calibrate_command
@@ -49,3 +50,4 @@ main.add_command(rotate_command)
 main.add_command(versions_command)
 main.add_command(reveal_command)
 main.add_command(trajectories_command)
+main.add_command(arc_export_command)
