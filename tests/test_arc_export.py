@@ -27,7 +27,7 @@ import requests
 from arc_agi import Arcade, OperationMode
 from arcengine import GameAction, GameState
 from click.testing import CliRunner
-from serve_support import server, visible_version
+from serve_support import server, visible_version, write_dataset
 
 from engine.look import ARC_INDEX
 from pipeline.arc_export import export_arc_game
@@ -68,13 +68,14 @@ def exported(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def practice_versions(tmp_path_factory):
-    """Two small public versions whose spec says RESET restarts nothing, or only the level."""
+    """Two small public versions whose spec says RESET restarts nothing, or only the level
+    (that one drawn in the 16-colour ``arc`` look)."""
     root = tmp_path_factory.mktemp("datasets")
-    for mode in ("none", "level"):
+    for mode, look in (("none", "shared"), ("level", "arc")):
         visible_version(root, f"r{mode}", f"r{mode}", "public")
         path = root / f"r{mode}" / "manifest.json"
         manifest = json.loads(path.read_text())
-        manifest["spec"]["restarts"] = mode
+        manifest["spec"].update(restarts=mode, look=look)
         path.write_text(json.dumps(manifest))
     return root
 
@@ -204,7 +205,8 @@ def test_random_play_with_resets_answers_as_the_server_to_the_end(exported, serv
                                                                   practice_versions, tmp_path,
                                                                   game_id, reset_share):
     """Every action, ACTION5-7 (a step, no move), blocked moves, budgets running out and
-    RESET as the version's restarts say (game: level or whole game; none; level)."""
+    RESET as the version's restarts say (game: level or whole game; none; level), in the
+    shared and the arc look."""
     url, key = servers[game_id]
     out = exported["out"]
     if game_id != GAME_ID:
@@ -314,3 +316,17 @@ def test_hidden_versions_and_bad_names_are_refused_in_one_line(tmp_path):
     assert "is not allowed" in refused([VERSION, out, "--game-id", "a-b", "--datasets",
                                         str(DATASETS)], 2)
     assert not (tmp_path / "out").exists()
+
+
+def test_an_imported_version_that_says_no_visibility_is_exported(tmp_path):
+    """Imported collections are public unless they say otherwise (as the server shows them)."""
+    write_dataset(tmp_path / "datasets", "imp")
+    path = tmp_path / "datasets" / "imp" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["generator"]["method"] = "imported"
+    path.write_text(json.dumps(manifest))
+    done = export_arc_game(tmp_path / "datasets", "imp", tmp_path / "out", "sk")
+    assert done.game_id == "sk-imp" and done.folder == tmp_path / "out" / "sk" / "imp"
+    arc = offline_arcade(tmp_path / "out", tmp_path / "recordings")
+    env = arc.make("sk-imp")
+    assert env is not None and env.observation_space.win_levels == done.levels == 6
