@@ -45,10 +45,12 @@ class ArcExport:
 
 
 def export_arc_game(datasets: Path, version: str, out: Path,
-                    base_id: str = w.BASE_ID) -> ArcExport:
+                    base_id: str | None = None) -> ArcExport:
     """Write ``version`` (public or imported; a hidden one is refused) as the toolkit's local
-    game ``BASE_ID-VERSION`` under ``out``; the same version writes the same bytes."""
+    game ``BASE_ID-VERSION`` (default ``sokoban-VERSION``, the ARC face's id) under ``out``;
+    the same version writes the same bytes."""
     check_version_name(version)
+    base_id = w.BASE_ID if base_id is None else base_id
     if not BASE_ID.fullmatch(base_id):
         raise InputError(f"game id {base_id[:40]!r} is not allowed: use 1-32 letters, digits "
                          "or '_' (the toolkit's game id is ID-VERSION, split at the first '-')")

@@ -13,10 +13,12 @@ from pipeline.cli.errors import refusals
 @click.command("arc-export")
 @click.argument("version")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--game-id", "game_id", default="sokoban", show_default=True,
-              help="The game's base id: the toolkit's game id is ID-VERSION.")
+@click.option("--game-id", "game_id", default=None,
+              help="The game's base id (default: sokoban, as the ARC face names it); the "
+                   "toolkit's game id is ID-VERSION.")
 @datasets_option
-def arc_export_command(version: str, out_dir: Path, game_id: str, datasets: Path) -> None:
+def arc_export_command(version: str, out_dir: Path, game_id: str | None,
+                       datasets: Path) -> None:
     """Write VERSION (public or imported; a hidden one is refused) as the ARC-AGI-3 local game
     OUT_DIR/ID/VERSION/ (metadata.json and sokoban.py), for arc_agi.Arcade in OFFLINE mode
     and its listen_and_serve: the ARC face's rules, budgets and frames."""
