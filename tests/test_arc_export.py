@@ -279,15 +279,15 @@ def test_listen_and_serve_plays_the_export_and_records_it(exported, tmp_path):
             time.sleep(0.2)
         arc = online_arcade(url, "local-agent")
         assert [e.game_id for e in arc.get_environments()] == [GAME_ID]
-        game = arc.make(GAME_ID)
+        card_id = arc.open_scorecard(tags=["arc-export"])
+        game = arc.make(GAME_ID, scorecard_id=card_id)
         assert game is not None
         plan = solution_actions(exported["rows"])
         for action in plan:
             last = game.step(action)
             assert last is not None
         assert last.state is GameState.WIN and last.levels_completed == len(exported["rows"])
-        card_id = arc._default_scorecard_id
-        card = arc.close_scorecard()
+        card = arc.close_scorecard(card_id)
         assert card is not None and card.environments[0].runs[0].state is GameState.WIN
     finally:
         proc.terminate()
@@ -330,3 +330,11 @@ def test_an_imported_version_that_says_no_visibility_is_exported(tmp_path):
     arc = offline_arcade(tmp_path / "out", tmp_path / "recordings")
     env = arc.make("sk-imp")
     assert env is not None and env.observation_space.win_levels == done.levels == 6
+
+
+def test_the_guard_refuses_any_address_but_loopback():
+    with pytest.raises(loopback.NotLoopback):
+        socket.create_connection(("192.0.2.1", 80), timeout=1)  # TEST-NET-1, never routed
+    with pytest.raises(loopback.NotLoopback):
+        socket.getaddrinfo("three.arcprize.org", 443)
+    assert loopback.is_loopback("127.0.0.1") and loopback.is_loopback("::1")
