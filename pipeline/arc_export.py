@@ -26,7 +26,7 @@ from pipeline.errors import InputError, PipelineError
 from pipeline.tables import write_text
 from serve import arc_wire as w
 from serve.dataset import DatasetError, ServedLevel, load_version
-from serve.games import GameEntry, Registry
+from serve.games import GameEntry, Registry, manifest_is_public
 
 TEMPLATE = Path(__file__).with_name("arc_game.py")
 BEGIN = "# --- GAME: written by sokoforge arc-export ---"
@@ -54,15 +54,22 @@ def export_arc_game(datasets: Path, version: str, out: Path,
     if not BASE_ID.fullmatch(base_id):
         raise InputError(f"game id {base_id[:40]!r} is not allowed: use 1-32 letters, digits "
                          "or '_' (the toolkit's game id is ID-VERSION, split at the first '-')")
-    if not (Path(datasets) / version / "manifest.json").is_file():
+    manifest = Path(datasets) / version / "manifest.json"
+    if not manifest.is_file():
         raise InputError(f"no version {version!r} under {datasets}")
+    hidden = PipelineError(f"{version} is a hidden version: its levels would be in the "
+                           "exported source; export a public or imported version")
+    try:  # refused before a level is read; a manifest that cannot be read, by load_version
+        if not manifest_is_public(json.loads(manifest.read_text(encoding="utf-8"))):
+            raise hidden
+    except (ValueError, AttributeError):
+        pass
     try:
         entry = Registry([load_version(Path(datasets), version)]).first
     except DatasetError as e:
         raise PipelineError(str(e)) from None
     if not entry.public:
-        raise PipelineError(f"{version} is a hidden version: its levels would be in the "
-                            "exported source; export a public or imported version")
+        raise hidden
     if entry.episodes > w.MAX_LEVELS:
         raise PipelineError(f"{version} has {entry.episodes} levels, more than the "
                             f"{w.MAX_LEVELS} an ARC game can count")
