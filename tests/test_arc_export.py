@@ -30,11 +30,11 @@ from click.testing import CliRunner
 from serve_support import server, visible_version, write_dataset
 
 from engine.look import ARC_INDEX
-from pipeline.arc_export import export_arc_game
-from pipeline.cli import main
 from pipeline.tables import read_parquet
 from serve import arc_wire as w
+from serve.arc_export import export_arc_game
 from serve.dataset import load_version
+from sokoforge.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = ROOT / "datasets"

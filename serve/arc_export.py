@@ -21,9 +21,9 @@ from engine.frames import CRATE, PLAYER, TileAtlas
 from engine.levels import Level, State
 from engine.look import ARC_INDEX
 from engine.render import SIZE
-from pipeline.build import check_version_name
 from pipeline.errors import InputError, PipelineError
 from pipeline.tables import write_text
+from pipeline.version import open_version
 from serve import arc_wire as w
 from serve.dataset import DatasetError, ServedLevel, load_version
 from serve.games import GameEntry, Registry, manifest_is_public
@@ -49,27 +49,18 @@ def export_arc_game(datasets: Path, version: str, out: Path,
     """Write ``version`` (public or imported; a hidden one is refused) as the toolkit's local
     game ``BASE_ID-VERSION`` (default ``sokoban-VERSION``, the ARC face's id) under ``out``;
     the same version writes the same bytes."""
-    check_version_name(version)
     base_id = w.BASE_ID if base_id is None else base_id
     if not BASE_ID.fullmatch(base_id):
         raise InputError(f"game id {base_id[:40]!r} is not allowed: use 1-32 letters, digits "
                          "or '_' (the toolkit's game id is ID-VERSION, split at the first '-')")
-    manifest = Path(datasets) / version / "manifest.json"
-    if not manifest.is_file():
-        raise InputError(f"no version {version!r} under {datasets}")
-    hidden = PipelineError(f"{version} is a hidden version: its levels would be in the "
-                           "exported source; export a public or imported version")
-    try:  # refused before a level is read; a manifest that cannot be read, by load_version
-        if not manifest_is_public(json.loads(manifest.read_text(encoding="utf-8"))):
-            raise hidden
-    except (ValueError, AttributeError):
-        pass
+    # refused from the manifest, before a level is read
+    if not manifest_is_public(open_version(Path(datasets), version, strict=False).manifest):
+        raise PipelineError(f"{version} is a hidden version: its levels would be in the "
+                            "exported source; export a public or imported version")
     try:
         entry = Registry([load_version(Path(datasets), version)]).first
     except DatasetError as e:
         raise PipelineError(str(e)) from None
-    if not entry.public:
-        raise hidden
     if entry.episodes > w.MAX_LEVELS:
         raise PipelineError(f"{version} has {entry.episodes} levels, more than the "
                             f"{w.MAX_LEVELS} an ARC game can count")
@@ -94,7 +85,7 @@ def arc_metadata(entry: GameEntry, base_id: str = w.BASE_ID) -> dict:
 
 
 def game_source(entry: GameEntry, game_id: str) -> str:
-    """``pipeline/arc_game.py`` with its ``GAME`` filled: the levels as data, their budgets
+    """``serve/arc_game.py`` with its ``GAME`` filled: the levels as data, their budgets
     and the tiles of their pictures (each distinct tile once)."""
     tiles: dict[bytes, tuple[int, list[str]]] = {}
     levels = [_level_data(served, tiles) for served in entry.version.levels]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import refusals
+from sokoforge.cli.build import datasets_option
+from sokoforge.cli.errors import refusals
 
 
 @click.command("arc-export")
@@ -22,7 +22,7 @@ def arc_export_command(version: str, out_dir: Path, game_id: str | None,
     """Write VERSION (public or imported; a hidden one is refused) as the ARC-AGI-3 local game
     OUT_DIR/ID/VERSION/ (metadata.json and sokoban.py), for arc_agi.Arcade in OFFLINE mode
     and its listen_and_serve: the ARC face's rules, budgets and frames."""
-    from pipeline.arc_export import export_arc_game
+    from serve.arc_export import export_arc_game
 
     with refusals():
         done = export_arc_game(datasets, version, out_dir, game_id)
