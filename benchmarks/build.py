@@ -36,6 +36,8 @@ began = time.perf_counter()
 from pathlib import Path
 from pipeline.build import build
 from pipeline.spec import load_spec, spec_from_dict
+from sokoforge.cli import skip_last_collection
+skip_last_collection()  # as the sokoforge command does
 from pipeline.workers import Workers
 datasets, spec_json, seed, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 spec = spec_from_dict(json.loads(spec_json))

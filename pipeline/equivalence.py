@@ -7,6 +7,11 @@ counts differ by at most ``allowed_gap`` levels (3 per 100, rounded up).
 
 from __future__ import annotations
 
+__all__ = [
+    "EQUIVALENCE_FILE", "Equivalence", "GAP_PER_HUNDRED", "allowed_gap", "compare",
+    "planner_solved",
+]
+
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +20,7 @@ import polars as pl
 
 from engine.levels import parse_xsb
 from engine.planner import plan
+from pipeline.tables import as_float, as_int
 from pipeline.workers import Workers
 
 GAP_PER_HUNDRED = 3
@@ -143,13 +149,13 @@ def compare(prev_name: str, prev: pl.DataFrame, new_name: str, new: pl.DataFrame
 
 
 def _mean(s: pl.Series) -> float:
-    return float(s.cast(pl.Float64).mean())
+    return as_float(s.cast(pl.Float64).mean())
 
 
 def _largest(both: pl.DataFrame, column: str) -> dict[str, Any]:
     """The slot whose ``column`` differs most between the versions (first one on ties)."""
     diff = (both[f"{column}_new"].cast(pl.Float64) - both[column].cast(pl.Float64)).abs()
-    at = int(diff.arg_max())
+    at = as_int(diff.arg_max())
     cast = int if column == "optimal_moves" else float
     return {"tier": int(both["tier"][at]), "slot": int(both["slot"][at]),
             "prev_index": int(both["index"][at]), "new_index": int(both["index_new"][at]),

@@ -370,3 +370,17 @@ def test_exclude_reads_a_collection_file_as_import_does(tmp_path):
     files, ids = rotate_module.excluded_levels([listed])
     assert ids == [canonical_id(parse_xsb("#####\n#@$.#\n#####"))]  # level 2 is its mirror
     assert [(f["name"], f["levels"]) for f in files] == [("public.sok", 2)]
+
+
+def test_a_rotation_in_progress_takes_its_select_from_the_rotation_not_the_spec(demo, tmp_path):
+    datasets = _fresh_copy(demo, tmp_path)
+    build("r9", datasets=datasets, spec=load_spec("tiny"), seed=21, workers=QUIET,
+          stages=("generate",),
+          rotation={"from": "demo", "excluded_files": [], "excluded_ids": []})
+    with pytest.raises(PipelineError, match="in progress is a rotation of demo: its select"):
+        build("r9", datasets=datasets, workers=QUIET, stages=("select",))
+    # the stage command resumes it with the rotation's matched select
+    out = CliRunner().invoke(main, ["stage", "select", "r9", "--datasets", str(datasets),
+                                    "--quiet"])
+    assert out.exit_code == 0, out.output
+    assert (datasets / ".build" / "r9" / "stages" / EQUIVALENCE_FILE).is_file()
