@@ -1,5 +1,5 @@
 """A public version as an ARC-AGI-3 local game: the metadata.json and single source file that
-the ``arc-agi`` toolkit's OFFLINE mode finds under ``OUT/<base id>/<version>/`` and runs.
+the ``arc-agi`` toolkit's OFFLINE mode finds under ``OUT/<game id>/<version>/`` and runs.
 
 The game object is the ARC face's (``serve.arc_wire.game_info``), the levels are the server's
 (``serve.dataset.load_version``), and the pictures are cut from the ARC face's own drawing of
@@ -28,10 +28,12 @@ from serve import arc_wire as w
 from serve.dataset import DatasetError, ServedLevel, load_version
 from serve.games import GameEntry, Registry, manifest_is_public
 
+__all__ = ["ArcExport", "arc_metadata", "export_arc_game", "game_source"]
+
 TEMPLATE = Path(__file__).with_name("arc_game.py")
 BEGIN = "# --- GAME: written by sokoforge arc-export ---"
 END = "# --- end of GAME ---"
-BASE_ID = re.compile(r"[A-Za-z0-9_]{1,32}")  # the toolkit splits a game id at its first '-'
+GAME_ID = re.compile(r"[A-Za-z0-9_.]{1,80}")  # the toolkit splits a game id at its first '-'
 HEX = "0123456789abcdef"
 
 
@@ -45,14 +47,13 @@ class ArcExport:
 
 
 def export_arc_game(datasets: Path, version: str, out: Path,
-                    base_id: str | None = None) -> ArcExport:
+                    game_id: str | None = None) -> ArcExport:
     """Write ``version`` (public or imported; a hidden one is refused) as the toolkit's local
-    game ``BASE_ID-VERSION`` (default ``sokoban-VERSION``, the ARC face's id) under ``out``;
+    game ``game_id`` (default the ARC face's, ``sokoban_VERSION``) in ``out/GAME_ID/VERSION``;
     the same version writes the same bytes."""
-    base_id = w.BASE_ID if base_id is None else base_id
-    if not BASE_ID.fullmatch(base_id):
-        raise InputError(f"game id {base_id[:40]!r} is not allowed: use 1-32 letters, digits "
-                         "or '_' (the toolkit's game id is ID-VERSION, split at the first '-')")
+    if game_id is not None and not GAME_ID.fullmatch(game_id):
+        raise InputError(f"game id {game_id[:40]!r} is not allowed: use letters, digits, '_' "
+                         "or '.' (the toolkit splits a game id at its first '-')")
     # refused from the manifest, before a level is read
     if not manifest_is_public(open_version(Path(datasets), version, strict=False).manifest):
         raise PipelineError(f"{version} is a hidden version: its levels would be in the "
@@ -64,8 +65,8 @@ def export_arc_game(datasets: Path, version: str, out: Path,
     if entry.episodes > w.MAX_LEVELS:
         raise PipelineError(f"{version} has {entry.episodes} levels, more than the "
                             f"{w.MAX_LEVELS} an ARC game can count")
-    info = arc_metadata(entry, base_id)
-    folder = Path(out) / base_id / entry.version.version
+    info = arc_metadata(entry, game_id)
+    folder = Path(out) / info["game_id"] / entry.version.version
     folder.mkdir(parents=True, exist_ok=True)
     write_text(game_source(entry, info["game_id"]), folder / f"{info['class_name'].lower()}.py")
     # metadata.json last: the toolkit finds a game by it, so a folder without it is unfinished
@@ -73,12 +74,13 @@ def export_arc_game(datasets: Path, version: str, out: Path,
     return ArcExport(folder, info["game_id"], entry.episodes)
 
 
-def arc_metadata(entry: GameEntry, base_id: str = w.BASE_ID) -> dict:
-    """The ARC face's game object (``GET /api/games``) under the toolkit's game id, dated by
+def arc_metadata(entry: GameEntry, game_id: str | None = None) -> dict:
+    """The ARC face's game object (``GET /api/games``), under ``game_id`` if given, dated by
     the version's creation so the toolkit's 'latest version' is the newest version."""
     v = entry.version
     info = w.game_info(v.version, v.game, [lv.optimal_moves for lv in v.levels], entry.restarts)
-    info["game_id"] = f"{base_id}-{v.version}"
+    if game_id is not None:
+        info["game_id"] = game_id
     if v.manifest.get("created"):
         info["date_downloaded"] = v.manifest["created"]
     return info

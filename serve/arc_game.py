@@ -25,6 +25,8 @@ from __future__ import annotations
 import numpy as np
 from arcengine import ARCBaseGame, BlockingMode, GameAction, Level, Sprite
 
+__all__ = ["GAME", "Board", "Sokoban", "picture"]
+
 # --- GAME: written by sokoforge arc-export ---
 GAME: dict = {"game_id": "sokoban", "restarts": "none", "palette": None, "tiles": [],
               "levels": []}

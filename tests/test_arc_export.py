@@ -144,7 +144,7 @@ def lockstep(local, remote, choose, limit: int = 5000) -> list:
 
 
 def test_export_writes_the_toolkit_layout_with_the_arc_face_game_object(exported, tmp_path):
-    folder = exported["out"] / "sokoban" / VERSION
+    folder = exported["out"] / GAME_ID / VERSION
     assert exported["done"].folder == folder and exported["done"].game_id == GAME_ID
     assert sorted(p.name for p in folder.iterdir()) == ["metadata.json", "sokoban.py"]
     metadata = json.loads((folder / "metadata.json").read_text())
@@ -199,25 +199,28 @@ def test_offline_game_wins_on_the_stored_solutions_with_the_server_frames(export
     assert len(lines) == len(frames) and lines[-1]["data"]["state"] == "WIN"
 
 
-@pytest.mark.parametrize("game_id, reset_share", [(GAME_ID, 0.02), ("sokoban-rnone", 0.1),
-                                                  ("sokoban-rlevel", 0.1)])
+@pytest.mark.parametrize("version, reset_share", [(VERSION, 0.02), ("rnone", 0.1),
+                                                  ("rlevel", 0.1)])
 def test_random_play_with_resets_answers_as_the_server_to_the_end(exported, servers,
                                                                   practice_versions, tmp_path,
-                                                                  game_id, reset_share):
+                                                                  version, reset_share):
     """Every action, ACTION5-7 (a step, no move), blocked moves, budgets running out and
     RESET as the version's restarts say (game: level or whole game; none; level), in the
     shared and the arc look."""
+    game_id = w.game_id(version)
     url, key = servers[game_id]
     out = exported["out"]
-    if game_id != GAME_ID:
+    if version != VERSION:
         out = tmp_path / "environment_files"
-        export_arc_game(practice_versions, game_id.removeprefix("sokoban-"), out)
+        export_arc_game(practice_versions, version, out)
     local = offline_arcade(out, tmp_path / "recordings").make(game_id)
     remote = online_arcade(url, key).make(game_id)
     rng = random.Random(game_id)
     actions = [GameAction.from_id(n) for n in range(1, 8)]
 
     def choose(n: int) -> GameAction:
+        if n in (40, 41):  # twice in a row: the second, after no action, restarts the game
+            return GameAction.RESET
         return GameAction.RESET if rng.random() < reset_share else rng.choice(actions)
 
     frames = lockstep(local, remote, choose)
@@ -226,7 +229,7 @@ def test_random_play_with_resets_answers_as_the_server_to_the_end(exported, serv
     ended = [len(f.frame) == 2 for f in frames[1:]]
     assert sum(ended) >= 3 and len(resets) >= 3  # levels ended, resets of each kind played
     assert any(resets) == (game_id == GAME_ID) and not all(resets)
-    if game_id == "sokoban-rlevel":  # the server refuses a RESET after the end
+    if version == "rlevel":  # the server refuses a RESET after the end
         again = local.reset()
         assert seen(again)[:4] == (GameState.GAME_OVER, frames[-1].levels_completed,
                                    frames[-1].win_levels, False)
@@ -325,10 +328,10 @@ def test_an_imported_version_that_says_no_visibility_is_exported(tmp_path):
     manifest = json.loads(path.read_text())
     manifest["generator"]["method"] = "imported"
     path.write_text(json.dumps(manifest))
-    done = export_arc_game(tmp_path / "datasets", "imp", tmp_path / "out", "sk")
-    assert done.game_id == "sk-imp" and done.folder == tmp_path / "out" / "sk" / "imp"
+    done = export_arc_game(tmp_path / "datasets", "imp", tmp_path / "out", "sk_imp")
+    assert done.game_id == "sk_imp" and done.folder == tmp_path / "out" / "sk_imp" / "imp"
     arc = offline_arcade(tmp_path / "out", tmp_path / "recordings")
-    env = arc.make("sk-imp")
+    env = arc.make("sk_imp")
     assert env is not None and env.observation_space.win_levels == done.levels == 6
 
 

@@ -9,18 +9,20 @@ import click
 from sokoforge.cli.build import datasets_option
 from sokoforge.cli.errors import refusals
 
+__all__ = ["arc_export_command"]
+
 
 @click.command("arc-export")
 @click.argument("version")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--game-id", "game_id", default=None,
-              help="The game's base id (default: sokoban, as the ARC face names it); the "
-                   "toolkit's game id is ID-VERSION.")
+              help="The toolkit's game id (default: the ARC face's, sokoban_VERSION); also "
+                   "the folder name.")
 @datasets_option
 def arc_export_command(version: str, out_dir: Path, game_id: str | None,
                        datasets: Path) -> None:
     """Write VERSION (public or imported; a hidden one is refused) as the ARC-AGI-3 local game
-    OUT_DIR/ID/VERSION/ (metadata.json and sokoban.py), for arc_agi.Arcade in OFFLINE mode
+    OUT_DIR/GAME_ID/VERSION/ (metadata.json and sokoban.py), for arc_agi.Arcade in OFFLINE mode
     and its listen_and_serve: the ARC face's rules, budgets and frames."""
     from serve.arc_export import export_arc_game
 
