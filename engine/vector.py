@@ -246,6 +246,8 @@ def new_outcomes(n: int) -> Outcomes:
                     np.zeros(n, np.int64), np.zeros(n, np.int64))
 
 
+# No reference counting (numba's _nrt=False): paint takes nine arrays and copies a few dozen
+# words; counting references to them would cost more than the copy.
 @njit(cache=True, _nrt=False)
 def paint(f8: np.ndarray, f16: np.ndarray, f64: np.ndarray, k: int, geo: np.ndarray,
           ids: np.ndarray, bank: np.ndarray, bank16: np.ndarray, bank64: np.ndarray, s: int,

@@ -8,9 +8,8 @@ byte for byte. Sub-envs reset on the step after their episode ends (``AutoresetM
 
 from __future__ import annotations
 
-import multiprocessing
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +167,7 @@ class SokobanVectorEnv(VectorEnv):
             self.slots.put(slot, tiles, chosen.max_steps)
             self._fresh.placed[slot] = chosen
             e.next_slot[k] = slot
-            self._boards = self.slots.flat
+        self._boards = self.slots.flat
         if self.slots.arrays.start_crates.shape[1] > e.crates.shape[1]:
             self._widen_episodes()
 
@@ -202,8 +201,11 @@ class FreshLevels:
 
     def __init__(self, spec: Spec, exclude_ids: frozenset[str], envs: int, workers: int) -> None:
         self.spec, self.exclude_ids, self.envs = spec, exclude_ids, envs
-        self.pool = ProcessPoolExecutor(max(1, workers),
-                                        mp_context=multiprocessing.get_context("spawn"))
+        # loky's processes, as the pipeline's workers: no fork of this process, and no
+        # ``if __name__ == "__main__"`` needed in the user's script
+        from joblib.externals.loky import ProcessPoolExecutor
+
+        self.pool = ProcessPoolExecutor(max(1, workers))
         self.placed: dict[int, EpisodeLevel] = {}
         self.restart(np.zeros(envs, np.uint64))
 
@@ -244,7 +246,10 @@ class FreshLevels:
             self.group[k] += 1
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        for future in self.pending:
+            if future is not None:
+                future.cancel()
+        self.pool.shutdown(wait=True)
 
 
 def drawn_group(spec: Spec, seed: int, group: int, exclude_ids: frozenset[str]
