@@ -53,9 +53,10 @@ def single_rate(version: str, datasets: Path, seconds: float) -> tuple[float, fl
 
 
 def vector_rate(version: str, datasets: Path, n: int, copy: bool, seconds: float
-                ) -> tuple[float, float, int]:
+                ) -> tuple[float, float, int, int]:
     """Steps+renders per second of the vector env with ``n`` boards (per wall-clock second,
-    per CPU second) and the bytes it holds besides its observation buffer."""
+    per CPU second), the bytes of its boards (the version's levels, held once) and of its
+    per-env state besides the observation buffer."""
     env = gymnasium.make_vec("sokoforge/Sokoban-v0", num_envs=n,
                              vectorization_mode="vector_entry_point", version=version,
                              datasets=datasets, copy=copy)
@@ -71,9 +72,10 @@ def vector_rate(version: str, datasets: Path, n: int, copy: bool, seconds: float
     rate = calls * n / (time.perf_counter() - began)
     cpu_rate = calls * n / (time.process_time() - cpu)
     inner = env.unwrapped
-    held = inner.slots.nbytes + sum(a.nbytes for a in (*inner._episodes, *inner._out))
+    state = sum(a.nbytes for a in (*inner._episodes, *inner._out))
+    boards = inner.slots.nbytes
     env.close()
-    return rate, cpu_rate, held
+    return rate, cpu_rate, boards, state
 
 
 def main() -> None:
@@ -89,17 +91,17 @@ def main() -> None:
     print(f"single env (gymnasium.make): {single:,.0f} steps/s, {single_cpu:,.0f} per CPU "
           "second")
     print(f"{'N':>5} {'copy':>5} {'steps/s':>11} {'per CPU s':>11} {'x single':>9} "
-          f"{'x C port':>9} {'obs MB':>7} {'other MB/1000 envs':>19}")
+          f"{'x C port':>9} {'obs MB':>7} {'boards MB':>9} {'state B/env':>11}")
     rows = {}
     for n in args.envs:
         for copy in (False, True):
-            rate, cpu_rate, held = vector_rate(args.version, args.datasets, n, copy,
-                                               args.seconds)
+            rate, cpu_rate, boards, state = vector_rate(args.version, args.datasets, n, copy,
+                                                        args.seconds)
             rows[n, copy] = rate, cpu_rate
             obs_mb = n * 2 * 64 * 64 * 3 / 1e6
             print(f"{n:>5} {str(copy):>5} {rate:>11,.0f} {cpu_rate:>11,.0f} "
                   f"{rate / single:>9.1f} {cpu_rate / REFERENCE:>9.2f} {obs_mb:>7.1f} "
-                  f"{held / n * 1000 / 1e6:>19.2f}")
+                  f"{boards / 1e6:>9.2f} {state / n:>11.0f}")
     if (TARGET_N, False) in rows:
         rate, cpu_rate = rows[TARGET_N, False]
         met = cpu_rate >= REFERENCE and rate >= TARGET_RATIO * single
