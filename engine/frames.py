@@ -3,9 +3,10 @@
 Every look draws a board cell by cell (DESIGN.md, "Observations and looks"), so a level's
 frames are made of per-cell tiles. ``TileAtlas.for_level`` cuts those tiles out of pictures
 drawn by the look's own function (``draw``) for the level itself: empty, crate and player on
-every floor cell. ``engine.vector.play_board`` applies each action with the engine's ``step_kernel``
-and repaints only the cells that changed. ``TileAtlas.for_level`` checks the start frame it
-composes against the look's drawing, so a look that is not cell by cell is refused.
+every floor cell. ``play`` runs ``engine.vector.play_board``, the vector env's kernel: it
+applies each action with the engine's ``step_kernel`` and repaints only the cells that
+changed. ``TileAtlas.for_level`` checks the start frame it composes against the look's
+drawing, so a look that is not cell by cell is refused.
 """
 
 from __future__ import annotations
