@@ -17,6 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
+from engine.errors import SokoforgeError
 from engine.levels import Level, State
 from engine.look import SHARED, Look, painter
 from engine.render import SIZE
@@ -46,7 +47,7 @@ def draw_goal(level: Level, look: Look = SHARED) -> np.ndarray:
     return painter(level, look).goal()
 
 
-class LookNotCellLocal(ValueError):
+class LookNotCellLocal(SokoforgeError, ValueError):
     """The look drew a picture that tiles cut from its own drawings do not reproduce."""
 
 

@@ -128,5 +128,5 @@ def register() -> None:
     """Register ``sokoforge/Sokoban-v0`` with Gymnasium (once; later calls do nothing), with
     its vector env for ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``."""
     if ENV_ID not in gymnasium.registry:
-        gymnasium.register(id=ENV_ID, entry_point="pipeline.sokoban_env:SokobanEnv",
-                           vector_entry_point="pipeline.sokoban_vector_env:SokobanVectorEnv")
+        gymnasium.register(id=ENV_ID, entry_point="sokoforge.sokoban_env:SokobanEnv",
+                           vector_entry_point="sokoforge.sokoban_vector_env:SokobanVectorEnv")

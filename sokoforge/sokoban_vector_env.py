@@ -31,9 +31,9 @@ from engine.vector import (
     step_boards,
 )
 from pipeline.errors import PipelineError
-from pipeline.sokoban_env import observation_space, open_source
 from pipeline.spec import Spec
 from pipeline.trajectories import LEVELS_PER_LAYOUT, EpisodeLevel, fresh_levels
+from sokoforge.sokoban_env import observation_space, open_source
 
 AHEAD = 2  # levels left of a sub-env's group when its next group is asked for
 INFO_KEYS = ("level", "steps", "noop", "pushed", "max_steps")
