@@ -17,7 +17,6 @@ from functools import cached_property
 
 import numpy as np
 
-from engine.errors import SokoforgeError
 from engine.levels import Level, State
 from engine.look import SHARED, Look, painter
 from engine.render import SIZE
@@ -27,6 +26,8 @@ from engine.vector import (
     FRAME_BYTES,
     PLAYER,
     BoardSlots,
+    BoardTiles,
+    LookNotCellLocal,
     board_tiles,
     frames_of,
     play_board,
@@ -45,10 +46,6 @@ def draw(level: Level, state: State | None = None, look: Look = SHARED,
 def draw_goal(level: Level, look: Look = SHARED) -> np.ndarray:
     """The goal picture (every crate on a goal, no player) in ``look``."""
     return painter(level, look).goal()
-
-
-class LookNotCellLocal(SokoforgeError, ValueError):
-    """The look drew a picture that tiles cut from its own drawings do not reproduce."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,8 +119,12 @@ class TileAtlas:
         """The board as the one slot of a ``BoardSlots``: what ``play`` steps and draws."""
         slots = BoardSlots(1, self.level.height * self.level.width,
                            len(self.level.start.crates))
-        slots.put(0, board_tiles(self), max_steps=0)
+        slots.put(0, self.board_tiles(), max_steps=0)
         return slots
+
+    def board_tiles(self) -> BoardTiles:
+        """The tiles as the vector kernels hold them: the few distinct ones."""
+        return board_tiles(self.level, self.look, self.tiles, self.board)
 
 
 def _paste(frame: np.ndarray, tiles: np.ndarray, origin: np.ndarray, cell: int,

@@ -11,20 +11,18 @@ frame through the same ``advance`` for the trajectory writer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
+from engine.errors import SokoforgeError
 from engine.levels import Level, State
 from engine.look import Look
 from engine.pixel_noise import MAX_BREAKS, add_noise_kernel, noise_steps
 from engine.render import SIZE
 from engine.rules import GOAL, board_array, step_kernel
 from engine.solver import all_on_goals
-
-if TYPE_CHECKING:
-    from engine.frames import TileAtlas
 
 EMPTY, CRATE, PLAYER = 0, 1, 2  # a cell's contents, the order of TileAtlas.tiles
 FRAME_BYTES = SIZE * SIZE * 3
@@ -121,17 +119,19 @@ class BoardTiles:
     margin: np.ndarray  # (3,) uint8
 
 
-def board_tiles(atlas: TileAtlas) -> BoardTiles:
-    """The atlas's tiles as ``BoardTiles``; ``LookNotCellLocal`` if the colour around the
-    board is not uniform."""
-    from engine.frames import LookNotCellLocal
+class LookNotCellLocal(SokoforgeError, ValueError):
+    """The look drew a picture that tiles cut from its own drawings do not reproduce."""
 
-    level = atlas.level
+
+def board_tiles(level: Level, look: Look, tiles: np.ndarray, board: np.ndarray) -> BoardTiles:
+    """A ``TileAtlas``'s ``tiles`` (floor cells) and ``board`` (the frame with every floor
+    cell empty) as ``BoardTiles``; ``LookNotCellLocal`` if the colour around the board is not
+    uniform."""
     h, w = level.height, level.width
-    t = atlas.tiles.shape[2]
+    t = tiles.shape[2]
     top, left = (SIZE - h * t) // 2, (SIZE - w * t) // 2
-    picture = atlas.board.reshape(SIZE, SIZE, 3)
-    tiles = atlas.tiles.copy()
+    picture = board.reshape(SIZE, SIZE, 3)
+    tiles = tiles.copy()
     for cell in np.flatnonzero(~level.floor.ravel()).tolist():
         r, c = divmod(cell, w)
         y, x = top + r * t, left + c * t
@@ -145,7 +145,7 @@ def board_tiles(atlas: TileAtlas) -> BoardTiles:
     margin = around[0].copy() if len(around) else np.zeros(3, np.uint8)
     if len(around) and not (around == margin).all():
         raise LookNotCellLocal("the look's picture around the board is not one colour")
-    return BoardTiles(level, atlas.look, t, inverse.reshape(h * w, 3).astype(np.uint8),
+    return BoardTiles(level, look, t, inverse.reshape(h * w, 3).astype(np.uint8),
                       bank.reshape(-1), margin)
 
 

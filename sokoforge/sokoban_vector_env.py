@@ -24,7 +24,6 @@ from engine.vector import (
     BoardSlots,
     BoardTiles,
     begin_boards,
-    board_tiles,
     frames_of,
     new_episodes,
     new_outcomes,
@@ -78,7 +77,7 @@ class SokobanVectorEnv(VectorEnv):
             levels = self.source.levels
             self.slots = BoardSlots(len(levels))
             for i, chosen in enumerate(levels):
-                self.slots.put(i, board_tiles(TileAtlas.for_level(chosen.level, chosen.look)),
+                self.slots.put(i, TileAtlas.for_level(chosen.level, chosen.look).board_tiles(),
                                chosen.max_steps, chosen.index)
             self._fresh: FreshLevels | None = None
             self._levels = len(levels)
@@ -257,5 +256,5 @@ def drawn_group(spec: Spec, seed: int, group: int, exclude_ids: frozenset[str]
     """One group of fresh levels with their tiles (run in a worker process)."""
     levels = fresh_levels(spec, seed, group, exclude_ids)
     assert len(levels) == LEVELS_PER_LAYOUT
-    return [(chosen, board_tiles(TileAtlas.for_level(chosen.level, chosen.look)))
+    return [(chosen, TileAtlas.for_level(chosen.level, chosen.look).board_tiles())
             for chosen in levels]
