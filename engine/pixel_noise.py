@@ -7,6 +7,9 @@ that table as its few breakpoints, so kernels can add the noise frame by frame t
 
 from __future__ import annotations
 
+__all__ = ["MAX_BREAKS", "NoiseSteps", "add_noise_kernel", "noise_steps", "noise_words",
+           "philox_block"]
+
 from dataclasses import dataclass
 from functools import lru_cache
 

@@ -10,6 +10,13 @@ frame through the same ``advance`` for the trajectory writer.
 
 from __future__ import annotations
 
+__all__ = [
+    "CRATE", "EMPTY", "FRAME_BYTES", "PLAYER", "BoardSlots", "BoardTiles", "Boards", "Episodes",
+    "Frames", "LookNotCellLocal", "Outcomes", "advance", "begin", "begin_boards", "board_tiles",
+    "compose", "flat_banks", "frames_of", "new_episodes", "new_outcomes", "paint", "pick_level",
+    "play_board", "step_boards",
+]
+
 from dataclasses import dataclass
 from typing import NamedTuple
 

@@ -8,6 +8,8 @@ byte for byte. Sub-envs reset on the step after their episode ends (``AutoresetM
 
 from __future__ import annotations
 
+__all__ = ["FreshLevels", "SokobanVectorEnv", "drawn_group"]
+
 from collections import deque
 from concurrent.futures import Future
 from pathlib import Path
