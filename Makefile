@@ -101,6 +101,7 @@ bench: install-test
 	$(PY) benchmarks/serve.py
 	$(PY) benchmarks/serve.py --looks before,arc,shared,themed,themed+noise --sessions 8
 	$(PY) benchmarks/arc.py
+	$(PY) benchmarks/arc_export.py
 	$(PY) benchmarks/trajectories.py
 	$(PY) benchmarks/import_grade.py
 

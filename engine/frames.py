@@ -3,34 +3,42 @@
 Every look draws a board cell by cell (DESIGN.md, "Observations and looks"), so a level's
 frames are made of per-cell tiles. ``TileAtlas.for_level`` cuts those tiles out of pictures
 drawn by the look's own function (``draw``) for the level itself: empty, crate and player on
-every floor cell. ``play_kernel`` then applies each action with the engine's ``step_kernel``
-and repaints only the cells that changed. ``TileAtlas.for_level`` checks the start frame it
-composes against the look's drawing, so a look that is not cell by cell is refused.
+every floor cell. ``play`` runs ``engine.vector.play_board``, the vector env's kernel: it
+applies each action with the engine's ``step_kernel`` and repaints only the cells that
+changed. ``TileAtlas.for_level`` checks the start frame it composes against the look's
+drawing, so a look that is not cell by cell is refused.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "FRAME_BYTES", "LookNotCellLocal", "NO_ACTION", "PlayedEpisode", "TileAtlas", "draw",
-    "draw_goal", "draw_state", "play", "play_kernel",
+    "draw_goal", "draw_state", "play",
 ]
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
-from engine.errors import SokoforgeError
-from engine.kernel_cache import njit
 from engine.levels import Level, State
-from engine.look import SHARED, Look, add_noise, painter
+from engine.look import SHARED, Look, painter
 from engine.render import SIZE
-from engine.rules import board_array, step_kernel
-from engine.solver import all_on_goals
+from engine.vector import (
+    CRATE,
+    EMPTY,
+    FRAME_BYTES,
+    PLAYER,
+    BoardSlots,
+    BoardTiles,
+    LookNotCellLocal,
+    board_tiles,
+    frames_of,
+    play_board,
+)
 
-EMPTY, CRATE, PLAYER = 0, 1, 2  # the contents a floor cell's tile is drawn with
 NO_ACTION = -1  # the action column of an episode's last frame
-FRAME_BYTES = SIZE * SIZE * 3
 
 
 def draw(level: Level, state: State | None = None, look: Look = SHARED,
@@ -43,10 +51,6 @@ def draw(level: Level, state: State | None = None, look: Look = SHARED,
 def draw_goal(level: Level, look: Look = SHARED) -> np.ndarray:
     """The goal picture (every crate on a goal, no player) in ``look``."""
     return painter(level, look).goal()
-
-
-class LookNotCellLocal(SokoforgeError, ValueError):
-    """The look drew a picture that tiles cut from its own drawings do not reproduce."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,7 +104,7 @@ class TileAtlas:
         origin = ((ys * SIZE + xs) * 3).astype(np.int64)
         board = start.copy()
         for cell in floor.tolist():
-            _paint(board, tiles, origin, cell, EMPTY)
+            _paste(board, tiles, origin, cell, EMPTY)
         atlas = cls(level, origin, tiles, board, look)
         if not np.array_equal(atlas.frame(level.start), start):
             raise LookNotCellLocal("the look's start frame differs from its tiles: it does not"
@@ -111,65 +115,35 @@ class TileAtlas:
         """The flat picture (64 * 64 * 3 bytes) of any state of the board, from the tiles."""
         out = self.board.copy()
         for cell in state.crates:
-            _paint(out, self.tiles, self.origin, cell, CRATE)
-        _paint(out, self.tiles, self.origin, state.player, PLAYER)
+            _paste(out, self.tiles, self.origin, cell, CRATE)
+        _paste(out, self.tiles, self.origin, state.player, PLAYER)
         return out
+
+    @cached_property
+    def slots(self) -> BoardSlots:
+        """The board as the one slot of a ``BoardSlots``: what ``play`` steps and draws."""
+        slots = BoardSlots(1, self.level.height * self.level.width,
+                           len(self.level.start.crates))
+        slots.put(0, self.board_tiles(), max_steps=0)
+        return slots
+
+    def board_tiles(self) -> BoardTiles:
+        """The tiles as the vector kernels hold them: the few distinct ones."""
+        return board_tiles(self.level, self.look, self.tiles, self.board)
+
+
+def _paste(frame: np.ndarray, tiles: np.ndarray, origin: np.ndarray, cell: int,
+           content: int) -> None:
+    t = tiles.shape[2]
+    picture = frame.reshape(SIZE, SIZE * 3)
+    y, x = divmod(int(origin[cell]), SIZE * 3)
+    picture[y:y + t, x:x + t * 3] = tiles[cell, content]
 
 
 def draw_state(drawer: Callable[[Level, State | None], np.ndarray], level: Level,
                state: State) -> np.ndarray:
     """``drawer``'s picture of any arrangement on the board (crate count free)."""
     return np.ascontiguousarray(drawer(level, state), dtype=np.uint8)
-
-
-@njit(cache=True)
-def _paint(frame: np.ndarray, tiles: np.ndarray, origin: np.ndarray, cell: int,
-           content: int) -> None:
-    """Copy ``tiles[cell, content]`` (t rows of t*3 bytes) into a flat frame at the cell's
-    flat byte offset ``origin[cell]``."""
-    for dy in range(tiles.shape[2]):
-        base = origin[cell] + dy * SIZE * 3
-        for i in range(tiles.shape[3]):
-            frame[base + i] = tiles[cell, content, dy, i]
-
-
-@njit(cache=True)
-def _copy(src: np.ndarray, dst: np.ndarray) -> None:
-    for i in range(src.size):
-        dst[i] = src[i]
-
-
-@njit(cache=True)
-def play_kernel(board: np.ndarray, width: int, player: int, crates: np.ndarray,
-                actions: np.ndarray, tiles: np.ndarray, origin: np.ndarray,
-                start_frame: np.ndarray, frames: np.ndarray, taken: np.ndarray,
-                pushed: np.ndarray, invalid: np.ndarray) -> tuple[int, bool, int]:
-    """Play ``actions`` from (player, crates), stopping once solved; ``crates`` (sorted) ends
-    as the last state. Fills ``frames[0..n]`` (n actions taken) and, per frame, the action
-    taken from it (``NO_ACTION`` on the last), whether it pushed, whether it was a no-op.
-    Returns (n, solved, the last player cell)."""
-    _copy(start_frame, frames[0])
-    n = 0
-    solved = all_on_goals(board, crates)
-    while n < actions.size and not solved:
-        a = actions[n]
-        before = player
-        player, slot = step_kernel(board, width, player, crates, a)
-        taken[n] = a
-        pushed[n] = slot >= 0
-        invalid[n] = player == before
-        _copy(frames[n], frames[n + 1])
-        if player != before:
-            _paint(frames[n + 1], tiles, origin, before, 0)
-            _paint(frames[n + 1], tiles, origin, player, 2)
-            if slot >= 0:
-                _paint(frames[n + 1], tiles, origin, 2 * player - before, 1)
-        n += 1
-        solved = all_on_goals(board, crates)
-    taken[n] = -1
-    pushed[n] = False
-    invalid[n] = False
-    return n, solved, player
 
 
 @dataclass(frozen=True)
@@ -199,14 +173,8 @@ def play(atlas: TileAtlas, actions: np.ndarray, state: State | None = None,
     taken = np.empty(acts.size + 1, np.int8)
     pushed = np.empty(acts.size + 1, np.bool_)
     invalid = np.empty(acts.size + 1, np.bool_)
-    n, solved, player = play_kernel(
-        board_array(level), level.width, state.player, crates, acts, atlas.tiles,
-        atlas.origin, atlas.frame(state), frames, taken, pushed, invalid)
+    n, solved, player = play_board(atlas.slots.flat, 0, state.player, crates, acts,
+                                   frames_of(frames), taken, pushed, invalid)
     pictures = frames[:n + 1].reshape(-1, SIZE, SIZE, 3)
-    key = atlas.look.noise_key
-    if atlas.look.noisy and key is not None:  # noise, a function of (key, step), frame by frame
-        std = atlas.look.colours_theme.noise_std
-        for step in range(n + 1):
-            pictures[step] = add_noise(pictures[step], std, key, step)
     return PlayedEpisode(pictures, taken[:n + 1], pushed[:n + 1], invalid[:n + 1],
                          bool(solved), State(int(player), tuple(int(c) for c in crates)))

@@ -6,7 +6,7 @@ refuses two versions of one game, so a game name always means one set of levels.
 
 from __future__ import annotations
 
-__all__ = ["GameEntry", "RESTARTS", "Registry", "is_public", "restarts_of"]
+__all__ = ["GameEntry", "RESTARTS", "Registry", "is_public", "manifest_is_public", "restarts_of"]
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -49,11 +49,16 @@ def is_public(version: ServedVersion) -> bool:
     """Whether people may see this version's boards (play it in the browser, watch replays):
     its manifest says ``visibility: public``, or it was imported and says no visibility.
     Anything else is a hidden benchmark set, shown to no one but the key that played it."""
-    visibility = version.manifest.get("visibility")
+    return manifest_is_public(version.manifest)
+
+
+def manifest_is_public(manifest: dict) -> bool:
+    """``is_public`` from the manifest alone, before any level is read."""
+    visibility = manifest.get("visibility")
     if visibility is not None:
         return visibility == "public"
-    generator = version.manifest.get("generator") or {}
-    return generator.get("method") == "imported" or bool(version.manifest.get("sources"))
+    generator = manifest.get("generator") or {}
+    return generator.get("method") == "imported" or bool(manifest.get("sources"))
 
 
 def restarts_of(version: ServedVersion) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 __all__ = ["ENV_ID", "SokobanEnv", "register"]
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 import numpy as np
@@ -21,6 +21,9 @@ from engine.render import SIZE
 from engine.rules import Game
 from pipeline.errors import PipelineError
 from pipeline.spec import Spec, load_spec
+
+if TYPE_CHECKING:
+    from pipeline.trajectories import LevelSource
 
 ENV_ID = "sokoforge/Sokoban-v0"
 
@@ -40,25 +43,12 @@ class SokobanEnv(gymnasium.Env):
     def __init__(self, version: str | None = None, spec: str | Path | Spec | None = None,
                  datasets: str | Path | None = None, allow_hidden: bool = False,
                  render_mode: str | None = None) -> None:
-        from pipeline.datasets_folder import datasets_folder
-        from pipeline.trajectories import spec_source, version_source
-
-        if (version is None) == (spec is None):
-            raise PipelineError("give exactly one of version=... and spec=...")
         if render_mode not in (None, "rgb_array"):
             raise PipelineError(f"render_mode {render_mode!r}: only 'rgb_array' is offered")
-        root = datasets_folder(datasets)
-        if version is not None:
-            self.source = version_source(
-                root, version, allow_hidden=allow_hidden,
-                instead="use a public version or spec=..., or pass allow_hidden=True (a "
-                        "maintainer's tool: never train on a hidden set)")
-        elif spec is not None:
-            self.source = spec_source(spec if isinstance(spec, Spec) else load_spec(spec), root)
+        self.source = open_source(version, spec, datasets, allow_hidden)
         self.render_mode = render_mode
         self.look = self.source.look
-        picture = spaces.Box(0, 255, (SIZE, SIZE, 3), np.uint8)
-        self.observation_space = spaces.Dict({"obs": picture, "goal": picture})
+        self.observation_space = observation_space()
         self.action_space = spaces.Discrete(4)
         self._game: Game | None = None
         self._painter: Painter | None = None
@@ -117,7 +107,35 @@ class SokobanEnv(gymnasium.Env):
                 "goal": self._goal.copy()}
 
 
+def open_source(version: str | None, spec: str | Path | Spec | None,
+                datasets: str | Path | None, allow_hidden: bool) -> LevelSource:
+    """The levels an environment plays: a public version's (a hidden one only with
+    ``allow_hidden``) or a spec's fresh ones; ``datasets`` found as every command finds it
+    (``pipeline.datasets_folder``: the argument, $SOKOFORGE_DATASETS, the repository's)."""
+    from pipeline.datasets_folder import datasets_folder
+    from pipeline.trajectories import spec_source, version_source
+
+    if (version is None) == (spec is None):
+        raise PipelineError("give exactly one of version=... and spec=...")
+    root = datasets_folder(datasets)
+    if version is not None:
+        return version_source(
+            root, version, allow_hidden=allow_hidden,
+            instead="use a public version or spec=..., or pass allow_hidden=True (a "
+                    "maintainer's tool: never train on a hidden set)")
+    assert spec is not None
+    return spec_source(spec if isinstance(spec, Spec) else load_spec(spec), root)
+
+
+def observation_space() -> spaces.Dict:
+    """One observation: the picture of the board now (``obs``) and of the goal (``goal``)."""
+    picture = spaces.Box(0, 255, (SIZE, SIZE, 3), np.uint8)
+    return spaces.Dict({"obs": picture, "goal": picture})
+
+
 def register() -> None:
-    """Register ``sokoforge/Sokoban-v0`` with Gymnasium (once; later calls do nothing)."""
+    """Register ``sokoforge/Sokoban-v0`` with Gymnasium (once; later calls do nothing), with
+    its vector env for ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``."""
     if ENV_ID not in gymnasium.registry:
-        gymnasium.register(id=ENV_ID, entry_point="sokoforge.sokoban_env:SokobanEnv")
+        gymnasium.register(id=ENV_ID, entry_point="sokoforge.sokoban_env:SokobanEnv",
+                           vector_entry_point="sokoforge.sokoban_vector_env:SokobanVectorEnv")

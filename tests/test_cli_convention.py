@@ -202,7 +202,7 @@ def test_readme_cli_table_names_every_command_with_options_it_has():
     table = readme.split("## The CLI", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in table.splitlines():
-        cell = re.match(r"\| `([a-z]+)([^`]*)` \|", line)
+        cell = re.match(r"\| `([a-z][a-z-]*)([^`]*)` \|", line)
         if cell:
             rows[cell.group(1)] = cell.group(2)
     assert set(rows) == set(main.commands)

@@ -13,6 +13,7 @@ import gc
 
 import click
 
+from sokoforge.cli.arc_export import arc_export_command
 from sokoforge.cli.audit import audit_command
 from sokoforge.cli.build import build_command, stage_group, verify_command
 from sokoforge.cli.calibrate import calibrate_command
@@ -69,3 +70,4 @@ main.add_command(versions_command)
 main.add_command(reveal_command)
 main.add_command(round_group)
 main.add_command(trajectories_command)
+main.add_command(arc_export_command)

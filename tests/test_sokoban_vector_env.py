@@ -1,0 +1,180 @@
+"""The vector env: the single env's pictures and rules for N boards in one call, by seed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import (
+    check_reset_return_type,
+    check_reset_seed_determinism,
+    check_returned_data_not_reused,
+)
+from gymnasium.vector import AutoresetMode, VectorEnv
+from public_support import QUIET, public_and_hidden
+
+import sokoforge_gym  # noqa: F401  (registers the environment)
+from engine.frames import draw, draw_goal
+from engine.look import add_noise, noise_table
+from engine.pixel_noise import add_noise_kernel, noise_steps, noise_words
+from engine.rules import step
+from pipeline.build import build
+from pipeline.errors import PipelineError
+from pipeline.spec import load_spec, spec_from_dict
+
+ENV = "sokoforge/Sokoban-v0"
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory) -> Path:
+    """Public versions in every look (``pub`` shared, ``arcs`` arc, ``noisy`` themed with
+    pixel noise, each a small W or tiny build) and the hidden ``hid``."""
+    root = public_and_hidden(tmp_path_factory.mktemp("datasets"), 4)
+    warmup = load_spec("public/W").to_dict()
+    warmup["tiers"][0]["levels"] = 3
+    build("arcs", datasets=root, spec=spec_from_dict({**warmup, "look": "arc"}), seed=6,
+          workers=QUIET)
+    tiny = {**load_spec("tiny").to_dict(), "look": "themed", "noise": True,
+            "visibility": "public"}
+    tiny["tiers"] = tiny["tiers"][:2]
+    build("noisy", datasets=root, spec=spec_from_dict(tiny), seed=7, workers=QUIET)
+    return root
+
+
+def make_vec(datasets: Path, n: int, **kwargs) -> VectorEnv:
+    return gymnasium.make_vec(ENV, num_envs=n, vectorization_mode="vector_entry_point",
+                              datasets=datasets, **kwargs)
+
+
+def test_make_vec_builds_the_vector_env_with_next_step_autoreset(datasets):
+    env = make_vec(datasets, 3, version="pub")
+    assert isinstance(env.unwrapped, VectorEnv) and env.num_envs == 3
+    assert env.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+    assert env.observation_space["obs"].shape == (3, 64, 64, 3)
+    assert env.single_observation_space == gymnasium.make(ENV, version="pub",
+                                                          datasets=datasets).observation_space
+    obs, info = env.reset(seed=1)
+    assert env.observation_space.contains(obs)
+    assert set(info) >= {"level", "steps", "noop", "pushed", "_level"}
+
+
+@pytest.mark.parametrize("version", ["pub", "arcs", "noisy"])
+def test_every_sub_env_shows_the_single_env_s_frames_across_autoresets(datasets, version):
+    n, steps = 3, 120
+    env = make_vec(datasets, n, version=version)
+    obs, info = env.reset(seed=11)
+    singles = [gymnasium.make(ENV, version=version, datasets=datasets) for _ in range(n)]
+    for k, single in enumerate(singles):
+        first, _ = single.reset(options={"level": int(info["level"][k])})
+        assert np.array_equal(first["obs"], obs["obs"][k])
+        assert np.array_equal(first["goal"], obs["goal"][k])
+    rng = np.random.default_rng(3)
+    ended, resets = [False] * n, 0
+    for _ in range(steps):
+        actions = rng.integers(0, 4, n)
+        obs, reward, terminated, truncated, info = env.step(actions)
+        for k, single in enumerate(singles):
+            if ended[k]:  # the step after an end starts the next episode, action ignored
+                expected, _ = single.reset(options={"level": int(info["level"][k])})
+                assert reward[k] == 0.0 and not terminated[k] and not truncated[k]
+                assert info["steps"][k] == 0
+                ended[k], resets = False, resets + 1
+            else:
+                expected, r, term, trunc, one = single.step(int(actions[k]))
+                assert (reward[k], terminated[k], truncated[k]) == (r, term, trunc)
+                assert [info[key][k] for key in ("steps", "noop", "pushed", "level")] == \
+                    [one[key] for key in ("steps", "noop", "pushed", "level")]
+                ended[k] = term or trunc
+            assert np.array_equal(obs["obs"][k], expected["obs"])
+            assert np.array_equal(obs["goal"][k], expected["goal"])
+    assert resets >= n  # every sub-env went through an autoreset
+
+
+def test_the_seed_fixes_every_sub_env_s_levels_and_frames(datasets):
+    def run(seed: int) -> tuple[list, np.ndarray]:
+        env = make_vec(datasets, 4, version="pub")
+        obs, info = env.reset(seed=seed)
+        levels, rng = [info["level"].tolist()], np.random.default_rng(0)
+        for _ in range(90):
+            obs, *_, info = env.step(rng.integers(0, 4, 4))
+            levels.append(info["level"].tolist())
+        return levels, obs["obs"]
+
+    levels, frames = run(5)
+    again, same = run(5)
+    other, _ = run(6)
+    assert levels == again and np.array_equal(frames, same)
+    assert levels != other
+
+
+def test_passes_gymnasium_s_checks_and_copy_false_returns_its_own_buffers(datasets):
+    # (check_step_determinism asks for Python bools, a single env's; the seed test covers it)
+    env = make_vec(datasets, 1, version="pub")
+    for check in (check_reset_return_type, check_reset_seed_determinism,
+                  check_returned_data_not_reused):
+        check(env)
+    shared = make_vec(datasets, 2, version="pub", copy=False)
+    first, _ = shared.reset(seed=0)
+    after, *_ = shared.step(np.array([0, 1]))
+    assert first["obs"] is after["obs"]  # the buffer itself, brought up to date in place
+
+
+def test_bad_actions_are_refused(datasets):
+    env = make_vec(datasets, 2, version="pub")
+    env.reset(seed=0)
+    for bad in (np.array([0, 4]), np.array([0.0, 1.0]), np.array([1])):
+        with pytest.raises(PipelineError, match="actions"):
+            env.step(bad)
+
+
+def test_a_hidden_version_is_refused_unless_the_caller_allows_it(datasets):
+    with pytest.raises(PipelineError, match="hidden version"):
+        make_vec(datasets, 2, version="hid")
+    env = make_vec(datasets, 2, version="hid", allow_hidden=True)
+    assert env.reset(seed=0)[0]["obs"].shape == (2, 64, 64, 3)
+
+
+def test_a_spec_s_fresh_levels_are_drawn_ahead_by_seed_and_drawn_as_the_look_does(datasets):
+    def run(seed: int) -> list[list]:
+        env = make_vec(datasets, 2, spec="tiny")
+        obs, info = env.reset(seed=seed)
+        states = [env.unwrapped.level_of(k).level.start for k in range(2)]
+        played, rng = [], np.random.default_rng(1)
+        for _ in range(250):
+            levels = [env.unwrapped.level_of(k) for k in range(2)]
+            played.append([(chosen.level.walls.tobytes(), chosen.level.start)
+                           for chosen in levels])
+            actions = rng.integers(0, 4, 2)
+            obs, _, _, _, info = env.step(actions)
+            for k in range(2):
+                chosen = env.unwrapped.level_of(k)
+                if info["steps"][k] == 0:
+                    states[k] = chosen.level.start
+                else:
+                    states[k] = step(chosen.level, states[k], int(actions[k]))[0]
+                assert np.array_equal(obs["obs"][k], draw(chosen.level, states[k], chosen.look,
+                                                          int(info["steps"][k])))
+                assert np.array_equal(obs["goal"][k], draw_goal(chosen.level, chosen.look))
+                assert info["level"][k] == -1
+        env.close()
+        return played
+
+    first = run(3)
+    assert run(3) == first
+    assert len({level for row in first for level in row}) > 2  # fresh levels, not one
+
+
+@pytest.mark.parametrize("std", [0.4, 2.5, 6.0])
+def test_the_numba_noise_is_add_noise_byte_for_byte(std):
+    rng = np.random.default_rng(int(std * 10))
+    clean = rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    steps = noise_steps(std)
+    assert np.array_equal(steps.low + np.searchsorted(steps.breaks, np.arange(65536),
+                                                      side="right"), noise_table(std))
+    for key, number in ((123456789, 0), (2**62 + 5, 7), (99, -1)):
+        frame = clean.reshape(-1).copy()
+        add_noise_kernel(frame, *noise_words(key, number), steps.low, steps.breaks,
+                         steps.coarse)
+        assert np.array_equal(frame.reshape(64, 64, 3), add_noise(clean, std, key, number))
