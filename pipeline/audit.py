@@ -26,6 +26,7 @@ from pipeline.errors import InputError, PipelineError
 from pipeline.grade import first_push_traps
 from pipeline.importing import tier_of
 from pipeline.manifest import IMPORTED, read_manifest
+from pipeline.panel import PANEL_FILE
 from pipeline.solve import search_bound
 from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet, sha256_file
@@ -78,6 +79,8 @@ class AuditResult:
     comparison: Comparison | None = None
     # report/irt.json of the version when `sokoforge irt` has written one (pipeline.irt)
     irt: dict[str, Any] | None = None
+    # report/panel.parquet of the version when `sokoforge panel` has written one, as stored
+    panel: bytes | None = None
 
     @property
     def passed(self) -> bool:
@@ -438,10 +441,12 @@ def audit(root: Path, version: str, against: str | None = None) -> AuditResult:
         checks.insert(-1, check_compute(facts))
     irt_path = root / version / "report" / "irt.json"
     irt = json.loads(irt_path.read_text()) if irt_path.is_file() else None
+    panel_path = root / version / "report" / PANEL_FILE
+    panel = panel_path.read_bytes() if panel_path.is_file() else None
     if not against:
-        return AuditResult(facts, checks, irt=irt)
+        return AuditResult(facts, checks, irt=irt, panel=panel)
     other = load_version(root, against)
-    return AuditResult(facts, checks, other, compare_versions(facts, other), irt)
+    return AuditResult(facts, checks, other, compare_versions(facts, other), irt, panel)
 
 
 def tier_summary(facts: VersionFacts) -> pl.DataFrame:

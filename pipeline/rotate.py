@@ -3,10 +3,12 @@
 ``rotate`` runs the ordinary build with a fresh seed and PREV's spec; its select stage is
 ``matched_select``, which solves and grades the candidates, enlarges the pool with targeted
 draws (``pipeline.slot_draws``) a bounded number of times until every level of PREV has its
-match, and refuses the version unless it is as hard (see ``pipeline.equivalence``). Nothing
-of a refused rotation is left behind. Slots are matched on ``compute_to_solve``: measured by
-the ladder when the spec says so, else predicted; a PREV graded before compute_to_solve
-existed is regraded by the predictor.
+match, and refuses the version unless it is as hard (see ``pipeline.equivalence``). The agent
+panel (``pipeline.panel``) plays PREV and the candidates a slot could take: slots are matched
+on its outcome vectors too, and each agent's solved count is held within the spec's
+``panel_tolerance``. Nothing of a refused rotation is left behind. Slots are matched on
+``compute_to_solve``: measured by the ladder when the spec says so, else predicted; a PREV
+graded before compute_to_solve existed is regraded by the predictor.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import polars as pl
 
 from engine.level_files import read_collection
 from engine.levels import LevelError, canonical_id
+from engine.panel import PANEL
 from pipeline.build import BuildFolder, Plan, build, check_version_name, version_ids
 from pipeline.compute import with_measured_compute
 from pipeline.difficulty import MODEL_PATH, scores_from_compute
@@ -35,7 +38,16 @@ from pipeline.errors import InputError, PipelineError
 from pipeline.generate import CANDIDATE_SCHEMA
 from pipeline.grade import grade, with_predicted_compute
 from pipeline.manifest import IMPORTED, read_manifest
-from pipeline.matching import OPTIMUM_TOLERANCE, MatchError, match, targets
+from pipeline.matching import (
+    OPTIMUM_TOLERANCE,
+    MatchError,
+    PanelRule,
+    match,
+    panel_matrix,
+    targets,
+)
+from pipeline.panel import PANEL_COLUMN, write_panel
+from pipeline.panel import with_outcomes as with_panel
 from pipeline.seeds import ENLARGE
 from pipeline.slot_draws import Target, draw, draws_in_round
 from pipeline.solve import solve
@@ -47,6 +59,7 @@ from pipeline.write import play_order
 MAX_ENLARGEMENTS = 3  # rounds of extra candidates for the unmatched slots before giving up
 DIFFICULTY_TOLERANCE = 1e-6
 REFINE_GAP = 0.25  # a slot whose compute_to_solve differs more gets one more draw once matched
+PANEL_CLOSE = 2  # ... and so does one whose panel outcomes differ in more agents than this
 
 
 @dataclass
@@ -104,7 +117,7 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     rotation = {"from": prev, "excluded_files": files, "excluded_ids": ids}
     result = build(new, datasets=datasets, spec=spec, seed=seed, workers=workers,
                    rotation=rotation)
-    return _report(datasets, new, prev, result.path)
+    return _report(datasets, new, prev, result.path, workers or Workers())
 
 
 def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_root: Path
@@ -113,9 +126,10 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     prev = plan.rotation["from"]
     prev_levels = graded_alike(prev, read_parquet(exclusion_root / prev / "levels.parquet"),
                                workers)
-    prev_levels = prev_levels.with_columns(
-        pl.Series("planner_solved", planner_solved(prev_levels, workers)))
+    prev_levels = with_panel(prev_levels.with_columns(
+        pl.Series("planner_solved", planner_solved(prev_levels, workers))), workers)
     goal = targets(prev_levels, plan.spec)
+    rule = PanelRule(tuple(a.name for a in PANEL), plan.spec.panel_tolerance)
     gap = allowed_gap(goal.height)
     ids = version_ids(exclusion_root, plan.excluded_versions) | set(
         plan.rotation["excluded_ids"])
@@ -130,7 +144,7 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
                 pools.append(extra)
         pool = pl.concat(pools, how="vertical_relaxed")
         try:
-            rows = match(goal, pool, ids, layouts, planner_gap=gap)
+            rows = match(goal, pool, ids, layouts, planner_gap=gap, panel=rule)
             break
         except MatchError as e:
             if round_ == MAX_ENLARGEMENTS:
@@ -146,21 +160,22 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     loose = _loose(goal, pool, rows)
     if loose:
         workers.say(f"select: {len(loose)} slot(s) differ by more than {REFINE_GAP} in "
-                    f"compute_to_solve; drawing {draws_in_round(round_ + 1)} more candidates "
-                    "for each")
+                    f"compute_to_solve or in more than {PANEL_CLOSE} panel agents; drawing "
+                    f"{draws_in_round(round_ + 1)} more candidates for each")
         extra = _enlarge(folder, plan, round_ + 1, goal.filter(pl.col("index").is_in(loose)),
                          goal, workers)
         if extra is not None:
             pool = pl.concat([pool, extra], how="vertical_relaxed")
-            rows = match(goal, pool, ids, layouts, planner_gap=gap)
+            rows = match(goal, pool, ids, layouts, planner_gap=gap, panel=rule)
     # Each new level takes the slot (and band) of the PREV level it stands in for; play order
     # is then easiest first within each tier, as in an ordinary build.
-    chosen = (pool[rows].drop("slot", "band_lo", "band_hi", "planner_solved")
+    chosen = (pool[rows].drop("slot", "band_lo", "band_hi", "planner_solved", PANEL_COLUMN)
               .with_columns(goal["slot"], goal["band_lo"], goal["band_hi"]))
-    # The verdict replays the planner on the chosen levels rather than trusting the pool's.
+    # The verdict replays the planner and the panel on the chosen levels rather than
+    # trusting the pool's.
     ordered = play_order(chosen)
-    verdict = compare(prev, goal, plan.version, ordered.with_columns(
-        pl.Series("planner_solved", planner_solved(ordered, workers))))
+    verdict = compare(prev, goal, plan.version, with_panel(ordered.with_columns(
+        pl.Series("planner_solved", planner_solved(ordered, workers))), workers), rule)
     if not verdict.accepted:
         raise PipelineError(f"rotation of {plan.version} from {prev} refused: "
                             + "; ".join(verdict.reasons()))
@@ -218,11 +233,13 @@ def check_graded_alike(name: str, levels: pl.DataFrame) -> None:
 
 
 def _loose(goal: pl.DataFrame, pool: pl.DataFrame, rows: list[int]) -> list[int]:
-    """Targets (PREV indices) whose chosen candidate differs by more than REFINE_GAP."""
+    """Targets (PREV indices) whose chosen candidate differs by more than REFINE_GAP in
+    compute_to_solve or by more than PANEL_CLOSE agents in its panel outcomes."""
     gaps = (pool["compute_to_solve"][rows].cast(pl.Float64).to_numpy()
             - goal["compute_to_solve"].cast(pl.Float64).to_numpy())
-    return [int(i) for i, g in zip(goal["index"].to_list(), gaps, strict=True)
-            if abs(g) > REFINE_GAP]
+    agents = (panel_matrix(pool)[rows] != panel_matrix(goal)).sum(axis=1)
+    return [int(i) for i, g, d in zip(goal["index"].to_list(), gaps, agents, strict=True)
+            if abs(g) > REFINE_GAP or d > PANEL_CLOSE]
 
 
 
@@ -254,8 +271,9 @@ def _graded_pool(folder: BuildFolder, name: str, candidates: Path, spec: Spec,
 
 def _with_planner(pool: pl.DataFrame, spec: Spec, workers: Workers, goal: pl.DataFrame
                   ) -> pl.DataFrame:
-    """The candidates with their step budget and the reference planner's outcome; with a
-    measured spec, only candidates some target could take, with their ladder measured."""
+    """The candidates some target could take (tier, crates, grade, optimum within one move)
+    with their step budget, the reference planner's outcome and the panel's; with a
+    measured spec, their ladder measured first."""
     budgets = [spec.max_steps(m) for m in pool["optimal_moves"].to_list()]
     pool = pool.with_columns(pl.Series("max_steps", budgets, dtype=pl.Int32))
     if spec.compute == "measured":
@@ -265,10 +283,24 @@ def _with_planner(pool: pl.DataFrame, spec: Spec, workers: Workers, goal: pl.Dat
                          - pl.col("prev_moves").cast(pl.Int32)).abs() <= OPTIMUM_TOLERANCE)
                 ["row"].unique().sort().to_list())
         pool = with_measured_compute(pool[rows], workers)
-    return pool.with_columns(pl.Series("planner_solved", planner_solved(pool, workers)))
+    pool = _takeable(pool, goal)
+    pool = pool.with_columns(pl.Series("planner_solved", planner_solved(pool, workers)))
+    return with_panel(pool, workers)
 
 
-def _report(datasets: Path, new: str, prev: str, path: Path) -> RotationResult:
+def _takeable(pool: pl.DataFrame, goal: pl.DataFrame) -> pl.DataFrame:
+    """The candidates, in order, with the tier, crate count and grade of some target and an
+    optimum within OPTIMUM_TOLERANCE of its: the only ones matching can choose."""
+    near = goal.select("tier", "n_crates", "grade", pl.col("optimal_moves").alias("prev_moves"))
+    rows = (pool.with_row_index("row").join(near, on=["tier", "n_crates", "grade"])
+            .filter((pl.col("optimal_moves").cast(pl.Int32)
+                     - pl.col("prev_moves").cast(pl.Int32)).abs() <= OPTIMUM_TOLERANCE)
+            ["row"].unique().sort().to_list())
+    return pool[rows]
+
+
+def _report(datasets: Path, new: str, prev: str, path: Path, workers: Workers
+            ) -> RotationResult:
     """Write the equivalence figures and the audit of ``new`` against ``prev`` to its report/.
 
     The figures are those the select stage accepted; an audit that cannot run is reported as
@@ -282,6 +314,7 @@ def _report(datasets: Path, new: str, prev: str, path: Path) -> RotationResult:
     folder = path / "report"
     folder.mkdir(exist_ok=True)
     write_text(text, folder / EQUIVALENCE_FILE)
+    write_panel(datasets, new, workers)  # the audit below shows it
     try:
         result = audit(datasets, new, prev)
         Report(result).write(folder)

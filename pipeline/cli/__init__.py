@@ -14,6 +14,7 @@ from pipeline.cli.errors import ConventionGroup
 from pipeline.cli.importing import import_command
 from pipeline.cli.irt import irt_command
 from pipeline.cli.levels import render_command, solve_command
+from pipeline.cli.panel import panel_command
 from pipeline.cli.rotate import reveal_command, rotate_command, versions_command
 from pipeline.cli.serve import play_command, serve_command
 from pipeline.cli.trajectories import trajectories_command
@@ -43,6 +44,7 @@ main.add_command(verify_command)
 main.add_command(serve_command)
 main.add_command(play_command)
 main.add_command(audit_command)
+main.add_command(panel_command)
 main.add_command(calibrate_command)
 main.add_command(irt_command)
 main.add_command(rotate_command)
