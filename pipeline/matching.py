@@ -175,8 +175,8 @@ def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (
             raise MatchError(f"no distinct candidate is left for {describe(goal, left)} "
                              "(canonical id or wall layout taken by another slot)", left)
         if panel is not None:
-            raise _panel_error(goal, pool, pairs, order, by_target,
-                               (exclude_ids, exclude_layouts, planner_gap), panel)
+            raise _panel_error(goal, pool, order, (exclude_ids, exclude_layouts, planner_gap),
+                               panel)
         same = pairs["same_outcome"].to_list()
         lacking = [t for t in order if not any(same[k] for k in by_target[t])] or order
         raise MatchError(f"the reference planner's solved count cannot be kept within "
@@ -197,24 +197,26 @@ def _hold_panel(model: cp_model.CpModel, x: dict[int, cp_model.IntVar], goal: pl
         model.add(count <= int(totals[a]) + panel.tolerance)
 
 
-def _panel_error(goal: pl.DataFrame, pool: pl.DataFrame, pairs: pl.DataFrame,
-                 order: list[int], by_target: dict[int, list[int]],
+def _panel_error(goal: pl.DataFrame, pool: pl.DataFrame, order: list[int],
                  rules: tuple[Iterable[str], Iterable[str], int | None], panel: PanelRule
                  ) -> MatchError:
     """Why the panel cannot be held: the agents off by more than the tolerance in the best
-    match without that rule, and the slots with no candidate of PREV's outcome vector."""
+    match without that rule, and the slots where that match moves them the wrong way."""
     rows = match(goal, pool, *rules)
-    totals = panel_matrix(goal).sum(axis=0)
-    counts = panel_matrix(pool)[rows].sum(axis=0)
-    off = [f"{name} ({int(totals[a])} on the previous version, {int(counts[a])} at best)"
-           for a, name in enumerate(panel.agents)
+    want, have = panel_matrix(goal), panel_matrix(pool)[rows]
+    totals, counts = want.sum(axis=0), have.sum(axis=0)
+    off = [a for a in range(len(panel.agents))
            if abs(int(counts[a]) - int(totals[a])) > panel.tolerance]
-    distance = pairs["panel_distance"].to_list()
-    lacking = [t for t in order if not any(distance[k] == 0 for k in by_target[t])] or order
-    agents = ", ".join(off) or "several agents at once"
+    named = ", ".join(f"{panel.agents[a]} ({int(totals[a])} on the previous version, "
+                      f"{int(counts[a])} at best)" for a in off) or "several agents at once"
+    drift = have.astype(np.int64) - want.astype(np.int64)
+    wrong = np.zeros(len(order), dtype=bool)
+    for a in off:
+        wrong |= drift[:, a] == np.sign(int(counts[a]) - int(totals[a]))
+    lacking = [t for t, bad in zip(order, wrong, strict=True) if bad] or order
     return MatchError(f"the panel's solved counts cannot all be kept within {panel.tolerance} "
-                      f"of the previous version's: {agents}; slots without a candidate the "
-                      f"panel judges alike: {describe(goal, lacking)}", lacking)
+                      f"of the previous version's: {named}; slots that move them: "
+                      f"{describe(goal, lacking)}", lacking)
 
 
 def describe(goal: pl.DataFrame, indices: list[int], limit: int = 8) -> str:
@@ -268,6 +270,9 @@ def solve_model(model: cp_model.CpModel, linearization_level: int = 1
     solver.parameters.random_seed = 0
     solver.parameters.max_deterministic_time = SOLVER_BUDGET
     solver.parameters.linearization_level = linearization_level
+    # CP-SAT's own Ctrl-C handler would replace Python's for the rest of the process (the
+    # next Ctrl-C then kills it with no cleanup): leave SIGINT to Python.
+    solver.parameters.catch_sigint_signal = False
     return solver.solve(model), solver
 
 

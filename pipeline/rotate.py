@@ -56,10 +56,11 @@ from pipeline.tables import read_parquet, sha256_file, write_parquet, write_text
 from pipeline.workers import Workers
 from pipeline.write import play_order
 
-MAX_ENLARGEMENTS = 3  # rounds of extra candidates for the unmatched slots before giving up
+MAX_ENLARGEMENTS = 5  # rounds of extra candidates for the unmatched slots before giving up
 DIFFICULTY_TOLERANCE = 1e-6
 REFINE_GAP = 0.25  # a slot whose compute_to_solve differs more gets one more draw once matched
-PANEL_CLOSE = 2  # ... and so does one whose panel outcomes differ in more agents than this
+PANEL_CLOSE = 2  # ... and so does one whose panel outcomes differ in more agents than this,
+PANEL_REFINED = 10  # per 100 levels, the farthest such slots only
 
 
 @dataclass
@@ -234,12 +235,16 @@ def check_graded_alike(name: str, levels: pl.DataFrame) -> None:
 
 def _loose(goal: pl.DataFrame, pool: pl.DataFrame, rows: list[int]) -> list[int]:
     """Targets (PREV indices) whose chosen candidate differs by more than REFINE_GAP in
-    compute_to_solve or by more than PANEL_CLOSE agents in its panel outcomes."""
+    compute_to_solve, or by more than PANEL_CLOSE agents in its panel outcomes (at most
+    PANEL_REFINED per 100 levels, the farthest first)."""
     gaps = (pool["compute_to_solve"][rows].cast(pl.Float64).to_numpy()
             - goal["compute_to_solve"].cast(pl.Float64).to_numpy())
     agents = (panel_matrix(pool)[rows] != panel_matrix(goal)).sum(axis=1)
-    return [int(i) for i, g, d in zip(goal["index"].to_list(), gaps, agents, strict=True)
-            if abs(g) > REFINE_GAP or d > PANEL_CLOSE]
+    far = np.flatnonzero(agents > PANEL_CLOSE)
+    keep = max(1, PANEL_REFINED * goal.height // 100)
+    farthest = set(far[np.argsort(-agents[far], kind="stable")][:keep].tolist())
+    return [int(i) for k, (i, g) in enumerate(zip(goal["index"].to_list(), gaps, strict=True))
+            if abs(g) > REFINE_GAP or k in farthest]
 
 
 
@@ -249,16 +254,21 @@ def _enlarge(folder: BuildFolder, plan: Plan, round_: int, wanted: pl.DataFrame,
 
     Each target seeks starts within one move of PREV's optimum, inside its slot's band.
     """
-    targets = [Target(r["tier"], r["slot"], r["index"], (r["band_lo"], r["band_hi"]),
-                      (max(r["band_lo"], r["optimal_moves"] - OPTIMUM_TOLERANCE),
-                       min(r["band_hi"], r["optimal_moves"] + OPTIMUM_TOLERANCE)))
-               for r in wanted.iter_rows(named=True)]
-    drawn = draw(plan.spec, plan.seed, ENLARGE, round_, targets, workers)
+    drawn = draw(plan.spec, plan.seed, ENLARGE, round_, draw_targets(wanted), workers)
     if not drawn.height:
         return None
     path = folder.stages / f"enlarge{round_}-generate.parquet"
     write_parquet(drawn, path)
     return _graded_pool(folder, f"enlarge{round_}", path, plan.spec, workers, goal)
+
+
+def draw_targets(wanted: pl.DataFrame) -> list[Target]:
+    """The targeted draws for levels of PREV (``targets`` rows): starts within one move of
+    each one's optimum, inside its slot's band, keyed by its index."""
+    return [Target(r["tier"], r["slot"], r["index"], (r["band_lo"], r["band_hi"]),
+                   (max(r["band_lo"], r["optimal_moves"] - OPTIMUM_TOLERANCE),
+                    min(r["band_hi"], r["optimal_moves"] + OPTIMUM_TOLERANCE)))
+            for r in wanted.iter_rows(named=True)]
 
 
 def _graded_pool(folder: BuildFolder, name: str, candidates: Path, spec: Spec,
