@@ -60,7 +60,7 @@ MAX_ENLARGEMENTS = 5  # rounds of extra candidates for the unmatched slots befor
 DIFFICULTY_TOLERANCE = 1e-6
 REFINE_GAP = 0.25  # a slot whose compute_to_solve differs more gets one more draw once matched
 PANEL_CLOSE = 2  # ... and so does one whose panel outcomes differ in more agents than this,
-PANEL_REFINED = 10  # per 100 levels, the farthest such slots only
+REFINE_DRAWS = 2_400  # per 100 levels: the farthest such slots first, this many draws in all
 
 
 @dataclass
@@ -158,10 +158,11 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
                         f"{pool.height}; drawing {draws_in_round(round_ + 1)} more "
                         "candidates for each")
     # One more draw for the slots matched loosely; the match can then only get closer.
-    loose = _loose(goal, pool, rows)
+    loose = _loose(goal, pool, rows, draws_in_round(round_ + 1))
     if loose:
-        workers.say(f"select: {len(loose)} slot(s) differ by more than {REFINE_GAP} in "
-                    f"compute_to_solve or in more than {PANEL_CLOSE} panel agents; drawing "
+        workers.say(f"select: {len(loose)} slot(s), the farthest, differ by more than "
+                    f"{REFINE_GAP} in compute_to_solve or in more than {PANEL_CLOSE} panel "
+                    f"agents; drawing "
                     f"{draws_in_round(round_ + 1)} more candidates for each")
         extra = _enlarge(folder, plan, round_ + 1, goal.filter(pl.col("index").is_in(loose)),
                          goal, workers)
@@ -233,19 +234,19 @@ def check_graded_alike(name: str, levels: pl.DataFrame) -> None:
             "rotated")
 
 
-def _loose(goal: pl.DataFrame, pool: pl.DataFrame, rows: list[int]) -> list[int]:
+def _loose(goal: pl.DataFrame, pool: pl.DataFrame, rows: list[int], per_slot: int
+           ) -> list[int]:
     """Targets (PREV indices) whose chosen candidate differs by more than REFINE_GAP in
-    compute_to_solve, or by more than PANEL_CLOSE agents in its panel outcomes (at most
-    PANEL_REFINED per 100 levels, the farthest first)."""
-    gaps = (pool["compute_to_solve"][rows].cast(pl.Float64).to_numpy()
-            - goal["compute_to_solve"].cast(pl.Float64).to_numpy())
+    compute_to_solve or by more than PANEL_CLOSE agents in its panel outcomes, farthest
+    first, as many as REFINE_DRAWS per 100 levels allow at ``per_slot`` draws each."""
+    gaps = np.abs(pool["compute_to_solve"][rows].cast(pl.Float64).to_numpy()
+                  - goal["compute_to_solve"].cast(pl.Float64).to_numpy())
     agents = (panel_matrix(pool)[rows] != panel_matrix(goal)).sum(axis=1)
-    far = np.flatnonzero(agents > PANEL_CLOSE)
-    keep = max(1, PANEL_REFINED * goal.height // 100)
-    farthest = set(far[np.argsort(-agents[far], kind="stable")][:keep].tolist())
-    return [int(i) for k, (i, g) in enumerate(zip(goal["index"].to_list(), gaps, strict=True))
-            if abs(g) > REFINE_GAP or k in farthest]
-
+    far = np.maximum(gaps / REFINE_GAP, agents / PANEL_CLOSE)
+    loose = np.flatnonzero(far > 1)
+    keep = max(1, REFINE_DRAWS * goal.height // 100 // per_slot)
+    order = loose[np.argsort(-far[loose], kind="stable")][:keep]
+    return [int(goal["index"][int(k)]) for k in sorted(order)]
 
 
 def _enlarge(folder: BuildFolder, plan: Plan, round_: int, wanted: pl.DataFrame,
