@@ -27,6 +27,7 @@ from pipeline.grade import first_push_traps
 from pipeline.importing import tier_of
 from pipeline.manifest import IMPORTED, read_manifest
 from pipeline.panel import PANEL_FILE
+from pipeline.round_move import RoundMove, move_between
 from pipeline.solve import search_bound
 from pipeline.spec import Spec, spec_from_dict
 from pipeline.tables import read_parquet, sha256_file
@@ -79,6 +80,8 @@ class AuditResult:
     comparison: Comparison | None = None
     # report/irt.json of the version when `sokoforge irt` has written one (pipeline.irt)
     irt: dict[str, Any] | None = None
+    # how far one agent's score is expected to move from ``against`` to this version
+    move: RoundMove | None = None
     # report/panel.parquet of the version when `sokoforge panel` has written one, as stored
     panel: bytes | None = None
 
@@ -446,7 +449,9 @@ def audit(root: Path, version: str, against: str | None = None) -> AuditResult:
     if not against:
         return AuditResult(facts, checks, irt=irt, panel=panel)
     other = load_version(root, against)
-    return AuditResult(facts, checks, other, compare_versions(facts, other), irt, panel)
+    move = move_between(root, against, version, other.table["tier"].to_numpy(),
+                        facts.table["tier"].to_numpy())
+    return AuditResult(facts, checks, other, compare_versions(facts, other), irt, move, panel)
 
 
 def tier_summary(facts: VersionFacts) -> pl.DataFrame:

@@ -42,6 +42,8 @@ from pipeline.audit import (  # noqa: E402
 from pipeline.compute_curve import RULE_BUDGET, grade_rule  # noqa: E402
 from pipeline.difficulty import load_model  # noqa: E402
 from pipeline.equivalence import EQUIVALENCE_FILE, Equivalence  # noqa: E402
+from pipeline.irt import IRT_FILE  # noqa: E402
+from pipeline.linking import LINE_FILE  # noqa: E402
 from pipeline.panel import PANEL_FILE, solved_counts  # noqa: E402
 from pipeline.reliability import curve, load_pool_curve, wilson_interval  # noqa: E402
 from pipeline.spec import version_look  # noqa: E402
@@ -667,6 +669,8 @@ class Report:
             out += [f"- {note}" for note in r.comparison.not_compared] or [
                 "- every tier and slot compared"]
             out += ["", "### Slot by slot", "", _md_table(comparison_slots(r))]
+        if r.move is not None:
+            out += ["", _MOVE_HEADING, "", r.move.statement, "", _md_table(r.move.table())]
         out += ["", "## Plots", ""]
         for name, (caption, _) in self.images.items():
             out += [f"### {caption}", "", f"![{caption}]({name})", ""]
@@ -734,6 +738,10 @@ class Report:
             body = (_html_table(comparison_tiers(r)) + "<ul class='notes'>"
                     + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
             sections.append(("against", f"{r.facts.name} against {r.against.name}", body))
+        if r.move is not None:
+            sections.append(("move", _MOVE_HEADING.lstrip("# "),
+                             f"<p>{html.escape(r.move.statement)}</p>"
+                             + _html_table(r.move.table())))
         sections.append(("plots", "Along the ramp",
                          figure("optima.png") + figure("difficulty.png")))
         sections.append(("distributions", "Distributions per tier",
@@ -767,6 +775,8 @@ class Report:
             if r.comparison.pairs:
                 lines += _text_table(comparison_tiers(r))
             lines += [f"- {note}" for note in r.comparison.not_compared]
+        if r.move is not None:
+            lines += ["", r.move.statement]
         lines += ["", *self.calibration_lines(), ""]
         for c in r.checks:
             lines.append(f"{c.status}  {c.name}" + (f": {c.describe(4)}" if _detail(c) else ""))
@@ -790,8 +800,6 @@ class Report:
         out["report.md"] = self.markdown().encode("utf-8")
         out["report.html"] = self.html().encode("utf-8")
         out["checks.json"] = self.checks_json().encode("utf-8")
-        if self.result.panel is not None:  # kept as written, across the report's swap
-            out[PANEL_FILE] = self.result.panel
         if self.result.facts.rotation is not None:
             out[EQUIVALENCE_FILE] = (json.dumps(self.result.facts.rotation, indent=2)
                                      + "\n").encode("utf-8")
@@ -799,12 +807,17 @@ class Report:
 
     def write(self, folder: Path) -> list[Path]:
         """Write the report into a fresh folder beside ``folder``, then swap it in: a report
-        that fails half-way leaves the previous one whole."""
+        that fails half-way leaves the previous one whole. The files of ``KEPT`` (written
+        there by other commands) are carried over."""
         folder.parent.mkdir(parents=True, exist_ok=True)
         fresh = Path(tempfile.mkdtemp(prefix=f".{folder.name}-new-", dir=folder.parent))
         try:
-            for name, data in self.files().items():
+            files = self.files()
+            for name, data in files.items():
                 (fresh / name).write_bytes(data)
+            for name in KEPT:  # what other commands wrote there outlives a new report
+                if name not in files and (folder / name).is_file():
+                    shutil.copy2(folder / name, fresh / name)
             os.chmod(fresh, 0o755)
             swap_in(fresh, folder)
         except BaseException:
@@ -869,3 +882,6 @@ def _text_table(df: pl.DataFrame) -> list[str]:
     cells = [list(df.columns)] + [[_cell(v) for v in row] for row in df.iter_rows()]
     widths = [max(len(row[i]) for row in cells) for i in range(len(df.columns))]
     return ["  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+# report/ files other commands write: the difficulty refit, the line's fit, the agent panel
+KEPT = (IRT_FILE, LINE_FILE, PANEL_FILE)
+_MOVE_HEADING = "### How far one agent's score moves between the rounds"

@@ -92,10 +92,12 @@ def write_panel(datasets: Path, version: str, workers: Workers) -> Path:
 
 
 def solved_counts(frame: pl.DataFrame, by_tier: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Solved levels per agent (panel order), and per tier when ``by_tier`` (index, tier) is
-    given: columns agent, family, budget, solved[, tier 0, tier 1, ...]."""
+    """Solved levels per agent (panel order, then others as they come), and per tier when
+    ``by_tier`` (index, tier) is given: columns agent[, family, budget], solved[, tier 0,
+    tier 1, ...]. Only index, agent and solved are needed."""
     order = {a.name: i for i, a in enumerate(PANEL)}
-    total = (frame.group_by("agent", "family", "budget", maintain_order=True)
+    keys = ["agent", *[c for c in ("family", "budget") if c in frame.columns]]
+    total = (frame.group_by(keys, maintain_order=True)
              .agg(pl.col("solved").sum().cast(pl.Int64).alias("solved")))
     if by_tier is not None:
         tiers = (frame.join(by_tier.select("index", "tier"), on="index")
@@ -103,5 +105,6 @@ def solved_counts(frame: pl.DataFrame, by_tier: pl.DataFrame | None = None) -> p
                  .sort("tier")
                  .pivot(on="tier", index="agent", values="solved"))
         tiers = tiers.rename({c: f"tier {c}" for c in tiers.columns if c != "agent"})
-        total = total.join(tiers, on="agent", how="left")
-    return total.sort(pl.col("agent").replace_strict(order, default=len(order)))
+        total = total.join(tiers, on="agent", how="left", maintain_order="left")
+    rank = [order.get(a, len(order) + i) for i, a in enumerate(total["agent"].to_list())]
+    return total.with_columns(pl.Series("_rank", rank)).sort("_rank").drop("_rank")

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import InputError
+from pipeline.precision import wilson
 
 POOL_CURVE_PATH = Path(__file__).resolve().parent / "specs" / "difficulty_pool_curve.json"
 BINS = 10
@@ -30,12 +31,7 @@ def brier_score(predicted: np.ndarray, failed: np.ndarray) -> float:
 
 def wilson_interval(failures: int, levels: int, z: float = 1.96) -> tuple[float, float]:
     """The Wilson score interval (95 % by default) of a failure rate seen on ``levels``."""
-    if levels == 0:
-        return 0.0, 1.0
-    p = failures / levels
-    centre = (p + z * z / (2 * levels)) / (1 + z * z / levels)
-    half = z * np.sqrt(p * (1 - p) / levels + z * z / (4 * levels * levels)) / (1 + z * z / levels)
-    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+    return wilson(failures / levels if levels else 0.0, levels, z)
 
 
 def reliability_bins(predicted: np.ndarray, failed: np.ndarray,

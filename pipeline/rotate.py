@@ -46,7 +46,7 @@ from pipeline.matching import (
     panel_matrix,
     targets,
 )
-from pipeline.panel import PANEL_COLUMN, write_panel
+from pipeline.panel import PANEL_COLUMN, PANEL_FILE, write_panel
 from pipeline.panel import with_outcomes as with_panel
 from pipeline.seeds import ENLARGE
 from pipeline.slot_draws import Target, draw, draws_in_round
@@ -325,7 +325,10 @@ def _report(datasets: Path, new: str, prev: str, path: Path, workers: Workers
     folder = path / "report"
     folder.mkdir(exist_ok=True)
     write_text(text, folder / EQUIVALENCE_FILE)
-    write_panel(datasets, new, workers)  # the audit below shows it
+    # The audit below shows NEW's panel, and with PREV's the move one agent can expect.
+    write_panel(datasets, new, workers)
+    if not (datasets / prev / "report" / PANEL_FILE).is_file():
+        write_panel(datasets, prev, workers)
     try:
         result = audit(datasets, new, prev)
         Report(result).write(folder)

@@ -18,7 +18,7 @@ from serve import arc, browser, native, pages
 from serve.access_log import AccessLog
 from serve.access_log import middleware as access_middleware
 from serve.limits import ConnectionLimits
-from serve.play import Arena
+from serve.play import Arena, NotFound
 from serve.schema import MAP, TEXT, Route, obj, openapi
 from serve.web import (
     ARENA,
@@ -185,4 +185,12 @@ async def _leaderboard_page(request: web.Request, arena: Arena, key: None,
     else:  # every served game's version, one table each
         boards = [await arena.leaderboard(None, args["limit"], g) for g in arena.games.names]
     playable = frozenset(g.name for g in arena.games if g.public)
-    return reply_bytes(request, pages.leaderboard(boards, playable).encode(), "text/html")
+    lines = []
+    for board in boards:  # a served version's line, where `sokoforge irt --line` linked it
+        if board.get("game") and board["version"] == board["served"].get(board["game"]):
+            try:
+                lines.append(arena.line(board["game"]))
+            except NotFound:
+                pass
+    return reply_bytes(request, pages.leaderboard(boards, playable, lines).encode(),
+                       "text/html")

@@ -81,7 +81,8 @@ _RUN = obj({"id": TEXT, "guid": maybe(TEXT), "score": NUMBER, "levels_completed"
 SCORECARD = obj({"card_id": string(SCORECARD_ID), "score": NUMBER,
                  "environments": arr(obj({"id": TEXT, "runs": arr(_RUN)})),
                  "tags_scores": arr(MAP), "name": TEXT, "version": TEXT, "closed": BOOLEAN,
-                 "result": maybe(MAP), "tags": arr(TEXT), "source_url": maybe(TEXT),
+                 "result": maybe(MAP), "success_interval": maybe(arr(NUMBER)),
+                 "tags": arr(TEXT), "source_url": maybe(TEXT),
                  "opaque": {"nullable": True}})
 FRAME_DATA = obj({"game_id": string(GAME_ID_PATTERN), "guid": string(SESSION_ID),
                   "state": string(enum=STATES), "levels_completed": INTEGER,

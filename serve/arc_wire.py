@@ -172,7 +172,8 @@ def scorecard(card_id: str, runs: list[dict], *, name: str, version: str, closed
               result: dict | None, meta: dict | None = None) -> dict:
     """The scorecard object: one environment per played game, each with its run.
 
-    ``result`` is the leaderboard Score of the native protocol once closed; the ARC fields
+    ``result`` is the leaderboard Score of the native protocol once closed (its success
+    interval also at the top, null while open); the ARC fields
     beside it are what the toolkit reads; ``meta`` the tags, source_url and opaque it was
     opened with.
     """
@@ -181,5 +182,6 @@ def scorecard(card_id: str, runs: list[dict], *, name: str, version: str, closed
     meta = meta or {}
     return {"card_id": card_id, "score": round(score, 4), "environments": environments,
             "tags_scores": [], "name": name, "version": version, "closed": closed,
-            "result": result, "tags": meta.get("tags") or [],
+            "result": result, "success_interval": (result or {}).get("success_interval"),
+            "tags": meta.get("tags") or [],
             "source_url": meta.get("source_url"), "opaque": meta.get("opaque")}

@@ -75,6 +75,7 @@ class ServedVersion:
     levels: tuple[ServedLevel, ...]
     tiers: tuple[tuple[int, int], ...]
     sha256: str
+    folder: Path | None = None  # where it was loaded from (its report/ holds the line's fit)
 
     @property
     def episodes(self) -> int:
@@ -147,7 +148,7 @@ def load_version(root: Path, version: str) -> ServedVersion:
     return ServedVersion(version=str(manifest.get("version", version)),
                          game=str(manifest.get("game") or "standard"), manifest=manifest,
                          levels=levels, tiers=_tier_ranges([lv.tier for lv in levels]),
-                         sha256=actual)
+                         sha256=actual, folder=folder)
 
 
 def _read_rows(path: Path) -> list[dict]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.levels import State
 from engine.rules import WAIT, Game, StepResult
+from pipeline.precision import success_interval
 from serve.dataset import ServedLevel
 
 RESTART_LEVEL = 5  # not a move: put the level back to its start, keeping the steps used
@@ -204,7 +205,8 @@ def new_run(levels: Sequence[ServedLevel], tiers: Sequence[tuple[int, int]],
 
 
 def score(episodes: list[EpisodeRun]) -> dict:
-    """The Score: unfinished episodes count as unsolved; efficiency is optimal/steps over solved."""
+    """The Score: unfinished episodes count as unsolved; efficiency is optimal/steps over solved;
+    the success interval is over draws of levels, tier by tier (``pipeline.precision``)."""
     n = len(episodes)
     solved = [e for e in episodes if e.solved]
     efficiency = (sum(e.served.optimal_moves / e.steps for e in solved) / len(solved)
@@ -213,6 +215,8 @@ def score(episodes: list[EpisodeRun]) -> dict:
         "episodes": n,
         "solved": len(solved),
         "success_rate": round(len(solved) / n, 4) if n else 0.0,
+        "success_interval": success_interval([e.solved for e in episodes],
+                                             [e.served.tier for e in episodes]),
         "move_efficiency": round(efficiency, 4),
         "avg_steps_solved": round(sum(e.steps for e in solved) / len(solved), 2) if solved else 0.0,
         "deadlock_rate": round(sum(e.deadlocked for e in episodes) / n, 4) if n else 0.0,

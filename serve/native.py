@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pipeline.precision import METHOD, PAIRED_METHOD
 from serve import framezip
 from serve.framezip import Picture
 from serve.play import IN_PROGRESS, Arena, EpisodeRun, KeyRecord, Outcome, Session
@@ -56,9 +57,12 @@ _SESSION = Field("session_id", STR, "the session's id", pattern=SESSION_ID, refe
 _GAME = Field("game", STR, "the game's name", pattern=GAME_NAME, refers_to="game")
 
 # -- the answers' shapes ------------------------------------------------------------------------
+INTERVAL = {**arr(NUMBER), "minItems": 2, "maxItems": 2,
+            "description": f"[lo, hi] of the success rate: {METHOD}; it covers the agent's "
+                           "rate over every draw of levels the game's spec could make"}
 SCORE = obj({"episodes": INTEGER, "solved": INTEGER, "success_rate": NUMBER,
-             "move_efficiency": NUMBER, "avg_steps_solved": NUMBER, "deadlock_rate": NUMBER,
-             "total_actions": INTEGER})
+             "success_interval": INTERVAL, "move_efficiency": NUMBER,
+             "avg_steps_solved": NUMBER, "deadlock_rate": NUMBER, "total_actions": INTEGER})
 _OBSERVATION = obj({"obs": TEXT, "goal": TEXT, "shape": arr(INTEGER), "dtype": TEXT,
                     "encoding": TEXT})
 _EPISODE = obj({"index": INTEGER, "of": INTEGER, "steps_used": INTEGER, "max_steps": INTEGER})
@@ -98,9 +102,25 @@ LEADERBOARD = obj({"version": TEXT, "served_version": TEXT, "versions": arr(TEXT
                        "move_efficiency": NUMBER, "deadlock_rate": NUMBER, "solved": INTEGER,
                        "episodes": INTEGER, "avg_steps_solved": NUMBER,
                        "total_actions": INTEGER, "scorecard_id": string(SCORECARD_ID),
-                       "session_id": maybe(TEXT), "submitted_at": maybe(TEXT)},
+                       "session_id": maybe(TEXT), "submitted_at": maybe(TEXT),
+                       "success_interval": INTERVAL,
+                       "indistinguishable_from_above": {
+                           **maybe(BOOLEAN), "description": f"against the entry ranked just "
+                           f"above, on the same levels: {PAIRED_METHOD} (null for the first)"},
+                       "paired_p_above": {**maybe(NUMBER),
+                                          "description": "that test's p-value"}},
                        {"source": maybe(TEXT)}))},
-                  {"game": maybe(TEXT), "served": MAP})
+                  {"game": maybe(TEXT), "served": MAP, "precision": MAP})
+LINE = obj({"version": TEXT, "game": TEXT, "versions": arr(TEXT), "scales": arr(arr(TEXT)),
+            "links": arr(obj({"a": TEXT, "b": TEXT, "keys": INTEGER, "linked": BOOLEAN})),
+            "notes": arr(TEXT), "model": TEXT,
+            "entries": arr(obj({"rank": INTEGER, "name": TEXT, "scale": INTEGER,
+                                "ability": NUMBER,
+                                "ability_interval": {**arr(NUMBER), "description": (
+                                    "[lo, hi], 95%, of the ability on the line's scale")},
+                                "versions": {"type": "object", "additionalProperties": obj(
+                                    {"episodes": INTEGER, "solved": INTEGER,
+                                     "success_rate": NUMBER, "success_interval": INTERVAL})}}))})
 _RANGE = obj({"min": INTEGER, "max": INTEGER}, {"mean": NUMBER})
 SPEC = obj({"version": TEXT, "game": TEXT, "games": arr(TEXT), "episodes": INTEGER,
             "tiers": arr(obj({"index": INTEGER, "levels": INTEGER, "range": arr(INTEGER),
@@ -248,6 +268,14 @@ ROUTES = (
           responses={200: "the ranking", 404: "a game this server does not serve",
                      422: "bad version, game or limit"},
           bodies={200: LEADERBOARD}),
+    Route("get_line", "GET", "/api/leaderboard/line",
+          "The served version's line (versions rotated from one another) on one ability "
+          "scale, from the closed scorecards of every version of it: each name's ability and "
+          "its 95% interval beside its raw success per version.",
+          query=(LEADERBOARD_QUERY[1],),
+          responses={200: "the linked abilities", 404: "no fit of the line (or an unknown game)",
+                     422: "bad game"},
+          bodies={200: LINE}),
     Route("get_spec", "GET", "/api/spec", "The live numbers of the served set, read from the data.",
           responses={200: "the spec"}, bodies={200: SPEC}),
 )
@@ -393,6 +421,10 @@ async def get_leaderboard(request: web.Request, arena: Arena, key: None,
                                                   args["game"]))
 
 
+async def get_line(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+    return reply(request, arena.line(args["game"]))
+
+
 async def get_spec(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
     return reply(request, arena.spec())
 
@@ -401,4 +433,4 @@ HANDLERS = {"create_key": create_key, "open_scorecard": open_scorecard, "start_g
             "act": act, "reset_session": reset_session, "get_session": get_session,
             "get_scorecard": get_scorecard, "close_scorecard": close_scorecard,
             "get_replay": get_replay,
-            "get_leaderboard": get_leaderboard, "get_spec": get_spec}
+            "get_leaderboard": get_leaderboard, "get_line": get_line, "get_spec": get_spec}

@@ -121,19 +121,35 @@ def _board_table(board: dict, playable: bool) -> str:
     rows = "".join(
         f"<tr><td>{e['rank']}</td><td><a href='/scorecards/{escape(e['scorecard_id'])}'>"
         f"{escape(e['name'])}</a>{_browser_tag(e.get('source'))}</td>"
-        f"<td>{e['success_rate']:.2%}</td>"
-        f"<td>{e['move_efficiency']:.3f}</td><td>{e['deadlock_rate']:.2%}</td>"
+        f"<td>{e['success_rate']:.2%}</td><td class=muted>{_interval(e)}</td>"
+        f"<td>{_tie(e)}</td><td>{e['move_efficiency']:.3f}</td><td>{e['deadlock_rate']:.2%}</td>"
         f"<td>{e['solved']}/{e['episodes']}</td><td>{escape(e['submitted_at'] or '')[:10]}</td>"
         f"</tr>" for e in board["entries"])
     if not rows:
-        rows = "<tr><td colspan=7>no closed scorecards yet</td></tr>"
+        rows = "<tr><td colspan=9>no closed scorecards yet</td></tr>"
     game = f"game <code>{escape(board['game'])}</code>, " if board.get("game") else ""
     play = (f" <a class=tag href='/play/{escape(board['game'])}'>play it in the browser</a>"
             if playable else "")
     return (f"<h2>{game}version <code>{escape(board['version'])}</code>{play}</h2>"
             f"<div class=wrap><table class=board><tr><th>#</th><th>name</th><th>success</th>"
-            f"<th>efficiency</th><th>deadlocks</th><th>solved</th><th>date</th></tr>{rows}"
+            f"<th title='95% over draws of levels'>interval</th>"
+            f"<th title='a paired test over the levels cannot tell it from the entry above'>"
+            f"tied</th><th>efficiency</th><th>deadlocks</th><th>solved</th><th>date</th></tr>{rows}"
             f"</table></div>")
+
+
+def _interval(score: dict) -> str:
+    """A Score's success interval as percentages, or nothing when it has none."""
+    interval = score.get("success_interval")
+    return f"{interval[0]:.0%}&ndash;{interval[1]:.0%}" if interval else ""
+
+
+def _tie(entry: dict) -> str:
+    """The mark of an entry a paired test cannot tell from the one above."""
+    if not entry.get("indistinguishable_from_above"):
+        return ""
+    return (f"<span class=tag title='paired test over the levels against the entry above: "
+            f"p = {entry['paired_p_above']:.2f}'>&asymp; above</span>")
 
 
 def _browser_tag(source: str | None) -> str:
@@ -141,9 +157,33 @@ def _browser_tag(source: str | None) -> str:
         source == "browser") else ""
 
 
-def leaderboard(boards: list[dict], playable: frozenset[str] = frozenset()) -> str:
+def _line_table(line: dict) -> str:
+    """A line's names on one ability scale, each beside its raw success per version."""
+    rows = "".join(
+        f"<tr><td>{e['rank']}</td><td>{escape(e['name'])}</td>"
+        + (f"<td>{e['scale'] + 1}</td>" if len(line["scales"]) > 1 else "")
+        + f"<td>{e['ability']:+.2f}</td><td class=muted>{e['ability_interval'][0]:+.2f} to "
+          f"{e['ability_interval'][1]:+.2f}</td><td class=l>"
+        + "; ".join(f"{escape(v)} {r['success_rate']:.0%} ({_interval(r)})"
+                    for v, r in e["versions"].items()) + "</td></tr>"
+        for e in line["entries"])
+    scale = "<th>scale</th>" if len(line["scales"]) > 1 else ""
+    notes = "".join(f"<li>{escape(n)}</li>" for n in line["notes"])
+    return (f"<h2>line {escape(' → '.join(line['versions']))}: ability on one scale</h2>"
+            "<p>An item-response model over every closed scorecard of the versions rotated "
+            "from one another links them by the names that played several; ability and its "
+            "95% interval, beside the raw success on each version played.</p>"
+            + (f"<ul>{notes}</ul>" if notes else "")
+            + f"<div class=wrap><table class=board><tr><th>#</th><th>name</th>{scale}"
+              f"<th>ability</th><th>interval</th><th class=l>raw success</th></tr>{rows}"
+              "</table></div>")
+
+
+def leaderboard(boards: list[dict], playable: frozenset[str] = frozenset(),
+                lines: list[dict] | None = None) -> str:
     """One ranking table per game and version, with links to the other versions' boards;
-    the games in ``playable`` link to their play page."""
+    the games in ``playable`` link to their play page; ``lines`` the linked abilities of
+    served versions' lines."""
     shown = {b["version"] for b in boards}
     others = " ".join(f"<a href='/leaderboard?version={escape(v)}'>{escape(v)}</a>"
                       for v in boards[0]["versions"] if v not in shown)
@@ -151,10 +191,14 @@ def leaderboard(boards: list[dict], playable: frozenset[str] = frozenset()) -> s
     body = ("<h1>Leaderboard</h1><p>Best closed scorecard per name, ranked by success rate, "
             "then move efficiency, then fewer deadlocks, then the earlier submission. A name "
             "links to its scorecard; <span class=tag>browser</span> marks a run a person "
-            "played on the play page.</p>"
+            "played on the play page. The interval is where the success rate lies, at 95%, "
+            "over other draws of the levels; <span class=tag>&asymp; above</span> marks an "
+            "entry that a paired test over the levels cannot tell apart from the one above "
+            "it (exact McNemar, p &ge; 0.05).</p>"
             + "".join(_board_table(b, b.get("game") in playable
                                    and b["version"] == b["served"].get(b["game"]))
                       for b in boards)
+            + "".join(_line_table(line) for line in lines or [])
             + (f"<p>Other versions: {others}</p>" if others else ""))
     return _page(f"sokoforge leaderboard {title}", body)
 
@@ -223,9 +267,12 @@ def _outcome_row(e: dict, replay: bool) -> str:
 def _score(score: dict | None) -> str:
     if not score:
         return "<p class=muted>Not closed yet: no Score.</p>"
+    interval = (f", 95% interval {_interval(score)} over draws of levels"
+                if score.get("success_interval") else "")
     return (f"<p>Solved <b>{score['solved']}/{score['episodes']}</b> "
-            f"({score['success_rate']:.2%}), move efficiency <b>{score['move_efficiency']:.3f}"
-            f"</b>, deadlocks <b>{score['deadlock_rate']:.2%}</b>, "
+            f"({score['success_rate']:.2%}{interval}), move efficiency "
+            f"<b>{score['move_efficiency']:.3f}</b>, deadlocks "
+            f"<b>{score['deadlock_rate']:.2%}</b>, "
             f"{score['total_actions']} actions.</p>")
 
 

@@ -21,6 +21,8 @@ from typing import Any
 
 from engine.levels import State
 from engine.rules import WAIT
+from pipeline.linking import read_line
+from pipeline.precision import with_interval
 from serve.dataset import ServedLevel, ServedVersion, encode_image
 from serve.episode import (
     EXPIRED,
@@ -39,6 +41,7 @@ from serve.episode import (
 from serve.framezip import Picture
 from serve.games import GameEntry, Registry
 from serve.limits import Limits
+from serve.ranking_precision import PRECISION, RankingPrecision
 from serve.store import (
     EpisodeRecord,
     Final,
@@ -56,8 +59,8 @@ __all__ = ["WAIT", "EpisodeRun", "Outcome", "KeyRecord", "PLAYED", "EXPIRED", "G
            "IN_PROGRESS"]
 
 KEY_PREFIX = "lsk-"
-SCORE_FIELDS = ("episodes", "solved", "success_rate", "move_efficiency", "avg_steps_solved",
-                "deadlock_rate", "total_actions")
+SCORE_FIELDS = ("episodes", "solved", "success_rate", "success_interval", "move_efficiency",
+                "avg_steps_solved", "deadlock_rate", "total_actions")
 RETRIES = 8  # reloads of a session another process keeps writing, before answering 503
 CACHED_SESSIONS = 20_000
 
@@ -122,6 +125,13 @@ def until_tomorrow(now: float) -> int:
 
 def iso(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+
+
+def with_intervals(result: dict) -> dict:
+    """A stored close result whose Scores all carry ``success_interval`` (one stored before
+    intervals existed gets it from its counts)."""
+    return {**with_interval(result),
+            "games": {g: with_interval(v) for g, v in result.get("games", {}).items()}}
 
 
 def attached(card: ScorecardRecord) -> dict:
@@ -210,6 +220,7 @@ class Arena:
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._keys: dict[str, KeyRecord] = {}
         self.images = ImageCache()
+        self.ranking = RankingPrecision(store)
 
     @property
     def version(self) -> ServedVersion:
@@ -550,7 +561,7 @@ class Arena:
     async def scorecard_view(self, key: KeyRecord, scorecard_id: str) -> dict:
         card = await self._card(key, scorecard_id)
         if card.closed is not None:
-            result = card.result
+            result = with_intervals(card.result)
             games = {g: {"session_id": result["session_ids"][g], "state": "GAME_OVER", **v}
                      for g, v in result["games"].items()}
             return self._card_view(card, games, result)
@@ -593,7 +604,7 @@ class Arena:
         for _ in range(RETRIES):
             card = await self._card(key, scorecard_id)
             if card.closed is not None:
-                return card.result
+                return with_intervals(card.result)
             sessions = await self._stored_sessions(key, card)
             for s in sessions:
                 s.close()
@@ -619,7 +630,7 @@ class Arena:
                 continue
             for s in sessions:
                 self._drop(s.id)
-            return stored
+            return with_intervals(stored)
         raise Unavailable("the scorecard's sessions are being played elsewhere; retry")
 
     def _outcomes(self, version: str, rows: list[EpisodeRecord],
@@ -655,6 +666,7 @@ class Arena:
         card = await self.store.scorecard(scorecard_id)
         if card is None:
             raise NotFound(f"no scorecard {scorecard_id!r}")
+        result = None if card.result is None else with_intervals(card.result)
         games = []
         for record, rows in await self.store.sessions(card.id):
             entry = self.games.by_version(record.version)
@@ -662,13 +674,12 @@ class Arena:
             games.append({"game": record.game, "version": record.version,
                           "session_id": record.id, "state": EXPIRED if expired else record.state,
                           "public": bool(entry and entry.public),
-                          "score": (card.result or {}).get("games", {}).get(record.game),
+                          "score": (result or {}).get("games", {}).get(record.game),
                           "episodes": self._outcomes(record.version, rows, False)})
         return {"scorecard_id": card.id, "name": card.name, "opened_at": iso(card.opened),
                 "closed": card.closed is not None, "closed_at": iso(card.closed),
                 "games": games, **attached(card),
-                "score": None if card.result is None else {k: card.result[k]
-                                                           for k in SCORE_FIELDS}}
+                "score": None if result is None else {k: result[k] for k in SCORE_FIELDS}}
 
     async def replay_frames(self, session_id: str, episode: int,
                             viewer: KeyRecord | None) -> dict:
@@ -701,10 +712,29 @@ class Arena:
                 "pictures": [self.picture_at(served, s, n).b64 for s, n in pictures],
                 "sequence": sequence}
 
+    def line(self, game: str | None = None) -> dict:
+        """The linked abilities of the served version's line (``sokoforge irt V --line``
+        writes them): each name's ability on one scale with its interval, beside its raw
+        success per version."""
+        entry = self.games.get(game) if game else self.games.first
+        if entry is None:
+            raise NotFound(f"unknown game {game!r}; this server plays "
+                           f"{', '.join(map(repr, self.games.names))}")
+        served = entry.version
+        fit = read_line(served.folder) if served.folder is not None else None
+        if fit is None:
+            raise NotFound(f"no linked fit of the line of {served.version}: run `sokoforge irt "
+                           f"{served.version} --line --db STORE` where the datasets are")
+        entries = [{"rank": rank, **agent} for rank, agent in enumerate(fit["agents"], 1)]
+        return {"version": served.version, "game": entry.name,
+                **{k: fit[k] for k in ("versions", "scales", "links", "notes", "model")},
+                "entries": entries}
+
     async def leaderboard(self, version: str | None, limit: int = 100,
                           game: str | None = None) -> dict:
         """Each name's best result on one version: ``version``, else the served version of
-        ``game``, else that of the first game."""
+        ``game``, else that of the first game; each with its success interval and whether a
+        paired test over the levels tells it apart from the entry above."""
         if version is None:
             entry = self.games.get(game) if game else self.games.first
             if entry is None:
@@ -723,7 +753,9 @@ class Arena:
                             "session_id": s.session_id, "submitted_at": iso(s.closed),
                             "source": s.source})
         served = self.games.by_version(version)
+        await self.ranking.annotate(entries, standings, None if served is None else
+                                    [lv.tier for lv in served.version.levels])
         versions = sorted(set(await self.store.versions()) | set(self.games.versions().values()))
         return {"version": version, "game": served.name if served else None,
                 "served_version": self.version.version, "served": self.games.versions(),
-                "versions": versions, "entries": entries}
+                "versions": versions, "entries": entries, "precision": PRECISION}

@@ -4,6 +4,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
@@ -12,7 +13,7 @@ from pipeline.audit import audit
 from pipeline.build import build
 from pipeline.cli import main
 from pipeline.spec import load_spec
-from pipeline.tables import sha256_file, write_parquet
+from pipeline.tables import read_parquet, sha256_file, write_parquet
 from pipeline.workers import Workers
 
 OPTIMA = "re-solved optimum equals stored optimum"
@@ -174,10 +175,36 @@ def test_audit_command_writes_a_self_contained_report_and_exits_zero(versions):
     assert "src='http" not in html and "<link" not in html
     md = (versions / "v2" / "report" / "report.md").read_text()
     assert "## v2 against v1" in md and "planner_solved v1" in md
+    # no agent panel on either round: the expected move comes from the binomial model
+    assert "From the binomial model" in result.output
+    assert "### How far one agent's score moves between the rounds" in md
     for name in ("optima.png", "difficulty.png", "histograms.png", "contact_sheet.png",
                  "calibration.png", "pushes_slack.png", "legend.png",
                  "against_contact_sheet.png"):
         assert (versions / "v2" / "report" / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_audit_against_rounds_with_panels_states_each_agents_move_and_keeps_them(
+        versions, tmp_path):
+    root = tmp_path / "datasets"
+    shutil.copytree(versions, root)
+    for name, seed in (("v1", 1), ("v2", 2)):
+        n = read_parquet(root / name / "levels.parquet").height
+        solved = np.random.default_rng(seed).random(2 * n) < 0.6
+        (root / name / "report").mkdir(exist_ok=True)
+        write_parquet(pl.DataFrame({"index": np.tile(np.arange(n), 2),
+                                    "agent": ["a"] * n + ["b"] * n, "solved": solved}),
+                      root / name / "report" / "panel.parquet")
+    (root / "v2" / "report" / "line.json").write_text("{}")
+    result = CliRunner().invoke(main, ["audit", "v2", "--against", "v1",
+                                       "--datasets", str(root)])
+    assert result.exit_code == 0, result.output
+    assert "From the panel (2 agents played both)" in result.output
+    html = (root / "v2" / "report" / "report.html").read_text()
+    assert "How far one agent&#x27;s score moves" in html
+    # what other commands wrote into report/ outlives the new report
+    assert (root / "v2" / "report" / "panel.parquet").is_file()
+    assert (root / "v2" / "report" / "line.json").read_text() == "{}"
 
 
 def test_audit_command_lists_failures_and_exits_one(versions, tmp_path):

@@ -17,13 +17,18 @@ from pipeline.cli.errors import CliError, refusals
                    "store is not read.")
 @click.option("--browser/--no-browser", default=True, show_default=True,
               help="Include runs played in a browser (needs a store that records it).")
+@click.option("--line", "line", is_flag=True,
+              help="Link every version of VERSION's line (versions rotated from one another) "
+                   "by the names that played several; write report/line.json.")
 @datasets_option
-def irt_command(version: str, db: str, browser: bool, datasets: Path) -> None:
+def irt_command(version: str, db: str, browser: bool, line: bool, datasets: Path) -> None:
     """Fit a two-parameter item-response model over agents and levels of VERSION's closed
     scorecards; write datasets/VERSION/report/irt.json (the version's files are untouched).
 
     Prints the agents' abilities and the rank correlation of the empirical difficulty with
-    compute_to_solve (difficulty for a version graded before it).
+    compute_to_solve (difficulty for a version graded before it). With --line, one scale
+    over the whole line instead: each name's ability with its 95% interval beside its raw
+    success per version, and which versions too few names link.
     """
     from pipeline.build import check_version_name
     from pipeline.irt import refit
@@ -34,6 +39,14 @@ def irt_command(version: str, db: str, browser: bool, datasets: Path) -> None:
                        "SQLite store file only", 2)
     with refusals(2, f"cannot refit {version}: "):
         check_version_name(version)
+        if line:
+            from pipeline.linking import fit_line, link_report_lines
+
+            out, report = fit_line(datasets, version, Path(db), browser)
+            for text in link_report_lines(report):
+                click.echo(text)
+            click.echo(f"written to {out}")
+            return
         out, report = refit(datasets, version, Path(db), browser)
     click.echo(f"{version}: {report['episodes']} episodes of {report['scorecards']} closed "
                f"scorecards (browser runs {report['browser_runs']}), "
