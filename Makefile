@@ -53,7 +53,7 @@ test: install chromium postgres
 	$(PY) -m pytest -q
 
 lint: install
-	$(VENV)/bin/ruff check engine pipeline serve sokoforge_gym tests benchmarks scripts
+	$(VENV)/bin/ruff check engine pipeline serve sokoforge sokoforge_gym tests benchmarks scripts
 
 dataset: install
 	$(VENV)/bin/sokoforge build $(VERSION) --jobs $(JOBS) $(if $(SEED),--seed $(SEED),)

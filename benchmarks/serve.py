@@ -49,7 +49,7 @@ def start_server(root: Path, version: str, db: Path | str, sync: str, src: Path 
                  workers: int = 1, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
     """``sokoforge serve`` of the code in ``src`` (with ``extra`` options) as a child process,
     and its base URL."""
-    code = "from pipeline.cli import main; main()"
+    code = "from sokoforge.cli import main; main()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "serve", "--datasets", str(root), "--version", version,
          "--db", str(db), "--port", "0", "--sync", sync, "--sessions-per-key", "1000",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numba import njit
 
+from engine.errors import SokoforgeError
 from engine.levels import Level, State
 from engine.look import SHARED, Look, add_noise, painter
 from engine.render import SIZE
@@ -39,7 +40,7 @@ def draw_goal(level: Level, look: Look = SHARED) -> np.ndarray:
     return painter(level, look).goal()
 
 
-class LookNotCellLocal(ValueError):
+class LookNotCellLocal(SokoforgeError, ValueError):
     """The look drew a picture that tiles cut from its own drawings do not reproduce."""
 
 

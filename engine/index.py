@@ -16,13 +16,14 @@ import numpy as np
 from numba import njit
 
 from engine.deadlock import live_cells
+from engine.errors import SokoforgeError
 from engine.levels import MAX_CRATES, Level, State
 
 # A dense index larger than this is refused (a 2**29-bit visited set is 64 MB).
 MAX_INDEX_SIZE = 2**29
 
 
-class StateSpaceTooLarge(ValueError):
+class StateSpaceTooLarge(SokoforgeError, ValueError):
     """The level's dense state index would not fit the engine's memory bound."""
 
 

@@ -13,12 +13,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from engine.errors import SokoforgeError
+
 MAX_SIDE = 16
 MAX_CRATES = 6
 _KNOWN = "# $.*@+"
 
 
-class LevelError(ValueError):
+class LevelError(SokoforgeError, ValueError):
     """A level text that cannot be played, with the reason in words."""
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.errors import SokoforgeError
 from engine.levels import Level, State
 from engine.render import PALETTE, render_goal_indices, render_indices
 
@@ -44,7 +45,7 @@ MAX_NOISE_STD = 6.0
 _WORD = 2**64 - 1
 
 
-class LookError(ValueError):
+class LookError(SokoforgeError, ValueError):
     """A theme or look that cannot be drawn, with the offending field named."""
 
 

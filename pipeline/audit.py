@@ -25,15 +25,21 @@ from pipeline.equivalence import EQUIVALENCE_FILE
 from pipeline.errors import InputError, PipelineError
 from pipeline.grade import first_push_traps
 from pipeline.importing import tier_of
-from pipeline.manifest import IMPORTED, read_manifest
+from pipeline.manifest import IMPORTED
 from pipeline.panel import PANEL_FILE
 from pipeline.round_move import RoundMove, move_between
 from pipeline.solve import search_bound
-from pipeline.spec import Spec, spec_from_dict
+from pipeline.spec import Spec
 from pipeline.tables import read_parquet, sha256_file
+from pipeline.version import (
+    LEVELS_FILE,
+    MANIFEST_FILE,
+    REPORT_DIR,
+    STAGES_DIR,
+    VersionMissing,
+    open_version,
+)
 
-LEVELS_FILE = "levels.parquet"
-MANIFEST_FILE = "manifest.json"
 _MAX_LISTED = 12
 
 
@@ -68,6 +74,7 @@ class VersionFacts:
     table: pl.DataFrame
     levels: list[Level] = field(repr=False)
     rotation: dict[str, Any] | None = None  # the rotation verdict (equivalence.json), if any
+    sha256: str = ""  # the levels file's, as read when the version was opened
 
 
 @dataclass
@@ -124,14 +131,16 @@ class Comparison:
 
 def load_version(root: Path, version: str) -> VersionFacts:
     """Read a version, replay its levels through solver and planner, and collect the facts."""
-    folder = root / version
-    manifest_path = folder / MANIFEST_FILE
-    if not (folder / LEVELS_FILE).is_file() or not manifest_path.is_file():
+    try:
+        # a levels file that differs from the manifest is a failed check, not a refusal
+        opened = open_version(root, version, require_intact=False)
+    except VersionMissing:
+        opened = None
+    if opened is None or not opened.sha256:
         raise FileNotFoundError(f"version {version!r} not found under {root} "
                                 f"(needs {LEVELS_FILE} and {MANIFEST_FILE})")
-    manifest = read_manifest(manifest_path)
-    spec = spec_from_dict(manifest["spec"], source=f"{version} manifest")
-    table = read_parquet(folder / LEVELS_FILE).sort("index")
+    folder, manifest, spec = opened.folder, opened.manifest, opened.spec
+    table = opened.levels().sort("index")
     try:
         levels = [parse_xsb(x) for x in table["xsb"]]
     except LevelError as e:
@@ -172,12 +181,13 @@ def load_version(root: Path, version: str) -> VersionFacts:
         pl.Series("audit_dead_fraction", dead, dtype=pl.Float64),
         pl.Series("audit_first_push_traps", traps, dtype=pl.Int64),
     )
-    return VersionFacts(version, manifest, spec, table, levels, read_rotation(folder))
+    return VersionFacts(version, manifest, spec, table, levels, read_rotation(folder),
+                        opened.sha256)
 
 
 def read_rotation(folder: Path) -> dict[str, Any] | None:
     """The verdict a rotation recorded in the version's stages (None for a plain build)."""
-    path = folder / "stages" / EQUIVALENCE_FILE
+    path = folder / STAGES_DIR / EQUIVALENCE_FILE
     if not path.is_file():
         return None
     try:
@@ -208,7 +218,7 @@ def _rows(facts: VersionFacts) -> list[dict[str, Any]]:
 def check_manifest(facts: VersionFacts, root: Path) -> Check:
     """The manifest's sha256 and row count describe the levels file on disk."""
     entry = facts.manifest.get("files", {}).get(LEVELS_FILE, {})
-    actual = sha256_file(root / facts.name / LEVELS_FILE)
+    actual = facts.sha256 or sha256_file(root / facts.name / LEVELS_FILE)
     bad = []
     if entry.get("sha256") != actual:
         bad.append(f"{LEVELS_FILE}: manifest sha256 {str(entry.get('sha256'))[:12]}..., "
@@ -442,9 +452,9 @@ def audit(root: Path, version: str, against: str | None = None) -> AuditResult:
     ]
     if "compute_to_solve" in facts.table.columns:  # versions graded before it have none
         checks.insert(-1, check_compute(facts))
-    irt_path = root / version / "report" / "irt.json"
+    irt_path = root / version / REPORT_DIR / "irt.json"
     irt = json.loads(irt_path.read_text()) if irt_path.is_file() else None
-    panel_path = root / version / "report" / PANEL_FILE
+    panel_path = root / version / REPORT_DIR / PANEL_FILE
     panel = panel_path.read_bytes() if panel_path.is_file() else None
     if not against:
         return AuditResult(facts, checks, irt=irt, panel=panel)

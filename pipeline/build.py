@@ -15,28 +15,36 @@ import gc
 import itertools
 import json
 import os
-import re
 import secrets
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from engine.index import StateSpaceTooLarge
 from pipeline import seeds
-from pipeline.errors import InputError, PipelineError
+from pipeline.errors import PipelineError
 from pipeline.manifest import make_manifest, write_manifest
 from pipeline.spec import Spec, load_spec, spec_from_dict
 from pipeline.tables import fsync_path, read_parquet, sha256_file, write_text
+from pipeline.version import (
+    LEVELS_FILE,
+    MANIFEST_FILE,
+    STAGES_DIR,
+    check_version_name,
+    existing_versions,
+    levels_sha256,
+    version_ids,
+)
 from pipeline.workers import Workers
 
 # Select comes before solve and grade: it needs only the generator's distances and ids, so the
 # costlier stages work on the chosen levels alone.
 STAGES = ("generate", "select", "solve", "grade", "write")
 _LOCK_TRIES = 20
-_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 @dataclass(frozen=True)
@@ -89,12 +97,12 @@ class BuildFolder:
         self.datasets = datasets
         self.version = version
         self.root = datasets / ".build" / version
-        self.stages = self.root / "stages"
+        self.stages = self.root / STAGES_DIR
         self.plan_file = self.stages / "build.json"
         self.final = datasets / version
 
     def output(self, stage: str) -> Path:
-        return self.root / "levels.parquet" if stage == "write" else \
+        return self.root / LEVELS_FILE if stage == "write" else \
             self.stages / f"{stage}.parquet"
 
     def marker(self, stage: str) -> Path:
@@ -117,54 +125,26 @@ class BuildFolder:
             path.unlink(missing_ok=True)
 
 
-def check_version_name(version: str) -> None:
-    """Refuse names that could escape ``datasets/`` or hide (a leading dot) as a folder."""
-    if not _VERSION.match(version):
-        raise InputError(f"version name {version[:70]!r} is not allowed: use letters, digits,"
-                            " '.', '_' or '-', starting with a letter or digit")
-
-
-def existing_versions(datasets: Path) -> list[str]:
-    """Finished versions under ``datasets`` (folders holding a manifest), sorted by name."""
-    if not datasets.is_dir():
-        return []
-    return sorted(p.name for p in datasets.iterdir()
-                  if not p.name.startswith(".") and (p / "manifest.json").is_file())
-
-
-def levels_sha256(datasets: Path, versions: Sequence[str]) -> list[str]:
-    """The sha256 of each named version's levels.parquet (the manifest lists exclusions so)."""
-    return [sha256_file(_levels_file(datasets, name)) for name in versions]
-
-
-def _levels_file(datasets: Path, name: str) -> Path:
-    path = datasets / name / "levels.parquet"
-    if not path.is_file():
-        raise PipelineError(f"version {name} is listed for exclusion but {path} is missing")
-    return path
-
-
-def version_ids(datasets: Path, versions: Sequence[str], column: str = "canonical_id"
-                ) -> frozenset[str]:
-    """Canonical ids (or another id ``column``, e.g. wall_layout_id) of the named versions."""
-    ids: set[str] = set()
-    for name in versions:
-        ids.update(read_parquet(_levels_file(datasets, name), columns=[column])[column].to_list())
-    return frozenset(ids)
+def recorded_rotation(datasets: Path, version: str) -> dict | None:
+    """The rotation a build of ``version`` in progress records (None for a plain build)."""
+    plan_file = BuildFolder(datasets, version).plan_file
+    if not plan_file.is_file():
+        return None
+    return json.loads(plan_file.read_text()).get("rotation")
 
 
 def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int | None = None,
           workers: Workers | None = None, stages: Sequence[str] = STAGES,
           exclusion_root: Path | None = None, excluded_versions: Sequence[str] | None = None,
-          rotation: dict | None = None) -> BuildResult:
+          rotation: dict | None = None, select: Stage | None = None) -> BuildResult:
     """Run ``stages`` of ``version`` (all by default), resuming a build in progress.
 
     ``seed`` None draws a secret seed (or reuses the build's own); ``exclusion_root`` is where
     the versions whose levels must not repeat live (``datasets`` by default) and
-    ``excluded_versions`` which of them (all finished ones by default). ``rotation`` makes
-    the build a rotation (see ``pipeline.rotate``), whose select stage is the matched one.
-    A stage that fails removes the build folder and a secret seed drawn for it: the next
-    attempt starts afresh.
+    ``excluded_versions`` which of them (all finished ones by default). ``rotation`` records
+    the build as a rotation (see ``pipeline.rotate``), which passes its own ``select`` stage
+    in place of the spec's. A stage that fails removes the build folder and a secret seed
+    drawn for it: the next attempt starts afresh.
     """
     check_version_name(version)
     _skip_last_collection()
@@ -172,6 +152,7 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
     if unknown:
         raise PipelineError(f"unknown stage {unknown[0]!r}; stages are {', '.join(STAGES)}")
     workers = workers or Workers()
+    chain = stage_chain(select=select) if select is not None else stage_chain()
     folder = BuildFolder(datasets, version)
     exclusion_root = exclusion_root or datasets
     with build_lock(folder):
@@ -192,14 +173,18 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
                                 f" run `sokoforge stage {missing[0]} {version}`")
         result = BuildResult(path=folder.root, published=False)
         kept = list(itertools.takewhile(folder.is_done, stages))
+        if plan.rotation is not None and select is None and "select" in stages[len(kept):]:
+            raise PipelineError(f"the build of {version} in progress is a rotation of "
+                                f"{plan.rotation['from']}: its select stage is the rotation's")
         if kept:
             workers.say(f"resuming: {', '.join(kept)} kept")
+        run = StageRun(folder, plan, workers, exclusion_root)
         for stage in stages[len(kept):]:
             for later in STAGES[STAGES.index(stage):]:
                 folder.forget(later)
             began, began_cpu = time.perf_counter(), time.process_time()
             try:
-                _run(stage, folder, plan, workers, exclusion_root)
+                chain[stage](run)
             except (PipelineError, StateSpaceTooLarge) as e:
                 # The same inputs would fail the same way: keep nothing that blocks a new start,
                 # and no secret seed that never made a version (the next build draws afresh).
@@ -235,31 +220,78 @@ def _skip_last_collection() -> None:
     atexit.register(gc.freeze)
 
 
-def _run(stage: str, folder: BuildFolder, plan: Plan, workers: Workers,
-         exclusion_root: Path) -> None:
-    # Stage modules load the engine's compiled kernels: imported only when a stage runs.
-    from pipeline.compute import measure_selected
+@dataclass(frozen=True)
+class StageRun:
+    """What a stage reads and where it writes: the build's folder and plan, its workers, and
+    the folder holding the versions whose levels it must not repeat."""
+
+    folder: BuildFolder
+    plan: Plan
+    workers: Workers
+    exclusion_root: Path
+
+
+Stage = Callable[[StageRun], object]
+
+
+# Stage modules load the engine's compiled kernels: imported only when a stage runs.
+def _generate(run: StageRun) -> None:
     from pipeline.generate import generate
-    from pipeline.grade import grade
+
+    generate(run.plan.spec, run.plan.seed, run.folder.output("generate"), run.workers)
+
+
+def _select(run: StageRun) -> None:
     from pipeline.select import select
+
+    plan = run.plan
+    select(run.folder.output("generate"), run.folder.output("select"), plan.spec, plan.seed,
+           version_ids(run.exclusion_root, plan.excluded_versions), workers=run.workers)
+
+
+def _solve(run: StageRun) -> None:
     from pipeline.solve import solve
+
+    solve(run.folder.output("select"), run.folder.output("solve"), run.workers)
+
+
+def _grade(run: StageRun) -> None:
+    """Grade by the predictor, then measure by the ladder when the spec says so."""
+    from pipeline.compute import measure_selected
+    from pipeline.grade import grade
+
+    graded = grade(run.folder.output("solve"), run.folder.output("grade"), run.workers)
+    measure_selected(graded, run.plan.spec, run.workers)
+
+
+def _write(run: StageRun) -> None:
     from pipeline.write import write
 
-    out = folder.output(stage)
-    if stage == "generate":
-        generate(plan.spec, plan.seed, out, workers)
-    elif stage == "select" and plan.rotation is not None:
-        from pipeline.rotate import matched_select
-        matched_select(folder, plan, workers, exclusion_root)
-    elif stage == "select":
-        select(folder.output("generate"), out, plan.spec, plan.seed,
-               version_ids(exclusion_root, plan.excluded_versions), workers=workers)
-    elif stage == "solve":
-        solve(folder.output("select"), out, workers)
-    elif stage == "grade":
-        measure_selected(grade(folder.output("solve"), out, workers), plan.spec, workers)
-    else:
-        write(folder.output("grade"), out, plan.spec, plan.seed)
+    write(run.folder.output("grade"), run.folder.output("write"), run.plan.spec, run.plan.seed)
+
+
+# The registry of stages, one function per name of STAGES.
+STAGE_FUNCTIONS: Mapping[str, Stage] = MappingProxyType({
+    "generate": _generate, "select": _select, "solve": _solve, "grade": _grade,
+    "write": _write})
+
+
+def stage_chain(**replaced: Stage) -> dict[str, Stage]:
+    """The registry's stages in order, with the ``replaced`` ones (a rotation's select)."""
+    unknown = sorted(set(replaced) - set(STAGES))
+    if unknown:
+        raise PipelineError(f"unknown stage {unknown[0]!r}; stages are {', '.join(STAGES)}")
+    return {name: replaced.get(name, STAGE_FUNCTIONS[name]) for name in STAGES}
+
+
+def run_stages(run: StageRun, stages: Sequence[str], chain: Mapping[str, Stage] | None = None
+               ) -> Path:
+    """Run ``stages`` of ``chain`` (the registry's by default) in order, without markers or
+    resuming (a rebuild in a throw-away folder); the last stage's output."""
+    chain = chain or stage_chain()
+    for stage in stages:
+        chain[stage](run)
+    return run.folder.output(stages[-1])
 
 
 def _publish(folder: BuildFolder, plan: Plan) -> None:
@@ -281,7 +313,7 @@ def _publish(folder: BuildFolder, plan: Plan) -> None:
     if plan.rotation is not None:
         # The excluded files by name and sha256; their levels' ids stay in the build's plan.
         manifest["rotation"] = {k: v for k, v in plan.rotation.items() if k != "excluded_ids"}
-    write_manifest(manifest, folder.root / "manifest.json")
+    write_manifest(manifest, folder.root / MANIFEST_FILE)
     os.rename(folder.root, folder.final)
     fsync_path(folder.datasets)
 

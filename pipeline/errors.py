@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from engine.errors import SokoforgeError
 
-class PipelineError(RuntimeError):
+__all__ = ["InputError", "PipelineError"]
+
+
+class PipelineError(SokoforgeError, RuntimeError):
     """A build, stage or verification that stopped; the message says what to change."""
 
 

@@ -22,11 +22,18 @@ import polars as pl
 
 from engine.level_files import FileLevel, read_collection
 from engine.levels import LevelError, canonical_id, to_xsb, wall_layout_id
-from pipeline.build import BuildFolder, build_lock, check_version_name, existing_versions
+from pipeline.build import BuildFolder, build_lock
 from pipeline.errors import InputError, PipelineError
 from pipeline.manifest import IMPORTED, make_manifest, write_manifest
 from pipeline.spec import Spec, load_spec
-from pipeline.tables import fsync_path, read_parquet, sha256_file, write_parquet
+from pipeline.tables import fsync_path, sha256_file, write_parquet
+from pipeline.version import (
+    LEVELS_FILE,
+    MANIFEST_FILE,
+    check_version_name,
+    existing_versions,
+    open_version,
+)
 from pipeline.workers import Workers
 
 log = logging.getLogger(__name__)
@@ -203,10 +210,10 @@ def _refuse_repeats(kept: list, ids: list[str], datasets: Path) -> None:
         else:
             seen[cid] = name
     for other in existing_versions(datasets):
-        path = datasets / other / "levels.parquet"
-        if not path.is_file():
+        opened = open_version(datasets, other, require_intact=False)
+        if not opened.sha256:
             continue
-        theirs = read_parquet(path, columns=["index", "canonical_id"])
+        theirs = opened.levels(["index", "canonical_id"])
         for idx, cid in zip(theirs["index"], theirs["canonical_id"], strict=True):
             if cid in seen:
                 clashes.append(f"{seen[cid]} is level {idx} of version {other}")
@@ -218,7 +225,7 @@ def _write_version(folder: Path, version: str, sources: list[Source], table: pl.
                    spec: Spec, game: str, visibility: str, skip_unsolvable: bool,
                    result: ImportResult) -> None:
     """levels.parquet, a copy of every source file, then the manifest, into ``folder``."""
-    levels = folder / "levels.parquet"
+    levels = folder / LEVELS_FILE
     write_parquet(table, levels)
     (folder / SOURCES_DIR).mkdir()
     for source in sources:
@@ -239,7 +246,7 @@ def _write_version(folder: Path, version: str, sources: list[Source], table: pl.
                             "imported": int(counts.get(s.name, 0))} for s in sources]
     manifest["import"] = {"tier": TIER_RULE, "skip_unsolvable": skip_unsolvable,
                           "skipped": result.skipped, "imputed_features": result.imputed}
-    write_manifest(manifest, folder / "manifest.json")
+    write_manifest(manifest, folder / MANIFEST_FILE)
     fsync_path(folder)
 
 
@@ -265,18 +272,12 @@ def verify_import(version: str, *, datasets: Path, workers: Workers | None = Non
                   ) -> ImportVerification:
     """Check an imported version from its own ``sources/``: there is no seed to rebuild from,
     so the same files are imported again, with the recorded options, and the bytes compared."""
-    from pipeline.manifest import read_manifest
-    from pipeline.spec import spec_from_dict
-
-    check_version_name(version)
-    folder = datasets / version
-    manifest = read_manifest(folder / "manifest.json")
-    if manifest.get("seed_source") != IMPORTED:
+    opened = open_version(datasets, version, require_intact=False)
+    folder, manifest = opened.folder, opened.manifest
+    if not opened.imported:
         raise PipelineError(f"{version} was built from a seed, not imported: verify it with "
                             "--seed")
-    expected = manifest["files"]["levels.parquet"]["sha256"]
-    levels = folder / "levels.parquet"
-    file_matches = levels.is_file() and sha256_file(levels) == expected
+    expected, file_matches = opened.expected_sha256, opened.intact
     paths, checked = [], []
     for entry in manifest["sources"]:
         path = folder / SOURCES_DIR / Path(str(entry["name"])).name
@@ -290,11 +291,11 @@ def verify_import(version: str, *, datasets: Path, workers: Workers | None = Non
             try:
                 result = import_collection(
                     version, paths, datasets=Path(tmp),
-                    spec=spec_from_dict(manifest["spec"], source=f"manifest of {version}"),
+                    spec=opened.spec,
                     game=manifest.get("game"),
                     skip_unsolvable=bool(options.get("skip_unsolvable")),
                     visibility=str(manifest.get("visibility", "public")), workers=workers)
-                again = sha256_file(result.path / "levels.parquet")
+                again = sha256_file(result.path / LEVELS_FILE)
             except PipelineError as e:
                 error = str(e)
     else:

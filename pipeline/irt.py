@@ -21,7 +21,8 @@ import polars as pl
 from pipeline.errors import PipelineError
 from pipeline.logistic import sigmoid
 from pipeline.rank_metrics import spearman
-from pipeline.tables import read_parquet, write_text
+from pipeline.tables import write_text
+from pipeline.version import VersionMissing, open_version
 
 IRT_FILE = "irt.json"
 ABILITY_SD = 1.0
@@ -188,10 +189,11 @@ def refit(datasets: Path, version: str, db: Path, browser: bool = True) -> tuple
 
     Only the report folder is written: the version's levels and manifest never change.
     """
-    levels = datasets / version / "levels.parquet"
-    if not levels.is_file() or not (datasets / version / "manifest.json").is_file():
-        raise PipelineError(f"no finished version {version!r} under {datasets}")
-    table = read_parquet(levels)
+    try:
+        opened = open_version(datasets, version)
+    except VersionMissing:
+        raise PipelineError(f"no finished version {version!r} under {datasets}") from None
+    table = opened.levels()
     episodes = closed_episodes(db, version, browser)
     if episodes.height == 0:
         raise PipelineError(f"the store {db} holds no finished episode of a closed scorecard "
@@ -201,7 +203,7 @@ def refit(datasets: Path, version: str, db: Path, browser: bool = True) -> tuple
         raise PipelineError(f"the store has episodes of levels {sorted(unknown)[:5]} that "
                             f"{version} does not have")
     report = irt_report(version, table, episodes, fit_results(episodes), browser)
-    out = datasets / version / "report" / IRT_FILE
+    out = opened.report_dir / IRT_FILE
     out.parent.mkdir(exist_ok=True)
     write_text(json.dumps(report, indent=2) + "\n", out)
     return out, report

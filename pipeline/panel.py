@@ -16,8 +16,8 @@ import polars as pl
 
 from engine.levels import parse_xsb
 from engine.panel import PANEL, PanelAgent, play_panel
-from pipeline.errors import InputError
-from pipeline.tables import read_parquet, write_parquet
+from pipeline.tables import write_parquet
+from pipeline.version import Version, open_version
 from pipeline.workers import Workers
 
 PANEL_FILE = "panel.parquet"  # in a version's report/
@@ -71,22 +71,20 @@ def panel_frame(indices: Sequence[int], solved: np.ndarray, steps: np.ndarray,
     })
 
 
-def panel_of_version(datasets: Path, version: str, workers: Workers) -> pl.DataFrame:
+def panel_of_version(version: Version, workers: Workers) -> pl.DataFrame:
     """Play the whole panel on every level of ``version``: the long table."""
-    path = datasets / version / "levels.parquet"
-    if not path.is_file():
-        raise InputError(f"no version {version!r} under {datasets}")
-    levels = read_parquet(path, columns=["index", "xsb", "max_steps"]).sort("index")
+    levels = version.levels(["index", "xsb", "max_steps"]).sort("index")
     solved, steps = play_table(levels, workers)
     return panel_frame(levels["index"].to_list(), solved, steps)
 
 
-def write_panel(datasets: Path, version: str, workers: Workers) -> Path:
-    """Write ``report/panel.parquet`` of ``version`` (the report folder is made if needed)."""
-    frame = panel_of_version(datasets, version, workers)
-    folder = datasets / version / "report"
-    folder.mkdir(exist_ok=True)
-    out = folder / PANEL_FILE
+def write_panel(datasets: Path, name: str, workers: Workers) -> Path:
+    """Write ``report/panel.parquet`` of version ``name`` (its levels as its manifest says;
+    the report folder is made if needed)."""
+    version = open_version(datasets, name)
+    frame = panel_of_version(version, workers)
+    version.report_dir.mkdir(exist_ok=True)
+    out = version.report_dir / PANEL_FILE
     write_parquet(frame, out)
     return out
 

@@ -24,7 +24,7 @@ import polars as pl
 from engine.level_files import read_collection
 from engine.levels import LevelError, canonical_id
 from engine.panel import PANEL
-from pipeline.build import BuildFolder, Plan, build, check_version_name, version_ids
+from pipeline.build import BuildFolder, Plan, StageRun, build
 from pipeline.compute import with_measured_compute
 from pipeline.difficulty import MODEL_PATH, scores_from_compute
 from pipeline.equivalence import (
@@ -37,7 +37,6 @@ from pipeline.equivalence import (
 from pipeline.errors import InputError, PipelineError
 from pipeline.generate import CANDIDATE_SCHEMA
 from pipeline.grade import grade, with_predicted_compute
-from pipeline.manifest import IMPORTED, read_manifest
 from pipeline.matching import (
     OPTIMUM_TOLERANCE,
     MatchError,
@@ -51,8 +50,9 @@ from pipeline.panel import with_outcomes as with_panel
 from pipeline.seeds import ENLARGE
 from pipeline.slot_draws import Target, draw, draws_in_round
 from pipeline.solve import solve
-from pipeline.spec import Spec, spec_from_dict
+from pipeline.spec import Spec
 from pipeline.tables import read_parquet, sha256_file, write_parquet, write_text
+from pipeline.version import REPORT_DIR, STAGES_DIR, VersionMissing, open_version, version_ids
 from pipeline.workers import Workers
 from pipeline.write import play_order
 
@@ -104,29 +104,36 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     public (tests, demos). A refused or impossible rotation raises ``PipelineError`` and leaves
     neither the version, its build folder nor its secret behind.
     """
-    check_version_name(prev)
-    prev_folder = datasets / prev
-    if not (prev_folder / "levels.parquet").is_file():
+    try:
+        # its levels are compared with the manifest by the audit that ends the rotation
+        prev_version = open_version(datasets, prev, require_intact=False)
+    except VersionMissing:
+        prev_version = None
+    if prev_version is None or not prev_version.sha256:
         raise InputError(f"no version {prev!r} to rotate from under {datasets}")
-    manifest = read_manifest(prev_folder / "manifest.json")
-    if manifest.get("seed_source") == IMPORTED:
+    if prev_version.imported:
         # its slots follow a file, not a spec's tiers and bands: nothing to match slot by slot
         raise PipelineError(f"{prev} was imported from level files; only a built version can "
                             "be rotated")
-    spec = spec_from_dict(manifest["spec"], source=f"manifest of {prev}")
+    spec = prev_version.spec
     files, ids = excluded_levels(exclude)
     rotation = {"from": prev, "excluded_files": files, "excluded_ids": ids}
     result = build(new, datasets=datasets, spec=spec, seed=seed, workers=workers,
-                   rotation=rotation)
+                   rotation=rotation, select=select_stage)
     return _report(datasets, new, prev, result.path, workers or Workers())
+
+
+def select_stage(run: StageRun) -> Path:
+    """A rotation's select stage, in place of the spec's in the build's chain."""
+    return matched_select(run.folder, run.plan, run.workers, run.exclusion_root)
 
 
 def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_root: Path
                    ) -> Path:
     """The select stage of a rotation: write the matched levels, or refuse the rotation."""
     prev = plan.rotation["from"]
-    prev_levels = graded_alike(prev, read_parquet(exclusion_root / prev / "levels.parquet"),
-                               workers)
+    prev_levels = graded_alike(
+        prev, open_version(exclusion_root, prev, require_intact=False).levels(), workers)
     prev_levels = with_panel(prev_levels.with_columns(
         pl.Series("planner_solved", planner_solved(prev_levels, workers))), workers)
     goal = targets(prev_levels, plan.spec)
@@ -320,14 +327,14 @@ def _report(datasets: Path, new: str, prev: str, path: Path, workers: Workers
     from pipeline.audit import audit
     from pipeline.audit_report import Report
 
-    text = (path / "stages" / EQUIVALENCE_FILE).read_text()
+    text = (path / STAGES_DIR / EQUIVALENCE_FILE).read_text()
     figures = Equivalence.from_dict(json.loads(text))
-    folder = path / "report"
+    folder = path / REPORT_DIR
     folder.mkdir(exist_ok=True)
     write_text(text, folder / EQUIVALENCE_FILE)
     # The audit below shows NEW's panel, and with PREV's the move one agent can expect.
     write_panel(datasets, new, workers)
-    if not (datasets / prev / "report" / PANEL_FILE).is_file():
+    if not (datasets / prev / REPORT_DIR / PANEL_FILE).is_file():
         write_panel(datasets, prev, workers)
     try:
         result = audit(datasets, new, prev)

@@ -32,14 +32,13 @@ from engine.render import SIZE
 from engine.reverse import optimal_actions, solvable_set
 from engine.rules import lurd_to_actions
 from engine.solver import solve as forward_solve
-from pipeline.build import check_version_name, existing_versions
 from pipeline.errors import InputError, PipelineError
 from pipeline.generate import SCATTER_MAX_STATES, draw_start
 from pipeline.layouts import goal_layout, scatter_level
-from pipeline.manifest import read_manifest, visibility
 from pipeline.seeds import derived_rng, noise_key
-from pipeline.spec import Spec, Tier, version_look
-from pipeline.tables import fsync_path, read_parquet, write_text
+from pipeline.spec import Spec, Tier
+from pipeline.tables import fsync_path, write_text
+from pipeline.version import existing_versions, open_version, version_ids
 from pipeline.workers import Workers
 
 KINDS = ("random", "solver", "perturbed")
@@ -109,32 +108,25 @@ class Plan:
 def version_source(datasets: Path, version: str, allow_hidden: bool = False) -> LevelSource:
     """The levels of a public version; a hidden version is refused (its levels stay secret)
     unless ``allow_hidden`` (a maintainer's tool, never a default)."""
-    check_version_name(version)
-    folder = datasets / version
-    if not (folder / "manifest.json").is_file():
-        raise InputError(f"no version {version!r} under {datasets}")
-    manifest = read_manifest(folder / "manifest.json")
-    if visibility(manifest) != "public" and not allow_hidden:
+    opened = open_version(datasets, version)
+    if opened.hidden and not allow_hidden:
         raise PipelineError(f"{version} is a hidden version: its levels never leave the "
                             "server; draw trajectories from a public version or a spec")
-    table = read_parquet(folder / "levels.parquet").sort("index")
-    look = version_look(manifest)
+    table = opened.levels().sort("index")
+    look = opened.look
     levels = tuple(
         EpisodeLevel(parse_xsb(row["xsb"]), tuple(lurd_to_actions(row["solution"])),
                      int(row["max_steps"]), int(row["index"]), stored_look(look, row))
         for row in table.iter_rows(named=True))
     return LevelSource(version, look, levels=levels, record={
-        "version": version, "levels_sha256": manifest["files"]["levels.parquet"]["sha256"]})
+        "version": version, "levels_sha256": opened.sha256})
 
 
 def spec_source(spec: Spec, datasets: Path) -> LevelSource:
     """Fresh levels of ``spec``, never one of a hidden version under ``datasets``."""
     hidden = [v for v in existing_versions(datasets)
-              if visibility(read_manifest(datasets / v / "manifest.json")) != "public"]
-    ids: set[str] = set()
-    for v in hidden:
-        ids.update(read_parquet(datasets / v / "levels.parquet", ["canonical_id"])
-                   ["canonical_id"].to_list())
+              if open_version(datasets, v, require_intact=False).hidden]
+    ids = version_ids(datasets, hidden)
     return LevelSource(spec.name, spec.look, spec=spec, exclude_ids=frozenset(ids),
                        record={"spec": spec.to_dict(), "excluded_versions": hidden})
 

@@ -2,10 +2,11 @@
 
 First the seed must open the manifest's commitment (a wrong seed stops there, before any
 work). Then every level is redrawn from the origin its manifest records and compared with the
-stored one; the redrawn levels go through solve, grade and write, and the file they make must
-have the manifest's sha256. Last, the selection rules are checked within the version.
-Manifests written before origins were recorded are checked by finding each level among the
-candidates the seed generates; a level drawn otherwise (a rotation's) is named as lacking one.
+stored one; the redrawn levels go through the build's own stages after select (solve, grade
+and its measuring, write), and the file they make must have the manifest's sha256. Last, the
+selection rules are checked within the version. Manifests written before origins were
+recorded are checked by finding each level among the candidates the seed generates; a level
+drawn otherwise (a rotation's) is named as lacking one.
 """
 
 from __future__ import annotations
@@ -18,17 +19,15 @@ from typing import Any
 import polars as pl
 
 from pipeline import seeds
-from pipeline.build import check_version_name
+from pipeline.build import STAGES, BuildFolder, Plan, StageRun, run_stages
 from pipeline.errors import InputError, PipelineError
 from pipeline.generate import CANDIDATE_SCHEMA, TIER, XSB, generate, placed
-from pipeline.grade import grade
-from pipeline.manifest import IMPORTED, difficulty_model_sha256, read_manifest
+from pipeline.manifest import difficulty_model_sha256
 from pipeline.origins import redraw
-from pipeline.solve import solve
-from pipeline.spec import Spec, spec_from_dict
+from pipeline.spec import Spec
 from pipeline.tables import read_parquet, sha256_file, write_parquet
+from pipeline.version import open_version
 from pipeline.workers import Workers
-from pipeline.write import write
 
 # The columns of levels.parquet that the seed, spec and engine fix whatever difficulty model
 # graded the version.
@@ -70,24 +69,22 @@ class Verification:
 def verify(version: str, seed: int, *, datasets: Path, workers: Workers | None = None
            ) -> Verification:
     """Check ``version`` under ``datasets`` against ``seed`` (see the module text)."""
-    check_version_name(version)
-    folder = datasets / version
-    manifest = read_manifest(folder / "manifest.json")
-    if manifest["seed_source"] == IMPORTED:
+    opened = open_version(datasets, version, require_intact=False)
+    manifest = opened.manifest
+    if opened.imported:
         raise InputError(f"{version} was imported from level files: it has no seed; "
                             "verify it without --seed")
     commit = manifest["seed_commitment"]
-    expected = manifest["files"]["levels.parquet"]["sha256"]
-    path = folder / "levels.parquet"
-    if not path.is_file():
-        raise InputError(f"version {version} has no levels.parquet ({path})")
-    file_matches = sha256_file(path) == expected
+    expected = opened.expected_sha256
+    if not opened.sha256:
+        raise InputError(f"version {version} has no levels.parquet ({opened.levels_path})")
+    file_matches = opened.intact
     if seeds.commitment(seed, commit["salt"]) != commit["sha256"]:
         return Verification(False, file_matches, expected, problems=(
             "the seed does not open the manifest's commitment: nothing was redrawn",))
     workers = workers or Workers(show_progress=False)
-    spec = spec_from_dict(manifest["spec"], source=f"manifest of {version}")
-    stored = read_parquet(path).sort("index")
+    spec = opened.spec
+    stored = opened.levels().sort("index")
     if "origins" in manifest:
         rows, problems = _redraw_from_origins(manifest["origins"], stored, spec, seed)
     else:
@@ -185,11 +182,12 @@ def _rebuild(rows: list[tuple | None], spec: Spec, seed: int, workers: Workers,
     """
     chosen = pl.DataFrame(rows, schema=CANDIDATE_SCHEMA, orient="row").sort(["tier", "slot"])
     with tempfile.TemporaryDirectory(prefix="sokoforge-verify-") as tmp:
-        stages = Path(tmp)
-        write_parquet(chosen, stages / "select.parquet")
-        solve(stages / "select.parquet", stages / "solve.parquet", workers)
-        grade(stages / "solve.parquet", stages / "grade.parquet", workers)
-        levels = write(stages / "grade.parquet", stages / "levels.parquet", spec, seed)
+        folder = BuildFolder(Path(tmp), "rebuilt")
+        folder.stages.mkdir(parents=True)
+        write_parquet(chosen, folder.output("select"))
+        # The build's own chain after select, so every step a build takes is taken here too.
+        plan = Plan("rebuilt", spec, seed, "public", "", ())
+        levels = run_stages(StageRun(folder, plan, workers, Path(tmp)), STAGES[2:])
         table = read_parquet(levels)
         if table.columns != columns and set(columns) <= set(table.columns):
             write_parquet(table.select(columns), levels)

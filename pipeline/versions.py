@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import seeds
-from pipeline.build import check_version_name, existing_versions
 from pipeline.errors import InputError, PipelineError
-from pipeline.manifest import IMPORTED, read_manifest
-from pipeline.tables import sha256_file, write_text
+from pipeline.manifest import IMPORTED
+from pipeline.tables import write_text
+from pipeline.version import LEVELS_FILE, REPORT_DIR, existing_versions, open_version
 
 REVEAL_FILE = "reveal.json"
 COLUMNS = ("version", "game", "levels", "created", "rotated from", "seed", "audit", "sha256")
@@ -53,7 +53,7 @@ def seed_status(folder: Path, manifest: dict[str, Any]) -> str:
 def audit_status(folder: Path) -> str:
     """The last audit's verdict from its checks.json: ``pass``, ``FAIL`` or ``not audited``."""
     try:
-        verdict = json.loads((folder / "report" / "checks.json").read_text(encoding="utf-8"))
+        verdict = json.loads((folder / REPORT_DIR / "checks.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
         return "not audited"
     except (OSError, ValueError):
@@ -65,19 +65,17 @@ def version_table(datasets: Path) -> list[dict[str, str]]:
     """One row per finished version, sorted by name, with the columns of ``COLUMNS``."""
     rows = []
     for name in existing_versions(datasets):
-        folder = datasets / name
         try:
-            manifest = read_manifest(folder / "manifest.json")
-            entry = manifest["files"]["levels.parquet"]
-            expected = str(entry["sha256"])
+            opened = open_version(datasets, name, require_intact=False)
+            manifest, folder = opened.manifest, opened.folder
+            entry = manifest["files"][LEVELS_FILE]
         except (PipelineError, KeyError, TypeError) as e:
             # One broken version must not hide the others: it is listed as such.
             rows.append(dict.fromkeys(COLUMNS, "?") | {
                 "version": name, "sha256": f"manifest unreadable ({type(e).__name__})"})
             continue
-        levels = folder / "levels.parquet"
-        digest = expected[:12]
-        if not levels.is_file() or sha256_file(levels) != expected:
+        digest = opened.expected_sha256[:12]
+        if not opened.intact:
             digest += " (file differs)"
         rows.append({
             "version": name, "game": str(manifest.get("game", "?")),
@@ -100,12 +98,9 @@ class Reveal:
 def revealable_seed(datasets: Path, version: str) -> tuple[int, dict[str, Any]]:
     """``version``'s secret seed and manifest, once checked that the seed opens the manifest's
     commitment; refused (nothing recorded) for a public seed or a seed not on this machine."""
-    check_version_name(version)
-    folder = datasets / version
-    if not (folder / "manifest.json").is_file():
-        raise InputError(f"no version {version!r} under {datasets}")
-    manifest = read_manifest(folder / "manifest.json")
-    if manifest.get("seed_source") == IMPORTED:
+    opened = open_version(datasets, version, require_intact=False)
+    manifest = opened.manifest
+    if opened.imported:
         raise PipelineError(f"{version} was imported from level files: it has no seed")
     if manifest.get("seed_source") == "public":
         seed = manifest.get("public_seed", "given in its build")

@@ -42,6 +42,7 @@ from serve.web import (
     ARENA,
     BodyTooSlow,
     client_ip,
+    http_status,
     identified,
     inputs,
     refusal_detail,
@@ -332,7 +333,7 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
         except w.ArcError as e:
             return _refusal(request, e)
         except PlayError as e:
-            return _refusal(request, w.ArcError.from_status(e.status, e.detail, not_found),
+            return _refusal(request, w.ArcError.from_status(http_status(e), e.detail, not_found),
                             getattr(e, "retry_after", None))
         except Unknown as e:
             code = w.GAME_NOT_AVAILABLE_ERROR if e.field == "game_id" else not_found

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.errors import SokoforgeError
 from engine.levels import State
 from engine.look import Painter
 
@@ -40,7 +41,7 @@ _CODE = {400: VALIDATION_ERROR, 401: AUTHENTICATION_ERROR, 404: NOT_FOUND_ERROR,
          408: VALIDATION_ERROR, 413: VALIDATION_ERROR, 429: RATE_LIMIT_ERROR}
 
 
-class ArcError(Exception):
+class ArcError(SokoforgeError):
     """A refusal in the API's shape: HTTP status, error code and a message saying what to do."""
 
     def __init__(self, status: int, code: str, message: str) -> None:

@@ -19,6 +19,7 @@ import aiohttp
 import click
 import numpy as np
 
+from engine.errors import SokoforgeError
 from serve.play import SCORE_FIELDS
 
 RETRIES = 8
@@ -28,7 +29,7 @@ RETRY_AFTER_MAX = 120  # seconds; a server asking for longer is not waited for
 log = logging.getLogger(__name__)
 
 
-class ClientError(Exception):
+class ClientError(SokoforgeError):
     """The server refused a request for good (a 4xx other than 429), or stayed unreachable."""
 
 

@@ -1,23 +1,25 @@
 """One served dataset version: its checked levels and what play needs of each, computed once.
 
-Loading refuses a version whose ``levels.parquet`` is missing, altered (sha256 against the
-manifest) or of an unknown format, so the server never plays levels nobody committed to.
+Loading (through ``pipeline.version``) refuses a version whose ``levels.parquet`` is missing,
+altered (sha256 against the manifest) or of an unknown format, so the server never plays
+levels nobody committed to.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from engine.errors import SokoforgeError
 from engine.levels import Level, LevelError, State, parse_xsb
 from engine.look import LOOKS, Look, LookError, Painter, painter, stored_look
+from pipeline.errors import InputError
 from pipeline.spec import version_look
-from pipeline.tables import sha256_file
+from pipeline.version import VersionMissing, open_version
 from serve.framezip import Picture
 
 FORMATS = (1,)
@@ -30,7 +32,7 @@ SERVED_SET_INDEX = 2**24
 DEAD_CHECK_STATES = 2_000_000
 
 
-class DatasetError(ValueError):
+class DatasetError(SokoforgeError, ValueError):
     """A version that cannot be served, with the reason and the fix in one line."""
 
 
@@ -114,41 +116,24 @@ class ServedVersion:
 
 def load_version(root: Path, version: str) -> ServedVersion:
     """Read and check ``root/version``, then precompute start states, images and solvable sets."""
-    folder = Path(root) / version
-    manifest_path = folder / "manifest.json"
-    levels_path = folder / "levels.parquet"
-    if not folder.is_dir():
-        raise DatasetError(f"no dataset version {version!r} in {root}: build it first "
-                           f"(make dataset VERSION={version})")
-    if not manifest_path.is_file():
-        raise DatasetError(f"{manifest_path} is missing: the version is unfinished or damaged")
     try:
-        manifest = json.loads(manifest_path.read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise DatasetError(f"{manifest_path} is not valid JSON ({e})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") not in FORMATS:
-        got = manifest.get("format") if isinstance(manifest, dict) else None
-        raise DatasetError(f"{manifest_path}: unknown format {got!r}; this server reads format "
-                           f"{', '.join(map(str, FORMATS))}")
-    if not levels_path.is_file():
-        raise DatasetError(f"{levels_path} is missing: the version is unfinished or damaged")
-    expected = ((manifest.get("files") or {}).get("levels.parquet") or {}).get("sha256")
-    if not expected:
-        raise DatasetError(f"{manifest_path} has no files.levels.parquet.sha256 to check against")
-    actual = sha256_file(levels_path)
-    if actual != expected:
-        raise DatasetError(f"{levels_path} does not match its manifest (sha256 {actual[:12]}..., "
-                           f"manifest says {expected[:12]}...): refusing to serve altered levels")
+        opened = open_version(Path(root), version, strict=False)
+    except VersionMissing:
+        raise DatasetError(f"no dataset version {version!r} in {root}: build it first "
+                           f"(make dataset VERSION={version})") from None
+    except InputError as e:
+        raise DatasetError(str(e)) from None
+    manifest, manifest_path = opened.manifest, opened.manifest_path
     look = version_look(manifest)
     if look not in LOOKS:
         raise DatasetError(f"{manifest_path}: unknown look {look!r}; this server draws "
                            f"{', '.join(LOOKS)}")
-    rows = _read_rows(levels_path)
+    rows = _read_rows(opened.levels_path)
     levels = tuple(_served_level(row, look) for row in rows)
     return ServedVersion(version=str(manifest.get("version", version)),
                          game=str(manifest.get("game") or "standard"), manifest=manifest,
                          levels=levels, tiers=_tier_ranges([lv.tier for lv in levels]),
-                         sha256=actual, folder=folder)
+                         sha256=opened.sha256, folder=opened.folder)
 
 
 def _read_rows(path: Path) -> list[dict]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from engine.errors import SokoforgeError
 from engine.levels import State
 from engine.rules import WAIT
 from pipeline.linking import read_line
@@ -65,10 +66,9 @@ RETRIES = 8  # reloads of a session another process keeps writing, before answer
 CACHED_SESSIONS = 20_000
 
 
-class PlayError(Exception):
-    """A refused request: ``status`` says which kind, the message says why and what to do."""
-
-    status = 400
+class PlayError(SokoforgeError):
+    """A refused request: its class says which kind, the message says why and what to do
+    (``serve.web`` gives each kind its HTTP status)."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
@@ -76,29 +76,27 @@ class PlayError(Exception):
 
 
 class BadRequest(PlayError):
-    status = 400
+    """A request that is malformed for play."""
 
 
 class Unauthorized(PlayError):
-    status = 401
+    """A missing or unknown key."""
 
 
 class NotFound(PlayError):
-    status = 404
+    """Something named that does not exist (or is not the caller's)."""
 
 
 class Conflict(PlayError):
-    status = 409
+    """A request that clashes with the current state (a closed scorecard, a stale action)."""
 
 
 class Unprocessable(PlayError):
-    status = 422
+    """A well-formed request that play cannot carry out."""
 
 
 class Limited(PlayError):
     """A limit; ``retry_after`` is how many seconds until trying again makes sense."""
-
-    status = 429
 
     def __init__(self, detail: str, retry_after: int = 60) -> None:
         super().__init__(detail)
@@ -106,7 +104,7 @@ class Limited(PlayError):
 
 
 class Unavailable(PlayError):
-    status = 503
+    """Play cannot answer now (a session another process keeps writing)."""
 
 
 def hash_key(api_key: str) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from engine.errors import SokoforgeError
 from serve.access_log import AccessLog
 from serve.app import build_app
 from serve.connections import AcceptErrorLog, listen
@@ -33,7 +34,8 @@ from serve.dataset import load_version
 from serve.games import Registry
 from serve.limits import ConnectionLimits, Limits
 from serve.play import Arena
-from serve.store import StoreError, is_postgres, open_store
+from serve.store import StoreError
+from serve.store_location import is_postgres, open_store
 
 log = logging.getLogger("sokoforge.serve")
 READY_SECONDS = 120.0
@@ -54,7 +56,7 @@ class MalformedRequests(logging.Filter):
         return True
 
 
-class StartError(RuntimeError):
+class StartError(SokoforgeError, RuntimeError):
     """The store could not be opened or the address not bound; the message says which."""
 
 

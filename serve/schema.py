@@ -11,13 +11,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.errors import SokoforgeError
+
 INT = "integer"
 STR = "string"
 ANY = "any"  # any JSON value, bounded only in size
 _DIGITS = re.compile(r"-?[0-9]{1,40}")  # bounded: int() of thousands of digits raises
 
 
-class Invalid(ValueError):
+class Invalid(SokoforgeError, ValueError):
     """A request value that breaks its declaration; the message names the field."""
 
 

@@ -4,7 +4,7 @@ The store is the truth and owns concurrency: an action is appended only if the s
 stored action count and writer are the expected ones (compare-and-set), limits are counted
 in it, and it expires idle sessions. Records are plain frozen values; every method is a
 coroutine and returns only once the change is durable. ``serve.sqlite_store`` (one machine)
-and ``serve.pg_store`` (a fleet) implement it; ``open_store`` picks one from a location.
+and ``serve.pg_store`` (a fleet) implement it; ``serve.store_location`` picks one.
 """
 
 from __future__ import annotations
@@ -12,17 +12,19 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from engine.errors import SokoforgeError
 
-class StoreError(Exception):
+
+class StoreError(SokoforgeError):
     """The store cannot be used (damaged, locked, of a newer schema); the message says why."""
 
 
-class StoreConflict(Exception):
+class StoreConflict(SokoforgeError):
     """A uniqueness rule refused the write (a name or id already taken, a game already
     started, a scorecard already closed)."""
 
 
-class StoreLimit(Exception):
+class StoreLimit(SokoforgeError):
     """A counted allowance is used up; ``count`` is how many were already used, ``kind``
     which allowance."""
 
@@ -32,7 +34,7 @@ class StoreLimit(Exception):
         self.kind = kind
 
 
-class StaleSession(Exception):
+class StaleSession(SokoforgeError):
     """The session's stored action count or writer is not the expected one: another process
     played it, or it is over. Reload it from the store."""
 
@@ -240,18 +242,3 @@ class Store(ABC):
 def miscounted_error(where: str, sessions: int) -> StoreError:
     return StoreError(f"{where} is damaged: {sessions} session(s) hold a different number of "
                       "stored actions than their records say; restore it from a backup")
-
-
-def is_postgres(location: str) -> bool:
-    return location.startswith(("postgresql://", "postgres://"))
-
-
-def open_store(location: str, synchronous: str = "NORMAL") -> Store:
-    """The store at ``location``: a PostgreSQL URL, or else a SQLite file path."""
-    if is_postgres(location):
-        from serve.pg_store import PostgresStore
-
-        return PostgresStore(location)
-    from serve.sqlite_store import SQLiteStore
-
-    return SQLiteStore(location, synchronous)

@@ -17,7 +17,16 @@ from typing import Any
 from aiohttp import web
 
 from serve.limits import ConnectionLimits, Network, client_address
-from serve.play import PlayError
+from serve.play import (
+    BadRequest,
+    Conflict,
+    Limited,
+    NotFound,
+    PlayError,
+    Unauthorized,
+    Unavailable,
+    Unprocessable,
+)
 from serve.schema import Invalid, Route, Unknown
 
 log = logging.getLogger("sokoforge.serve")
@@ -108,6 +117,20 @@ def error(request: web.Request, status: int, detail: str,
     return response
 
 
+# Each kind of refusal's HTTP status: the one place play's refusals meet HTTP.
+HTTP_STATUS: dict[type[PlayError], int] = {
+    BadRequest: 400, Unauthorized: 401, NotFound: 404, Conflict: 409, Unprocessable: 422,
+    Limited: 429, Unavailable: 503}
+
+
+def http_status(refusal: PlayError) -> int:
+    """The HTTP status of a refusal: its kind's, or its nearest parent kind's (400 for any)."""
+    for kind in type(refusal).__mro__:
+        if kind in HTTP_STATUS:
+            return HTTP_STATUS[kind]
+    return 400
+
+
 class BodyTooSlow(web.HTTPRequestTimeout):
     """The body did not arrive within the configured time; the connection is closed."""
 
@@ -118,7 +141,7 @@ async def errors_as_json(request: web.Request, handler: Callable) -> web.StreamR
     try:
         return await handler(request)
     except PlayError as e:
-        return error(request, e.status, e.detail, getattr(e, "retry_after", None))
+        return error(request, http_status(e), e.detail, getattr(e, "retry_after", None))
     except Unknown as e:
         return error(request, 404, str(e))
     except Invalid as e:

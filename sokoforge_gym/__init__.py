@@ -4,7 +4,7 @@ Registering is this module's whole purpose, so it happens on import, as Gymnasiu
 ``gymnasium.make("sokoforge_gym:sokoforge/Sokoban-v0", ...)`` imports it by itself.
 """
 
-from pipeline.sokoban_env import ENV_ID, SokobanEnv, register
+from sokoforge.sokoban_env import ENV_ID, SokobanEnv, register
 
 register()
 

@@ -245,7 +245,7 @@ class Process:
 
     def __init__(self, root, db, *extra: str, versions: tuple[str, ...] = ("t1",),
                  env: dict | None = None) -> None:
-        code = "from pipeline.cli import main; main()"
+        code = "from sokoforge.cli import main; main()"
         store = [] if db is None else ["--db", str(db)]
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code, "serve", *versions, "--datasets", str(root), *store,

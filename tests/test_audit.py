@@ -11,10 +11,10 @@ from click.testing import CliRunner
 
 from pipeline.audit import audit
 from pipeline.build import build
-from pipeline.cli import main
 from pipeline.spec import load_spec
 from pipeline.tables import read_parquet, sha256_file, write_parquet
 from pipeline.workers import Workers
+from sokoforge.cli import main
 
 OPTIMA = "re-solved optimum equals stored optimum"
 SOLUTIONS = "stored solution replays to solved in optimal moves"

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.build import build
-from pipeline.cli import main
 from pipeline.spec import load_spec
 from pipeline.workers import Workers
+from sokoforge.cli import main
 
 QUIET = Workers(jobs=1, show_progress=False)
 
@@ -167,10 +167,10 @@ def test_reveal_without_a_terminal_refuses_unless_yes(datasets):
 
 
 def test_reveal_asks_first_and_a_no_reveals_nothing(tmp_path, monkeypatch):
-    import pipeline.cli.rotate
+    import sokoforge.cli.rotate
 
     build("s2", datasets=tmp_path, spec=load_spec("tiny"), workers=QUIET)
-    monkeypatch.setattr(pipeline.cli.rotate, "interactive", lambda: True)
+    monkeypatch.setattr(sokoforge.cli.rotate, "interactive", lambda: True)
     no = CliRunner().invoke(main, ["reveal", "s2", "--datasets", str(tmp_path)], input="n\n")
     assert no.exit_code == 1
     assert "Print the secret seed of s2" in no.stderr and no.stdout == ""

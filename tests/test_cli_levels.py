@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from engine.levels import parse_levels
 from engine.look import ARC, SHARED, SHARED_THEME, Look, Theme, painter
 from engine.rules import replay
-from pipeline.cli import main
+from sokoforge.cli import main
 
 LEVELS = """; push right
 #####

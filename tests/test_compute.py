@@ -152,6 +152,15 @@ def test_measured_build_stores_the_ladder_and_ramps_by_it(measured):
                           compute_grade(levels["compute_to_solve"].to_numpy()))
 
 
+def test_a_version_built_with_measured_compute_verifies_against_its_seed(measured):
+    from pipeline.verify import verify
+    from pipeline.workers import Workers
+
+    outcome = verify("m1", 4, datasets=measured, workers=Workers(show_progress=False))
+    assert outcome.rebuilt_sha256 == outcome.expected_sha256
+    assert outcome.ok and not outcome.earlier_model and not outcome.problems
+
+
 def test_audit_replays_the_ladder_and_names_a_tampered_compute(measured, tmp_path):
     import shutil
 

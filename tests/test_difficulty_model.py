@@ -160,7 +160,7 @@ def test_features_stage_leaves_scoring_to_the_model(pool):
 def test_calibrate_command_writes_a_model_and_reports_its_figures(tmp_path):
     from click.testing import CliRunner
 
-    from pipeline.cli import main
+    from sokoforge.cli import main
 
     out = tmp_path / "model.json"
     result = CliRunner().invoke(main, ["calibrate", "--spec", "tiny", "--fit-per-tier", "5",
@@ -175,7 +175,7 @@ def test_calibrate_command_writes_a_model_and_reports_its_figures(tmp_path):
 def test_calibrate_command_refuses_an_unknown_template_in_one_line(tmp_path):
     from click.testing import CliRunner
 
-    from pipeline.cli import main
+    from sokoforge.cli import main
 
     result = CliRunner().invoke(main, ["calibrate", "--spec", "nosuch", "--out",
                                        str(tmp_path / "m.json")])

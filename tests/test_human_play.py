@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from serve_support import Api, server
 
 from engine.rules import lurd_to_actions
-from pipeline.cli import main
-from pipeline.human_play import LevelRate, browser_episodes, solve_rates
 from serve.dataset import load_version
+from serve.human_play import LevelRate, browser_episodes, solve_rates
 from serve.store import PlayedEpisode
+from sokoforge.cli import main
 
 DEMO = Path(__file__).resolve().parent.parent / "datasets" / "demo"
 

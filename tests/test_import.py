@@ -20,8 +20,8 @@ from engine.levels import LevelError, to_xsb
 from engine.look import SHARED, painter
 from engine.rules import lurd_to_actions, step
 from engine.solver import solve
-from pipeline.cli import main
 from serve.dataset import ForwardSolvability, load_version
+from sokoforge.cli import main
 
 # Boards of four sizes (one irregular, one indented, one 16x16 whose solvable-state search does
 # not fit), with the metadata collections carry: a file header, headings without ';', Title:

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import main
 from pipeline.irt import closed_episodes, fit_2pl, refit
 from pipeline.rank_metrics import spearman
 from serve.sqlite_store import SQLiteStore
 from serve.store import EpisodeRecord, Final, KeyRecord, ScorecardRecord, SessionRecord
+from sokoforge.cli import main
 
 DEMO = Path(__file__).resolve().parent.parent / "datasets" / "demo"
 LEVELS = 100

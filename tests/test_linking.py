@@ -12,7 +12,6 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import main
 from pipeline.linking import (
     MIN_LINK_KEYS,
     link_line,
@@ -22,6 +21,7 @@ from pipeline.linking import (
 from pipeline.simulated_agents import LevelPopulation, line_check, play
 from serve.sqlite_store import SQLiteStore
 from serve.store import EpisodeRecord, Final, KeyRecord, ScorecardRecord, SessionRecord
+from sokoforge.cli import main
 
 DEMO = Path(__file__).resolve().parent.parent / "datasets" / "demo"
 

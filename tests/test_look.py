@@ -25,20 +25,17 @@ from engine.look import (
 )
 from engine.rules import step
 
-REPO = Path(__file__).resolve().parent.parent
+# The shared environment's reference frames (a copy of shared/reference/look), kept with the
+# tests so that a clone alone runs them.
+REFERENCE = Path(__file__).resolve().parent / "fixtures" / "reference_look"
 CASES_FILE, FRAMES_FILE = "cases.json", "frames.npz"
 
 
 def reference_dir() -> Path:
-    """``shared/reference/look`` beside the repository (CI clones the repo next to shared/;
-    a worktree sits deeper, so every ancestor is tried). Missing, the test fails."""
-    for folder in REPO.parents:
-        candidate = folder / "shared" / "reference" / "look"
-        if (candidate / CASES_FILE).is_file() and (candidate / FRAMES_FILE).is_file():
-            return candidate
-    pytest.fail(f"the shared environment's reference frames are missing: expected "
-                f"shared/reference/look/{{{CASES_FILE},{FRAMES_FILE}}} beside the repository "
-                f"({REPO.parent / 'shared'}); clone the shared folder next to it")
+    """The reference frames' folder; missing, the test fails."""
+    if (REFERENCE / CASES_FILE).is_file() and (REFERENCE / FRAMES_FILE).is_file():
+        return REFERENCE
+    pytest.fail(f"the shared environment's reference frames are missing from {REFERENCE}")
 
 
 @pytest.fixture(scope="module")

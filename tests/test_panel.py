@@ -3,7 +3,6 @@ and ``sokoforge panel`` writes the table the audit shows."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +18,15 @@ from engine.planner import _successor, state_key
 from engine.rules import board_array, step_kernel
 from pipeline.audit import audit
 from pipeline.audit_report import Report
-from pipeline.cli import main
+from pipeline.build import build
 from pipeline.panel import PANEL_FILE
+from pipeline.spec import load_spec
+from pipeline.workers import Workers
+from sokoforge.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "datasets" / "demo"
-LEVELS = 12  # demo levels in the small version the tests play: three of each tier
+LEVELS = 8  # levels of the small version the tests play (the tiny game)
 
 
 def _demo_rows() -> pl.DataFrame:
@@ -34,11 +36,10 @@ def _demo_rows() -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
-    """A datasets folder with ``small``: twelve levels of the demo version."""
+    """A datasets folder with ``small``: a version of the tiny game (8 levels)."""
     datasets = tmp_path_factory.mktemp("datasets")
-    (datasets / "small").mkdir()
-    shutil.copy(DEMO / "manifest.json", datasets / "small" / "manifest.json")
-    _demo_rows().write_parquet(datasets / "small" / "levels.parquet")
+    build("small", datasets=datasets, spec=load_spec("tiny"), seed=3,
+          workers=Workers(show_progress=False))
     return datasets
 
 
@@ -116,7 +117,7 @@ def test_panel_writes_one_row_per_level_and_agent_with_the_same_bytes_each_time(
     assert frame.columns == ["index", "agent", "family", "budget", "solved", "steps"]
     assert frame.height == LEVELS * len(PANEL)
     assert frame["agent"][:len(PANEL)].to_list() == [a.name for a in PANEL]
-    assert set(frame["index"]) == set(_demo_rows()["index"])
+    assert set(frame["index"]) == set(range(LEVELS))
     assert (frame.filter(~pl.col("solved"))["steps"] >= 0).all()
     for agent in PANEL:
         line = next(x for x in out.output.splitlines() if x.split()[0] == agent.name)

@@ -19,13 +19,13 @@ from click.testing import CliRunner
 from engine.levels import canonical_id, parse_xsb, wall_layout_id
 from engine.rules import replay
 from pipeline.build import STAGES, BuildFolder, build
-from pipeline.cli import main
 from pipeline.errors import PipelineError
 from pipeline.seeds import REDRAW, commitment, secret_path
 from pipeline.spec import load_spec, spec_from_dict
 from pipeline.tables import sha256_file
 from pipeline.verify import verify
 from pipeline.workers import Workers
+from sokoforge.cli import main
 
 SEED = 11
 QUIET = Workers(show_progress=False)
@@ -178,7 +178,7 @@ def test_resume_with_another_seed_or_spec_is_refused(tiny, tmp_path):
 @pytest.mark.parametrize("after", ["generate", "solve"])
 def test_build_killed_mid_way_finishes_with_the_same_bytes(built, tmp_path, after):
     reference = sha256_file(built[1] / "levels.parquet")
-    cmd = [sys.executable, "-c", "from pipeline.cli import main; main()", "build", "v1",
+    cmd = [sys.executable, "-c", "from sokoforge.cli import main; main()", "build", "v1",
            "--seed", str(SEED), "--spec", "tiny", "--datasets", str(tmp_path), "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     marker = BuildFolder(tmp_path, "v1").marker(after)
@@ -536,7 +536,7 @@ def test_verify_of_an_incomplete_manifest_is_one_readable_line(built, tmp_path):
 
 
 def test_cli_stage_commands_are_the_pipeline_stages():
-    from pipeline.cli import build as cli_build
+    from sokoforge.cli import build as cli_build
 
     assert cli_build.STAGES == STAGES
     assert sorted(main.commands["stage"].commands) == sorted(STAGES)

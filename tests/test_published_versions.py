@@ -19,8 +19,8 @@ from serve_support import Api, server
 from engine.levels import parse_xsb
 from engine.look import SHARED, painter
 from engine.rules import step
-from pipeline.cli import main
 from serve.dataset import DatasetError, load_version
+from sokoforge.cli import main
 
 PUBLISHED = Path(__file__).resolve().parent / "fixtures" / "published"
 DEMO_2026_11 = "demo-2026-11"  # datasets/demo as committed until looks came in

@@ -23,7 +23,6 @@ from engine.panel import PANEL
 from engine.planner import plan
 from pipeline import rotate as rotate_module
 from pipeline.build import build
-from pipeline.cli import main
 from pipeline.equivalence import allowed_gap
 from pipeline.errors import PipelineError
 from pipeline.rotate import EQUIVALENCE_FILE, rotate
@@ -32,6 +31,7 @@ from pipeline.spec import load_spec
 from pipeline.verify import verify
 from pipeline.versions import REVEAL_FILE, version_table
 from pipeline.workers import Workers
+from sokoforge.cli import main
 
 QUIET = Workers(show_progress=False)
 

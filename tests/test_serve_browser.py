@@ -244,7 +244,7 @@ def test_the_access_log_names_the_client_behind_a_trusted_proxy(data, tmp_path):
 def test_serve_refuses_an_access_log_it_cannot_write_in_one_line(data, tmp_path):
     from click.testing import CliRunner
 
-    from pipeline.cli import main
+    from sokoforge.cli import main
 
     result = CliRunner().invoke(main, ["serve", "p1", "--datasets", str(data["root"]),
                                        "--db", str(tmp_path / "s.sqlite"), "--port", "0",

@@ -17,12 +17,12 @@ from serve_support import (
     write_dataset,
 )
 
-from pipeline.cli import main
 from serve.client import ClientError, Connection, play
 from serve.dataset import load_version
 from serve.limits import Limits
 from serve.play import Arena
 from serve.sqlite_store import SQLiteStore
+from sokoforge.cli import main
 
 
 @pytest.fixture(scope="module")

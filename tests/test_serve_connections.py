@@ -134,7 +134,7 @@ def test_running_out_of_descriptors_logs_a_few_lines_and_the_server_recovers(dat
     log = tmp_path / "server.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from pipeline.cli import main; main()", "serve",
+            [sys.executable, "-c", "from sokoforge.cli import main; main()", "serve",
              "--datasets", str(data["root"]), "--version", "t1", "--db",
              str(tmp_path / "s.sqlite"), "--port", "0", "--connections-per-address", "10000",
              "--idle-timeout", "600", "--header-timeout", "600"],

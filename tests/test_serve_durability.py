@@ -8,11 +8,11 @@ import pytest
 from click.testing import CliRunner
 from serve_support import Api, Process, ServerThread, play, server, write_dataset
 
-from pipeline.cli import main
 from serve.dataset import DatasetError, load_version
 from serve.limits import Limits
 from serve.play import Arena
 from serve.sqlite_store import SQLiteStore
+from sokoforge.cli import main
 
 
 @pytest.fixture(scope="module")

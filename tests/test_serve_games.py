@@ -9,9 +9,9 @@ from click.testing import CliRunner
 from serve_support import LEVELS, Api, server, write_dataset
 
 from engine.rules import lurd_to_actions
-from pipeline.cli import main
 from serve import arc_wire as w
 from serve.dataset import load_version
+from sokoforge.cli import main
 
 
 def game_version(root, version: str, game: str, restarts: str | None = None,

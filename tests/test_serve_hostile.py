@@ -190,7 +190,7 @@ def test_html_pages_send_security_headers_and_refusals_are_json(srv):
 def test_the_serve_command_refuses_a_bad_connection_setting_in_one_line(tmp_path, args, option):
     from click.testing import CliRunner
 
-    from pipeline.cli import main
+    from sokoforge.cli import main
 
     result = CliRunner().invoke(main, ["serve", "--datasets", str(tmp_path), "--version", "t1",
                                        *args])

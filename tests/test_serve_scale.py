@@ -86,7 +86,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_the_score_is_the_uninterrupte
 def test_a_second_server_with_workers_cannot_share_a_port_in_use(data, tmp_path):
     from click.testing import CliRunner
 
-    from pipeline.cli import main
+    from sokoforge.cli import main
 
     served = Process(data["root"], tmp_path / "a.sqlite", "--workers", "2")
     try:
@@ -197,7 +197,7 @@ def test_sokoforge_db_in_the_environment_names_a_postgres_store(data, postgres):
 def test_a_postgres_store_that_cannot_be_reached_is_refused_in_one_line(data):
     from click.testing import CliRunner
 
-    from pipeline.cli import main
+    from sokoforge.cli import main
 
     start = time.monotonic()
     result = CliRunner().invoke(main, ["serve", "t1", "--datasets", str(data["root"]), "--db",

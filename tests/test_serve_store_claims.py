@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 from serve_support import LEVELS, Api, Process, server, write_dataset
 
-from pipeline.cli import main
 from serve.dataset import load_version
+from sokoforge.cli import main
 
 
 @pytest.fixture(scope="module")

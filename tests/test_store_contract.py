@@ -21,8 +21,8 @@ from serve.store import (
     StoreError,
     StoreLimit,
     Write,
-    open_store,
 )
+from serve.store_location import open_store
 
 DAY = "2026-12-01"
 NOW = 1_900_000_000.0

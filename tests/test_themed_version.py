@@ -20,11 +20,11 @@ from engine.look import ELEMENT_TO_ARC, Look, Theme, add_noise, painter
 from engine.rules import Game
 from pipeline import seeds
 from pipeline.build import build
-from pipeline.cli import main
 from pipeline.spec import load_spec, spec_from_dict
 from pipeline.workers import Workers
 from pipeline.write import level_looks
 from serve.dataset import load_version
+from sokoforge.cli import main
 
 QUIET = Workers(show_progress=False)
 ACTIONS = [0] * 7 + [2] * 7 + [1, 3]  # walks into walls: no-op steps draw new noise too

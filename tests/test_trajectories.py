@@ -16,7 +16,6 @@ from public_support import QUIET, public_and_hidden
 from engine.frames import draw, draw_goal
 from engine.levels import canonical_id, parse_xsb
 from engine.rules import step
-from pipeline.cli import main
 from pipeline.errors import PipelineError
 from pipeline.spec import load_spec
 from pipeline.trajectories import (
@@ -29,6 +28,7 @@ from pipeline.trajectories import (
     write_trajectories,
 )
 from pipeline.workers import Workers
+from sokoforge.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import CliError, refusals
+from sokoforge.cli.build import datasets_option
+from sokoforge.cli.errors import CliError, refusals
 
 
 @click.command("trajectories")

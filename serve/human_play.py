@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from serve.store import PlayedEpisode, StoreError, is_postgres, open_store
+from serve.store import PlayedEpisode, StoreError
+from serve.store_location import is_postgres, open_store
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from pipeline.cli.errors import CliError, refusals
+from sokoforge.cli.errors import CliError, refusals
 
 # The names of pipeline.build.STAGES, here so that loading the CLI stays light (a test keeps
 # the two equal).
@@ -44,7 +44,8 @@ def _build_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _run(version: str, stages: tuple[str, ...], seed: str | None, spec_name: str | None,
          jobs: int, backend: str, scheduler: str | None, quiet: bool, datasets: Path) -> None:
-    from pipeline.build import build
+    from pipeline.build import build, recorded_rotation
+    from pipeline.rotate import select_stage
     from pipeline.seeds import parse_seed
     from pipeline.spec import load_spec
     from pipeline.workers import Workers
@@ -57,7 +58,8 @@ def _run(version: str, stages: tuple[str, ...], seed: str | None, spec_name: str
         result = build(version, datasets=datasets,
                        spec=load_spec(spec_name) if spec_name else None,
                        seed=parse_seed(seed) if seed is not None else None,
-                       workers=workers, stages=stages)
+                       workers=workers, stages=stages,
+                       select=select_stage if recorded_rotation(datasets, version) else None)
     if result.published:
         click.echo(f"{version}: published at {result.path}")
     else:

@@ -12,7 +12,7 @@ import numpy as np
 from engine.level_files import FileLevel, read_collection
 from engine.levels import Level, LevelError, parse_xsb
 from engine.look import SHARED, Look, LookError, Theme, painter, stored_look
-from pipeline.cli.errors import CliError, refusals
+from sokoforge.cli.errors import CliError, refusals
 
 
 def read_levels(path: str) -> list[FileLevel]:
@@ -165,9 +165,7 @@ def read_drawn_levels(path: str) -> tuple[list[Level], list[Look]]:
     """The levels of an XSB file (drawn shared) or of a version folder (in its stored looks)."""
     from pathlib import Path
 
-    from pipeline.manifest import read_manifest
-    from pipeline.spec import version_look
-    from pipeline.tables import read_parquet
+    from pipeline.version import open_version
 
     folder = Path(path)
     if not folder.is_dir():
@@ -178,11 +176,11 @@ def read_drawn_levels(path: str) -> tuple[list[Level], list[Look]]:
             levels.append(board.level)
         return levels, [SHARED] * len(levels)
     with refusals(2, f"{path}: "):
-        manifest = read_manifest(folder / "manifest.json")
-        table = read_parquet(folder / "levels.parquet").sort("index")
+        opened = open_version(folder.parent, folder.name, require_intact=False)
+        table = opened.levels().sort("index")
     try:
         levels = [parse_xsb(x) for x in table["xsb"]]
-        looks = [stored_look(version_look(manifest), r)
+        looks = [stored_look(opened.look, r)
                  for r in table.iter_rows(named=True)]
     except (LevelError, LookError) as e:
         raise CliError(f"{path}: {e}", 2) from None

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import CliError, refusals
+from sokoforge.cli.build import datasets_option
+from sokoforge.cli.errors import CliError, refusals
 
 
 @click.command("irt")
@@ -32,7 +32,7 @@ def irt_command(version: str, db: str, browser: bool, line: bool, datasets: Path
     """
     from pipeline.build import check_version_name
     from pipeline.irt import refit
-    from serve.store import is_postgres
+    from serve.store_location import is_postgres
 
     if is_postgres(db):  # named without the URL: it may hold a password
         raise CliError(f"cannot refit {version}: --db names a PostgreSQL store; irt reads the "

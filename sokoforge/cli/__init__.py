@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import click
 
-from pipeline.cli.audit import audit_command
-from pipeline.cli.build import build_command, stage_group, verify_command
-from pipeline.cli.calibrate import calibrate_command
-from pipeline.cli.errors import ConventionGroup
-from pipeline.cli.importing import import_command
-from pipeline.cli.irt import irt_command
-from pipeline.cli.levels import render_command, solve_command
-from pipeline.cli.panel import panel_command
-from pipeline.cli.rotate import reveal_command, rotate_command, versions_command
-from pipeline.cli.serve import play_command, serve_command
-from pipeline.cli.trajectories import trajectories_command
+from sokoforge.cli.audit import audit_command
+from sokoforge.cli.build import build_command, stage_group, verify_command
+from sokoforge.cli.calibrate import calibrate_command
+from sokoforge.cli.errors import ConventionGroup
+from sokoforge.cli.importing import import_command
+from sokoforge.cli.irt import irt_command
+from sokoforge.cli.levels import render_command, solve_command
+from sokoforge.cli.panel import panel_command
+from sokoforge.cli.rotate import reveal_command, rotate_command, versions_command
+from sokoforge.cli.serve import play_command, serve_command
+from sokoforge.cli.trajectories import trajectories_command
 
 
 @click.group(cls=ConventionGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import CliError, refusals
+from sokoforge.cli.build import datasets_option
+from sokoforge.cli.errors import CliError, refusals
 
 
 @click.command("audit")
@@ -29,6 +29,7 @@ def audit_command(version: str, against: str | None, db: str | None, datasets: P
     from pipeline.audit import AuditRefused, audit
     from pipeline.audit_report import Report
     from pipeline.build import check_version_name
+    from pipeline.version import REPORT_DIR
 
     with refusals(2, f"cannot audit {version}: "):
         for name in (version, against):
@@ -41,7 +42,7 @@ def audit_command(version: str, against: str | None, db: str | None, datasets: P
         except (KeyError, ValueError) as e:  # a table lacking a column, a bad value in one
             raise CliError(f"cannot audit {version}: {e}", 2) from None
     report = Report(result)
-    folder = datasets / version / "report"
+    folder = datasets / version / REPORT_DIR
     with refusals(1, "cannot write the report: "):
         report.write(folder)
     click.echo(report.summary())
@@ -55,7 +56,7 @@ def audit_command(version: str, against: str | None, db: str | None, datasets: P
 
 def _people(version: str, db: str, folder: Path) -> None:
     """Per-level solve rates of the runs people played in the browser, when there are any."""
-    from pipeline.human_play import browser_episodes, rates_markdown, solve_rates
+    from serve.human_play import browser_episodes, rates_markdown, solve_rates
     from serve.store import StoreError
 
     try:

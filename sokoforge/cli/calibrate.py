@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.errors import USAGE, CliError, refusals
+from sokoforge.cli.errors import USAGE, CliError, refusals
 
 
 @click.command("calibrate")

@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 
 import click
 
-from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import USAGE, CliError, Interrupted
+from sokoforge.cli.build import datasets_option
+from sokoforge.cli.errors import USAGE, CliError, Interrupted
 
 DB_ENV = "SOKOFORGE_DB"
 

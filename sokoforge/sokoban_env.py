@@ -113,4 +113,4 @@ class SokobanEnv(gymnasium.Env):
 def register() -> None:
     """Register ``sokoforge/Sokoban-v0`` with Gymnasium (once; later calls do nothing)."""
     if ENV_ID not in gymnasium.registry:
-        gymnasium.register(id=ENV_ID, entry_point="pipeline.sokoban_env:SokobanEnv")
+        gymnasium.register(id=ENV_ID, entry_point="sokoforge.sokoban_env:SokobanEnv")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import REFUSED, USAGE, CliError, refusals
+from sokoforge.cli.build import datasets_option
+from sokoforge.cli.errors import REFUSED, USAGE, CliError, refusals
 
 
 @click.command("rotate")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.build import datasets_option
-from pipeline.cli.errors import refusals
+from sokoforge.cli.build import datasets_option
+from sokoforge.cli.errors import refusals
 
 
 @click.command("panel")
@@ -23,13 +23,11 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
     lookahead, random rollouts), each at 64, 256 and 1,024 dynamics calls per step; one row
     per level and agent. Prints each agent's solved count. The next audit shows them.
     """
-    from pipeline.build import check_version_name
     from pipeline.panel import solved_counts, write_panel
     from pipeline.tables import read_parquet
     from pipeline.workers import Workers
 
     with refusals():
-        check_version_name(version)
         out = write_panel(datasets, version, Workers(jobs=jobs, show_progress=not quiet))
         frame = read_parquet(out)
     levels = frame["index"].n_unique()

@@ -1,0 +1,108 @@
+"""The packages' imports point down (engine <- pipeline <- serve <- sokoforge) and form no cycle.
+
+Every import of every module is read from its source (those inside functions too), so an
+import made late to dodge a cycle counts like any other.
+"""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# The layers from the bottom; a module may import its own layer's modules and lower ones.
+LAYERS = {"engine": 0, "pipeline": 1, "serve": 2, "sokoforge": 3, "sokoforge_gym": 3}
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for package in LAYERS:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+MODULES = _modules()
+
+
+def _known(name: str) -> str | None:
+    """The project module ``name`` loads (the longest prefix that is one), else None."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(module: str) -> set[str]:
+    """The project modules ``module`` imports anywhere in its source."""
+    path = MODULES[module]
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found.update(m for m in map(_known, names) if m is not None and m != module)
+    return found
+
+
+GRAPH = {module: imports_of(module) for module in MODULES}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_walk_sees_imports_inside_functions_and_relative_ones():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    # the build command imports the build inside its function
+    assert "pipeline.build" in GRAPH["sokoforge.cli.build"]
+    assert "sokoforge.sokoban_env" in GRAPH["sokoforge_gym"]
+
+
+def test_no_module_imports_a_higher_layer():
+    upward = [f"{m} imports {o}" for m, outs in sorted(GRAPH.items()) for o in sorted(outs)
+              if LAYERS[o.split(".")[0]] > LAYERS[m.split(".")[0]]]
+    assert upward == []
+
+
+def test_no_import_cycle():
+    assert _cycles(GRAPH) == []
