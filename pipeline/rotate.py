@@ -332,11 +332,11 @@ def _report(datasets: Path, new: str, prev: str, path: Path, workers: Workers
     folder = path / REPORT_DIR
     folder.mkdir(exist_ok=True)
     write_text(text, folder / EQUIVALENCE_FILE)
-    # The audit below shows NEW's panel, and with PREV's the move one agent can expect.
-    write_panel(datasets, new, workers)
-    if not (datasets / prev / REPORT_DIR / PANEL_FILE).is_file():
-        write_panel(datasets, prev, workers)
     try:
+        # The audit below shows NEW's panel, and with PREV's the move one agent can expect.
+        write_panel(datasets, new, workers)
+        if not (datasets / prev / REPORT_DIR / PANEL_FILE).is_file():
+            write_panel(datasets, prev, workers)
         result = audit(datasets, new, prev)
         Report(result).write(folder)
     except (OSError, KeyError, ValueError, PipelineError) as e:
