@@ -52,8 +52,10 @@ test: install chromium postgres
 	$(PY) -m engine.warmup
 	$(PY) -m pytest -q
 
+# ruff on everything; mypy on the packages (pyproject's [tool.mypy]: untyped bodies checked too).
 lint: install
 	$(VENV)/bin/ruff check engine pipeline serve sokoforge sokoforge_gym tests benchmarks scripts
+	$(VENV)/bin/mypy
 
 dataset: install
 	$(VENV)/bin/sokoforge build $(VERSION) --jobs $(JOBS) $(if $(SEED),--seed $(SEED),)

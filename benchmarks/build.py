@@ -40,6 +40,8 @@ began = time.perf_counter()
 from pathlib import Path
 from pipeline.build import build
 from pipeline.spec import load_spec, spec_from_dict
+from sokoforge.cli import skip_last_collection
+skip_last_collection()  # as the sokoforge command does
 from pipeline.workers import Workers
 from pipeline.panel import write_panel
 import pipeline.rotate as rotation

@@ -8,11 +8,16 @@ solvable state dead.
 
 from __future__ import annotations
 
+__all__ = [
+    "dead_squares", "frozen_kernel", "is_dead", "is_frozen_dead", "live_cells", "live_kernel",
+    "push_pruned", "search_grid",
+]
+
 from typing import Protocol
 
 import numpy as np
-from numba import njit
 
+from engine.kernel_cache import njit
 from engine.levels import Level, State
 from engine.rules import CRATE, FLOOR, GOAL, LIVE, NOT_CRATE, board_array, delta
 

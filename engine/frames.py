@@ -10,13 +10,18 @@ composes against the look's drawing, so a look that is not cell by cell is refus
 
 from __future__ import annotations
 
+__all__ = [
+    "FRAME_BYTES", "LookNotCellLocal", "NO_ACTION", "PlayedEpisode", "TileAtlas", "draw",
+    "draw_goal", "draw_state", "play", "play_kernel",
+]
+
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
-from numba import njit
 
 from engine.errors import SokoforgeError
+from engine.kernel_cache import njit
 from engine.levels import Level, State
 from engine.look import SHARED, Look, add_noise, painter
 from engine.render import SIZE
@@ -198,8 +203,9 @@ def play(atlas: TileAtlas, actions: np.ndarray, state: State | None = None,
         board_array(level), level.width, state.player, crates, acts, atlas.tiles,
         atlas.origin, atlas.frame(state), frames, taken, pushed, invalid)
     pictures = frames[:n + 1].reshape(-1, SIZE, SIZE, 3)
-    if atlas.look.noisy:  # noise is a function of (key, step): added frame by frame
-        std, key = atlas.look.colours_theme.noise_std, atlas.look.noise_key
+    key = atlas.look.noise_key
+    if atlas.look.noisy and key is not None:  # noise, a function of (key, step), frame by frame
+        std = atlas.look.colours_theme.noise_std
         for step in range(n + 1):
             pictures[step] = add_noise(pictures[step], std, key, step)
     return PlayedEpisode(pictures, taken[:n + 1], pushed[:n + 1], invalid[:n + 1],

@@ -9,14 +9,19 @@ never need to unrank.
 
 from __future__ import annotations
 
+__all__ = [
+    "DenseIndex", "MAX_INDEX_SIZE", "StateSpaceTooLarge", "crate_rank", "has_bit", "pack", "rank",
+    "set_bit", "unpack", "unrank", "unrank_many", "with_player",
+]
+
 import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from engine.deadlock import live_cells
 from engine.errors import SokoforgeError
+from engine.kernel_cache import njit
 from engine.levels import MAX_CRATES, Level, State
 
 # A dense index larger than this is refused (a 2**29-bit visited set is 64 MB).
@@ -41,7 +46,7 @@ def unpack(code: np.uint64, crates: np.ndarray) -> int:
     """Fill ``crates`` from a packed state and return the player cell."""
     for i in range(crates.size):
         crates[i] = (code >> np.uint64(8 * (i + 1))) & np.uint64(255)
-    return np.int64(code & np.uint64(255))
+    return np.int64(code & np.uint64(255))  # type: ignore[return-value]  # an int in numba
 
 
 @njit(cache=True)

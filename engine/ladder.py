@@ -9,11 +9,16 @@ counted as solved by every seed (a larger lookahead finds what a smaller one fou
 
 from __future__ import annotations
 
+__all__ = [
+    "LADDER_BUDGETS", "LADDER_LOWEST_LOG2", "LADDER_SEEDS", "LADDER_STEPS", "Ladder",
+    "SOLVED_RUNS_TO_STOP", "climb", "ladder_kernel",
+]
+
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from engine.kernel_cache import njit
 from engine.levels import Level
 from engine.planner import CALLS_PER_EXPANSION, HEURISTIC_WEIGHT, plan_kernel, state_key
 

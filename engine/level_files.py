@@ -8,6 +8,8 @@ that starts and ends with a wall); every other non-blank line is metadata.
 
 from __future__ import annotations
 
+__all__ = ["FileLevel", "read_collection"]
+
 import re
 from dataclasses import dataclass
 

@@ -7,6 +7,11 @@ works on these flat indices.
 
 from __future__ import annotations
 
+__all__ = [
+    "Level", "LevelError", "MAX_CRATES", "MAX_SIDE", "State", "canonical_id", "check_state",
+    "parse_levels", "parse_xsb", "symmetries", "to_xsb", "wall_layout_id", "write_levels",
+]
+
 import hashlib
 from dataclasses import dataclass, field
 from typing import NamedTuple

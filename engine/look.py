@@ -7,6 +7,13 @@ through one fixed table, so both faces always show the same board.
 
 from __future__ import annotations
 
+__all__ = [
+    "ARC", "ARC_INDEX", "ELEMENTS", "ELEMENT_TO_ARC", "ElementPainter", "LOOKS", "Look",
+    "LookError", "MAX_NOISE_STD", "Painter", "PalettePainter", "SHARED", "SHARED_THEME", "SIZE",
+    "Theme", "add_noise", "cell_tiles", "crate_square", "disc", "draw_theme", "frame",
+    "noise_table", "painter", "stored_look",
+]
+
 import json
 import math
 from collections.abc import Mapping
@@ -134,7 +141,8 @@ def draw_theme(rng: np.random.Generator, noise: bool) -> Theme:
         base = drawn["floor"] if e == "floor_alt" else getattr(SHARED_THEME, e)
         k = _JITTER[e]
         offset = rng.integers(-k, k + 1, size=3)
-        drawn[e] = tuple(int(v) for v in np.clip(np.array(base) + offset, lo, hi))
+        r, g, b = (int(v) for v in np.clip(np.array(base) + offset, lo, hi))
+        drawn[e] = (r, g, b)
     checker = bool(rng.random() < 0.5)
     noise_std = float(rng.uniform(0.0, MAX_NOISE_STD)) if noise else 0.0
     return Theme(**drawn, checker=checker, noise_std=noise_std)
@@ -222,8 +230,9 @@ class Painter:
 
     def _colour(self, codes: np.ndarray, step: int) -> np.ndarray:
         rgb = self.colours.take(codes, axis=0)
-        if self.look.noisy:
-            rgb = add_noise(rgb, self.look.colours_theme.noise_std, self.look.noise_key, step)
+        key = self.look.noise_key
+        if self.look.noisy and key is not None:
+            rgb = add_noise(rgb, self.look.colours_theme.noise_std, key, step)
         return rgb
 
 

@@ -8,13 +8,18 @@ expanded state is the level's branching factor. Both are difficulty features.
 
 from __future__ import annotations
 
+__all__ = [
+    "MAX_COUNTED_STATES", "OptimalPaths", "SOLUTION_COUNT_CAP", "layered_count_kernel",
+    "optimal_paths",
+]
+
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from engine.deadlock import push_pruned, search_grid
 from engine.index import DenseIndex, pack, rank, unpack
+from engine.kernel_cache import njit
 from engine.levels import Level
 from engine.rules import CRATE, FLOOR, NOT_CRATE, delta, moved_crate
 from engine.solver import all_on_goals

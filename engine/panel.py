@@ -18,6 +18,11 @@ counts n pushes further from the goals. Everything is deterministic per panel se
 
 from __future__ import annotations
 
+__all__ = [
+    "PANEL", "PANEL_BUDGETS", "PANEL_FAMILIES", "PanelAgent", "REFERENCE_AGENT",
+    "ROLLOUT_DEPTH", "breadth_kernel", "play", "play_panel", "rollout_kernel",
+]
+
 from typing import NamedTuple
 
 import numpy as np

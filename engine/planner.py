@@ -14,12 +14,18 @@ exceed the budget. The move actually taken is the environment's step, not a coun
 
 from __future__ import annotations
 
+__all__ = [
+    "CALLS_PER_EXPANSION", "HEURISTIC_WEIGHT", "MAX_PLANNER_BUDGET", "PLANNER_BUDGET", "PlanResult",
+    "lookahead_arrays", "node_of", "plan", "plan_kernel", "power_of_two", "push_distance",
+    "push_lower_bound", "start_lookahead", "state_key",
+]
+
 import itertools
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from engine.kernel_cache import njit
 from engine.levels import Level, State
 
 CALLS_PER_EXPANSION = 4  # one dynamics call per action, four actions

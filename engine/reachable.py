@@ -10,13 +10,18 @@ fast one; the tests hold it to the literal one on levels too large for the Pytho
 
 from __future__ import annotations
 
+__all__ = [
+    "MAX_NODES", "ReachableStats", "flood_kernel", "push_reach_kernel", "push_reachable_stats",
+    "reachable_kernel", "reachable_stats",
+]
+
 from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from engine.index import DenseIndex, StateSpaceTooLarge, has_bit, pack, rank, set_bit, unpack
+from engine.kernel_cache import njit
 from engine.levels import Level, State, check_state
 from engine.reverse import SolvableSet, solvable_set
 from engine.rules import FLOOR, board_array, resort, step_kernel

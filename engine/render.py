@@ -6,6 +6,11 @@ clients read); the RGB image is that palette looked up, so both always agree.
 
 from __future__ import annotations
 
+__all__ = [
+    "PALETTE", "SIZE", "render", "render_goal", "render_goal_indices", "render_indices", "sprites",
+    "tile_kinds", "tile_size",
+]
+
 from functools import lru_cache
 
 import numpy as np

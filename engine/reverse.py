@@ -12,11 +12,16 @@ with 4 crates takes a few hundred kilobytes at most.
 
 from __future__ import annotations
 
+__all__ = [
+    "MAX_SET_INDEX", "RECENT_BYTES", "SolvableSet", "UNSEEN", "backward_kernel", "compress_kernel",
+    "descend_kernel", "optimal_actions", "popcount", "position_kernel", "solvable_set",
+    "within_kernel",
+]
+
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from engine.index import (
     DenseIndex,
@@ -28,6 +33,7 @@ from engine.index import (
     unrank_many,
     with_player,
 )
+from engine.kernel_cache import njit
 from engine.levels import Level, State
 from engine.rules import (
     CRATE,

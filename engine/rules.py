@@ -6,11 +6,17 @@ floor blocks. A move into a blocked cell or a blocked push is a no-op that still
 
 from __future__ import annotations
 
+__all__ = [
+    "ACTIONS", "CRATE", "FLOOR", "GOAL", "Game", "LIVE", "NOT_CRATE", "StepResult", "WAIT",
+    "actions_to_lurd", "board_array", "delta", "is_free", "lurd_to_actions", "moved_crate",
+    "replay", "resort", "step", "step_kernel",
+]
+
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from engine.kernel_cache import njit
 from engine.levels import Level, State
 
 ACTIONS = "udlr"

@@ -8,10 +8,11 @@ states, or whose index would not fit, answers "too_large" instead.
 
 from __future__ import annotations
 
+__all__ = ["DEFAULT_MAX_STATES", "SolveResult", "all_on_goals", "bfs_kernel", "solve"]
+
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from engine.deadlock import push_pruned, search_grid
 from engine.index import (
@@ -25,6 +26,7 @@ from engine.index import (
     unpack,
     with_player,
 )
+from engine.kernel_cache import njit
 from engine.levels import Level, State, check_state
 from engine.rules import ACTIONS, CRATE, FLOOR, GOAL, NOT_CRATE, delta, moved_crate
 
@@ -41,6 +43,13 @@ class SolveResult(NamedTuple):
     pushes: int | None
     solution: str | None
     states_expanded: int
+
+    @property
+    def optimal(self) -> tuple[int, int, str]:
+        """``(moves, pushes, solution)`` of a solved level; a ValueError for any other."""
+        if self.moves is None or self.pushes is None or self.solution is None:
+            raise ValueError(f"no solution: the search ended {self.status}")
+        return self.moves, self.pushes, self.solution
 
 
 @njit(cache=True)

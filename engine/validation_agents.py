@@ -8,11 +8,16 @@ into non-goal corners, and escape loops by charging each visited state one move 
 
 from __future__ import annotations
 
+__all__ = [
+    "AGENT_BUDGETS", "AGENT_KINDS", "AgentSpec", "MAX_AGENT_BUDGET", "VALIDATION_AGENTS",
+    "agent_kernel", "box_distance", "corner_dead", "play_agent",
+]
+
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from engine.kernel_cache import njit
 from engine.levels import Level
 from engine.planner import (
     _EMPTY,

@@ -5,6 +5,8 @@ Solving and enumerating one small level reaches every kernel of the engine.
 
 from __future__ import annotations
 
+__all__ = ["main"]
+
 from engine.levels import parse_xsb
 
 _LEVEL = """

@@ -6,6 +6,14 @@ ids from the board), so editing one column of one row makes exactly the matching
 
 from __future__ import annotations
 
+__all__ = [
+    "AuditRefused", "AuditResult", "Check", "Comparison", "TierPair", "VersionFacts", "audit",
+    "check_bands", "check_board_crates", "check_budgets", "check_compute", "check_crates",
+    "check_difficulty_order", "check_manifest", "check_optima", "check_solutions", "check_traps",
+    "check_unique_ids", "compare_versions", "deadlock_facts", "deadlock_summary", "is_imported",
+    "load_version", "read_rotation", "tier_summary",
+]
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +38,7 @@ from pipeline.panel import PANEL_FILE
 from pipeline.round_move import RoundMove, move_between
 from pipeline.solve import search_bound
 from pipeline.spec import Spec
-from pipeline.tables import read_parquet, sha256_file
+from pipeline.tables import as_float, as_int, read_parquet, sha256_file
 from pipeline.version import (
     LEVELS_FILE,
     MANIFEST_FILE,
@@ -353,9 +361,9 @@ def check_compute(facts: VersionFacts) -> Check:
         replayed = with_measured_compute(t.filter(pl.col("compute_measured")),
                                          Workers(show_progress=False))
         want[measured] = replayed["compute_to_solve"].to_numpy()
-        for i, r in zip(np.flatnonzero(measured), replayed["solve_rates"].to_list(),
-                        strict=True):
-            rates[i] = r
+        for at, rate in zip(np.flatnonzero(measured), replayed["solve_rates"].to_list(),
+                            strict=True):
+            rates[at] = rate
     _, difficulty, grades = scores_from_compute(want)
     bad = []
     for i, r in enumerate(_rows(facts)):
@@ -474,15 +482,16 @@ def tier_summary(facts: VersionFacts) -> pl.DataFrame:
             "tier": int(t[0]),
             "levels": part.height,
             "crates": ",".join(str(c) for c in sorted(set(part["n_crates"].to_list()))),
-            "opt min": int(opt.min()),
-            "opt median": float(opt.median()),
-            "opt max": int(opt.max()),
-            "pushes mean": round(float(part["optimal_pushes"].mean()), 1),
-            "budget": f"{part['max_steps'].min()}-{part['max_steps'].max()}",
-            "difficulty mean": round(float(part["difficulty"].mean()), 3),
-            **({"compute median": round(float(part["compute_to_solve"].median()), 2)}
+            "opt min": as_int(opt.min()),
+            "opt median": as_float(opt.median()),
+            "opt max": as_int(opt.max()),
+            "pushes mean": round(as_float(part["optimal_pushes"].mean()), 1),
+            "budget": f"{as_int(part['max_steps'].min())}-{as_int(part['max_steps'].max())}",
+            "difficulty mean": round(as_float(part["difficulty"].mean()), 3),
+            **({"compute median": round(as_float(part["compute_to_solve"].median()), 2)}
                if "compute_to_solve" in part.columns else {}),
-            "difficulty range": f"{part['difficulty'].min():.3f}-{part['difficulty'].max():.3f}",
+            "difficulty range": (f"{as_float(part['difficulty'].min()):.3f}-"
+                                 f"{as_float(part['difficulty'].max()):.3f}"),
             "grades 1-5": " ".join(str(grades.count(g)) for g in range(1, 6)),
             "planner solved": f"{int(part['planner_solved'].sum())}/{part.height}",
         })
@@ -499,12 +508,12 @@ def deadlock_summary(facts: VersionFacts) -> pl.DataFrame:
         rows.append({
             "tier": int(t[0]),
             "levels": part.height,
-            "dead fraction mean": round(float(dead.mean()), 3) if dead.len() else None,
-            "dead fraction max": round(float(dead.max()), 3) if dead.len() else None,
+            "dead fraction mean": round(as_float(dead.mean()), 3) if dead.len() else None,
+            "dead fraction max": round(as_float(dead.max()), 3) if dead.len() else None,
             "first-push traps": int(traps.sum()) if traps.len() else None,
-            "traps per level": round(float(traps.mean()), 2) if traps.len() else None,
+            "traps per level": round(as_float(traps.mean()), 2) if traps.len() else None,
             "levels with a trap": (f"{int((traps > 0).sum())}/{traps.len()} "
-                                   f"({100 * float((traps > 0).mean()):.0f}%)"
+                                   f"({100 * as_float((traps > 0).mean()):.0f}%)"
                                    if traps.len() else "boards too large to enumerate"),
         })
     return pl.DataFrame(rows)

@@ -6,6 +6,13 @@ HTML opens offline with nothing beside it.
 
 from __future__ import annotations
 
+__all__ = [
+    "Report", "colour_legend", "comparison_slots", "comparison_tiers", "contact_sheet",
+    "irt_agents", "irt_levels", "irt_note", "level_looks", "panel_counts", "plot_calibration",
+    "plot_difficulty", "plot_histograms", "plot_optima", "plot_panel", "plot_pushes_and_slack",
+    "swap_in", "version_curve", "version_metadata",
+]
+
 import base64
 import html
 import io
@@ -20,18 +27,17 @@ from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
+import polars as pl
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
-
-from engine.ladder import LADDER_BUDGETS, LADDER_SEEDS  # noqa: E402
-from engine.levels import parse_xsb  # noqa: E402
-from engine.look import Look, frame, stored_look  # noqa: E402
-from engine.planner import CALLS_PER_EXPANSION  # noqa: E402
-from pipeline.audit import (  # noqa: E402
+from engine.ladder import LADDER_BUDGETS, LADDER_SEEDS
+from engine.levels import parse_xsb
+from engine.look import Look, frame, stored_look
+from engine.planner import CALLS_PER_EXPANSION
+from pipeline.audit import (
     AuditResult,
     Check,
     Comparison,
@@ -39,14 +45,15 @@ from pipeline.audit import (  # noqa: E402
     deadlock_summary,
     tier_summary,
 )
-from pipeline.compute_curve import RULE_BUDGET, grade_rule  # noqa: E402
-from pipeline.difficulty import load_model  # noqa: E402
-from pipeline.equivalence import EQUIVALENCE_FILE, Equivalence  # noqa: E402
-from pipeline.irt import IRT_FILE  # noqa: E402
-from pipeline.linking import LINE_FILE  # noqa: E402
-from pipeline.panel import PANEL_FILE, solved_counts  # noqa: E402
-from pipeline.reliability import curve, load_pool_curve, wilson_interval  # noqa: E402
-from pipeline.spec import version_look  # noqa: E402
+from pipeline.compute_curve import RULE_BUDGET, grade_rule
+from pipeline.difficulty import load_model
+from pipeline.equivalence import EQUIVALENCE_FILE, Equivalence
+from pipeline.irt import IRT_FILE
+from pipeline.linking import LINE_FILE
+from pipeline.panel import PANEL_FILE, solved_counts
+from pipeline.reliability import curve, load_pool_curve, wilson_interval
+from pipeline.spec import version_look
+from pipeline.tables import as_float
 
 _TIER_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02")
 _DPI = 110
@@ -65,14 +72,13 @@ def _colour(tier: int) -> str:
     return _TIER_COLOURS[tier % len(_TIER_COLOURS)]
 
 
-def _png(fig: plt.Figure) -> bytes:
+def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight")
-    plt.close(fig)
     return buf.getvalue()
 
 
-def _grade_lines(ax: plt.Axes, vertical: bool = False) -> None:
+def _grade_lines(ax: Axes, vertical: bool = False) -> None:
     """The fixed grade cut points as dashed lines, each labelled with its value, and every
     band between them named (grade 1 easiest to 5) at the plot's edge."""
     cuts = list(load_model().grade_cuts)
@@ -100,7 +106,7 @@ def _grade_lines(ax: plt.Axes, vertical: bool = False) -> None:
                     fontsize=8, color="#444444", fontweight="bold")
 
 
-def _overlay(ax: plt.Axes, comparison: Comparison | None, a: str, b: str,
+def _overlay(ax: Axes, comparison: Comparison | None, a: str, b: str,
              column: str) -> None:
     """``b``'s value of ``column`` at each slot ``a`` shares with it, drawn at ``a``'s play
     position: black crosses joined within a tier, so the two follow the same slots."""
@@ -117,7 +123,8 @@ def plot_optima(facts: VersionFacts, comparison: Comparison | None = None,
                 other: str = "") -> bytes:
     """Optimal moves against play order, each slot's band drawn as a bar behind its point."""
     t = facts.table
-    fig, ax = plt.subplots(figsize=(11, 4.2))
+    fig = Figure(figsize=(11, 4.2))
+    ax = fig.subplots()
     x = t["index"].to_numpy()
     ax.bar(x, t["band_hi"].to_numpy() - t["band_lo"].to_numpy() + 1,
            bottom=t["band_lo"].to_numpy() - 0.5, width=0.8, color="#cccccc", label="slot band")
@@ -140,7 +147,8 @@ def plot_difficulty(facts: VersionFacts, comparison: Comparison | None = None,
                     other: str = "") -> bytes:
     """Difficulty against play order with the fixed grade cut points as labelled lines."""
     t = facts.table
-    fig, ax = plt.subplots(figsize=(11, 4.2))
+    fig = Figure(figsize=(11, 4.2))
+    ax = fig.subplots()
     ax.set_ylim(-0.02, 1.02)
     _grade_lines(ax)
     for tier, part in t.group_by("tier", maintain_order=True):
@@ -158,7 +166,8 @@ def plot_difficulty(facts: VersionFacts, comparison: Comparison | None = None,
 def plot_histograms(facts: VersionFacts) -> bytes:
     """Per tier: histogram of optimal moves (top row) and of difficulty (bottom row)."""
     parts = list(facts.table.group_by("tier", maintain_order=True))
-    fig, axes = plt.subplots(2, len(parts), figsize=(3.2 * len(parts) + 1, 5.4), squeeze=False)
+    fig = Figure(figsize=(3.2 * len(parts) + 1, 5.4))
+    axes = fig.subplots(2, len(parts), squeeze=False)
     for col, (tier, part) in enumerate(parts):
         opt = part["optimal_moves"].to_numpy()
         axes[0, col].hist(opt, bins=range(int(opt.min()), int(opt.max()) + 2),
@@ -193,7 +202,8 @@ def plot_pushes_and_slack(facts: VersionFacts) -> bytes:
                                                      - pl.col("planner_steps"))
           .to_series() for k in tiers]),
     )
-    fig, axes = plt.subplots(1, 3, figsize=(12.5, 3.8))
+    fig = Figure(figsize=(12.5, 3.8))
+    axes = fig.subplots(1, 3)
     rng = np.random.default_rng(0)  # jitter only: the same report for the same version
     for ax, (title, series) in zip(axes, panels, strict=True):
         data = [s.to_numpy().astype(float) for s in series]
@@ -223,7 +233,8 @@ def plot_calibration(facts: VersionFacts, mine: dict[str, Any],
                      pool: dict[str, Any] | None) -> bytes:
     """Predicted difficulty against the reference planner's observed failure rate, by decile,
     for the version and for the model's held-out calibration pool, with grade cut lines."""
-    fig, ax = plt.subplots(figsize=(7.2, 6))
+    fig = Figure(figsize=(7.2, 6))
+    ax = fig.subplots()
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.02, 1.02)
     _grade_lines(ax, vertical=True)
@@ -234,10 +245,10 @@ def plot_calibration(facts: VersionFacts, mine: dict[str, Any],
         ax.plot(x, y, "s-", color="#555555", ms=5,
                 label=f"calibration pool (held out, {pool['levels']} levels): "
                       f"Brier {pool['brier']:.3f}")
-    x = np.array([b["predicted_mean"] for b in mine["bins"]])
-    y = np.array([b["observed_failure_rate"] for b in mine["bins"]])
+    xs = np.array([b["predicted_mean"] for b in mine["bins"]])
+    ys = np.array([b["observed_failure_rate"] for b in mine["bins"]])
     lo, hi = np.array([wilson_interval(b["failures"], b["levels"]) for b in mine["bins"]]).T
-    ax.errorbar(x, y, yerr=[y - lo, hi - y], fmt="o-", color="#c62828", ms=6, lw=1.2,
+    ax.errorbar(xs, ys, yerr=[ys - lo, hi - ys], fmt="o-", color="#c62828", ms=6, lw=1.2,
                 capsize=3, zorder=3,
                 label=f"{facts.name} ({mine['levels']} levels, 95% intervals): "
                       f"Brier {mine['brier']:.3f}")
@@ -274,7 +285,7 @@ def colour_legend(facts: VersionFacts, scale: int = 4) -> bytes:
     per_row = 4
     rows = -(-len(cells) // per_row) + 2
     width, height = 11.0, 0.45 * rows + 0.2
-    fig = plt.figure(figsize=(width, height))
+    fig = Figure(figsize=(width, height))
     ax = fig.add_axes((0, 0, 1, 1))
     ax.axis("off")
     side = 0.34  # inches: square swatches whatever the figure's proportions
@@ -285,8 +296,8 @@ def colour_legend(facts: VersionFacts, scale: int = 4) -> bytes:
         y0 = y + (1 - dy) / 2
         ax.imshow(big, extent=(x + 0.02, x + 0.02 + dx, y0 + dy, y0), interpolation="nearest",
                   aspect="auto")
-        ax.add_patch(plt.Rectangle((x + 0.02, y0), dx, dy, fill=False, lw=0.8,
-                                   edgecolor="#555555"))
+        ax.add_patch(Rectangle((x + 0.02, y0), dx, dy, fill=False, lw=0.8,
+                               edgecolor="#555555"))
         ax.text(x + 0.06 + dx, y + 0.5, name, va="center", fontsize=10)
     y = rows - 2
     ax.text(0.02, y + 0.5, "label colour of each tier:", va="center", fontsize=10)
@@ -309,27 +320,26 @@ def contact_sheet(facts: VersionFacts, per_row: int = 10, scale: int = 2) -> byt
     tile, gap, label = 64 * scale, 8, 22
     cell_w, cell_h = tile + gap, tile + gap + label
     sheet = np.full((rows * cell_h, per_row * cell_w, 3), 255, dtype=np.uint8)
-    for i, (level, look) in enumerate(zip(facts.levels, level_looks(facts), strict=True)):
+    for i, (board, look) in enumerate(zip(facts.levels, level_looks(facts), strict=True)):
         r, c = divmod(i, per_row)
         y, x = r * cell_h + label, c * cell_w + gap // 2
-        start = frame(level, None, look)
+        start = frame(board, None, look)
         sheet[y:y + tile, x:x + tile] = np.kron(start, np.ones((scale, scale, 1), dtype=np.uint8))
     dpi = 100
-    fig = plt.figure(figsize=(sheet.shape[1] / dpi, sheet.shape[0] / dpi + 0.4), dpi=dpi)
+    fig = Figure(figsize=(sheet.shape[1] / dpi, sheet.shape[0] / dpi + 0.4), dpi=dpi)
     ax = fig.add_axes((0, 0, 1, sheet.shape[0] / (sheet.shape[0] + 40)))
     ax.imshow(sheet, interpolation="nearest")
     ax.axis("off")
-    for i, r in enumerate(facts.table.iter_rows(named=True)):
+    for i, cell in enumerate(facts.table.iter_rows(named=True)):
         row, col = divmod(i, per_row)
-        mark = " x" if not r["planner_solved"] else ""
+        mark = " x" if not cell["planner_solved"] else ""
         ax.text(col * cell_w + gap // 2 + tile / 2, row * cell_h + label - 5,
-                f"#{r['index']} opt {r['optimal_moves']} g{r['grade']}{mark}", ha="center",
-                va="bottom", fontsize=9, color=_colour(r["tier"]))
+                f"#{cell['index']} opt {cell['optimal_moves']} g{cell['grade']}{mark}",
+                ha="center", va="bottom", fontsize=9, color=_colour(cell["tier"]))
     fig.suptitle(f"{facts.name}: every level as the agent sees it "
                  "(#index, optimal moves, grade; x = planner failed)", fontsize=11, y=0.995)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
-    plt.close(fig)
     return buf.getvalue()
 
 
@@ -374,7 +384,7 @@ def comparison_tiers(result: AuditResult) -> pl.DataFrame:
 
 
 def _mean(s: pl.Series) -> float | None:
-    return round(float(s.mean()), 3) if s.len() else None
+    return round(as_float(s.mean()), 3) if s.len() else None
 
 
 def comparison_slots(result: AuditResult) -> pl.DataFrame:
@@ -462,7 +472,8 @@ def plot_panel(counts: pl.DataFrame, tier_sizes: dict[int, int]) -> bytes:
     tiers = sorted(tier_sizes)
     share = np.array([[(row.get(f"tier {t}") or 0) / tier_sizes[t] for t in tiers]
                       for row in counts.iter_rows(named=True)])
-    fig, ax = plt.subplots(figsize=(1.2 * len(tiers) + 3.2, 0.32 * counts.height + 1.2))
+    fig = Figure(figsize=(1.2 * len(tiers) + 3.2, 0.32 * counts.height + 1.2))
+    ax = fig.subplots()
     ax.imshow(share, cmap="viridis", vmin=0, vmax=1, aspect="auto")
     for i, row in enumerate(counts.iter_rows(named=True)):
         for j, t in enumerate(tiers):

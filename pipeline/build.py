@@ -7,11 +7,13 @@ same bytes. Only the final ``rename`` makes ``datasets/<VERSION>/`` appear.
 
 from __future__ import annotations
 
-import atexit
+__all__ = [
+    "BuildFolder", "BuildResult", "Plan", "STAGES", "STAGE_FUNCTIONS", "Stage", "StageRun", "build",
+    "build_lock", "recorded_rotation", "run_stages", "stage_chain",
+]
+
 import contextlib
 import fcntl
-import functools
-import gc
 import itertools
 import json
 import os
@@ -147,7 +149,6 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
     drawn for it: the next attempt starts afresh.
     """
     check_version_name(version)
-    _skip_last_collection()
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
         raise PipelineError(f"unknown stage {unknown[0]!r}; stages are {', '.join(STAGES)}")
@@ -208,16 +209,6 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
             workers.say(f"{version}: {parts} · total {total:.2f} s")
         return result
 
-
-@functools.cache
-def _skip_last_collection() -> None:
-    """Let the process end without a last garbage collection over every object.
-
-    After a build about a million objects (numba's and the libraries') are alive; the
-    interpreter's collection at exit walks them all, a quarter of a second, to free what the
-    operating system frees anyway. Objects frozen at exit are skipped by it.
-    """
-    atexit.register(gc.freeze)
 
 
 @dataclass(frozen=True)

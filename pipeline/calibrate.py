@@ -12,6 +12,12 @@ optimal length does, within each crate tier.
 
 from __future__ import annotations
 
+__all__ = [
+    "Calibration", "HELD_OUT_OFFSET", "L2", "POOL_SEED", "PoolSize", "RETEST_SEEDS",
+    "agent_failures", "build_pool", "calibrate", "fit_predictor", "generalisation", "held_out_pool",
+    "planner_runs", "pool_curve", "pool_spec", "prediction_figures", "retest_figures",
+]
+
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,7 +204,8 @@ def generalisation(table: pl.DataFrame, compute: np.ndarray, predicted: np.ndarr
                          "failures": int(f.sum()), "auc_compute_to_solve": auc_c,
                          "auc_predicted_compute": _auc(predicted[at], f),
                          "auc_optimal_moves": auc_m,
-                         "gain": None if auc_c is None else round(auc_c - auc_m, 4)})
+                         "gain": None if auc_c is None or auc_m is None
+                         else round(auc_c - auc_m, 4)})
     return rows
 
 

@@ -8,6 +8,8 @@ Every row (``xsb`` within ``max_steps``) is played up the ladder by each tie-bre
 
 from __future__ import annotations
 
+__all__ = ["ladder_counts", "measure_selected", "with_measured_compute"]
+
 from pathlib import Path
 
 import numpy as np

@@ -9,6 +9,12 @@ expansion (4 calls) sits at the bottom, 2.
 
 from __future__ import annotations
 
+__all__ = [
+    "GRADE_BUDGETS", "HIGHEST", "LOWEST", "RULE_BUDGET", "RUNG_LOG2", "compute_grade",
+    "failure_at_rule", "fit_locations", "fit_slope", "grade_rule", "log_likelihood",
+    "solve_probability",
+]
+
 import numpy as np
 
 from engine.ladder import LADDER_BUDGETS

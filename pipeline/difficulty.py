@@ -10,7 +10,13 @@ shared-slope curve and fixed cut points. The coefficients live in
 
 from __future__ import annotations
 
+__all__ = [
+    "DifficultyModel", "FEATURES", "GRADES", "MODEL_FORMAT", "MODEL_PATH", "TRANSFORMS", "UNIT",
+    "load_model", "save_model", "score_levels", "scores_from_compute", "transformed",
+]
+
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +34,7 @@ from pipeline.compute_curve import (
 MODEL_PATH = Path(__file__).resolve().parent / "specs" / "difficulty.json"
 MODEL_FORMAT = 3  # 3: compute_to_solve in dynamics calls per step (2 counted expansions)
 UNIT = "dynamics calls per step"
-TRANSFORMS = {
+TRANSFORMS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "identity": lambda v: v,
     "log1p": np.log1p,
 }

@@ -9,6 +9,11 @@ panel played both, no panel agent's solved count differs by more than the spec's
 
 from __future__ import annotations
 
+__all__ = [
+    "EQUIVALENCE_FILE", "Equivalence", "GAP_PER_HUNDRED", "allowed_gap", "compare",
+    "planner_solved",
+]
+
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +23,7 @@ import polars as pl
 from engine.levels import parse_xsb
 from engine.planner import plan
 from pipeline.matching import PanelRule, panel_matrix
+from pipeline.tables import as_float, as_int
 from pipeline.workers import Workers
 
 GAP_PER_HUNDRED = 3
@@ -190,13 +196,13 @@ def compare(prev_name: str, prev: pl.DataFrame, new_name: str, new: pl.DataFrame
 
 
 def _mean(s: pl.Series) -> float:
-    return float(s.cast(pl.Float64).mean())
+    return as_float(s.cast(pl.Float64).mean())
 
 
 def _largest(both: pl.DataFrame, column: str) -> dict[str, Any]:
     """The slot whose ``column`` differs most between the versions (first one on ties)."""
     diff = (both[f"{column}_new"].cast(pl.Float64) - both[column].cast(pl.Float64)).abs()
-    at = int(diff.arg_max())
+    at = as_int(diff.arg_max())
     cast = int if column == "optimal_moves" else float
     return {"tier": int(both["tier"][at]), "slot": int(both["slot"][at]),
             "prev_index": int(both["index"][at]), "new_index": int(both["index_new"][at]),

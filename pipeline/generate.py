@@ -9,6 +9,11 @@ when the forward optimum lands in the band.
 
 from __future__ import annotations
 
+__all__ = [
+    "CANDIDATE_SCHEMA", "SCATTER_MAX_STATES", "TRAP_DRAWS", "candidate_row", "draw_start",
+    "generate", "goal_first_attempt", "placed", "scatter_attempt", "window",
+]
+
 import math
 from dataclasses import dataclass
 from functools import partial
@@ -155,9 +160,9 @@ def _scatter_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]]:
         if level is None:
             continue
         result = forward_solve(level, max_states=SCATTER_MAX_STATES)
-        if result.status == "solved" and band[0] <= result.moves <= band[1]:
+        if result.status == "solved" and band[0] <= result.optimal[0] <= band[1]:
             rows.append(candidate_row(unit.tier, unit.slot, unit.slot, attempt, band, level,
-                                      result.moves))
+                                      result.optimal[0]))
             if len(rows) == spec.candidates_per_slot:
                 break
     if not rows:

@@ -8,6 +8,12 @@ and ``grade`` come from the calibrated model in ``pipeline/specs/difficulty.json
 
 from __future__ import annotations
 
+__all__ = [
+    "BOUNDED_SET_INDEX", "FEATURE_SCHEMA", "GRADE_MAX_NODES", "IMPUTED_SCHEMA", "box_changes",
+    "first_push_traps", "grade", "grade_features", "grade_group_within_limits", "level_features",
+    "neutral_features", "player_reach", "with_features", "with_predicted_compute",
+]
+
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -99,13 +105,14 @@ def level_features(level: Level, result: SolveResult, sset: SolvableSet) -> dict
 
 def _solution_features(level: Level, result: SolveResult) -> dict[str, Any]:
     """The features read off the level and its optimal solution alone (no search)."""
+    moves, pushes, solution = result.optimal
     return {
         "n_crates": level.n_crates,
-        "optimal_moves": int(result.moves),
-        "optimal_pushes": int(result.pushes),
-        "box_changes": box_changes(level, result.solution),
+        "optimal_moves": int(moves),
+        "optimal_pushes": int(pushes),
+        "box_changes": box_changes(level, solution),
         # pushes beyond taking every crate alone to its nearest goal: detours and re-routing
-        "detour_pushes": int(result.pushes) - push_lower_bound(level),
+        "detour_pushes": int(pushes) - push_lower_bound(level),
     }
 
 
@@ -218,7 +225,7 @@ def grade_group_within_limits(items: list[tuple[str, int, int, str]]) -> list[di
 def neutral_features() -> dict[str, float]:
     """Each model feature at the model's training mean: it then adds nothing to the score."""
     model = load_model()
-    inverse = {"identity": lambda v: v, "log1p": np.expm1}
+    inverse: dict[str, Callable[[Any], Any]] = {"identity": lambda v: v, "log1p": np.expm1}
     assert set(inverse) == set(TRANSFORMS)
     return {c: float(inverse[t](m)) for c, t, m in zip(model.columns, model.transforms,
                                                       model.means, strict=True)}

@@ -9,6 +9,11 @@ folder and published by one rename, like a build.
 
 from __future__ import annotations
 
+__all__ = [
+    "IMPORT_COLUMNS", "ImportResult", "ImportVerification", "MAX_LEVELS", "SOURCES_DIR", "Source",
+    "TIER_RULE", "VISIBILITIES", "import_collection", "read_source", "tier_of", "verify_import",
+]
+
 import logging
 import os
 import re
@@ -143,14 +148,14 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
     from pipeline.write import levels_table
 
     entries = [(s, fl) for s in sources for fl in s.levels]
-    searchable = [(s, fl) for s, fl in entries if fl.level is not None]
-    results = dict(zip([id(fl) for _, fl in searchable],
-                       solve_all([to_xsb(fl.level) for _, fl in searchable], workers),
+    searchable = [(fl, fl.level) for _, fl in entries if fl.level is not None]
+    results = dict(zip([id(fl) for fl, _ in searchable],
+                       solve_all([to_xsb(level) for _, level in searchable], workers),
                        strict=True))
     problems, kept = [], []
     for source, fl in entries:
         answer = results.get(id(fl))
-        if fl.too_large is not None:
+        if fl.too_large is not None or answer is None or fl.level is None:
             problems.append(f"{fl.name(source.name)}: too large to search ({fl.too_large})")
         elif answer.status == "unsolvable":
             problems.append(f"{fl.name(source.name)}: unsolvable")
@@ -169,7 +174,7 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
     if len(kept) > MAX_LEVELS:
         raise PipelineError(f"{len(kept)} levels: a version holds at most {MAX_LEVELS} (its "
                             "index is int16); import the collection in parts")
-    levels = [fl.level for _, fl, _ in kept]
+    levels = [lv for _, fl, _ in kept if (lv := fl.level) is not None]  # every kept one's
     ids = [canonical_id(lv) for lv in levels]
     _refuse_repeats(kept, ids, datasets)
     df = with_solutions(pl.DataFrame({

@@ -9,6 +9,11 @@ everyone solved, or no one did, finite). The result sits beside each level's com
 
 from __future__ import annotations
 
+__all__ = [
+    "ABILITY_SD", "BROWSER", "DIFFICULTY_SD", "IRT_FILE", "ItemResponse", "LOG_DISCRIMINATION_SD",
+    "SOURCE_COLUMNS", "closed_episodes", "fit_2pl", "fit_results", "irt_report", "refit",
+]
+
 import json
 import sqlite3
 from dataclasses import dataclass

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+__all__ = ["draw_walls", "goal_layout", "scatter_level"]
+
 import numpy as np
 
 from engine.levels import Level, State

@@ -10,6 +10,11 @@ and the fit says so.
 
 from __future__ import annotations
 
+__all__ = [
+    "Ability", "LINE_FILE", "Link", "MIN_LINK_KEYS", "fit_line", "link_line", "link_report_lines",
+    "read_line", "scales_of", "version_line", "write_line",
+]
+
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,9 +27,9 @@ import polars as pl
 from pipeline.errors import PipelineError
 from pipeline.irt import ABILITY_SD, DIFFICULTY_SD, LOG_DISCRIMINATION_SD, fit_2pl
 from pipeline.logistic import sigmoid
-from pipeline.manifest import read_manifest
 from pipeline.precision import Z95, success_interval
 from pipeline.tables import write_text
+from pipeline.version import REPORT_DIR, existing_versions, open_version
 
 LINE_FILE = "line.json"
 MIN_LINK_KEYS = 3  # names that played both versions, at least, to put them on one scale
@@ -33,12 +38,11 @@ MIN_LINK_KEYS = 3  # names that played both versions, at least, to put them on o
 def version_line(datasets: Path, version: str) -> list[str]:
     """Every finished version connected to ``version`` by ``rotated_from``, oldest first
     (a version after the one it was rotated from, siblings by name)."""
-    from pipeline.build import existing_versions
-
     parent: dict[str, str | None] = {}
     for name in existing_versions(datasets):
         try:
-            parent[name] = read_manifest(datasets / name / "manifest.json").get("rotated_from")
+            parent[name] = open_version(datasets, name, require_intact=False).manifest.get(
+                "rotated_from")
         except PipelineError:
             continue
     if version not in parent:
@@ -119,8 +123,8 @@ def _fit_group(counts: pl.DataFrame) -> tuple[list[str], np.ndarray, np.ndarray]
     ga, gb, gl = a[item], -a[item], eta
     agents_info = np.diag(np.bincount(agent, w * ga * ga, g) + 1 / ABILITY_SD ** 2)
     cross = np.zeros((g, m, 2))
-    np.add.at(cross, (agent, item, 0), w * ga * gb)
-    np.add.at(cross, (agent, item, 1), w * ga * gl)
+    np.add.at(cross, (agent, item, 0), w * ga * gb)  # type: ignore[arg-type]
+    np.add.at(cross, (agent, item, 1), w * ga * gl)  # type: ignore[arg-type]
     blocks = np.empty((m, 2, 2))
     blocks[:, 0, 0] = np.bincount(item, w * gb * gb, m) + 1 / DIFFICULTY_SD ** 2
     blocks[:, 0, 1] = blocks[:, 1, 0] = np.bincount(item, w * gb * gl, m)
@@ -208,7 +212,7 @@ def link_report_lines(report: dict[str, Any]) -> list[str]:
 
 def write_line(folder: Path, report: dict[str, Any]) -> Path:
     """Write the fit to ``folder/report/line.json`` (the version's own files untouched)."""
-    out = folder / "report" / LINE_FILE
+    out = folder / REPORT_DIR / LINE_FILE
     out.parent.mkdir(exist_ok=True)
     write_text(json.dumps(report, indent=2) + "\n", out)
     return out
@@ -217,7 +221,7 @@ def write_line(folder: Path, report: dict[str, Any]) -> Path:
 def read_line(folder: Path) -> dict[str, Any] | None:
     """The line fit written beside a version, if any (None when absent or unreadable)."""
     try:
-        data = json.loads((folder / "report" / LINE_FILE).read_text(encoding="utf-8"))
+        data = json.loads((folder / REPORT_DIR / LINE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     fields = ("versions", "scales", "links", "notes", "model", "agents")
@@ -229,12 +233,11 @@ def fit_line(datasets: Path, version: str, db: Path,
     """Link the line of ``version`` from the closed scorecards in the SQLite store ``db`` and
     write the fit beside ``version`` (report/line.json)."""
     from pipeline.irt import closed_episodes
-    from pipeline.tables import read_parquet
 
     versions = version_line(datasets, version)
     episodes, tiers = {}, {}
     for v in versions:
-        table = read_parquet(datasets / v / "levels.parquet").sort("index")
+        table = open_version(datasets, v, require_intact=False).levels().sort("index")
         tiers[v] = table["tier"].to_numpy()
         found = closed_episodes(db, v, browser)
         unknown = set(found["index"].to_list()) - set(range(table.height))

@@ -6,6 +6,8 @@ Newton fit converges in a few iterations and is reproducible to the last bit on 
 
 from __future__ import annotations
 
+__all__ = ["fit_logistic", "log_loss", "sigmoid"]
+
 import numpy as np
 
 

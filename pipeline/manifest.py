@@ -6,6 +6,11 @@ The manifest names the spec, the seed's salted commitment (never the seed), the 
 
 from __future__ import annotations
 
+__all__ = [
+    "FORMAT", "HIDDEN", "IMPORTED", "difficulty_model_sha256", "make_manifest", "read_manifest",
+    "visibility", "write_manifest",
+]
+
 import importlib
 import json
 from datetime import UTC, datetime

@@ -12,9 +12,16 @@ panel's outcome vectors (``panel``), every agent that differs from PREV's slot c
 
 from __future__ import annotations
 
+__all__ = [
+    "COMPUTE_TOLERANCE", "COST_SCALE", "MatchError", "OPTIMUM_TOLERANCE", "PANEL_COST",
+    "PLANNER_COST", "PanelRule", "SOLVER_BUDGET", "describe", "distinct_model",
+    "eligible_pairs", "match", "panel_distance", "panel_matrix", "solve_model", "targets",
+    "unfillable_slots",
+]
+
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -136,7 +143,7 @@ def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (
     """
     pairs = eligible_pairs(goal, pool, exclude_ids, exclude_layouts)
     order = goal.sort("index")["index"].to_list()
-    by_target: dict[int, list[int]] = defaultdict(list)
+    by_target: dict[Hashable, list[int]] = defaultdict(list)
     for k, t in enumerate(pairs["target"].to_list()):
         by_target[t].append(k)
     empty = [t for t in order if not by_target.get(t)]
@@ -170,7 +177,8 @@ def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (
         model.minimize(sum(rank * x[k] for t in order for rank, k in enumerate(by_target[t])))
         status, solver = solve_model(model, linearization_level=2)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        left = unfillable_slots(pairs, order, by_target)
+        unfilled = set(unfillable_slots(pairs, order, by_target))
+        left = [t for t in order if t in unfilled]
         if left:
             raise MatchError(f"no distinct candidate is left for {describe(goal, left)} "
                              "(canonical id or wall layout taken by another slot)", left)
@@ -250,14 +258,14 @@ def distinct_model(table: pl.DataFrame, slots: Sequence[Hashable],
         for i, key in enumerate(table[column].to_list()):
             if i in x:
                 groups[key].append(i)
-        for members in groups.values():
-            if len(members) > 1:
-                model.add_at_most_one([x[i] for i in members])
+        for rows in groups.values():
+            if len(rows) > 1:
+                model.add_at_most_one([x[i] for i in rows])
     return model, x
 
 
 def solve_model(model: cp_model.CpModel, linearization_level: int = 1
-                ) -> tuple[int, cp_model.CpSolver]:
+                ) -> tuple[Any, cp_model.CpSolver]:
     """Solve reproducibly: the same model gets the same answer on any machine.
 
     ``linearization_level`` 2 (CP-SAT's default is 1) gives assignment-like models, such as

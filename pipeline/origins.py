@@ -8,6 +8,8 @@ verifies on its own, without the versions it excluded or the one it was rotated 
 
 from __future__ import annotations
 
+__all__ = ["KINDS", "origins", "redraw"]
+
 from typing import Any
 
 import polars as pl
@@ -77,4 +79,4 @@ def _scatter_rows(spec: Spec, seed: int, tier: int, slot: int, attempt: int
     if result.status != "solved":
         return []
     return [candidate_row(tier, slot, slot, attempt, spec.tiers[tier].band(slot), level,
-                          result.moves)]
+                          result.optimal[0])]

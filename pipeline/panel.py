@@ -7,6 +7,11 @@ rotation matches slot by slot on the same outcome vectors (``pipeline.rotate``).
 
 from __future__ import annotations
 
+__all__ = [
+    "PANEL_COLUMN", "PANEL_FILE", "outcome_matrix", "panel_frame", "panel_of_version",
+    "play_table", "solved_counts", "with_outcomes", "write_panel",
+]
+
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path

@@ -18,6 +18,13 @@ that say how much another draw would change it. Pure numpy, deterministic, no en
 
 from __future__ import annotations
 
+__all__ = [
+    "ALPHA", "LEVEL", "METHOD", "Move", "PAIRED_METHOD", "PairedMark", "Z95", "difference_pmf",
+    "expected_move", "interval_from_counts", "interval_from_tiers", "marks_against_above",
+    "paired_p_value", "ranked_precision", "success_interval", "tier_rates", "wilson",
+    "with_interval",
+]
+
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,7 +60,7 @@ def _tier_counts(solved: np.ndarray, tiers: np.ndarray | None) -> tuple[np.ndarr
             np.bincount(inverse, weights=solved).astype(np.int64))
 
 
-def interval_from_tiers(levels: Sequence[int], solved: Sequence[int],
+def interval_from_tiers(levels: Sequence[int] | np.ndarray, solved: Sequence[int] | np.ndarray,
                         z: float = Z95) -> tuple[float, float]:
     """The success interval of ``solved[t]`` out of ``levels[t]`` in each tier ``t``."""
     n_t = np.asarray(levels, dtype=np.float64)
@@ -193,8 +200,8 @@ def expected_move(levels: Sequence[int], rates: Sequence[float],
     pmf, offset = difference_pmf(levels, rates, other_rates)
     d = np.arange(pmf.size) - offset
     cdf = np.cumsum(pmf)
-    lo = int(d[np.searchsorted(cdf, (1 - LEVEL) / 2)])
-    hi = int(d[min(np.searchsorted(cdf, 1 - (1 - LEVEL) / 2), d.size - 1)])
+    lo = int(d[int(np.searchsorted(cdf, (1 - LEVEL) / 2))])
+    hi = int(d[min(int(np.searchsorted(cdf, 1 - (1 - LEVEL) / 2)), d.size - 1)])
     return Move(round(float(np.sum(np.abs(d) * pmf)), 2), lo, hi)
 
 

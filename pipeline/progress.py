@@ -7,6 +7,8 @@ compiled kernels), and shown only once enough units and time have passed to mean
 
 from __future__ import annotations
 
+__all__ = ["MIN_SECONDS", "MIN_UNITS", "Progress", "eta_text", "progress"]
+
 import sys
 import time
 from collections.abc import Iterator

@@ -5,6 +5,8 @@ Both use average ranks, so ties count half, exactly as the Mann-Whitney U statis
 
 from __future__ import annotations
 
+__all__ = ["average_ranks", "roc_auc", "spearman"]
+
 import numpy as np
 
 

@@ -9,6 +9,11 @@ minutes.
 
 from __future__ import annotations
 
+__all__ = [
+    "BINS", "POOL_CURVE_PATH", "brier_score", "curve", "load_pool_curve", "reliability_bins",
+    "save_pool_curve", "wilson_interval",
+]
+
 import json
 from pathlib import Path
 from typing import Any

@@ -13,6 +13,12 @@ graded before compute_to_solve existed is regraded by the predictor.
 
 from __future__ import annotations
 
+__all__ = [
+    "DIFFICULTY_TOLERANCE", "MAX_ENLARGEMENTS", "PANEL_CLOSE", "REFINE_DRAWS", "REFINE_GAP",
+    "RotationResult", "check_graded_alike", "draw_targets", "excluded_levels", "graded_alike",
+    "matched_select", "rotate", "select_stage",
+]
+
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -79,7 +85,8 @@ def excluded_levels(paths: Sequence[Path]) -> tuple[list[dict], list[str]]:
     Canonical ids are invariant under the 8 symmetries, so rotations and reflections of a
     listed level are excluded with it.
     """
-    files, ids = [], set()
+    files: list[dict] = []
+    ids: set[str] = set()
     for path in paths:
         try:
             # read as import reads a collection; a board past the engine's bounds can be in no
@@ -131,7 +138,10 @@ def select_stage(run: StageRun) -> Path:
 def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_root: Path
                    ) -> Path:
     """The select stage of a rotation: write the matched levels, or refuse the rotation."""
-    prev = plan.rotation["from"]
+    rotation = plan.rotation
+    if rotation is None:
+        raise PipelineError(f"the build of {plan.version} is not a rotation")
+    prev = rotation["from"]
     prev_levels = graded_alike(
         prev, open_version(exclusion_root, prev, require_intact=False).levels(), workers)
     prev_levels = with_panel(prev_levels.with_columns(
@@ -140,7 +150,7 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     rule = PanelRule(tuple(a.name for a in PANEL), plan.spec.panel_tolerance)
     gap = allowed_gap(goal.height)
     ids = version_ids(exclusion_root, plan.excluded_versions) | set(
-        plan.rotation["excluded_ids"])
+        rotation["excluded_ids"])
     layouts = version_ids(exclusion_root, plan.excluded_versions, "wall_layout_id")
     pools = [_graded_pool(folder, "pool", folder.output("generate"), plan.spec, workers, goal)]
     unmatched: list[int] = []

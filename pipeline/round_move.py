@@ -8,6 +8,11 @@ level resampling at a few success rates. The audit of a rotation states which it
 
 from __future__ import annotations
 
+__all__ = [
+    "MODEL", "MODEL_RATES", "PANEL", "PANEL_FILE", "RoundMove", "move_between", "read_panel",
+    "round_move",
+]
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +24,7 @@ from pipeline.errors import InputError
 from pipeline.panel import PANEL_FILE
 from pipeline.precision import expected_move, tier_rates
 from pipeline.tables import read_parquet
+from pipeline.version import REPORT_DIR
 
 PANEL = "panel"
 MODEL = "binomial model"
@@ -42,7 +48,7 @@ class RoundMove:
 
 def read_panel(folder: Path) -> pl.DataFrame | None:
     """A version's panel outcomes (index, agent, solved), or None when it was not played."""
-    path = folder / "report" / PANEL_FILE
+    path = folder / REPORT_DIR / PANEL_FILE
     if not path.is_file():
         return None
     table = read_parquet(path)
@@ -107,7 +113,7 @@ def _from_panel(prev: str, new: str, prev_tiers: np.ndarray, new_tiers: np.ndarr
                      "move": int(after[agent].sum()) - int(before[agent].sum()),
                      "expected |move|": move.mean_abs,
                      "95% of moves": f"{move.lo} to {move.hi}"})
-    observed = np.abs([r["move"] for r in rows])
+    observed = np.abs(np.array([r["move"] for r in rows], dtype=np.int64))
     expected = float(np.mean([r["expected |move|"] for r in rows]))
     worst = rows[int(np.argmax(observed))]
     statement = (f"From the {PANEL} ({len(rows)} agents played both): one agent's solved count "

@@ -6,6 +6,12 @@ results never depend on the order of work or on the number of workers.
 
 from __future__ import annotations
 
+__all__ = [
+    "ENLARGE", "GENERATED", "LAYOUT", "REDRAW", "START", "SeedError", "THEME", "commitment",
+    "derived_rng", "forget_secret", "fresh_seed", "noise_key", "parse_seed", "public_salt",
+    "read_secret", "secret_path", "write_secret",
+]
+
 import contextlib
 import hashlib
 import os

@@ -12,8 +12,11 @@ number of rounds before the build fails naming them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+__all__ = ["MAX_REDRAWS", "choose", "name_slots", "select"]
+
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -136,7 +139,7 @@ def _failure(eligible: pl.DataFrame, unfilled: list[tuple[int, int]]) -> str:
             "of more draws; raise candidates_per_slot or max_attempts in the spec")
 
 
-def name_slots(slots: Sequence[Hashable]) -> str:
+def name_slots(slots: Sequence[Any]) -> str:
     """Slots as a maintainer reads them: ``tier 1 slot 0, tier 2 slot 5``."""
     names = [f"tier {t} slot {s}" for t, s in slots[:8]]
     more = f" and {len(slots) - 8} more" if len(slots) > 8 else ""

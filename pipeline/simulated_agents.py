@@ -8,6 +8,8 @@ intervals and the linking of versions can be checked against the truth.
 
 from __future__ import annotations
 
+__all__ = ["LevelPopulation", "STANDARD_TIERS", "interval_coverage", "line_check", "play"]
+
 from dataclasses import dataclass
 
 import numpy as np

@@ -10,6 +10,10 @@ origin. Draws are goal-first whatever the spec's method: only the backward searc
 
 from __future__ import annotations
 
+__all__ = [
+    "FIRST_LAYOUTS", "STARTS_PER_LAYOUT", "Target", "draw", "draws_in_round", "targeted_attempt",
+]
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -71,7 +75,8 @@ def targeted_attempt(spec: Spec, seed: int, kind: int, round_: int, target: Targ
         return []  # the layout does not fit the engine: the next attempt draws another
     rng = derived_rng(seed, *key, START)
     lo, hi = target.span
-    starts = {sset.sample_start(rng, lo, hi) for _ in range(STARTS_PER_LAYOUT)} - {None}
+    starts = {st for _ in range(STARTS_PER_LAYOUT)
+              if (st := sset.sample_start(rng, lo, hi)) is not None}
     if spec.min_first_push_traps:  # a trap spec's levels are drawn with their traps
         starts = {st for st in starts if first_push_traps(board.with_start(st), sset)
                   >= spec.min_first_push_traps}

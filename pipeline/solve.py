@@ -6,6 +6,8 @@ agree on every level, or the build stops and names the level that disagreed.
 
 from __future__ import annotations
 
+__all__ = ["SOLVE_MAX_STATES", "one_line", "search_bound", "solve", "solve_all", "with_solutions"]
+
 from pathlib import Path
 
 import polars as pl

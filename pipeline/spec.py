@@ -6,6 +6,11 @@ then handed to every stage as an immutable value; its slots carry their optimal-
 
 from __future__ import annotations
 
+__all__ = [
+    "COMPUTE_SOURCES", "METHODS", "RESTARTS", "SPECS_DIR", "Spec", "SpecError", "Tier",
+    "VISIBILITIES", "load_spec", "spec_from_dict", "version_look",
+]
+
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path

@@ -6,9 +6,15 @@ name and renamed into place, so an interrupted stage never leaves a file that lo
 
 from __future__ import annotations
 
+__all__ = [
+    "as_float", "as_int", "fsync_path", "read_parquet", "sha256_file", "write_parquet",
+    "write_text",
+]
+
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -71,3 +77,13 @@ def fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def as_float(value: Any) -> float:
+    """A polars aggregate or cell (typed as any Python literal) as a float."""
+    return float(value)
+
+
+def as_int(value: Any) -> int:
+    """A polars aggregate or cell (typed as any Python literal) as an int."""
+    return int(value)

@@ -9,6 +9,13 @@ not depend on how many workers made them or where.
 
 from __future__ import annotations
 
+__all__ = [
+    "DEFAULT_MIX", "EPISODES_SCHEMA", "EpisodeLevel", "FORMAT", "FRAMES_SCHEMA", "KINDS",
+    "LEVELS_PER_LAYOUT", "LevelSource", "MAX_INSERTED", "Plan", "SHARD_EPISODES", "dataset_card",
+    "episode_actions", "fresh_levels", "make_shard", "parse_mix", "spec_source", "version_source",
+    "write_trajectories",
+]
+
 import hashlib
 import io
 import json
@@ -176,9 +183,9 @@ def _draws(spec: Spec, tier: Tier, band: tuple[int, int],
         if level is None:
             return []
         result = forward_solve(level, max_states=SCATTER_MAX_STATES)
-        if result.status != "solved" or not band[0] <= result.moves <= band[1]:
+        if result.status != "solved" or not band[0] <= result.optimal[0] <= band[1]:
             return []
-        return [(level, lurd_to_actions(result.solution))]
+        return [(level, lurd_to_actions(result.optimal[2]))]
     board = goal_layout(rng, spec.height, spec.width, tier.wall_density, tier.crates)
     if board is None:
         return []

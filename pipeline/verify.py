@@ -11,6 +11,8 @@ drawn otherwise (a rotation's) is named as lacking one.
 
 from __future__ import annotations
 
+__all__ = ["MODEL_FREE_COLUMNS", "Verification", "selection_problems", "verify"]
+
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -7,6 +7,11 @@ commitment it opens. Anyone can check it against the manifest; nothing checksumm
 
 from __future__ import annotations
 
+__all__ = [
+    "COLUMNS", "REVEAL_FILE", "Reveal", "audit_status", "read_reveal", "reveal", "revealable_seed",
+    "seed_status", "version_table",
+]
+
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime

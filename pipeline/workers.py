@@ -6,6 +6,8 @@ depend on how many workers computed it.
 
 from __future__ import annotations
 
+__all__ = ["BACKENDS", "R", "T", "Workers"]
+
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass

@@ -8,6 +8,8 @@ level's index.
 
 from __future__ import annotations
 
+__all__ = ["LEVEL_COLUMNS", "MEASURED_ONLY", "level_looks", "levels_table", "play_order", "write"]
+
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +19,10 @@ from engine.look import draw_theme
 from pipeline import seeds
 from pipeline.errors import PipelineError
 from pipeline.spec import Spec
-from pipeline.tables import read_parquet, write_parquet
+from pipeline.tables import as_int, read_parquet, write_parquet
 
 # The columns of the format, in order, then the extra columns kept for audit and rotation.
-LEVEL_COLUMNS = {
+LEVEL_COLUMNS: dict[str, Any] = {
     "index": pl.Int16, "tier": pl.Int8, "n_crates": pl.Int8, "height": pl.Int8,
     "width": pl.Int8, "xsb": pl.String, "optimal_moves": pl.Int16, "optimal_pushes": pl.Int16,
     "solution": pl.String, "max_steps": pl.Int16, "difficulty": pl.Float32, "grade": pl.Int8,
@@ -58,7 +60,7 @@ def levels_table(df: pl.DataFrame, spec: Spec, extra: dict[str, Any] | None = No
     df = df.with_columns(*level_looks(spec, seed, df["index"].to_list()))
     df = df.with_columns(*[pl.lit(None, dtype=LEVEL_COLUMNS[c]).alias(c)
                            for c in MEASURED_ONLY if c not in df.columns])
-    if df["max_steps"].max() > 32767:
+    if as_int(df["max_steps"].max()) > 32767:
         raise PipelineError("write: a step budget exceeds int16; lower the budget multiple")
     columns = LEVEL_COLUMNS | (extra or {})
     return df.select([pl.col(name).cast(dtype) for name, dtype in columns.items()])
@@ -74,12 +76,14 @@ def level_looks(spec: Spec, seed: int | None, indices: list[int]
                 ) -> tuple[pl.Series, pl.Series]:
     """The ``theme`` (canonical JSON) and ``noise_seed`` columns: null unless the spec is themed
     (noise keys only with noise), so a version's files alone fix every pixel it serves."""
-    themed = spec.look == "themed"
-    if themed and seed is None:
+    if spec.look != "themed":
+        return (pl.Series("theme", [None] * len(indices), dtype=pl.String),
+                pl.Series("noise_seed", [None] * len(indices), dtype=pl.Int64))
+    if seed is None:
         raise PipelineError(f"spec {spec.name} draws a theme per level from the version seed, "
                             "and this version has no seed; use look = \"shared\" or \"arc\"")
     themes = [draw_theme(seeds.derived_rng(seed, seeds.THEME, i), spec.noise).to_json()
-              if themed else None for i in indices]
-    keys = [seeds.noise_key(seed, i) if themed and spec.noise else None for i in indices]
+              for i in indices]
+    keys = [seeds.noise_key(seed, i) if spec.noise else None for i in indices]
     return (pl.Series("theme", themes, dtype=pl.String),
             pl.Series("noise_seed", keys, dtype=pl.Int64))

@@ -10,6 +10,8 @@ never noted, only the name it is bound to, and paths are the route templates, ne
 
 from __future__ import annotations
 
+__all__ = ["AccessLog", "FLUSH_SECONDS", "UNMATCHED", "line", "middleware", "route_template"]
+
 import sys
 import threading
 import time

@@ -6,10 +6,16 @@ store (sessions load from it when first used), a background task expires idle on
 
 from __future__ import annotations
 
+__all__ = [
+    "ACCESS_LOG", "EXPIRY_SWEEP_SECONDS", "FACES", "MAX_BODY", "PAGE_ROUTES", "PUBLIC_URL",
+    "all_routes", "build_app", "public_url",
+]
+
 import asyncio
 import contextlib
 import ipaddress
 from importlib import resources
+from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -104,7 +110,7 @@ def build_app(arena: Arena, public: str | None = None,
     # ARC-AGI-3 clients join base URL and path verbatim: a base ending in '/' asks for
     # '//api/...', which is redirected (308: method and body kept) to the merged path
     merge_slashes = web.normalize_path_middleware(append_slash=False, merge_slashes=True)
-    middlewares = [errors_as_json, merge_slashes]
+    middlewares: list[Any] = [errors_as_json, merge_slashes]
     if access_log is not None:
         middlewares.insert(0, access_middleware(access_log))
     app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY)

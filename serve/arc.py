@@ -7,6 +7,12 @@ in the API's shapes (``serve.arc_wire``); refusals are ``{"error": CODE, "messag
 
 from __future__ import annotations
 
+__all__ = [
+    "ANON_PREFIX", "FRAME_DATA", "GAME", "GAME_ID_PATTERN", "HANDLERS", "REASONING", "ROUTES",
+    "SCORECARD", "STATES", "TAG", "action_handler", "anonkey", "bind", "close_scorecard", "game",
+    "games", "get_scorecard", "open_scorecard", "reset",
+]
+
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -19,7 +25,16 @@ from serve import arc_wire as w
 from serve import native
 from serve.games import GameEntry
 from serve.native import SCORECARD_ID, SESSION_ID
-from serve.play import IN_PROGRESS, WAIT, Arena, Conflict, KeyRecord, PlayError, Session
+from serve.play import (
+    IN_PROGRESS,
+    WAIT,
+    Arena,
+    Conflict,
+    KeyRecord,
+    Outcome,
+    PlayError,
+    Session,
+)
 from serve.schema import (
     ANY,
     BOOLEAN,
@@ -40,8 +55,8 @@ from serve.schema import (
 )
 from serve.web import (
     ARENA,
-    BodyTooSlow,
     client_ip,
+    closes_connection,
     http_status,
     identified,
     inputs,
@@ -49,14 +64,16 @@ from serve.web import (
     register,
     reply,
     reply_bytes,
+    same_site_only,
 )
 
 TAG = "arc-agi-3"
 STATES = [w.NOT_PLAYED, w.NOT_FINISHED, w.WIN, w.GAME_OVER]
 ANON_PREFIX = "anon-"
-GAME_ID_PATTERN = r"sokoban(?:-[A-Za-z0-9_.\-]{1,64})?"
-_GAME_ID = Field("game_id", STR, "the game: its full id from GET /api/games, or the base id "
-                 "'sokoban'", pattern=GAME_ID_PATTERN, refers_to="game")
+GAME_ID_PATTERN = r"sokoban(?:[-_][A-Za-z0-9_.\-]{1,64})?"
+_GAME_ID = Field("game_id", STR, "the game: its id from GET /api/games (or 'sokoban-VERSION'; "
+                 "the base id 'sokoban' where one game is served)", pattern=GAME_ID_PATTERN,
+                 refers_to="game")
 _CARD_ID = Field("card_id", STR, "the scorecard", pattern=SCORECARD_ID, refers_to="scorecard")
 _GUID = Field("guid", STR, "the session id a RESET returned", pattern=SESSION_ID,
               refers_to="game")
@@ -99,7 +116,9 @@ ROUTES = (
            responses={200: "list of game objects"}, bodies={200: arr(GAME)}),
     _route("arc_anonkey", "GET", "/api/games/anonkey",
            "ARC-AGI-3: a new key under an anonymous name (counts against the per-address "
-           "key limit).", responses={200: "{api_key}", 429: "too many keys today"},
+           "key limit); refused to pages of other sites.",
+           responses={200: "{api_key}", 400: "sent by a page of another site (Sec-Fetch-Site "
+                      "or Origin)", 429: "too many keys today"},
            bodies={200: obj({"api_key": TEXT})},
            head=False),  # a GET that creates a key: a HEAD must not
     _route("arc_game", "GET", "/api/games/{game_id}", "ARC-AGI-3: one game by full or base id.",
@@ -147,11 +166,17 @@ ROUTES = (
 
 
 def _served_game(arena: Arena, requested: str) -> GameEntry:
-    """The served game ``requested`` names: by its full id, or the base id for the first."""
-    entry = next((g for g in arena.games if requested == w.game_id(g.version.version)),
-                 arena.games.first if requested == w.BASE_ID else None)
+    """The served game ``requested`` names (``arc_wire.games_named``): exactly one, else
+    refused, never another game."""
+    playable = [g for g in arena.games if g.episodes <= w.MAX_LEVELS]
+    named = w.games_named(requested, [g.version.version for g in arena.games])
+    ids = ", ".join(repr(w.game_id(g.version.version)) for g in playable)
+    if len(named) > 1:
+        raise w.ArcError(404, w.GAME_NOT_AVAILABLE_ERROR,
+                         f"game id {requested!r} names {len(named)} served games; ask for one "
+                         f"by its own id: GET /api/games lists {ids}")
+    entry = arena.games.by_version(named[0]) if named else None
     if entry is None:
-        ids = ", ".join(repr(w.game_id(g.version.version)) for g in arena.games)
         raise w.ArcError(404, w.GAME_NOT_AVAILABLE_ERROR,
                          f"game {requested!r} is not served here; GET /api/games lists {ids}")
     if entry.episodes > w.MAX_LEVELS:
@@ -168,13 +193,19 @@ def _info(entry: GameEntry) -> dict:
 
 def _frame(request: web.Request, session: Session, grids: list[bytes], action: int, data: dict,
            reasoning: Any, full_reset: bool) -> web.Response:
+    return reply_bytes(request, _frame_body(session, grids, action, data, reasoning, full_reset),
+                       "application/json")
+
+
+def _frame_body(session: Session, grids: list[bytes], action: int, data: dict, reasoning: Any,
+                full_reset: bool) -> bytes:
+    """The FrameData of ``session`` as it is now."""
     solved = sum(e.solved for e in session.episodes)
-    body = w.frame_data(game=w.game_id(session.version.version), guid=session.id, grids=grids,
+    return w.frame_data(game=w.game_id(session.version.version), guid=session.id, grids=grids,
                         state=w.arc_state(session.state == IN_PROGRESS, solved,
                                           len(session.episodes)),
                         levels_completed=solved, win_levels=len(session.episodes),
                         action=action, data=data, reasoning=reasoning, full_reset=full_reset)
-    return reply_bytes(request, body, "application/json")
 
 
 def _current(session: Session) -> list[bytes]:
@@ -214,6 +245,7 @@ async def games(request: web.Request, arena: Arena, key: None, args: dict) -> we
 
 
 async def anonkey(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+    same_site_only(request)
     address = client_ip(request, arena.limits.trusted_proxies)
     api = await arena.create_key(ANON_PREFIX + secrets.token_hex(6), address)
     return reply(request, {"api_key": api})
@@ -259,20 +291,22 @@ async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) 
                          "to start one")
     if started is None:
         try:
-            session = await arena.start(key, card_id, entry.name, 1)
+            session = await arena.start(key, card_id, entry.name, 1,
+                                        client_ip(request, arena.limits.trusted_proxies))
             full_reset = True
         except Conflict:  # a concurrent RESET started it first
             view = await arena.scorecard_view(key, card_id)
             started = (view["games"].get(entry.name) or {}).get("session_id")
             if started is None:
                 raise
-    if not full_reset:
+    data = {"game_id": game}
+    if not full_reset and started is not None:  # started here or by the concurrent RESET
         if guid is not None and entry.restarts != "none":
-            session, scope = await arena.restart(key, started)
-            full_reset = scope == "game"
-        else:
-            session = await arena.current(key, started)  # 404 once expired, like an action
-    return _frame(request, session, _current(session), 0, {"game_id": game}, None, full_reset)
+            body = await arena.restart(key, started, None, lambda session, scope: _frame_body(
+                session, _current(session), 0, data, None, scope == "game"))
+            return reply_bytes(request, body, "application/json")
+        session = await arena.current(key, started)  # 404 once expired, like an action
+    return _frame(request, session, _current(session), 0, data, None, full_reset)
 
 
 def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
@@ -281,16 +315,20 @@ def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
 
     async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
         game = w.game_id(_served_game(arena, args["game_id"]).version.version)
-        session, outcome = await arena.act(key, args["guid"], move, None)
-        run = session.episodes[outcome.episode]
-        grids = [w.grid(run.served.painter, run.game.state)]
-        if outcome.episode_done and session.in_flight:
-            nxt = session.episodes[session.in_flight[0]]
-            grids.append(w.grid(nxt.served.painter, nxt.game.state))
         data = {"game_id": game}
         if number == 6:
             data.update({k: args[k] for k in ("x", "y") if args[k] is not None})
-        return _frame(request, session, grids, number, data, args["reasoning"], False)
+
+        def answer(session: Session, outcome: Outcome) -> bytes:
+            run = session.episodes[outcome.episode]
+            grids = [w.grid(run.served.painter, run.game.state)]
+            if outcome.episode_done and session.in_flight:
+                nxt = session.episodes[session.in_flight[0]]
+                grids.append(w.grid(nxt.served.painter, nxt.game.state))
+            return _frame_body(session, grids, number, data, args["reasoning"], False)
+
+        body = await arena.act(key, args["guid"], move, None, answer)
+        return reply_bytes(request, body, "application/json")
 
     return act
 
@@ -327,14 +365,18 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
                 raise
             response = _refusal(request, w.ArcError.from_status(e.status,
                                                                 refusal_detail(request, e)))
-            if isinstance(e, BodyTooSlow):
+            if closes_connection(e):
                 response.force_close()
             return response
         except w.ArcError as e:
             return _refusal(request, e)
         except PlayError as e:
-            return _refusal(request, w.ArcError.from_status(http_status(e), e.detail, not_found),
-                            getattr(e, "retry_after", None))
+            response = _refusal(request, w.ArcError.from_status(http_status(e), e.detail,
+                                                                not_found),
+                                getattr(e, "retry_after", None))
+            if closes_connection(e):
+                response.force_close()
+            return response
         except Unknown as e:
             code = w.GAME_NOT_AVAILABLE_ERROR if e.field == "game_id" else not_found
             return _refusal(request, w.ArcError(404, code, str(e)))

@@ -6,8 +6,16 @@ validates (``arcengine.FrameData``, ``arc_agi.EnvironmentScorecard``), kept apar
 
 from __future__ import annotations
 
+__all__ = [
+    "AUTHENTICATION_ERROR", "AVAILABLE_ACTIONS", "ArcError", "BASE_ID", "GAME_NOT_AVAILABLE_ERROR",
+    "GAME_NOT_STARTED_ERROR", "MAX_LEVELS", "MAX_REASONING_BYTES", "MOVES", "NOT_FOUND_ERROR",
+    "RATE_LIMIT_ERROR", "RESTART_NOTES", "SERVER_ERROR", "VALIDATION_ERROR", "arc_state",
+    "frame_data", "game_id", "game_info", "games_named", "grid", "grid_json", "level_score", "run",
+    "scorecard",
+]
+
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,13 +70,22 @@ class ArcError(SokoforgeError):
 
 
 def game_id(version: str) -> str:
-    """The ARC game id of a served version; the toolkit splits it at the first ``-``."""
-    return f"{BASE_ID}-{version}"
+    """The ARC game id of a served version, one word: the toolkit splits an id at its first
+    ``-`` and asks for the part before it, so that part alone must name the version."""
+    return f"{BASE_ID}_{version.replace('-', '_')}"
 
 
-def is_game(requested: str, version: str) -> bool:
-    """Whether ``requested`` names the served game, by its base id or its full id."""
-    return requested in (BASE_ID, game_id(version))
+def games_named(requested: str, versions: Iterable[str]) -> list[str]:
+    """The served versions ``requested`` names: by game id; else by the older
+    ``sokoban-<version>`` form, exactly; else the base id names every one. More than one is
+    ambiguous, none unknown: neither may be played as some other game."""
+    versions = list(versions)
+    named = [v for v in versions if requested == game_id(v)]
+    if not named:
+        named = [v for v in versions if requested == f"{BASE_ID}-{v}"]
+    if not named and requested == BASE_ID:
+        named = versions
+    return named
 
 
 RESTART_NOTES = {"none": "RESET never restarts (no free retries)",

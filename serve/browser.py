@@ -9,6 +9,11 @@ a hidden game's boards and actions go to the key that played them and to no one 
 
 from __future__ import annotations
 
+__all__ = [
+    "EPISODE_REPLAY", "HANDLERS", "ROUTES", "SCRIPTS", "add_scripts", "get_episode_replay",
+    "play_page", "scorecard_page", "script",
+]
+
 from importlib import resources
 
 from aiohttp import web

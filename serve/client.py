@@ -7,6 +7,11 @@ agent; network faults, 429 and 5xx are retried with exponential backoff.
 
 from __future__ import annotations
 
+__all__ = [
+    "BACKOFF_MAX", "BACKOFF_START", "ClientError", "Connection", "Landed", "Progress", "RETRIES",
+    "RETRY_AFTER_MAX", "RandomAgent", "act_landed", "decode", "load_agent", "play",
+]
+
 import asyncio
 import base64
 import importlib

@@ -8,6 +8,11 @@ than its share, and answers a malformed request in JSON without echoing what it 
 
 from __future__ import annotations
 
+__all__ = [
+    "ACCEPT_FAULT", "ACCEPT_LOG_SECONDS", "AcceptErrorLog", "Guard", "GuardedHandler",
+    "GuardedSite", "REFUSAL_RETRY_SECONDS", "listen", "raw_response",
+]
+
 import asyncio
 import json
 import logging
@@ -19,7 +24,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from serve.limits import ConnectionLimits, Network, address_subject, trusted
-from serve.web import ARENA, CONNECTIONS
+from serve.web import ARENA, CONNECTIONS, unreadable_body
 
 log = logging.getLogger("sokoforge.serve")
 REFUSAL_RETRY_SECONDS = 5
@@ -74,7 +79,8 @@ class GuardedHandler(RequestHandler):
     def __init__(self, manager: Any, guard: Guard, **kwargs: Any) -> None:
         limits = guard.limits
         super().__init__(manager, keepalive_timeout=limits.idle_seconds,
-                         lingering_time=min(10.0, limits.body_seconds), access_log=None,
+                         lingering_time=min(10.0, limits.body_seconds),
+                         access_log=None,  # type: ignore[arg-type]  # None: no aiohttp log
                          **kwargs)
         self._guard = guard
         self._subject: str | None = None
@@ -123,6 +129,18 @@ class GuardedHandler(RequestHandler):
             408, "Request Timeout", f"the request headers did not arrive within "
             f"{self._guard.limits.header_seconds:g} s"))
         self.force_close()
+
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        """aiohttp's log of a fault it caught; one reading the rest of a body the client
+        broke (an undecodable or vanished body left behind an answer) is the client's, and
+        leaves one line without a traceback."""
+        fault = kw.get("exc_info")
+        if isinstance(fault, BaseException) and (unreadable_body(fault) or isinstance(
+                fault, ConnectionError)):
+            log.warning("a request body the client broke off or mis-encoded was dropped (%s)",
+                        type(fault).__name__)
+            return
+        super().log_exception(*args, **kw)
 
     def handle_error(self, request: Any, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:

@@ -7,6 +7,11 @@ levels nobody committed to.
 
 from __future__ import annotations
 
+__all__ = [
+    "COLUMNS", "DEAD_CHECK_STATES", "DatasetError", "FORMATS", "ForwardSolvability", "LOOK_COLUMNS",
+    "SERVED_SET_INDEX", "ServedLevel", "ServedVersion", "encode_image", "load_version",
+]
+
 import base64
 from dataclasses import dataclass
 from pathlib import Path

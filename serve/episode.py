@@ -7,6 +7,11 @@ the steps used) puts an episode back exactly where it was without replaying it.
 
 from __future__ import annotations
 
+__all__ = [
+    "EpisodeRun", "Outcome", "PLAYED", "RESTART_GAME", "RESTART_LEVEL", "Run", "decode_state",
+    "encode_state", "new_run", "replay_states", "score",
+]
+
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any

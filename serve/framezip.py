@@ -8,6 +8,10 @@ goes in as stored blocks. Only the CRC-32 of the whole body is computed per answ
 
 from __future__ import annotations
 
+__all__ = [
+    "FINAL_BLOCK", "GZIP_HEADER", "Picture", "STORED_MAX", "gzipped", "plain", "stored_blocks",
+]
+
 import struct
 import zlib
 

@@ -6,6 +6,8 @@ refuses two versions of one game, so a game name always means one set of levels.
 
 from __future__ import annotations
 
+__all__ = ["GameEntry", "RESTARTS", "Registry", "is_public", "restarts_of"]
+
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 

@@ -7,6 +7,8 @@ after level 3 says nothing about level 40.
 
 from __future__ import annotations
 
+__all__ = ["LevelRate", "browser_episodes", "rates_markdown", "solve_rates"]
+
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass

@@ -8,10 +8,16 @@ usually gets, so it cannot multiply its allowances by changing its low bits.
 
 from __future__ import annotations
 
+__all__ = [
+    "ConnectionLimits", "IPV6_BLOCK", "Limits", "Network", "address_subject", "client_address",
+    "forwarded_client", "parse_networks", "trusted",
+]
+
 import ipaddress
 from dataclasses import dataclass, field
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+ADDRESS_SHARE = 32  # by default one address may hold this fraction of the sessions in flight
 
 
 @dataclass(frozen=True)
@@ -25,11 +31,20 @@ class Limits:
     idle_seconds: float = 3600.0
     max_parallel: int = 32
     trusted_proxies: tuple[Network, ...] = field(default=())
+    sessions_per_address: int | None = None  # None: ``address_sessions`` derives it
+
+    def address_sessions(self) -> int:
+        """Sessions one client address may have in flight, whatever its keys: the configured
+        number, else a ``ADDRESS_SHARE``th of the server's total (at least one key's)."""
+        if self.sessions_per_address is not None:
+            return self.sessions_per_address
+        return max(self.sessions_per_key, self.sessions_total // ADDRESS_SHARE)
 
     def public(self) -> dict:
         return {"keys_per_address_per_day": self.keys_per_address_per_day,
                 "scorecards_per_key_per_day": self.scorecards_per_key_per_day,
                 "sessions_in_flight_per_key": self.sessions_per_key,
+                "sessions_in_flight_per_address": self.address_sessions(),
                 "sessions_in_flight_total": self.sessions_total,
                 "idle_minutes": round(self.idle_seconds / 60, 2),
                 "max_parallel": self.max_parallel}

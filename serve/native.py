@@ -6,6 +6,15 @@ Handlers only translate: declared inputs in, ``serve.play.Arena`` calls, JSON sh
 
 from __future__ import annotations
 
+__all__ = [
+    "ATTACHED", "CARD_META", "FRAME", "GAME_NAME", "HANDLERS", "LEADERBOARD", "LEADERBOARD_QUERY",
+    "NAME_PATTERN", "REPLAY", "RESULT", "ROUTES", "SCORE", "SCORECARD", "SCORECARD_ID",
+    "SESSION_ID", "SHAPE", "SOURCE", "SPEC", "Tags", "VERSION_NAME", "act", "card_meta",
+    "close_scorecard", "create_key", "frame", "frame_pieces", "get_leaderboard", "get_replay",
+    "get_scorecard", "get_session", "get_spec", "observation", "open_scorecard", "reply_frame",
+    "reset_session", "start_game",
+]
+
 import json
 import re
 from dataclasses import dataclass
@@ -30,11 +39,12 @@ from serve.schema import (
     Invalid,
     Route,
     arr,
+    encodable,
     maybe,
     obj,
     string,
 )
-from serve.web import accepts_gzip, api_key, client_ip, reply
+from serve.web import accepts_gzip, api_key, client_ip, json_body_only, reply, same_site_only
 
 NAME_PATTERN = r"[A-Za-z0-9_.\-][A-Za-z0-9_. \-]{0,38}[A-Za-z0-9_.\-]"
 SCORECARD_ID = r"sc-[0-9a-f]{24}"  # as serve.play makes them
@@ -149,6 +159,8 @@ class Tags(Field):
                 isinstance(t, str) and 1 <= len(t) <= MAX_TAG_CHARS
                 for t in value)):
             raise Invalid(f"{self.name} must be {self.description}")
+        if not all(encodable(t) for t in value):  # as every other string: no lone surrogate
+            raise Invalid(f"{self.name} must be Unicode text; one holds an unpaired surrogate")
         return value
 
     def openapi(self) -> dict:
@@ -179,8 +191,10 @@ ROUTES = (
           "Create a key bound to a unique leaderboard name; the key is shown once.",
           body=(Field("name", STR, "must be 2-40 letters, digits, '_', '.', '-' or spaces, not "
                       "starting or ending with a space", pattern=NAME_PATTERN),),
-          responses={201: "the new key (shown once)", 409: "name taken", 422: "bad name",
-                     429: "too many keys from this address today"},
+          responses={201: "the new key (shown once)",
+                     403: "sent by a page of another site (Sec-Fetch-Site or Origin)",
+                     409: "name taken", 415: "a body not sent as application/json",
+                     422: "bad name", 429: "too many keys from this address today"},
           bodies={201: obj({"api_key": string(r"lsk-[A-Za-z0-9_\-]+"), "name": TEXT,
                             "note": TEXT})}),
     Route("open_scorecard", "POST", "/api/scorecards",
@@ -205,7 +219,8 @@ ROUTES = (
                      404: "unknown scorecard or game (or another key's)",
                      409: "game already started, scorecard closed, or a scorecard opened on "
                           "a version this server does not serve", 422: "bad parallel",
-                     429: "too many sessions in flight", 503: "the store did not take it"},
+                     429: "too many sessions in flight (per key, per address or in total)",
+                     503: "the store did not take it"},
           bodies={200: FRAME}, links=_SESSION_LINKS),
     Route("act", "POST", "/api/sessions/{session_id}/act",
           "Play one action (0 up, 1 down, 2 left, 3 right); returns the next Frame.", auth=True,
@@ -350,7 +365,11 @@ def frame_pieces(session: Session, outcome: Outcome | None,
 
 def reply_frame(request: web.Request, session: Session, outcome: Outcome | None,
                 restarted: str | None = None) -> web.Response:
-    pieces = frame_pieces(session, outcome, restarted)
+    return reply_pieces(request, frame_pieces(session, outcome, restarted))
+
+
+def reply_pieces(request: web.Request, pieces: list[bytes | Picture]) -> web.Response:
+    """A Frame's ``frame_pieces`` as the answer, gzipped when the client accepts it."""
     if accepts_gzip(request):
         return web.Response(body=framezip.gzipped(pieces), content_type="application/json",
                             headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
@@ -359,6 +378,8 @@ def reply_frame(request: web.Request, session: Session, outcome: Outcome | None,
 
 
 async def create_key(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+    same_site_only(request)
+    json_body_only(request)
     address = client_ip(request, arena.limits.trusted_proxies)
     api_key = await arena.create_key(args["name"], address)
     return reply(request, {"api_key": api_key, "name": args["name"],
@@ -379,20 +400,22 @@ async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
 async def start_game(request: web.Request, arena: Arena, key: KeyRecord,
                      args: dict) -> web.Response:
     session = await arena.start(key, request.match_info["scorecard_id"],
-                                request.match_info["game"], args["parallel"])
+                                request.match_info["game"], args["parallel"],
+                                client_ip(request, arena.limits.trusted_proxies))
     return reply_frame(request, session, None)
 
 
 async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
-    session, outcome = await arena.act(key, request.match_info["session_id"], args["action"],
-                                       args["episode"])
-    return reply_frame(request, session, outcome)
+    pieces = await arena.act(key, request.match_info["session_id"], args["action"],
+                             args["episode"], frame_pieces)
+    return reply_pieces(request, pieces)
 
 
 async def reset_session(request: web.Request, arena: Arena, key: KeyRecord,
                         args: dict) -> web.Response:
-    session, scope = await arena.restart(key, request.match_info["session_id"], args["episode"])
-    return reply_frame(request, session, None, scope)
+    pieces = await arena.restart(key, request.match_info["session_id"], args["episode"],
+                                 lambda session, scope: frame_pieces(session, None, scope))
+    return reply_pieces(request, pieces)
 
 
 async def get_session(request: web.Request, arena: Arena, key: KeyRecord,

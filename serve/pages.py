@@ -6,7 +6,11 @@ replay viewer add the package's own scripts (``serve/static``, same origin, noth
 
 from __future__ import annotations
 
+__all__ = ["STYLE", "landing", "leaderboard", "play", "refusal", "scorecard"]
+
 from html import escape
+
+from serve.arc_wire import game_id
 
 STYLE = """
 body{font:16px/1.45 system-ui,sans-serif;max-width:52rem;margin:0 auto;padding:1rem;color:#222}
@@ -77,7 +81,7 @@ Look: <code id=look>{escape(look['name'])}</code> ({escape(drawn)}).</p>{_play_l
 <code>GAME_OVER</code>, and <code>POST /api/scorecards/ID/close</code>. Details in the
 <a href="/api/docs">API page</a>.</p>
 <p>Agents built on the ARC-AGI-3 toolkit (<code>arc-agi</code>) play the same levels unchanged
-as game <code>sokoban-{escape(spec['version'])}</code>, ACTION1-4 moving up, down, left, right
+as game <code>{escape(game_id(spec['version']))}</code>, ACTION1-4 moving up, down, left, right
 (ACTION5-7 use a step and do nothing); an empty key gets an anonymous one:</p>
 <pre>OPERATION_MODE=online ARC_BASE_URL={o} ARC_API_KEY=YOUR_KEY</pre>
 <h2>The set</h2>
@@ -88,7 +92,8 @@ as game <code>sokoban-{escape(spec['version'])}</code>, ACTION1-4 moving up, dow
 <p>{limits['keys_per_address_per_day']} keys per address per day,
 {limits['scorecards_per_key_per_day']} scorecards per key per day,
 {limits['sessions_in_flight_per_key']} sessions in flight per key
-({limits['sessions_in_flight_total']} in the server), up to {limits['max_parallel']} episodes
+({limits['sessions_in_flight_per_address']} per address, {limits['sessions_in_flight_total']} in the
+server), up to {limits['max_parallel']} episodes
 in parallel; a session expires after {limits['idle_minutes']:g} minutes idle.</p>
 """
     return _page(f"sokoforge {spec['version']}", body)

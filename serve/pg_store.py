@@ -10,6 +10,10 @@ schema newer than it reads.
 
 from __future__ import annotations
 
+__all__ = [
+    "MIGRATIONS", "POOL_SIZE", "PostgresStore", "SCHEMA_LOCK", "SCHEMA_VERSION", "SESSIONS_LOCK",
+]
+
 import json
 from typing import Any
 
@@ -32,7 +36,7 @@ from serve.store import (
     Write,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA_LOCK = 0x50C0F0E  # advisory lock ids: one for migrations, one for session creation
 SESSIONS_LOCK = 0x50C0F0F
 POOL_SIZE = 16
@@ -75,13 +79,19 @@ CREATE INDEX standings_board ON standings (version, closed);
 ALTER TABLE scorecards ADD COLUMN source text;
 ALTER TABLE scorecards ADD COLUMN meta text;
 """,
+    # the client address (hashed) each session was started from, counted in flight
+    3: """
+ALTER TABLE sessions ADD COLUMN address text NOT NULL DEFAULT '';
+CREATE INDEX sessions_address ON sessions (address, state);
+""",
 }
 
 # the shared statements, with PostgreSQL's placeholders
 EPISODES, WRITE_EPISODE, HEAD, LIVE_OF_KEY, LIVE, EXPIRE, CLOSE_SESSION, INSERT_STANDING, \
-    LEADERBOARD = (sql.numbered(q) for q in (
+    LEADERBOARD, LIVE_OF_ADDRESS, INSERT_SESSION = (sql.numbered(q) for q in (
         sql.EPISODES, sql.WRITE_EPISODE, sql.HEAD, sql.LIVE_OF_KEY, sql.LIVE, sql.EXPIRE,
-        sql.CLOSE_SESSION, sql.INSERT_STANDING, sql.LEADERBOARD))
+        sql.CLOSE_SESSION, sql.INSERT_STANDING, sql.LEADERBOARD, sql.LIVE_OF_ADDRESS,
+        sql.INSERT_SESSION))
 
 
 class PostgresStore(Store):
@@ -204,7 +214,8 @@ class PostgresStore(Store):
 
     # -- sessions, episodes, actions -----------------------------------------------------------
     async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
-                             total: int, live_since: float) -> None:
+                             total: int, live_since: float, address: str = "",
+                             per_address: int | None = None) -> None:
         async with self._tx() as conn:
             # counting then inserting must not interleave with another server's
             await conn.execute("SELECT pg_advisory_xact_lock($1)", SESSIONS_LOCK)
@@ -218,13 +229,17 @@ class PostgresStore(Store):
             mine = await conn.fetchval(LIVE_OF_KEY, record.key_hash, live_since)
             if mine >= per_key:
                 raise StoreLimit(mine, "key")
+            if per_address is not None:
+                near = await conn.fetchval(LIVE_OF_ADDRESS, address, live_since)
+                if near >= per_address:
+                    raise StoreLimit(near, "address")
             everyone = await conn.fetchval(LIVE, live_since)
             if everyone >= total:
                 raise StoreLimit(everyone, "total")
-            await conn.execute("INSERT INTO sessions VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)",
-                               record.id, record.scorecard_id, record.key_hash, record.game,
-                               record.version, record.parallel, record.state, record.created,
-                               record.last_active, record.seq, record.writer)
+            await conn.execute(INSERT_SESSION, record.id, record.scorecard_id, record.key_hash,
+                               record.game, record.version, record.parallel, record.state,
+                               record.created, record.last_active, record.seq, record.writer,
+                               address)
             await conn.executemany("INSERT INTO episodes VALUES ($1, $2, false, false, false, "
                                    "0, '', NULL)", [(record.id, i) for i in range(episodes)])
 

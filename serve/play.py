@@ -14,10 +14,10 @@ import hashlib
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.errors import SokoforgeError
 from engine.levels import State
@@ -64,6 +64,7 @@ SCORE_FIELDS = ("episodes", "solved", "success_rate", "success_interval", "move_
                 "avg_steps_solved", "deadlock_rate", "total_actions")
 RETRIES = 8  # reloads of a session another process keeps writing, before answering 503
 CACHED_SESSIONS = 20_000
+T = TypeVar("T")
 
 
 class PlayError(SokoforgeError):
@@ -83,12 +84,20 @@ class Unauthorized(PlayError):
     """A missing or unknown key."""
 
 
+class Forbidden(PlayError):
+    """A request the server will not take from where it came (another site's page)."""
+
+
 class NotFound(PlayError):
     """Something named that does not exist (or is not the caller's)."""
 
 
 class Conflict(PlayError):
     """A request that clashes with the current state (a closed scorecard, a stale action)."""
+
+
+class UnsupportedMedia(PlayError):
+    """A body of a media type the route does not take."""
 
 
 class Unprocessable(PlayError):
@@ -110,6 +119,11 @@ class Unavailable(PlayError):
 def hash_key(api_key: str) -> str:
     """The only form in which a key is kept."""
     return hashlib.sha256(api_key.encode("utf-8")).hexdigest()
+
+
+def subject_of(address: str) -> str:
+    """The only form in which a client address is kept (what its limits count)."""
+    return hashlib.sha256(address.encode()).hexdigest()
 
 
 def utc_day(now: float) -> str:
@@ -139,7 +153,7 @@ def attached(card: ScorecardRecord) -> dict:
             "source_url": meta.get("source_url"), "opaque": meta.get("opaque")}
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class Session(Run):
     """A cached session: the episode core plus what ties it to its stored record.
 
@@ -147,9 +161,9 @@ class Session(Run):
     load); ``own`` is this copy's writer token, new at every load.
     """
 
-    record: SessionRecord | None = None
+    record: SessionRecord
     name: str = ""
-    entry: GameEntry | None = None
+    entry: GameEntry
     last_active: float = 0.0
     seq: int = 0
     writer: str = ""
@@ -241,10 +255,9 @@ class Arena:
         """A new key bound to ``name``; the caller shows it once, the store keeps its hash."""
         api_key = KEY_PREFIX + secrets.token_urlsafe(24)
         record = KeyRecord(hash_key(api_key), name)
-        subject = hashlib.sha256(address.encode()).hexdigest()
         limit = self.limits.keys_per_address_per_day
         try:
-            await self.store.create_key(record, subject, utc_day(self.clock()), limit)
+            await self.store.create_key(record, subject_of(address), utc_day(self.clock()), limit)
         except StoreConflict:
             raise Conflict(f"the name {name!r} is taken; choose another") from None
         except StoreLimit:
@@ -318,8 +331,10 @@ class Arena:
         return NotFound(f"session {session_id} expired after "
                         f"{self.limits.idle_seconds / 60:g} minutes idle")
 
-    async def start(self, key: KeyRecord, scorecard_id: str, game: str,
-                    parallel: int) -> Session:
+    async def start(self, key: KeyRecord, scorecard_id: str, game: str, parallel: int,
+                    address: str) -> Session:
+        """Start ``game`` on a scorecard for a client at ``address``, within the sessions in
+        flight allowed per key, per address and in total."""
         card = await self._card(key, scorecard_id)
         if card.closed is not None:
             raise Conflict(f"scorecard {scorecard_id} is closed; open a new one")
@@ -338,7 +353,8 @@ class Arena:
                                entry.version.version, parallel, IN_PROGRESS, now, now, 0, own)
         try:
             await self.store.create_session(record, entry.episodes, self.limits.sessions_per_key,
-                                            self.limits.sessions_total, self._cutoff())
+                                            self.limits.sessions_total, self._cutoff(),
+                                            subject_of(address), self.limits.address_sessions())
         except StoreConflict as e:
             if str(e) == "closed":
                 raise Conflict(f"scorecard {scorecard_id} is closed; open a new one") from None
@@ -349,6 +365,10 @@ class Arena:
                 raise Limited(f"this key has {e.count} sessions in flight, the limit is "
                               f"{self.limits.sessions_per_key}; finish or close one "
                               "first") from None
+            if e.kind == "address":
+                raise Limited(f"this address has {e.count} sessions in flight, the limit is "
+                              f"{self.limits.address_sessions()} whatever the keys; finish or "
+                              "close one first") from None
             raise Limited(f"the server has {e.count} sessions in flight, its limit; "
                           "retry in a minute") from None
         run = new_run(entry.version.levels, entry.version.tiers, parallel)
@@ -412,11 +432,14 @@ class Arena:
             session = await self._reload(key, session_id)  # another process kept it alive
         return session
 
+    async def _card_closed(self, session: Session) -> bool:
+        card = await self.store.scorecard(session.record.scorecard_id)
+        return card is not None and card.closed is not None
+
     async def _over(self, session: Session) -> Conflict:
         """The refusal for a session that is not in progress: its scorecard closed, or every
         episode played."""
-        card = await self.store.scorecard(session.record.scorecard_id)
-        if card is not None and card.closed is not None:
+        if await self._card_closed(session):
             return Conflict(f"session {session.id} is over (its scorecard is closed)")
         return Conflict(f"session {session.id} is over: no episode is left to play")
 
@@ -452,10 +475,13 @@ class Arena:
                               "retry it") from None
         return True
 
-    async def act(self, key: KeyRecord, session_id: str, action: int,
-                  episode: int | None) -> tuple[Session, Outcome]:
+    async def act(self, key: KeyRecord, session_id: str, action: int, episode: int | None,
+                  answer: Callable[[Session, Outcome], T]) -> T:
         """Play one action (0-3, or ``WAIT`` for the ARC face's no-ops; the faces' declarations
-        bound it) of one episode in flight and persist it before returning."""
+        bound it) of one episode in flight and persist it before returning ``answer``'s.
+
+        ``answer`` renders the session as this action left it, before the write is awaited:
+        another action on the session may be played meanwhile, and must not show in it."""
         session = await self._session(key, session_id)
         for _ in range(RETRIES):
             if session.state != IN_PROGRESS:
@@ -468,10 +494,11 @@ class Arena:
             self._show(session)
             ended = session.state if session.state != IN_PROGRESS else None
             write = session.write(self.clock(), action, index, (record_of(run),), ended)
+            answered = answer(session, outcome)
             if await self._commit(session, write):
                 if ended:
                     self._drop(session.id)
-                return session, outcome
+                return answered
             session = await self._reload(key, session_id)
         raise Unavailable("the session is being played elsewhere faster than it could be "
                           "stored here; retry the action")
@@ -487,12 +514,12 @@ class Arena:
             raise Conflict(f"episode {episode} is not in flight; in flight: {session.in_flight}")
         return episode
 
-    async def restart(self, key: KeyRecord, session_id: str,
-                      episode: int | None = None) -> tuple[Session, str]:
+    async def restart(self, key: KeyRecord, session_id: str, episode: int | None,
+                      answer: Callable[[Session, str], T]) -> T:
         """RESET of a started game, as its ``restarts`` allows: the current level back to its
         start when an action was taken in it since it started (the steps used stay used),
-        else, where the game allows it, every episode again. Returns the session and what was
-        restarted (``level`` or ``game``)."""
+        else, where the game allows it, every episode again. Returns ``answer`` of the session
+        as the restart left it and of what was restarted (``level`` or ``game``)."""
         session = await self._session(key, session_id)
         for _ in range(RETRIES):
             mode = session.entry.restarts
@@ -503,7 +530,8 @@ class Arena:
                 index = self._in_flight(session, episode)
                 scope = ("level" if session.acted_since_level_change(index) or mode == "level"
                          else "game")
-            elif session.state == GAME_OVER and mode == "game":
+            elif (session.state == GAME_OVER and mode == "game"
+                  and not await self._card_closed(session)):
                 scope, index = "game", -1
             else:
                 raise await self._over(session)
@@ -519,9 +547,10 @@ class Arena:
                 write = session.write(self.clock(), RESTART_GAME, -1,
                                       tuple(record_of(r) for r in session.episodes),
                                       IN_PROGRESS)
+            answered = answer(session, scope)
             if await self._commit(session, write):
                 self._cache(session)
-                return session, scope
+                return answered
             session = await self._reload(key, session_id)
         raise Unavailable("the session is being played elsewhere faster than it could be "
                           "stored here; retry")
@@ -558,7 +587,7 @@ class Arena:
 
     async def scorecard_view(self, key: KeyRecord, scorecard_id: str) -> dict:
         card = await self._card(key, scorecard_id)
-        if card.closed is not None:
+        if card.closed is not None and card.result is not None:
             result = with_intervals(card.result)
             games = {g: {"session_id": result["session_ids"][g], "state": "GAME_OVER", **v}
                      for g, v in result["games"].items()}
@@ -601,7 +630,7 @@ class Arena:
         none of them moved meanwhile (else it is computed again)."""
         for _ in range(RETRIES):
             card = await self._card(key, scorecard_id)
-            if card.closed is not None:
+            if card.closed is not None and card.result is not None:
                 return with_intervals(card.result)
             sessions = await self._stored_sessions(key, card)
             for s in sessions:

@@ -6,6 +6,8 @@ A closed session never changes, so its outcomes are read from the store once and
 
 from __future__ import annotations
 
+__all__ = ["CACHED", "PRECISION", "RankingPrecision"]
+
 from collections import OrderedDict
 from collections.abc import Sequence
 

@@ -3,15 +3,19 @@
 With ``workers`` above 1 the parent forks that many worker processes after loading (they
 share the loaded levels copy-on-write); each listens on the same port (``SO_REUSEPORT``, the
 kernel spreads connections) and opens the shared store itself. The parent holds the port
-while they start, replaces a worker that dies, and forwards SIGINT/SIGTERM. A SQLite store is
-claimed by the parent first (exclusive lock, integrity check, schema), so one server and its
-workers own it; a PostgreSQL store may be shared by several servers (a fleet).
+while they start, replaces a worker that dies, and forwards SIGINT/SIGTERM; a worker never
+outlives the parent (on Linux the kernel kills it when the parent dies, even by SIGKILL). A
+SQLite store is claimed by the parent first (exclusive lock, integrity check, schema), so one
+server and its workers own it; a PostgreSQL store may be shared by several servers (a fleet).
 """
 
 from __future__ import annotations
 
+__all__ = ["MalformedRequests", "READY_SECONDS", "Serving", "StartError", "serve_forever"]
+
 import asyncio
 import contextlib
+import ctypes
 import gc
 import logging
 import os
@@ -20,6 +24,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +44,7 @@ from serve.store_location import is_postgres, open_store
 
 log = logging.getLogger("sokoforge.serve")
 READY_SECONDS = 120.0
+PR_SET_PDEATHSIG = 1
 
 
 class MalformedRequests(logging.Filter):
@@ -102,6 +108,14 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
             release(db, lock)
 
 
+def _stopper(sig: int, stopped_by: list[int], stop: asyncio.Event) -> Callable[[], None]:
+    """The handler of a stop signal: note which one came, then stop serving."""
+    def handle() -> None:
+        stopped_by.append(sig)
+        stop.set()
+    return handle
+
+
 def _shown(db: str) -> str:
     """The store's location without a password."""
     if is_postgres(db) and "@" in db:
@@ -151,7 +165,7 @@ class Serving:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, lambda s=sig: (stopped_by.append(s), stop.set()))
+                loop.add_signal_handler(sig, _stopper(sig, stopped_by, stop))
         # said once a stop signal is handled: whoever waits for this may signal right away
         if ready_fd is None:
             print(about.replace("{port}", str(site.port)) + ")", file=sys.stderr, flush=True)
@@ -193,11 +207,13 @@ def _reserve(host: str, port: int) -> tuple[socket.socket, int]:
 def _fork_worker(served: Serving, host: str, port: int) -> tuple[int, int]:
     """Start one worker; returns its pid and the pipe it reports readiness (or a fault) on."""
     read, write = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the worker
         os.close(read)
         code = 0
         try:
+            _die_with(parent)
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, signal.SIG_DFL)
             asyncio.run(served.run(host, port, "", write))
@@ -210,6 +226,17 @@ def _fork_worker(served: Serving, host: str, port: int) -> tuple[int, int]:
             os._exit(code)
     os.close(write)
     return pid, read
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this worker when ``parent`` dies (Linux ``PR_SET_PDEATHSIG``), so
+    no orphan keeps serving, or holding the store, after its server is gone."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:  # it died before the request was made
+        os._exit(1)
 
 
 def _await_ready(pid: int, read: int) -> None:

@@ -6,6 +6,11 @@ against exactly these declarations, and ``openapi()`` renders the same objects.
 
 from __future__ import annotations
 
+__all__ = [
+    "ANY", "BOOLEAN", "Field", "INT", "INTEGER", "Invalid", "MAP", "NUMBER", "Route", "STR", "TEXT",
+    "Unknown", "arr", "maybe", "obj", "openapi", "string",
+]
+
 import json
 import re
 from dataclasses import dataclass, field
@@ -67,9 +72,9 @@ class Field:
         if not isinstance(value, str):
             raise Invalid(f"{self.name} must be a JSON string, got {_json_kind(value)}")
         fits = self.pattern is None or re.fullmatch(self.pattern, value)
-        if self.refers_to is not None and not (fits and _encodable(value)):
+        if self.refers_to is not None and not (fits and encodable(value)):
             raise Unknown(f"no {self.refers_to} {value!r}", self.name)
-        if not _encodable(value):  # JSON escapes can spell a lone surrogate, which no store takes
+        if not encodable(value):  # JSON escapes can spell a lone surrogate, which no store takes
             raise Invalid(f"{self.name} must be Unicode text; it holds an unpaired surrogate")
         if not fits:
             raise Invalid(f"{self.name} {self.description[0].lower()}{self.description[1:]}")
@@ -100,7 +105,8 @@ class Field:
         return schema
 
 
-def _encodable(text: str) -> bool:
+def encodable(text: str) -> bool:
+    """Whether ``text`` is Unicode text that UTF-8 can carry (no unpaired surrogate)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -242,7 +248,8 @@ BOOLEAN = {"type": "boolean"}
 TEXT = {"type": "string"}
 MAP = {"type": "object"}
 
-_AUTO_STATUS = {401: "missing or unknown key", 404: "nothing served under this path",
+_AUTO_STATUS = {400: "a body that is not what its Content-Encoding says",
+                401: "missing or unknown key", 404: "nothing served under this path",
                 408: "the body did not arrive in time", 413: "request body too large"}
 
 
@@ -254,6 +261,7 @@ def _responses(r: Route) -> dict[int, str]:
     if r.params:
         out.setdefault(404, _AUTO_STATUS[404])
     if r.body is not None:
+        out.setdefault(400, _AUTO_STATUS[400])
         out.setdefault(408, _AUTO_STATUS[408])
         out.setdefault(413, _AUTO_STATUS[413])
         out.setdefault(r.invalid_status, "malformed body: not a JSON object, or a field that "

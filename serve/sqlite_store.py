@@ -9,10 +9,22 @@ log to disk at each commit, so acknowledged writes survive power loss as well. S
 processes (one server's workers) may share the file: SQLite's write lock orders their
 transactions and the compare-and-set of ``write`` keeps their sessions consistent.
 ``claim`` is what one server does before any of its processes opens the file: an exclusive
-lock, the integrity check and the schema.
+lock on the file itself (whatever name it is reached by), the integrity check and the schema.
+
+Every commit that changed something also raises a counter kept twice: in the database (meta
+``acked``) and, once committed, in ``<db>.acked`` beside it. A database that holds fewer
+commits than that file says were acknowledged lost the end of its write-ahead log (deleted,
+damaged, or not synced before a power loss under ``synchronous=NORMAL``): ``claim`` refuses it.
+Checkpoints copy the log into the database every second without blocking the writer, and a log
+past ``WAL_RESET_BYTES`` is emptied between two transactions, so it stays bounded under load.
 """
 
 from __future__ import annotations
+
+__all__ = [
+    "BUSY_SECONDS", "CHECKPOINT_SECONDS", "MAX_BATCH", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION",
+    "SQLiteStore", "StoreLock", "claim", "release",
+]
 
 import asyncio
 import contextlib
@@ -22,6 +34,7 @@ import os
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -45,10 +58,14 @@ from serve.store import (
     miscounted_error,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MAX_BATCH = 1024
 CHECKPOINT_SECONDS = 1.0
+WAL_CHECK_SECONDS = 0.25  # how often the log's size is looked at
 BUSY_SECONDS = 30.0
+WAL_RESET_BYTES = 8 * 1024 * 1024  # a log past this is truncated between two transactions
+RESET_BUSY_MS = 200  # how long a truncation waits for a reader outside the server
+ORPHAN_SECONDS = 5.0  # how long a start waits for the workers of a dead server to end
 
 # version 1, as the first servers created it; ``MIGRATIONS`` takes it to SCHEMA_VERSION
 SCHEMA = """
@@ -111,6 +128,11 @@ INSERT INTO standings SELECT id, game, version, key_hash, name, closed,
 ALTER TABLE scorecards ADD COLUMN source TEXT;
 ALTER TABLE scorecards ADD COLUMN meta TEXT;
 """,
+    # 3 -> 4: the client address (hashed) each session was started from, counted in flight
+    4: """
+ALTER TABLE sessions ADD COLUMN address TEXT NOT NULL DEFAULT '';
+CREATE INDEX sessions_address ON sessions (address, state);
+""",
 }
 
 
@@ -128,29 +150,53 @@ def _migrate(conn: sqlite3.Connection, path: str) -> None:
     for version in range(have + 1, SCHEMA_VERSION + 1):
         conn.executescript(f"BEGIN; {MIGRATIONS[version]}; "
                            f"UPDATE meta SET v='{version}' WHERE k='schema'; COMMIT;")
+    conn.execute("INSERT OR IGNORE INTO meta VALUES ('acked', '0')")
 
 
 class StoreLock:
-    """The one server (with its workers) of a store file: an exclusive ``flock`` on
-    ``<db>.lock``, which holds the owner's pid; forked workers inherit it."""
+    """The one server (with its workers) of a store: an exclusive ``flock`` on the database
+    file itself, so every name of the file (a hard link, a symlink, another mount) meets
+    the same lock; forked workers inherit it, and it ends with the last of them."""
 
     def __init__(self, path: str) -> None:
-        self.path = path + ".lock"
+        self.path = path
         self.fd: int | None = None
 
     def acquire(self) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            self._lock(fd)
+            links = os.fstat(fd).st_nlink
+            if links > 1:
+                raise StoreError(
+                    f"the store {self.path} has {links} names (hard links): SQLite keeps its "
+                    "write-ahead log by name, so each name would have its own log; remove "
+                    "the other names and serve the file by one")
+        except BaseException:
             os.close(fd)
-            raise StoreError(f"the store {self.path[:-5]} is in use by the server of pid "
-                             f"{owner}: one server (with its workers) per store; stop it or "
-                             "give this one another --db") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            raise
         self.fd = fd
+
+    def _lock(self, fd: int) -> None:
+        """Take the lock, waiting a moment for the workers of a server that died (they end
+        with it); else refuse, naming the holder."""
+        deadline = time.monotonic() + ORPHAN_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                owner = lock_holder(fd)
+                alive = owner is None or _alive(owner)
+                if alive or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+        if alive:
+            raise StoreError(f"the store {self.path} is in use by the server of pid "
+                             f"{owner or 'unknown'}: one server (with its workers) per store "
+                             "file, whatever its name; stop it or give this one another --db")
+        raise StoreError(f"the store {self.path} is still held by processes the server of pid "
+                         f"{owner}, which is gone, started: stop them, then start again")
 
     def release(self) -> None:
         if self.fd is not None:
@@ -158,16 +204,60 @@ class StoreLock:
             self.fd = None
 
 
+def lock_holder(fd: int) -> int | None:
+    """The pid that took the ``flock`` held on ``fd``'s file (Linux ``/proc/locks``)."""
+    st = os.fstat(fd)
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 5 and parts[1] == "FLOCK" and parts[5] == where:
+                    return int(parts[4])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError):  # a zombie is dead: its parent has not reaped it yet
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    return True
+
+
+def acked_path(path: str) -> str:
+    """The file beside the store that holds how many commits were acknowledged; writers of
+    one server also take turns on its lock."""
+    return path + ".acked"
+
+
+def _acked(path: str) -> int | None:
+    """The acknowledged commits ``acked_path`` records, None without that file."""
+    try:
+        text = Path(acked_path(path)).read_text()
+    except FileNotFoundError:
+        return None
+    return int(text.strip() or 0)
+
+
 def claim(path: str) -> StoreLock:
     """Lock the store file for this server, check it and bring its schema up to date.
 
-    Refuses (``StoreError``) a file another server holds, a write-ahead log whose database
-    is gone, a database whose log was deleted after an unclean stop (acknowledged actions
-    would be lost), a failing ``PRAGMA quick_check``, and stored actions that disagree with
-    the sessions' counts. Marks the file as in use until ``release``.
+    Refuses (``StoreError``) a file another server holds (by any name), a write-ahead log
+    whose database is gone, a database holding fewer commits than were acknowledged (the end
+    of its log was lost), a failing ``PRAGMA quick_check``, and stored actions that disagree
+    with the sessions' counts. A refusal by the lock creates no file.
     """
     if path == ":memory:":
         raise StoreError("a store shared by processes must be a file")
+    _check_files(path)
     lock = StoreLock(path)
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -175,22 +265,20 @@ def claim(path: str) -> StoreLock:
     except OSError as e:
         raise StoreError(f"cannot open the store {path}: {e.strerror or e}") from None
     try:
-        _check_files(path)
+        # checked read-only first: a damaged store stays as it is for whoever restores it
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            _check_database(conn, path)
+            _check_acked(conn, path)
         conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_SECONDS)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
-            _check_database(conn, path)
             _migrate(conn, path)
             miscounted = conn.execute(sql.MISCOUNTED).fetchone()[0]
             if miscounted:
                 raise miscounted_error(path, miscounted)
-            conn.execute("INSERT INTO meta VALUES ('open', '1') ON CONFLICT (k) "
-                         "DO UPDATE SET v='1'")
-            # the mark must reach the database file itself: a log deleted later is then seen
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             conn.close()
-    except (sqlite3.Error, OSError) as e:
+    except (sqlite3.Error, OSError, ValueError) as e:
         lock.release()
         raise StoreError(f"cannot open the store {path}: {e}") from None
     except BaseException:
@@ -200,10 +288,10 @@ def claim(path: str) -> StoreLock:
 
 
 def release(path: str, lock: StoreLock) -> None:
-    """Mark the store as stopped cleanly (every process of the server has closed it)."""
+    """Empty the write-ahead log into the database (every process of the server has closed
+    it) and give up the store."""
     try:
         conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_SECONDS)
-        conn.execute("UPDATE meta SET v='0' WHERE k='open'")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.close()
     finally:
@@ -218,15 +306,24 @@ def _check_files(path: str) -> None:
         raise StoreError(f"the store {path} is missing but its write-ahead log {wal} is there: "
                          "the database file was deleted or truncated; restore it from a "
                          "backup (starting on an empty store would lose every key and result)")
-    if db_size > 0 and not wal.exists():
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
-            with contextlib.suppress(sqlite3.OperationalError):  # no meta table yet
-                row = conn.execute("SELECT v FROM meta WHERE k='open'").fetchone()
-                if row is not None and row[0] == "1":
-                    raise StoreError(
-                        f"the write-ahead log {wal} of the store is missing although the "
-                        "server did not stop cleanly: it held the last acknowledged actions; "
-                        "restore the log or the store from a backup")
+
+
+def _check_acked(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse a database holding fewer commits than were acknowledged."""
+    acked = _acked(path)
+    if acked is None:
+        return
+    try:
+        row = conn.execute("SELECT v FROM meta WHERE k='acked'").fetchone()
+    except sqlite3.OperationalError:  # no meta table: an empty database
+        row = None
+    held = int(row[0]) if row else 0
+    if held < acked:
+        raise StoreError(
+            f"the store {path} holds {held} commits but {acked} were acknowledged: the end of "
+            f"its write-ahead log {path}-wal was lost or damaged (deleted, corrupted, or not "
+            "synced before a power loss); restore the store with its log from a backup, or "
+            f"to serve what is left, delete {acked_path(path)}")
 
 
 def _check_database(conn: sqlite3.Connection, path: str) -> None:
@@ -290,16 +387,45 @@ class SQLiteStore(Store):
             self._thread = None
 
     def _checkpoints(self) -> None:
-        """Copy the log into the database now and then, without blocking the writer."""
+        """Copy the log into the database now and then, without blocking the writer; empty a
+        log grown past ``WAL_RESET_BYTES`` between two transactions."""
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                timeout=BUSY_SECONDS)
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        while not self._stop_checkpoints.wait(CHECKPOINT_SECONDS):
+        turns = (None if self.path == ":memory:" else
+                 os.open(acked_path(self.path), os.O_RDWR | os.O_CREAT, 0o644))
+        next_passive = time.monotonic() + CHECKPOINT_SECONDS
+        while not self._stop_checkpoints.wait(WAL_CHECK_SECONDS):
             with contextlib.suppress(sqlite3.Error):
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                if time.monotonic() >= next_passive:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    next_passive = time.monotonic() + CHECKPOINT_SECONDS
+                if turns is not None and self._wal_bytes() > WAL_RESET_BYTES:
+                    self._reset_wal(conn, turns)
         with contextlib.suppress(sqlite3.Error):
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         conn.close()
+        if turns is not None:
+            os.close(turns)
+
+    def _wal_bytes(self) -> int:
+        try:
+            return os.stat(self.path + "-wal").st_size
+        except FileNotFoundError:
+            return 0
+
+    @staticmethod
+    def _reset_wal(conn: sqlite3.Connection, turns: int) -> None:
+        """Checkpoint the whole log and truncate it while no writer of this server is in a
+        transaction (they take turns on ``turns``); a reader outside the server may delay it,
+        never for longer than ``RESET_BUSY_MS``."""
+        fcntl.flock(turns, fcntl.LOCK_EX)
+        try:
+            conn.execute(f"PRAGMA busy_timeout={RESET_BUSY_MS}")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
+            fcntl.flock(turns, fcntl.LOCK_UN)
 
     def _run(self, ready: Future) -> None:
         try:
@@ -311,9 +437,11 @@ class SQLiteStore(Store):
             # checkpoints (which sync the database file) run on their own thread, off the
             # commit path, so a commit never waits for one
             conn.execute("PRAGMA wal_autocheckpoint=0")
+            # a log emptied by a checkpoint is cut back to this size when writing restarts
+            conn.execute(f"PRAGMA journal_size_limit={WAL_RESET_BYTES}")
             _migrate(conn, self.path)
             self._turns = (None if self.path == ":memory:" else
-                           os.open(self.path + ".write-lock", os.O_RDWR | os.O_CREAT, 0o644))
+                           os.open(acked_path(self.path), os.O_RDWR | os.O_CREAT, 0o644))
         except Exception as e:
             ready.set_exception(e)
             return
@@ -349,8 +477,10 @@ class SQLiteStore(Store):
 
     def _run_transaction(self, conn: sqlite3.Connection, batch: list) -> None:
         outcomes: list[tuple[asyncio.Future, bool, Any]] = []
+        acked = None
         try:
             conn.execute("BEGIN IMMEDIATE")
+            changes = conn.total_changes
             for fn, fut, guarded in batch:
                 # a job of one statement is atomic by itself; others get a savepoint
                 if guarded:
@@ -366,12 +496,20 @@ class SQLiteStore(Store):
                     if guarded:
                         conn.execute("RELEASE job")
                     outcomes.append((fut, True, value))
+            if conn.total_changes != changes:  # a commit that changed something is counted
+                acked = conn.execute("UPDATE meta SET v = CAST(v AS INTEGER) + 1 "
+                                     "WHERE k='acked' RETURNING v").fetchone()
             conn.execute("COMMIT")
         except Exception as e:
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
             outcomes = [(fut, False, e) for _, fut, _ in batch]
+            acked = None
+        if acked is not None and self._turns is not None:
+            # after the commit, before any answer: the mark never runs ahead of the store
+            with contextlib.suppress(OSError):
+                os.pwrite(self._turns, f"{int(acked[0]):020d}\n".encode(), 0)
         self._loop.call_soon_threadsafe(_settle, outcomes)  # one wake-up per batch
 
     async def _call(self, fn: Callable[[sqlite3.Connection], Any], guarded: bool = True) -> Any:
@@ -468,7 +606,8 @@ class SQLiteStore(Store):
 
     # -- sessions, episodes, actions -----------------------------------------------------------
     async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
-                             total: int, live_since: float) -> None:
+                             total: int, live_since: float, address: str = "",
+                             per_address: int | None = None) -> None:
         def job(conn: sqlite3.Connection) -> None:
             card = conn.execute("SELECT closed FROM scorecards WHERE id=?",
                                 (record.scorecard_id,)).fetchone()
@@ -480,13 +619,17 @@ class SQLiteStore(Store):
             mine = conn.execute(sql.LIVE_OF_KEY, (record.key_hash, live_since)).fetchone()[0]
             if mine >= per_key:
                 raise StoreLimit(mine, "key")
+            if per_address is not None:
+                near = conn.execute(sql.LIVE_OF_ADDRESS, (address, live_since)).fetchone()[0]
+                if near >= per_address:
+                    raise StoreLimit(near, "address")
             everyone = conn.execute(sql.LIVE, (live_since,)).fetchone()[0]
             if everyone >= total:
                 raise StoreLimit(everyone, "total")
-            conn.execute("INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?)", (
+            conn.execute(sql.INSERT_SESSION, (
                 record.id, record.scorecard_id, record.key_hash, record.game, record.version,
                 record.parallel, record.state, record.created, record.last_active, record.seq,
-                record.writer))
+                record.writer, address))
             conn.executemany("INSERT INTO episodes VALUES (?,?,0,0,0,0,'',NULL)",
                              [(record.id, i) for i in range(episodes)])
         await self._call(job)

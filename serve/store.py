@@ -9,6 +9,12 @@ and ``serve.pg_store`` (a fleet) implement it; ``serve.store_location`` picks on
 
 from __future__ import annotations
 
+__all__ = [
+    "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "ScorecardRecord", "SessionRecord",
+    "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit", "Write",
+    "miscounted_error",
+]
+
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -180,10 +186,12 @@ class Store(ABC):
 
     @abstractmethod
     async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
-                             total: int, live_since: float) -> None:
+                             total: int, live_since: float, address: str = "",
+                             per_address: int | None = None) -> None:
         """Add a session unless its scorecard is closed or already plays its game
-        (``StoreConflict``), or the key (``StoreLimit`` kind ``key``) or everyone (kind
-        ``total``) has as many sessions in flight (in progress, active since ``live_since``)."""
+        (``StoreConflict``), or the key (``StoreLimit`` kind ``key``), the client ``address``
+        (kind ``address``, when ``per_address`` is given) or everyone (kind ``total``) has as
+        many sessions in flight (in progress, active since ``live_since``)."""
 
     @abstractmethod
     async def sessions(self, scorecard_id: str) -> list[tuple[SessionRecord, list[EpisodeRecord]]]:

@@ -6,6 +6,13 @@ gives. Only statements whose text is the same on both live here.
 
 from __future__ import annotations
 
+__all__ = [
+    "BROWSER", "CARD", "CLOSE_SESSION", "EPISODES", "EXPIRE", "HEAD", "INSERT_STANDING",
+    "LEADERBOARD", "LIVE", "LIVE_OF_KEY", "MISCOUNTED", "SESSION", "VERSIONS", "WRITE_EPISODE",
+    "card_record", "conditional_write", "episode_rows", "numbered", "played_episode",
+    "played_episodes", "standing", "standing_rows",
+]
+
 import json
 import re
 
@@ -22,6 +29,11 @@ HEAD = "SELECT seq, writer, state, last_active FROM sessions WHERE id=?"
 LIVE_OF_KEY = ("SELECT count(*) FROM sessions WHERE key_hash=? AND state='IN_PROGRESS' "
                "AND last_active>=?")
 LIVE = "SELECT count(*) FROM sessions WHERE state='IN_PROGRESS' AND last_active>=?"
+LIVE_OF_ADDRESS = ("SELECT count(*) FROM sessions WHERE address=? AND state='IN_PROGRESS' "
+                   "AND last_active>=?")
+INSERT_SESSION = ("INSERT INTO sessions (id, scorecard_id, key_hash, game, version, parallel, "
+                  "state, created, last_active, seq, writer, address) "
+                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
 EXPIRE = "UPDATE sessions SET state='EXPIRED' WHERE state='IN_PROGRESS' AND last_active<?"
 CLOSE_SESSION = "UPDATE sessions SET state='GAME_OVER' WHERE id=? AND seq=?"
 INSERT_STANDING = "INSERT INTO standings VALUES (?,?,?,?,?,?,?,?,?,?,?)"

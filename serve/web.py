@@ -6,6 +6,13 @@ its ``serve.schema.Route``; every refusal leaves as JSON ``{"detail": ...}``.
 
 from __future__ import annotations
 
+__all__ = [
+    "ARENA", "BodyTooSlow", "CONNECTIONS", "GZIP_MIN_BYTES", "HTTP_STATUS", "Handler", "KEY_NAME",
+    "PAGE_HEADERS", "ROUTER_PATHS", "accepts_gzip", "api_key", "bind", "client_ip", "error",
+    "errors_as_json", "http_status", "identified", "inputs", "refusal_detail", "register", "reply",
+    "reply_bytes", "router_paths",
+]
+
 import asyncio
 import json
 import logging
@@ -13,25 +20,32 @@ import re
 import zlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
+from aiohttp.client_exceptions import ClientPayloadError
+from aiohttp.http_exceptions import PayloadEncodingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from serve.limits import ConnectionLimits, Network, client_address
 from serve.play import (
+    Arena,
     BadRequest,
     Conflict,
+    Forbidden,
     Limited,
     NotFound,
     PlayError,
     Unauthorized,
     Unavailable,
     Unprocessable,
+    UnsupportedMedia,
 )
 from serve.schema import Invalid, Route, Unknown
 
 log = logging.getLogger("sokoforge.serve")
 GZIP_MIN_BYTES = 1024
-ARENA = web.AppKey("arena", object)
+ARENA = web.AppKey("arena", Arena)
 KEY_NAME = web.RequestKey("key_name", str)  # the name of the key a request was identified by
 CONNECTIONS = web.AppKey("connections", ConnectionLimits)
 ROUTER_PATHS = web.AppKey("router_paths", dict)
@@ -104,6 +118,30 @@ async def identified(request: web.Request, arena: Any) -> Any:
     return key
 
 
+def same_site_only(request: web.Request) -> None:
+    """Refuse (403) a request a browser sends for a page of another site, which would spend
+    its visitor's allowances (keys per address): by ``Sec-Fetch-Site`` where the browser
+    sends it, else by ``Origin`` against the ``Host`` asked for. Agents send neither."""
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None:
+        if site.strip().lower() in ("same-origin", "none"):
+            return
+    else:
+        origin = request.headers.get("Origin")
+        if origin is None or urlsplit(origin.strip()).netloc.lower() == request.host.lower():
+            return
+    raise Forbidden("a page of another site cannot create keys here; create one from this "
+                    "server's own pages or from an agent")
+
+
+def json_body_only(request: web.Request) -> None:
+    """Refuse (415) a body not sent as ``application/json``: the types a page of another site
+    may post without the browser asking this server first (a form's, ``text/plain``) are
+    not taken."""
+    if request.content_type != "application/json" or "Content-Type" not in request.headers:
+        raise UnsupportedMedia("send the body as JSON with Content-Type: application/json")
+
+
 def client_ip(request: web.Request, proxies: tuple[Network, ...]) -> str:
     return client_address(request.remote, request.headers.get("X-Forwarded-For"), proxies)
 
@@ -119,8 +157,8 @@ def error(request: web.Request, status: int, detail: str,
 
 # Each kind of refusal's HTTP status: the one place play's refusals meet HTTP.
 HTTP_STATUS: dict[type[PlayError], int] = {
-    BadRequest: 400, Unauthorized: 401, NotFound: 404, Conflict: 409, Unprocessable: 422,
-    Limited: 429, Unavailable: 503}
+    BadRequest: 400, Unauthorized: 401, Forbidden: 403, NotFound: 404, Conflict: 409,
+    UnsupportedMedia: 415, Unprocessable: 422, Limited: 429, Unavailable: 503}
 
 
 def http_status(refusal: PlayError) -> int:
@@ -135,13 +173,35 @@ class BodyTooSlow(web.HTTPRequestTimeout):
     """The body did not arrive within the configured time; the connection is closed."""
 
 
+class BodyUnreadable(PlayError):
+    """The body is not what its ``Content-Encoding`` says (or broke off); the connection is
+    closed, as what follows on it cannot be told apart from the rest of this body."""
+
+
+def unreadable_body(e: BaseException) -> bool:
+    """Whether ``e`` is aiohttp failing to read a request body for the client's fault: a
+    ``Content-Encoding`` the bytes do not follow, or a body that broke off."""
+    return isinstance(e, (RequestPayloadError, PayloadEncodingError, ClientPayloadError))
+
+
+def closes_connection(e: BaseException) -> bool:
+    """Whether the refusal ``e`` leaves the rest of its body unread on the connection (too
+    large, too slow, undecodable): its answer then closes the connection, so those bytes are
+    never taken for a next request (whose headers would never arrive: a second, unasked 408)."""
+    return (isinstance(e, (BodyTooSlow, BodyUnreadable))
+            or isinstance(e, web.HTTPException) and e.status == 413)
+
+
 @web.middleware
 async def errors_as_json(request: web.Request, handler: Callable) -> web.StreamResponse:
     """Every refusal as JSON ``{"detail"}``; an unexpected fault is logged and answered 500."""
     try:
         return await handler(request)
     except PlayError as e:
-        return error(request, http_status(e), e.detail, getattr(e, "retry_after", None))
+        response = error(request, http_status(e), e.detail, getattr(e, "retry_after", None))
+        if closes_connection(e):
+            response.force_close()
+        return response
     except Unknown as e:
         return error(request, 404, str(e))
     except Invalid as e:
@@ -152,7 +212,7 @@ async def errors_as_json(request: web.Request, handler: Callable) -> web.StreamR
         response = error(request, e.status, refusal_detail(request, e))
         if "Allow" in e.headers:  # a 405 says which methods the path does take
             response.headers["Allow"] = e.headers["Allow"]
-        if isinstance(e, BodyTooSlow):
+        if closes_connection(e):
             response.force_close()
         return response
     except ConnectionResetError:
@@ -194,6 +254,12 @@ async def inputs(request: web.Request, route: Route) -> dict[str, Any]:
                 raw = await request.read()
         except TimeoutError:
             raise BodyTooSlow() from None
+        except Exception as e:
+            if not unreadable_body(e):
+                raise
+            coding = request.headers.get("Content-Encoding")
+            raise BodyUnreadable(f"the body is not {coding} as its Content-Encoding says" if
+                                 coding else "the body broke off before its end") from None
         args.update(route.parse_body(raw))
     return args
 

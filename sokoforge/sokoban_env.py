@@ -7,6 +7,8 @@ truncated when the level's step budget is used up. The rules are the engine's ``
 
 from __future__ import annotations
 
+__all__ = ["ENV_ID", "SokobanEnv", "register"]
+
 import os
 from pathlib import Path
 from typing import Any
@@ -48,7 +50,7 @@ class SokobanEnv(gymnasium.Env):
         root = Path(datasets or os.environ.get("SOKOFORGE_DATASETS", "datasets"))
         if version is not None:
             self.source = version_source(root, version, allow_hidden=allow_hidden)
-        else:
+        elif spec is not None:
             self.source = spec_source(spec if isinstance(spec, Spec) else load_spec(spec), root)
         self.render_mode = render_mode
         self.look = self.source.look
@@ -106,6 +108,8 @@ class SokobanEnv(gymnasium.Env):
     def _observation(self) -> dict[str, np.ndarray]:
         """The picture of the state after ``steps`` actions (a noisy look's noise is fixed by
         the step) and the goal picture."""
+        if self._painter is None or self._game is None:
+            raise PipelineError("call reset() before observing")
         return {"obs": self._painter.frame(self._game.state, self._game.steps),
                 "goal": self._goal.copy()}
 

@@ -210,6 +210,8 @@ def server(served: Any, db: Path, clock: Any = None, public: str | None = None,
     from serve.play import Arena
     from serve.sqlite_store import SQLiteStore
 
+    # every test client comes from 127.0.0.1: only a test of that limit sets it
+    limits.setdefault("sessions_per_address", 1000)
     arena = Arena(served, SQLiteStore(db, "NORMAL"), Limits(**limits), clock=clock or time.time)
     with ServerThread(arena, public, connections, access_log) as running:
         yield running

@@ -304,3 +304,33 @@ def test_the_committed_demo_set_is_won_whole_through_the_toolkit(tmp_path):
         board = requests.get(f"{running.base}/api/leaderboard", timeout=10).json()
         assert [(e["name"], e["success_rate"], e["move_efficiency"])
                 for e in board["entries"]] == [("arc-demo", 1.0, 1.0)]
+
+
+def test_the_toolkit_reaches_each_of_several_served_games_by_its_id_and_never_another(
+        tmp_path):
+    root = Path(__file__).resolve().parent.parent / "datasets"
+    versions = ["demo", "public-A", "public-B"]  # the toolkit would cut 'sokoban-public-A'
+    served = [load_version(root, v) for v in versions]
+    with server(served, tmp_path / "store.sqlite") as running:
+        key = new_key(running.base, "arc-chooser")
+        arc = arcade(running.base, key)
+        listed = [e.game_id for e in arc.get_environments()]
+        assert listed == [w.game_id(v) for v in versions]
+        for game_id in listed:
+            env = arc.make(game_id)
+            assert env is not None and env.info.game_id == game_id
+            frame = env.step(GameAction.ACTION1)
+            assert frame is not None and frame.game_id == game_id
+        # each game was played once, as itself, on the toolkit's scorecard
+        card = requests.get(f"{running.base}/api/scorecards/{arc._default_scorecard_id}",
+                            headers={"X-API-Key": key}, timeout=10).json()
+        assert {g: v["total_actions"] for g, v in card["games"].items()} == {
+            s.game: 1 for s in served}
+        # an id naming several games, or none, is refused, never played as another game
+        for ambiguous in ("sokoban", "sokoban-public-A", "sokoban_public_C"):
+            assert arc.make(ambiguous) is None
+        status = requests.get(f"{running.base}/api/games/sokoban", timeout=10)
+        assert status.status_code == 404 and "names 3 served games" in status.json()["message"]
+        # the full older form still names its version exactly, for clients that send it whole
+        exact = requests.get(f"{running.base}/api/games/sokoban-public-A", timeout=10).json()
+        assert exact["game_id"] == w.game_id("public-A")

@@ -82,13 +82,18 @@ def test_arc_state_wins_only_when_every_episode_was_solved(in_progress, solved, 
     assert w.arc_state(in_progress, solved, 3) == state
 
 
-def test_game_is_named_by_base_id_or_full_id():
-    assert w.game_id("2026a") == "sokoban-2026a"
-    assert w.is_game("sokoban", "2026a") and w.is_game("sokoban-2026a", "2026a")
-    assert not w.is_game("sokoban-2026b", "2026a") and not w.is_game("ls20", "2026a")
+def test_a_game_id_is_one_word_the_toolkit_keeps_and_names_one_version():
+    assert w.game_id("2027-01") == "sokoban_2027_01"
+    for version in ("2027-01", "public-A"):  # the toolkit asks for what precedes a '-'
+        assert w.game_id(version).split("-", 1)[0] == w.game_id(version)
+    served = ["2027-01", "public-A", "public-B"]
+    assert w.games_named("sokoban_public_A", served) == ["public-A"]
+    assert w.games_named("sokoban-public-A", served) == ["public-A"]  # the older id, whole
+    assert w.games_named("sokoban", served) == served  # ambiguous: refused by the face
+    assert w.games_named("sokoban", ["2026a"]) == ["2026a"]
+    assert w.games_named("sokoban_public_C", served) == [] == w.games_named("ls20", served)
     info = w.game_info("2026a", "standard", [3, 5])
-    assert info["game_id"].split("-", 1)[0] == w.BASE_ID
-    assert info["baseline_actions"] == [3, 5]
+    assert info["game_id"] == "sokoban_2026a" and info["baseline_actions"] == [3, 5]
 
 
 def test_run_scores_optimal_play_100_and_weights_later_levels_more():

@@ -106,3 +106,17 @@ def test_no_module_imports_a_higher_layer():
 
 def test_no_import_cycle():
     assert _cycles(GRAPH) == []
+
+
+def test_every_module_with_public_names_declares_them_in_all():
+    undeclared = []
+    for module, path in sorted(MODULES.items()):
+        tree = ast.parse(path.read_text(), str(path))
+        public = [n.name for n in tree.body
+                  if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                  and not n.name.startswith("_")]
+        declares = any(isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets) for n in tree.body)
+        if public and not declares:
+            undeclared.append(module)
+    assert undeclared == []

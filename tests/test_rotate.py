@@ -476,3 +476,17 @@ def test_ctrl_c_after_a_match_exits_130_leaving_a_resumable_build_and_no_lock(ro
     resumed = rotate("r1", "demo", datasets=again, seed=21, workers=QUIET)
     assert (resumed.path / "levels.parquet").read_bytes() == \
         (first.path / "levels.parquet").read_bytes()
+
+
+def test_a_rotation_in_progress_takes_its_select_from_the_rotation_not_the_spec(demo, tmp_path):
+    datasets = _fresh_copy(demo, tmp_path)
+    build("r9", datasets=datasets, spec=load_spec("tiny"), seed=21, workers=QUIET,
+          stages=("generate",),
+          rotation={"from": "demo", "excluded_files": [], "excluded_ids": []})
+    with pytest.raises(PipelineError, match="in progress is a rotation of demo: its select"):
+        build("r9", datasets=datasets, workers=QUIET, stages=("select",))
+    # the stage command resumes it with the rotation's matched select
+    out = CliRunner().invoke(main, ["stage", "select", "r9", "--datasets", str(datasets),
+                                    "--quiet"])
+    assert out.exit_code == 0, out.output
+    assert (datasets / ".build" / "r9" / "stages" / EQUIVALENCE_FILE).is_file()

@@ -71,13 +71,6 @@ def test_a_second_server_on_one_store_refuses_to_start_naming_the_first_ones_pid
     second.stop()
 
 
-def test_a_wal_deleted_after_a_kill_is_refused_instead_of_losing_actions(data, tmp_path):
-    db = after_a_server(data, tmp_path / "wal.sqlite", 40)
-    (tmp_path / "wal.sqlite-wal").unlink()
-    line = refused(data, db)
-    assert "write-ahead log" in line and "missing" in line
-
-
 def test_a_deleted_database_whose_wal_is_left_is_refused(data, tmp_path):
     db = after_a_server(data, tmp_path / "main.sqlite", 10)
     db.unlink()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["STAGES", "build_command", "datasets_option", "stage_group", "verify_command"]
+
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ def datasets_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _build_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed([
+    options: list[Callable[[Any], Any]] = [
         click.option("--seed", type=str, default=None,
                      help="Public seed (an integer). Without it a secret seed is drawn and "
                           "kept in DATASETS/.secrets/VERSION.seed."),
@@ -37,7 +39,8 @@ def _build_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--scheduler", default=None, help="Dask scheduler address (--backend dask)."),
         click.option("--quiet", is_flag=True, help="No progress or timing lines."),
         datasets_option,
-    ]):
+    ]
+    for option in reversed(options):
         fn = option(fn)
     return fn
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["calibrate_command", "report_lines"]
+
 import os
 import tempfile
 from pathlib import Path

@@ -6,6 +6,10 @@ refused, 2 usage or unreadable input, 130 interrupted (Ctrl-C).
 
 from __future__ import annotations
 
+__all__ = [
+    "CliError", "ConventionGroup", "INTERRUPTED", "Interrupted", "REFUSED", "USAGE", "refusals",
+]
+
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,7 +28,7 @@ class CliError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = REFUSED) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click types it per class
 
 
 class Interrupted(CliError):

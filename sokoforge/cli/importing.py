@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["import_command"]
+
 from pathlib import Path
 
 import click

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["irt_command"]
+
 from pathlib import Path
 
 import click

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["read_drawn_levels", "read_levels", "render_command", "solve_command"]
+
 import json
 import os
 import sys
@@ -45,13 +47,13 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
     solution in LURD. Exits 1 when a level is unsolvable or too large to search,
     2 on unreadable input.
     """
-    from engine.solver import solve
+    from engine.solver import SolveResult, solve
 
     unsolvable, too_large = [], []
     for i, board in enumerate(read_levels(file)):
         level = board.level
         if level is None:  # beyond the engine's board or crate bound: too large, never searched
-            result = TooLarge()
+            result = SolveResult("too_large", None, None, None, 0)
         else:
             result = solve(level, max_states=max_states)
         ok = result.status == "solved"
@@ -152,13 +154,6 @@ def render_command(file: str, out: str, index: int, look_name: str | None,
         raise CliError(f"cannot write {out}: {e.strerror or e}", 1) from None
     click.echo(f"wrote {out} ({picture.shape[1]}x{picture.shape[0]} px)")
 
-
-class TooLarge:
-    """The outcome of a board the engine cannot hold: too large, with nothing searched."""
-
-    status = "too_large"
-    moves = pushes = solution = None
-    states_expanded = 0
 
 
 def read_drawn_levels(path: str) -> tuple[list[Level], list[Look]]:

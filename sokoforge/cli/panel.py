@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "panel_command",
+]
+
 from pathlib import Path
 
 import click

@@ -4,6 +4,8 @@ its build: replaced by an equally hard one, listed, and its seed published when 
 
 from __future__ import annotations
 
+__all__ = ["interactive", "reveal_command", "rotate_command", "versions_command"]
+
 import sys
 from pathlib import Path
 

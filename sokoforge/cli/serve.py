@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["DB_ENV", "play_command", "serve_command"]
+
 import math
 import os
 import signal
@@ -45,6 +47,10 @@ DB_ENV = "SOKOFORGE_DB"
               help="Sessions in flight per key.")
 @click.option("--sessions-total", default=200, show_default=True, type=click.IntRange(0),
               help="Sessions in flight in the whole server.")
+@click.option("--sessions-per-address", default=None, type=click.IntRange(0),
+              help="Sessions in flight per client address, whatever its keys (an IPv6 client "
+              "counts as its /64)  [default: a 32nd of --sessions-total, at least "
+              "--sessions-per-key]")
 @click.option("--idle-minutes", default=60.0, show_default=True, type=click.FloatRange(0.01),
               help="A session expires after this long without an action.")
 @click.option("--max-parallel", default=32, show_default=True, type=click.IntRange(1, 32),
@@ -72,7 +78,8 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
                   db: str | None, workers: int, host: str, port: int, synchronous: str,
                   trust_proxy: tuple[str, ...], keys_per_address: int,
                   scorecards_per_day: int, sessions_per_key: int, sessions_total: int,
-                  idle_minutes: float, max_parallel: int, public_url: str | None,
+                  sessions_per_address: int | None, idle_minutes: float, max_parallel: int,
+                  public_url: str | None,
                   header_timeout: float, body_timeout: float, idle_timeout: float,
                   connections_per_address: int, access_log: str | None) -> None:
     """Serve dataset versions, one game each, over the agent protocol (see /api/docs once
@@ -100,8 +107,8 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
     limits = Limits(keys_per_address_per_day=keys_per_address,
                     scorecards_per_key_per_day=scorecards_per_day,
                     sessions_per_key=sessions_per_key, sessions_total=sessions_total,
-                    idle_seconds=idle_minutes * 60, max_parallel=max_parallel,
-                    trusted_proxies=proxies)
+                    sessions_per_address=sessions_per_address, idle_seconds=idle_minutes * 60,
+                    max_parallel=max_parallel, trusted_proxies=proxies)
     connections = ConnectionLimits(header_seconds=header_timeout, body_seconds=body_timeout,
                                    idle_seconds=idle_timeout,
                                    per_address=connections_per_address)

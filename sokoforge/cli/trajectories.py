@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["trajectories_command"]
+
 from pathlib import Path
 
 import click
@@ -53,8 +55,8 @@ def trajectories_command(out: Path, spec_name: str | None, version: str | None, 
     if backend == "dask" and not scheduler:
         raise CliError("--backend dask needs --scheduler ADDRESS", 2)
     with refusals():
-        source = (spec_source(load_spec(spec_name), datasets) if spec_name
-                  else version_source(datasets, version))
+        source = (spec_source(load_spec(spec_name), datasets) if spec_name is not None
+                  else version_source(datasets, str(version)))
         plan = Plan(source, parse_seed(seed), episodes, parse_mix(mix), shard_episodes)
         manifest = write_trajectories(plan, out, Workers(
             jobs=jobs, backend=backend, scheduler=scheduler, show_progress=not quiet))

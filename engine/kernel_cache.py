@@ -1,0 +1,54 @@
+"""Where the engine's compiled kernels are cached: ``.numba_cache/<hash of engine sources>``.
+
+numba checks only a kernel's own file, so a kernel that inlines a helper changed in another
+file would otherwise run stale machine code: a folder per hash of all the engine's sources
+rules that out. Only this package's kernels are located so (``NUMBA_CACHE_DIR``, when set,
+is the base folder); the process's environment and other code's caching are left alone.
+Kernel modules take ``njit`` from here, which puts the locator in place before any kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from numba import njit
+from numba.core.caching import CacheImpl, UserProvidedCacheLocator
+
+__all__ = ["cache_dir", "njit"]
+
+ENGINE = Path(__file__).resolve().parent
+
+
+@functools.cache
+def cache_dir() -> Path:
+    """``NUMBA_CACHE_DIR`` (else the repository's ``.numba_cache``) / the sources' hash."""
+    digest = hashlib.sha256()
+    for path in sorted(ENGINE.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    base = Path(os.environ.get("NUMBA_CACHE_DIR") or ENGINE.parent / ".numba_cache")
+    tag = digest.hexdigest()[:12]
+    return base if base.name == tag else base / tag
+
+
+class EngineCacheLocator(UserProvidedCacheLocator):
+    """numba's locator for a user cache folder, for the engine's own kernels alone."""
+
+    def __init__(self, py_func: Any, py_file: str) -> None:
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        self._cache_path = str(cache_dir() / self.get_suitable_cache_subpath(py_file))
+
+    @classmethod
+    def from_function(cls, py_func: Any, py_file: str) -> Any:
+        if Path(py_file).resolve().parent != ENGINE:
+            return None
+        # the file-backed locator's checks, without the user locator's NUMBA_CACHE_DIR test
+        return super(UserProvidedCacheLocator, cls).from_function(py_func, py_file)
+
+
+if EngineCacheLocator not in CacheImpl._locator_classes:
+    CacheImpl._locator_classes.insert(0, EngineCacheLocator)

@@ -1,0 +1,205 @@
+"""The server under a hostile client: one answer per request, each built from its own action,
+refusals as 4xx with a JSON body (never a 500, never a traceback in the log), sessions capped
+per address and keys that another site's page cannot spend."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+import threading
+import time
+
+import pytest
+from serve_support import Api, server, visible_version, write_dataset
+from test_serve_hostile import post_raw_json, raw
+
+from serve.dataset import load_version
+from serve.limits import ConnectionLimits, parse_networks
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("datasets")
+    write_dataset(root, "t1")
+    visible_version(root, "p1", "practice", "public")
+    return {"served": load_version(root, "t1"), "practice": load_version(root, "p1")}
+
+
+@pytest.fixture(scope="module")
+def srv(data, tmp_path_factory):
+    db = tmp_path_factory.mktemp("db") / "store.sqlite"
+    with server([data["served"], data["practice"]], db, keys_per_address_per_day=1000,
+                connections=ConnectionLimits(header_seconds=1.0, body_seconds=1.0)) as running:
+        yield running
+
+
+def keyed(base: str, name: str) -> Api:
+    client = Api(base)
+    client.key = client.ok("POST", "/api/keys", {"name": name}, status=201)["api_key"]
+    return client
+
+
+def started(client: Api, game: str = "standard") -> tuple[str, dict]:
+    card = client.ok("POST", "/api/scorecards")["scorecard_id"]
+    return card, client.ok("POST", f"/api/scorecards/{card}/games/{game}/start")
+
+
+def test_a_reset_after_the_scorecard_closed_is_409_not_a_retry(srv):
+    client = keyed(srv.base, "closer")
+    card, frame = started(client, "practice")  # a public game: restarts allowed
+    for action in (0, 1, 0):
+        frame = client.ok("POST", f"/api/sessions/{frame['session_id']}/act", {"action": action})
+    client.ok("POST", f"/api/scorecards/{card}/close")
+    status, body = client.call("POST", f"/api/sessions/{frame['session_id']}/reset")
+    assert status == 409 and "closed" in body["detail"]
+
+
+def test_a_lone_surrogate_in_tags_is_refused_on_both_faces_and_never_stored(srv):
+    client = keyed(srv.base, "tagger")
+    body = rb'{"tags": ["fine", "\ud800"]}'
+    status, answer = post_raw_json(srv.base, "/api/scorecards", body, client.key)
+    assert status == 422 and "surrogate" in answer["detail"]
+    status, answer = post_raw_json(srv.base, "/api/scorecard/open", body, client.key)
+    assert status == 400 and answer["error"] == "VALIDATION_ERROR"
+    card = client.ok("POST", "/api/scorecards", {"tags": ["fine"]})["scorecard_id"]
+    assert client.ok("GET", f"/api/scorecards/{card}")["tags"] == ["fine"]
+
+
+@pytest.fixture
+def faults(caplog):
+    """Every log record at INFO and above, to check that none carries a traceback."""
+    caplog.set_level(logging.INFO)
+    yield caplog
+    assert [r.getMessage() for r in caplog.get_records("call")
+            if r.exc_info or r.levelno >= logging.ERROR] == []
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br"])
+def test_a_body_that_is_not_its_content_encoding_is_a_400_with_a_json_detail(srv, faults,
+                                                                           coding):
+    body = b'{"name": "plain-text"}'
+    status, headers, answer = raw(srv.base, (
+        f"POST /api/keys HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+        f"Content-Encoding: {coding}\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
+    detail = json.loads(answer)["detail"]  # br: refused with the headers, as unsupported
+    assert status == 400 and ("Content-Encoding" in detail or "ContentEncoding" in detail)
+    if coding != "br":  # what follows the body on this connection is not read as a request
+        assert headers.get("Connection") == "close"
+
+
+@pytest.mark.parametrize("announced", [
+    b"Content-Length: 500\r\n\r\nab",
+    b"Transfer-Encoding: chunked\r\n\r\n5\r\nab",
+    b"Content-Length: 500\r\nContent-Encoding: gzip\r\n\r\nab",
+    b"Content-Length: 500\r\nContent-Encoding: deflate\r\n\r\nabcdefgh"])
+def test_a_get_whose_announced_body_never_arrives_leaves_no_traceback(srv, faults, announced):
+    host, port = srv.base.removeprefix("http://").split(":")
+    for hold in (0.1, 1.5):  # the client leaves before, or after, the server stops waiting
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(b"GET /api/spec HTTP/1.1\r\nHost: t\r\n" + announced)
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+            time.sleep(hold)
+    time.sleep(0.3)
+
+
+def answers_until_closed(base: str, parts: list[bytes | float], seconds: float) -> list[bytes]:
+    """The status lines the server sends on one connection fed ``parts`` (a float pauses),
+    read until it closes it or ``seconds`` pass."""
+    host, port = base.removeprefix("http://").split(":")
+    got = b""
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        for part in parts:
+            if isinstance(part, float):
+                time.sleep(part)
+            else:
+                sock.sendall(part)
+        sock.settimeout(0.2)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                continue
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            got += chunk
+    return re.findall(rb"HTTP/1\.1 \d{3} [A-Za-z ]+", got)
+
+
+def test_a_413_or_a_body_408_is_the_one_answer_on_its_connection(srv):
+    head = b"POST /api/keys HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+    too_large = head + b"Content-Length: 100000\r\n\r\n"
+    # the rest of the body, sent after the refusal, is not a request whose headers are late
+    assert answers_until_closed(srv.base, [too_large, b"x" * 70000, 0.3, b"y" * 30000],
+                                3.0) == [b"HTTP/1.1 413 Request Entity Too Large"]
+    slow = head + b"Content-Length: 100\r\n\r\n{"
+    assert answers_until_closed(srv.base, [slow, 1.5, b" " * 99], 3.0) == [
+        b"HTTP/1.1 408 Request Timeout"]
+
+
+def test_concurrent_acts_on_one_session_each_answer_their_own_stored_step(srv):
+    client = keyed(srv.base, "racer")
+    _, frame = started(client)
+    sid = frame["session_id"]
+    # up and down along the wall: no push, and the episode's budget is not used up
+    actions = [0, 1] * min(4, (frame["episode"]["max_steps"] - 1) // 2)
+    gate = threading.Barrier(len(actions))
+    answers: list[dict] = []
+
+    def act(action: int) -> None:
+        gate.wait()
+        answers.append(client.ok("POST", f"/api/sessions/{sid}/act", {"action": action}))
+
+    threads = [threading.Thread(target=act, args=(a,)) for a in actions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    steps = sorted(a["episode"]["steps_used"] for a in answers)
+    assert steps == list(range(1, len(actions) + 1))  # distinct: each its own step
+    stored = client.ok("GET", f"/api/replays/{sid}")["episodes"][0]["actions"]
+    for answer in answers:  # the k-th stored action is the one answered with step k
+        assert stored[answer["episode"]["steps_used"] - 1] == "UDLR"[answer["last"]["action"]]
+
+
+def test_sessions_in_flight_are_capped_per_address_whatever_the_keys(data, tmp_path):
+    proxies = parse_networks(["127.0.0.1"])  # so X-Forwarded-For tells test clients apart
+    with server(data["served"], tmp_path / "s.sqlite", sessions_per_key=3, sessions_total=64,
+                sessions_per_address=None, trusted_proxies=proxies,
+                keys_per_address_per_day=100) as s:
+        assert s.arena.limits.address_sessions() == 3  # at least a key's, a 32nd of the total
+        near = {"X-Forwarded-For": "203.0.113.7"}
+        first, second = keyed(s.base, "first"), keyed(s.base, "second")
+        for _ in range(3):
+            card = first.ok("POST", "/api/scorecards")["scorecard_id"]
+            first.ok("POST", f"/api/scorecards/{card}/games/standard/start", headers=near)
+        card = second.ok("POST", "/api/scorecards")["scorecard_id"]
+        status, body = second.call("POST", f"/api/scorecards/{card}/games/standard/start",
+                                   headers=near)
+        assert status == 429 and "this address has 3 sessions" in body["detail"]
+        second.ok("POST", f"/api/scorecards/{card}/games/standard/start",
+                  headers={"X-Forwarded-For": "198.51.100.9"})  # another address may
+
+
+def test_key_creation_refuses_other_sites_pages_and_form_posts(srv):
+    client = Api(srv.base)
+    body = json.dumps({"name": "visitor"}).encode()
+    for headers in ({"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"},
+                    {"Origin": "https://elsewhere.example"}, {"Origin": "null"}):
+        status, answer = client.call("POST", "/api/keys", data=body, headers=headers)
+        assert status == 403 and "another site" in answer["detail"], headers
+        status, answer = client.call("GET", "/api/games/anonkey", headers=headers)
+        assert status == 400 and "another site" in answer["message"], headers
+    for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data"):
+        status, answer = client.call("POST", "/api/keys", data=body,
+                                     headers={"Content-Type": kind})
+        assert status == 415 and "application/json" in answer["detail"]
+    host = srv.base.removeprefix("http://")
+    client.ok("POST", "/api/keys", data=body, status=201,
+              headers={"Sec-Fetch-Site": "same-origin", "Origin": srv.base})
+    client.ok("GET", "/api/games/anonkey", headers={"Origin": f"http://{host}"})
+    client.ok("GET", "/api/games/anonkey")  # an agent sends neither
