@@ -82,6 +82,7 @@ lint: install-test
 
 dataset: install
 	$(VENV)/bin/sokoforge build $(VERSION) --jobs $(JOBS) $(if $(SEED),--seed $(SEED),)
+	$(VENV)/bin/sokoforge panel $(VERSION) --jobs $(JOBS)
 
 audit: install
 	$(VENV)/bin/sokoforge audit $(VERSION) $(if $(AGAINST),--against $(AGAINST),)

@@ -34,6 +34,7 @@ from pipeline.errors import InputError, PipelineError
 from pipeline.grade import first_push_traps
 from pipeline.importing import tier_of
 from pipeline.manifest import IMPORTED
+from pipeline.panel import PANEL_FILE
 from pipeline.round_move import RoundMove, move_between
 from pipeline.solve import search_bound
 from pipeline.spec import Spec
@@ -96,6 +97,8 @@ class AuditResult:
     irt: dict[str, Any] | None = None
     # how far one agent's score is expected to move from ``against`` to this version
     move: RoundMove | None = None
+    # report/panel.parquet of the version when `sokoforge panel` has written one, as stored
+    panel: bytes | None = None
 
     @property
     def passed(self) -> bool:
@@ -459,12 +462,14 @@ def audit(root: Path, version: str, against: str | None = None) -> AuditResult:
         checks.insert(-1, check_compute(facts))
     irt_path = root / version / REPORT_DIR / "irt.json"
     irt = json.loads(irt_path.read_text()) if irt_path.is_file() else None
+    panel_path = root / version / REPORT_DIR / PANEL_FILE
+    panel = panel_path.read_bytes() if panel_path.is_file() else None
     if not against:
-        return AuditResult(facts, checks, irt=irt)
+        return AuditResult(facts, checks, irt=irt, panel=panel)
     other = load_version(root, against)
     move = move_between(root, against, version, other.table["tier"].to_numpy(),
                         facts.table["tier"].to_numpy())
-    return AuditResult(facts, checks, other, compare_versions(facts, other), irt, move)
+    return AuditResult(facts, checks, other, compare_versions(facts, other), irt, move, panel)
 
 
 def tier_summary(facts: VersionFacts) -> pl.DataFrame:

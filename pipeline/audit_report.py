@@ -8,9 +8,9 @@ from __future__ import annotations
 
 __all__ = [
     "Report", "colour_legend", "comparison_slots", "comparison_tiers", "contact_sheet",
-    "irt_agents", "irt_levels", "irt_note", "level_looks", "plot_calibration", "plot_difficulty",
-    "plot_histograms", "plot_optima", "plot_pushes_and_slack", "swap_in", "version_curve",
-    "version_metadata",
+    "irt_agents", "irt_levels", "irt_note", "level_looks", "panel_counts", "plot_calibration",
+    "plot_difficulty", "plot_histograms", "plot_optima", "plot_panel", "plot_pushes_and_slack",
+    "swap_in", "version_curve", "version_metadata",
 ]
 
 import base64
@@ -50,8 +50,8 @@ from pipeline.difficulty import load_model
 from pipeline.equivalence import EQUIVALENCE_FILE, Equivalence
 from pipeline.irt import IRT_FILE
 from pipeline.linking import LINE_FILE
+from pipeline.panel import PANEL_FILE, solved_counts
 from pipeline.reliability import curve, load_pool_curve, wilson_interval
-from pipeline.round_move import PANEL_FILE
 from pipeline.spec import version_look
 from pipeline.tables import as_float
 
@@ -459,6 +459,39 @@ def version_metadata(facts: VersionFacts, audited_at: datetime) -> list[tuple[st
     ]
 
 
+def panel_counts(result: AuditResult) -> pl.DataFrame | None:
+    """Each panel agent's solved levels, in all and per tier (``report/panel.parquet``)."""
+    if result.panel is None:
+        return None
+    frame = pl.read_parquet(io.BytesIO(result.panel))
+    return solved_counts(frame, result.facts.table.select("index", "tier"))
+
+
+def plot_panel(counts: pl.DataFrame, tier_sizes: dict[int, int]) -> bytes:
+    """Share of each tier's levels every panel agent solves: one row of cells per agent."""
+    tiers = sorted(tier_sizes)
+    share = np.array([[(row.get(f"tier {t}") or 0) / tier_sizes[t] for t in tiers]
+                      for row in counts.iter_rows(named=True)])
+    fig = Figure(figsize=(1.2 * len(tiers) + 3.2, 0.32 * counts.height + 1.2))
+    ax = fig.subplots()
+    ax.imshow(share, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    for i, row in enumerate(counts.iter_rows(named=True)):
+        for j, t in enumerate(tiers):
+            ax.text(j, i, f"{row.get(f'tier {t}') or 0}/{tier_sizes[t]}", ha="center",
+                    va="center", fontsize=8, color="white" if share[i, j] < 0.6 else "black")
+    ax.set_xticks(range(len(tiers)), [f"tier {t}" for t in tiers])
+    ax.set_yticks(range(counts.height), [f"{a} ({s})" for a, s in
+                                         zip(counts["agent"], counts["solved"], strict=True)])
+    ax.set_title("levels solved per tier, by agent (dynamics calls per step)", fontsize=10)
+    return _png(fig)
+
+
+_PANEL_NOTE = ("Each agent replans after every step within its budget of dynamics calls per "
+               "step: planner = the reference planner (learning real-time A*), greedy = greedy "
+               "best-first over box distances, breadth = a breadth-first lookahead, rollout = "
+               "random rollouts. From report/panel.parquet (sokoforge panel).")
+
+
 def irt_note(irt: dict) -> str:
     """One paragraph on the item-response refit (``report/irt.json``)."""
     return (f"Two-parameter item-response model fitted on {irt['episodes']} finished episodes of "
@@ -509,6 +542,12 @@ class Report:
             "contact_sheet.png": ("Contact sheet", contact_sheet(facts)),
             "legend.png": ("Legend of the contact sheet", colour_legend(facts)),
         }
+        self.panel = panel_counts(result)
+        if self.panel is not None:
+            sizes = {int(t): n for t, n in
+                     facts.table.group_by("tier").len().sort("tier").iter_rows()}
+            self.images["panel.png"] = ("Agent panel: levels solved per tier",
+                                        plot_panel(self.panel, sizes))
         if other is not None:
             self.images["against_contact_sheet.png"] = (f"Contact sheet of {other.name}",
                                                         contact_sheet(other))
@@ -598,6 +637,17 @@ class Report:
             f"planner {e.new}": f"{t['new_planner_solved']}/{t['levels']}",
         } for t in e.tiers])
 
+    def rotation_panel_table(self) -> pl.DataFrame:
+        """The panel on PREV and NEW side by side: each agent's solved count on both."""
+        e = self.rotation
+        assert e is not None
+        levels = e.solved["levels"]
+        return pl.DataFrame([{
+            "agent": a["agent"], f"solved {e.prev}": f"{a['prev']}/{levels}",
+            f"solved {e.new}": f"{a['new']}/{levels}", "difference": f"{a['new'] - a['prev']:+d}",
+            "within tolerance": "yes" if abs(a["new"] - a["prev"]) <= (e.panel_tolerance or 0)
+            else "NO"} for a in e.panel])
+
     def markdown(self) -> str:
         r = self.result
         out = [f"# {self._title()}", "", self._headline(), "", self._model_note(), "",
@@ -606,7 +656,9 @@ class Report:
         if self.rotation is not None:
             lines = self.rotation.lines()
             out += ["", "## Rotation verdict", "", lines[0], "", _md_table(self.rotation_table()),
-                    "", *[f"- {line}" for line in lines[-2:]]]
+                    "", *[f"- {line}" for line in self.rotation.figure_lines()]]
+            if self.rotation.panel:
+                out += ["", _md_table(self.rotation_panel_table())]
         out += ["", "## Checks", ""]
         for c in r.checks:
             out.append(f"- **{c.status}** {c.name}" + (f": {c.describe(50)}" if _detail(c)
@@ -620,6 +672,8 @@ class Report:
             out += ["", "## Difficulty from real results", "", irt_note(r.irt), "",
                     _md_table(irt_agents(r.irt)), "", "Hardest levels by empirical difficulty:",
                     "", _md_table(irt_levels(r.irt))]
+        if self.panel is not None:
+            out += ["", "## Agent panel", "", _PANEL_NOTE, "", _md_table(self.panel)]
         if r.against is not None and r.comparison is not None:
             out += ["", f"## {r.facts.name} against {r.against.name}", "",
                     _md_table(comparison_tiers(r)), ""]
@@ -656,8 +710,11 @@ class Report:
             cls = "pass" if self.rotation.accepted else "fail"
             body = (f"<p><b class='{cls}'>{html.escape(lines[0])}</b></p>"
                     + _html_table(self.rotation_table())
-                    + "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines[-2:])
+                    + "<ul>" + "".join(f"<li>{html.escape(x)}</li>"
+                                       for x in self.rotation.figure_lines())
                     + "</ul>")
+            if self.rotation.panel:
+                body += _html_table(self.rotation_panel_table())
             sections.append(("rotation", "Rotation verdict", body))
         checks = "".join(
             f"<li><b class='{c.status.lower()}'>{c.status}</b> {html.escape(c.name)}"
@@ -682,6 +739,11 @@ class Report:
                              + _html_table(irt_agents(r.irt))
                              + "<p>Hardest levels by empirical difficulty:</p>"
                              + _html_table(irt_levels(r.irt))))
+        if self.panel is not None:
+            sections.append(("panel", "Agent panel",
+                             f"<p class='note'>{html.escape(_PANEL_NOTE)}</p>"
+                             + "<div class='row'>" + figure("panel.png")
+                             + f"<div>{_html_table(self.panel)}</div></div>"))
         if r.against is not None and r.comparison is not None:
             notes = r.comparison.not_compared or ("every tier and slot compared",)
             body = (_html_table(comparison_tiers(r)) + "<ul class='notes'>"

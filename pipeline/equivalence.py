@@ -1,8 +1,10 @@
 """Whether a rotated version is as hard as the one it replaces, in figures and as a verdict.
 
 Both versions are compared slot by slot (same tier and slot) and tier by tier; the rotation
-is accepted only if no slot changes crate count or grade and the reference planner's solved
-counts differ by at most ``allowed_gap`` levels (3 per 100, rounded up).
+is accepted only if no slot changes crate count or grade, the reference planner's solved
+counts differ by at most ``allowed_gap`` levels (3 per 100, rounded up) and, when the agent
+panel played both, no panel agent's solved count differs by more than the spec's
+``panel_tolerance``.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ __all__ = [
 ]
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
 from engine.levels import parse_xsb
 from engine.planner import plan
+from pipeline.matching import PanelRule, panel_matrix
 from pipeline.tables import as_float, as_int
 from pipeline.workers import Workers
 
@@ -58,14 +61,26 @@ class Equivalence:
     largest: dict[str, dict[str, Any]]
     solved: dict[str, int]
     mismatches: list[str]
+    # Each panel agent's solved count on both ({"agent", "prev", "new"}) and the spec's
+    # panel_tolerance; empty (None) for a verdict given before the panel existed.
+    panel: list[dict[str, Any]] = field(default_factory=list)
+    panel_tolerance: int | None = None
 
     @property
     def planner_gap(self) -> int:
         return abs(self.solved["new"] - self.solved["prev"])
 
     @property
+    def panel_off(self) -> list[dict[str, Any]]:
+        """The panel agents whose solved counts differ by more than the tolerance."""
+        if self.panel_tolerance is None:
+            return []
+        return [a for a in self.panel if abs(a["new"] - a["prev"]) > self.panel_tolerance]
+
+    @property
     def accepted(self) -> bool:
-        return not self.mismatches and self.planner_gap <= self.solved["allowed_gap"]
+        return (not self.mismatches and self.planner_gap <= self.solved["allowed_gap"]
+                and not self.panel_off)
 
     def reasons(self) -> list[str]:
         """Why the rotation is refused (empty when it is accepted)."""
@@ -75,18 +90,39 @@ class Equivalence:
                        f" of {self.new} and {self.solved['prev']}/{self.solved['levels']} of "
                        f"{self.prev}: a gap of {self.planner_gap}, more than the allowed "
                        f"{self.solved['allowed_gap']}")
+        if self.panel_off:
+            agents = ", ".join(f"{a['agent']} {a['prev']} -> {a['new']}" for a in self.panel_off)
+            out.append(f"panel agents whose solved count moves by more than "
+                       f"{self.panel_tolerance} (panel_tolerance) from {self.prev} to "
+                       f"{self.new}: {agents}")
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"prev": self.prev, "new": self.new, "accepted": self.accepted,
-                "tiers": self.tiers, "largest_slot_difference": self.largest,
-                "planner_solved": self.solved, "slot_mismatches": self.mismatches}
+        out = {"prev": self.prev, "new": self.new, "accepted": self.accepted,
+               "tiers": self.tiers, "largest_slot_difference": self.largest,
+               "planner_solved": self.solved, "slot_mismatches": self.mismatches}
+        if self.panel_tolerance is not None:
+            out["panel"] = {"tolerance": self.panel_tolerance, "agents": self.panel}
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Equivalence:
+        panel = data.get("panel") or {}
         return cls(prev=data["prev"], new=data["new"], tiers=data["tiers"],
                    largest=data["largest_slot_difference"], solved=data["planner_solved"],
-                   mismatches=data["slot_mismatches"])
+                   mismatches=data["slot_mismatches"], panel=panel.get("agents", []),
+                   panel_tolerance=panel.get("tolerance"))
+
+    def panel_lines(self) -> list[str]:
+        """The panel on both versions side by side, one agent a line (none before it)."""
+        if self.panel_tolerance is None:
+            return []
+        levels = self.solved["levels"]
+        width = max(len(a["agent"]) for a in self.panel)
+        return [f"panel solved on {self.prev} and {self.new} (tolerance "
+                f"{self.panel_tolerance} levels):"] + [
+            f"  {a['agent']:>{width}}  {a['prev']:>3}/{levels}  {a['new']:>3}/{levels}  "
+            f"{a['new'] - a['prev']:+d}" for a in self.panel]
 
     def lines(self) -> list[str]:
         """The report as a maintainer reads it in a terminal."""
@@ -100,10 +136,15 @@ class Equivalence:
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
         table = ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True))
                  for r in [head, *rows]]
-        opt, diff = self.largest["optimal_moves"], self.largest["difficulty"]
         verdict = "accepted" if self.accepted else "REFUSED: " + "; ".join(self.reasons())
-        return [f"{b} against {a}: {verdict}", *table,
-                f"largest slot difference: optimum {opt['difference']} move(s) in tier "
+        return [f"{b} against {a}: {verdict}", *table, *self.figure_lines(),
+                *self.panel_lines()]
+
+    def figure_lines(self) -> list[str]:
+        """The largest slot differences and the reference planner's solved counts."""
+        a, b = self.prev, self.new
+        opt, diff = self.largest["optimal_moves"], self.largest["difficulty"]
+        return [f"largest slot difference: optimum {opt['difference']} move(s) in tier "
                 f"{opt['tier']} slot {opt['slot']} ({opt['prev']} -> {opt['new']}); difficulty "
                 f"{diff['difference']:.4f} in tier {diff['tier']} slot {diff['slot']} "
                 f"({diff['prev']:.4f} -> {diff['new']:.4f})",
@@ -112,9 +153,10 @@ class Equivalence:
                 f"{self.solved['allowed_gap']})"]
 
 
-def compare(prev_name: str, prev: pl.DataFrame, new_name: str, new: pl.DataFrame
-            ) -> Equivalence:
-    """Compare two versions' tables (with a ``planner_solved`` column), slot by slot."""
+def compare(prev_name: str, prev: pl.DataFrame, new_name: str, new: pl.DataFrame,
+            panel: PanelRule | None = None) -> Equivalence:
+    """Compare two versions' tables (with a ``planner_solved`` column), slot by slot; with
+    ``panel`` (both tables need a ``panel`` column), each panel agent's solved count too."""
     keys = ["tier", "slot"]
     if prev.height != new.height or prev.select(keys).sort(keys).rows() != \
             new.select(keys).sort(keys).rows():
@@ -145,7 +187,12 @@ def compare(prev_name: str, prev: pl.DataFrame, new_name: str, new: pl.DataFrame
         solved={"prev": int(both["planner_solved"].sum()),
                 "new": int(both["planner_solved_new"].sum()),
                 "levels": both.height, "allowed_gap": allowed_gap(both.height)},
-        mismatches=mismatches)
+        mismatches=mismatches,
+        panel=[] if panel is None else [
+            {"agent": name, "prev": int(p), "new": int(n)} for name, p, n in
+            zip(panel.agents, panel_matrix(prev).sum(axis=0), panel_matrix(new).sum(axis=0),
+                strict=True)],
+        panel_tolerance=None if panel is None else panel.tolerance)
 
 
 def _mean(s: pl.Series) -> float:

@@ -5,21 +5,25 @@ optimum within one move of PREV's and inside the slot's band, and a compute_to_s
 ``COMPUTE_TOLERANCE`` of PREV's; CP-SAT minimises the summed |compute_to_solve difference|.
 The new level takes PREV's slot, so the versions compare slot by slot. When both tables
 carry the reference planner's outcome (``planner_solved``), a slot prefers a candidate with
-PREV's outcome and the solved count can be held near PREV's.
+PREV's outcome and the solved count can be held near PREV's. When both carry the agent
+panel's outcome vectors (``panel``), every agent that differs from PREV's slot costs
+``PANEL_COST`` and each agent's solved count can be held within a tolerance of PREV's.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "COMPUTE_TOLERANCE", "COST_SCALE", "MatchError", "OPTIMUM_TOLERANCE", "PLANNER_COST",
-    "SOLVER_BUDGET", "describe", "distinct_model", "eligible_pairs", "match", "solve_model",
-    "targets", "unfillable_slots",
+    "COMPUTE_TOLERANCE", "COST_SCALE", "MatchError", "OPTIMUM_TOLERANCE", "PANEL_COST",
+    "PLANNER_COST", "PanelRule", "SOLVER_BUDGET", "describe", "distinct_model",
+    "eligible_pairs", "match", "panel_distance", "panel_matrix", "solve_model", "targets",
+    "unfillable_slots",
 ]
 
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 import polars as pl
 from ortools.sat.python import cp_model
 
@@ -30,7 +34,16 @@ OPTIMUM_TOLERANCE = 1
 COMPUTE_TOLERANCE = 1.0  # log2 calls per step: at most twice or half PREV's compute
 COST_SCALE = 10_000  # |compute_to_solve difference| in units of 1e-4, so costs are integers
 PLANNER_COST = 1_000  # another planner outcome than PREV's slot costs as much as 0.1 compute
+PANEL_COST = 2_500  # each panel agent whose outcome differs from PREV's slot: 0.25 compute
 SOLVER_BUDGET = 30.0  # CP-SAT deterministic time units (about seconds)
+
+
+class PanelRule(NamedTuple):
+    """The panel agents (the ``panel`` columns' order) and how far, in levels, each agent's
+    solved count on the chosen rows may be from the targets'."""
+
+    agents: tuple[str, ...]
+    tolerance: int
 
 
 class MatchError(PipelineError):
@@ -93,19 +106,40 @@ def eligible_pairs(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable
         solved, same = pl.lit(None, dtype=pl.Int64), pl.lit(None, dtype=pl.Boolean)
     pairs = pairs.with_columns(cost.alias("cost"), solved.alias("solved"),
                                same.alias("same_outcome"))
-    return (pairs.select("target", "row", "cost", "solved", "same_outcome", "canonical_id",
-                         "wall_layout_id")
-            .sort(["target", "row"]))
+    pairs = (pairs.select("target", "row", "cost", "solved", "same_outcome", "canonical_id",
+                          "wall_layout_id")
+             .sort(["target", "row"]))
+    if "panel" in goal.columns and "panel" in pool.columns:
+        distance = panel_distance(goal, pool, pairs)
+        pairs = pairs.with_columns(pl.Series("panel_distance", distance, dtype=pl.Int64),
+                                   pl.col("cost") + PANEL_COST * pl.Series(distance))
+    return pairs
+
+
+def panel_matrix(table: pl.DataFrame) -> np.ndarray:
+    """A table's ``panel`` column (one outcome vector per row) as a rows x agents matrix."""
+    rows = table["panel"].to_list()
+    return np.array(rows, dtype=bool).reshape(len(rows), -1)
+
+
+def panel_distance(goal: pl.DataFrame, pool: pl.DataFrame, pairs: pl.DataFrame) -> np.ndarray:
+    """For each pair, how many panel agents' outcomes differ between target and candidate."""
+    position = {t: i for i, t in enumerate(goal["index"].to_list())}
+    want = panel_matrix(goal)[[position[t] for t in pairs["target"].to_list()]]
+    have = panel_matrix(pool)[pairs["row"].to_numpy()]
+    return (want != have).sum(axis=1).astype(np.int64)
 
 
 def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (),
-          exclude_layouts: Iterable[str] = (), planner_gap: int | None = None) -> list[int]:
+          exclude_layouts: Iterable[str] = (), planner_gap: int | None = None,
+          panel: PanelRule | None = None) -> list[int]:
     """Rows of ``pool`` chosen for the targets, in the targets' order of ``index``.
 
     No two chosen rows share a canonical id or a wall layout, and none carries an excluded
     one. With ``planner_gap`` (both tables need ``planner_solved``) the chosen rows' planner
-    solved count differs from the targets' by at most that much. Raises ``MatchError``
-    naming the targets that cannot be matched.
+    solved count differs from the targets' by at most that much; with ``panel`` (both need
+    ``panel``) so does every panel agent's, by at most its tolerance. Raises ``MatchError``
+    naming the targets that cannot be matched (and the agents that cannot be held).
     """
     pairs = eligible_pairs(goal, pool, exclude_ids, exclude_layouts)
     order = goal.sort("index")["index"].to_list()
@@ -126,6 +160,8 @@ def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (
         count = sum(solved[k] * x[k] for k in x)
         model.add(count >= total - planner_gap)
         model.add(count <= total + planner_gap)
+    if panel is not None:
+        _hold_panel(model, x, goal, pool, pairs, panel)
     # Two phases: the least total cost, then among those the pairs earliest in their targets'
     # lists (the first pool before its enlargements). Full linearisation gives this
     # assignment-like model a tight LP bound: optimal in a second where the default took
@@ -146,6 +182,9 @@ def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (
         if left:
             raise MatchError(f"no distinct candidate is left for {describe(goal, left)} "
                              "(canonical id or wall layout taken by another slot)", left)
+        if panel is not None:
+            raise _panel_error(goal, pool, order, (exclude_ids, exclude_layouts, planner_gap),
+                               panel)
         same = pairs["same_outcome"].to_list()
         lacking = [t for t in order if not any(same[k] for k in by_target[t])] or order
         raise MatchError(f"the reference planner's solved count cannot be kept within "
@@ -153,6 +192,39 @@ def match(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable[str] = (
                          f" the planner judges alike: {describe(goal, lacking)}", lacking)
     rows = pairs["row"].to_list()
     return [next(rows[k] for k in by_target[t] if solver.value(x[k])) for t in order]
+
+
+def _hold_panel(model: cp_model.CpModel, x: dict[int, cp_model.IntVar], goal: pl.DataFrame,
+                pool: pl.DataFrame, pairs: pl.DataFrame, panel: PanelRule) -> None:
+    """Keep each panel agent's solved count within ``panel.tolerance`` of the targets'."""
+    have = panel_matrix(pool)[pairs["row"].to_numpy()]
+    totals = panel_matrix(goal).sum(axis=0)
+    for a in range(len(panel.agents)):
+        count = sum(x[k] for k in x if have[k, a])
+        model.add(count >= int(totals[a]) - panel.tolerance)
+        model.add(count <= int(totals[a]) + panel.tolerance)
+
+
+def _panel_error(goal: pl.DataFrame, pool: pl.DataFrame, order: list[int],
+                 rules: tuple[Iterable[str], Iterable[str], int | None], panel: PanelRule
+                 ) -> MatchError:
+    """Why the panel cannot be held: the agents off by more than the tolerance in the best
+    match without that rule, and the slots where that match moves them the wrong way."""
+    rows = match(goal, pool, *rules)
+    want, have = panel_matrix(goal), panel_matrix(pool)[rows]
+    totals, counts = want.sum(axis=0), have.sum(axis=0)
+    off = [a for a in range(len(panel.agents))
+           if abs(int(counts[a]) - int(totals[a])) > panel.tolerance]
+    named = ", ".join(f"{panel.agents[a]} ({int(totals[a])} on the previous version, "
+                      f"{int(counts[a])} at best)" for a in off) or "several agents at once"
+    drift = have.astype(np.int64) - want.astype(np.int64)
+    wrong = np.zeros(len(order), dtype=bool)
+    for a in off:
+        wrong |= drift[:, a] == np.sign(int(counts[a]) - int(totals[a]))
+    lacking = [t for t, bad in zip(order, wrong, strict=True) if bad] or order
+    return MatchError(f"the panel's solved counts cannot all be kept within {panel.tolerance} "
+                      f"of the previous version's: {named}; slots that move them: "
+                      f"{describe(goal, lacking)}", lacking)
 
 
 def describe(goal: pl.DataFrame, indices: list[int], limit: int = 8) -> str:
@@ -206,6 +278,9 @@ def solve_model(model: cp_model.CpModel, linearization_level: int = 1
     solver.parameters.random_seed = 0
     solver.parameters.max_deterministic_time = SOLVER_BUDGET
     solver.parameters.linearization_level = linearization_level
+    # CP-SAT's own Ctrl-C handler would replace Python's for the rest of the process (the
+    # next Ctrl-C then kills it with no cleanup): leave SIGINT to Python.
+    solver.parameters.catch_sigint_signal = False
     return solver.solve(model), solver
 
 

@@ -3,18 +3,20 @@
 ``rotate`` runs the ordinary build with a fresh seed and PREV's spec; its select stage is
 ``matched_select``, which solves and grades the candidates, enlarges the pool with targeted
 draws (``pipeline.slot_draws``) a bounded number of times until every level of PREV has its
-match, and refuses the version unless it is as hard (see ``pipeline.equivalence``). Nothing
-of a refused rotation is left behind. Slots are matched on ``compute_to_solve``: measured by
-the ladder when the spec says so, else predicted; a PREV graded before compute_to_solve
-existed is regraded by the predictor.
+match, and refuses the version unless it is as hard (see ``pipeline.equivalence``). The agent
+panel (``pipeline.panel``) plays PREV and the candidates a slot could take: slots are matched
+on its outcome vectors too, and each agent's solved count is held within the spec's
+``panel_tolerance``. Nothing of a refused rotation is left behind. Slots are matched on
+``compute_to_solve``: measured by the ladder when the spec says so, else predicted; a PREV
+graded before compute_to_solve existed is regraded by the predictor.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "DIFFICULTY_TOLERANCE", "MAX_ENLARGEMENTS", "REFINE_GAP", "RotationResult",
-    "check_graded_alike", "excluded_levels", "graded_alike", "matched_select", "rotate",
-    "select_stage",
+    "DIFFICULTY_TOLERANCE", "MAX_ENLARGEMENTS", "PANEL_CLOSE", "REFINE_DRAWS", "REFINE_GAP",
+    "RotationResult", "check_graded_alike", "draw_targets", "excluded_levels", "graded_alike",
+    "matched_select", "rotate", "select_stage",
 ]
 
 import json
@@ -27,6 +29,7 @@ import polars as pl
 
 from engine.level_files import read_collection
 from engine.levels import LevelError, canonical_id
+from engine.panel import PANEL
 from pipeline.build import BuildFolder, Plan, StageRun, build
 from pipeline.compute import with_measured_compute
 from pipeline.difficulty import MODEL_PATH, scores_from_compute
@@ -40,7 +43,16 @@ from pipeline.equivalence import (
 from pipeline.errors import InputError, PipelineError
 from pipeline.generate import CANDIDATE_SCHEMA
 from pipeline.grade import grade, with_predicted_compute
-from pipeline.matching import OPTIMUM_TOLERANCE, MatchError, match, targets
+from pipeline.matching import (
+    OPTIMUM_TOLERANCE,
+    MatchError,
+    PanelRule,
+    match,
+    panel_matrix,
+    targets,
+)
+from pipeline.panel import PANEL_COLUMN, PANEL_FILE, write_panel
+from pipeline.panel import with_outcomes as with_panel
 from pipeline.seeds import ENLARGE
 from pipeline.slot_draws import Target, draw, draws_in_round
 from pipeline.solve import solve
@@ -50,9 +62,11 @@ from pipeline.version import REPORT_DIR, STAGES_DIR, VersionMissing, open_versio
 from pipeline.workers import Workers
 from pipeline.write import play_order
 
-MAX_ENLARGEMENTS = 3  # rounds of extra candidates for the unmatched slots before giving up
+MAX_ENLARGEMENTS = 5  # rounds of extra candidates for the unmatched slots before giving up
 DIFFICULTY_TOLERANCE = 1e-6
 REFINE_GAP = 0.25  # a slot whose compute_to_solve differs more gets one more draw once matched
+PANEL_CLOSE = 2  # ... and so does one whose panel outcomes differ in more agents than this,
+REFINE_DRAWS = 2_400  # per 100 levels: the farthest such slots first, this many draws in all
 
 
 @dataclass
@@ -113,7 +127,7 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     rotation = {"from": prev, "excluded_files": files, "excluded_ids": ids}
     result = build(new, datasets=datasets, spec=spec, seed=seed, workers=workers,
                    rotation=rotation, select=select_stage)
-    return _report(datasets, new, prev, result.path)
+    return _report(datasets, new, prev, result.path, workers or Workers())
 
 
 def select_stage(run: StageRun) -> Path:
@@ -130,9 +144,10 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
     prev = rotation["from"]
     prev_levels = graded_alike(
         prev, open_version(exclusion_root, prev, require_intact=False).levels(), workers)
-    prev_levels = prev_levels.with_columns(
-        pl.Series("planner_solved", planner_solved(prev_levels, workers)))
+    prev_levels = with_panel(prev_levels.with_columns(
+        pl.Series("planner_solved", planner_solved(prev_levels, workers))), workers)
     goal = targets(prev_levels, plan.spec)
+    rule = PanelRule(tuple(a.name for a in PANEL), plan.spec.panel_tolerance)
     gap = allowed_gap(goal.height)
     ids = version_ids(exclusion_root, plan.excluded_versions) | set(
         rotation["excluded_ids"])
@@ -147,7 +162,7 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
                 pools.append(extra)
         pool = pl.concat(pools, how="vertical_relaxed")
         try:
-            rows = match(goal, pool, ids, layouts, planner_gap=gap)
+            rows = match(goal, pool, ids, layouts, planner_gap=gap, panel=rule)
             break
         except MatchError as e:
             if round_ == MAX_ENLARGEMENTS:
@@ -160,24 +175,26 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
                         f"{pool.height}; drawing {draws_in_round(round_ + 1)} more "
                         "candidates for each")
     # One more draw for the slots matched loosely; the match can then only get closer.
-    loose = _loose(goal, pool, rows)
+    loose = _loose(goal, pool, rows, draws_in_round(round_ + 1))
     if loose:
-        workers.say(f"select: {len(loose)} slot(s) differ by more than {REFINE_GAP} in "
-                    f"compute_to_solve; drawing {draws_in_round(round_ + 1)} more candidates "
-                    "for each")
+        workers.say(f"select: {len(loose)} slot(s), the farthest, differ by more than "
+                    f"{REFINE_GAP} in compute_to_solve or in more than {PANEL_CLOSE} panel "
+                    f"agents; drawing "
+                    f"{draws_in_round(round_ + 1)} more candidates for each")
         extra = _enlarge(folder, plan, round_ + 1, goal.filter(pl.col("index").is_in(loose)),
                          goal, workers)
         if extra is not None:
             pool = pl.concat([pool, extra], how="vertical_relaxed")
-            rows = match(goal, pool, ids, layouts, planner_gap=gap)
+            rows = match(goal, pool, ids, layouts, planner_gap=gap, panel=rule)
     # Each new level takes the slot (and band) of the PREV level it stands in for; play order
     # is then easiest first within each tier, as in an ordinary build.
-    chosen = (pool[rows].drop("slot", "band_lo", "band_hi", "planner_solved")
+    chosen = (pool[rows].drop("slot", "band_lo", "band_hi", "planner_solved", PANEL_COLUMN)
               .with_columns(goal["slot"], goal["band_lo"], goal["band_hi"]))
-    # The verdict replays the planner on the chosen levels rather than trusting the pool's.
+    # The verdict replays the planner and the panel on the chosen levels rather than
+    # trusting the pool's.
     ordered = play_order(chosen)
-    verdict = compare(prev, goal, plan.version, ordered.with_columns(
-        pl.Series("planner_solved", planner_solved(ordered, workers))))
+    verdict = compare(prev, goal, plan.version, with_panel(ordered.with_columns(
+        pl.Series("planner_solved", planner_solved(ordered, workers))), workers), rule)
     if not verdict.accepted:
         raise PipelineError(f"rotation of {plan.version} from {prev} refused: "
                             + "; ".join(verdict.reasons()))
@@ -234,13 +251,19 @@ def check_graded_alike(name: str, levels: pl.DataFrame) -> None:
             "rotated")
 
 
-def _loose(goal: pl.DataFrame, pool: pl.DataFrame, rows: list[int]) -> list[int]:
-    """Targets (PREV indices) whose chosen candidate differs by more than REFINE_GAP."""
-    gaps = (pool["compute_to_solve"][rows].cast(pl.Float64).to_numpy()
-            - goal["compute_to_solve"].cast(pl.Float64).to_numpy())
-    return [int(i) for i, g in zip(goal["index"].to_list(), gaps, strict=True)
-            if abs(g) > REFINE_GAP]
-
+def _loose(goal: pl.DataFrame, pool: pl.DataFrame, rows: list[int], per_slot: int
+           ) -> list[int]:
+    """Targets (PREV indices) whose chosen candidate differs by more than REFINE_GAP in
+    compute_to_solve or by more than PANEL_CLOSE agents in its panel outcomes, farthest
+    first, as many as REFINE_DRAWS per 100 levels allow at ``per_slot`` draws each."""
+    gaps = np.abs(pool["compute_to_solve"][rows].cast(pl.Float64).to_numpy()
+                  - goal["compute_to_solve"].cast(pl.Float64).to_numpy())
+    agents = (panel_matrix(pool)[rows] != panel_matrix(goal)).sum(axis=1)
+    far = np.maximum(gaps / REFINE_GAP, agents / PANEL_CLOSE)
+    loose = np.flatnonzero(far > 1)
+    keep = max(1, REFINE_DRAWS * goal.height // 100 // per_slot)
+    order = loose[np.argsort(-far[loose], kind="stable")][:keep]
+    return [int(goal["index"][int(k)]) for k in sorted(order)]
 
 
 def _enlarge(folder: BuildFolder, plan: Plan, round_: int, wanted: pl.DataFrame,
@@ -249,16 +272,21 @@ def _enlarge(folder: BuildFolder, plan: Plan, round_: int, wanted: pl.DataFrame,
 
     Each target seeks starts within one move of PREV's optimum, inside its slot's band.
     """
-    targets = [Target(r["tier"], r["slot"], r["index"], (r["band_lo"], r["band_hi"]),
-                      (max(r["band_lo"], r["optimal_moves"] - OPTIMUM_TOLERANCE),
-                       min(r["band_hi"], r["optimal_moves"] + OPTIMUM_TOLERANCE)))
-               for r in wanted.iter_rows(named=True)]
-    drawn = draw(plan.spec, plan.seed, ENLARGE, round_, targets, workers)
+    drawn = draw(plan.spec, plan.seed, ENLARGE, round_, draw_targets(wanted), workers)
     if not drawn.height:
         return None
     path = folder.stages / f"enlarge{round_}-generate.parquet"
     write_parquet(drawn, path)
     return _graded_pool(folder, f"enlarge{round_}", path, plan.spec, workers, goal)
+
+
+def draw_targets(wanted: pl.DataFrame) -> list[Target]:
+    """The targeted draws for levels of PREV (``targets`` rows): starts within one move of
+    each one's optimum, inside its slot's band, keyed by its index."""
+    return [Target(r["tier"], r["slot"], r["index"], (r["band_lo"], r["band_hi"]),
+                   (max(r["band_lo"], r["optimal_moves"] - OPTIMUM_TOLERANCE),
+                    min(r["band_hi"], r["optimal_moves"] + OPTIMUM_TOLERANCE)))
+            for r in wanted.iter_rows(named=True)]
 
 
 def _graded_pool(folder: BuildFolder, name: str, candidates: Path, spec: Spec,
@@ -271,8 +299,9 @@ def _graded_pool(folder: BuildFolder, name: str, candidates: Path, spec: Spec,
 
 def _with_planner(pool: pl.DataFrame, spec: Spec, workers: Workers, goal: pl.DataFrame
                   ) -> pl.DataFrame:
-    """The candidates with their step budget and the reference planner's outcome; with a
-    measured spec, only candidates some target could take, with their ladder measured."""
+    """The candidates some target could take (tier, crates, grade, optimum within one move)
+    with their step budget, the reference planner's outcome and the panel's; with a
+    measured spec, their ladder measured first."""
     budgets = [spec.max_steps(m) for m in pool["optimal_moves"].to_list()]
     pool = pool.with_columns(pl.Series("max_steps", budgets, dtype=pl.Int32))
     if spec.compute == "measured":
@@ -282,10 +311,24 @@ def _with_planner(pool: pl.DataFrame, spec: Spec, workers: Workers, goal: pl.Dat
                          - pl.col("prev_moves").cast(pl.Int32)).abs() <= OPTIMUM_TOLERANCE)
                 ["row"].unique().sort().to_list())
         pool = with_measured_compute(pool[rows], workers)
-    return pool.with_columns(pl.Series("planner_solved", planner_solved(pool, workers)))
+    pool = _takeable(pool, goal)
+    pool = pool.with_columns(pl.Series("planner_solved", planner_solved(pool, workers)))
+    return with_panel(pool, workers)
 
 
-def _report(datasets: Path, new: str, prev: str, path: Path) -> RotationResult:
+def _takeable(pool: pl.DataFrame, goal: pl.DataFrame) -> pl.DataFrame:
+    """The candidates, in order, with the tier, crate count and grade of some target and an
+    optimum within OPTIMUM_TOLERANCE of its: the only ones matching can choose."""
+    near = goal.select("tier", "n_crates", "grade", pl.col("optimal_moves").alias("prev_moves"))
+    rows = (pool.with_row_index("row").join(near, on=["tier", "n_crates", "grade"])
+            .filter((pl.col("optimal_moves").cast(pl.Int32)
+                     - pl.col("prev_moves").cast(pl.Int32)).abs() <= OPTIMUM_TOLERANCE)
+            ["row"].unique().sort().to_list())
+    return pool[rows]
+
+
+def _report(datasets: Path, new: str, prev: str, path: Path, workers: Workers
+            ) -> RotationResult:
     """Write the equivalence figures and the audit of ``new`` against ``prev`` to its report/.
 
     The figures are those the select stage accepted; an audit that cannot run is reported as
@@ -300,6 +343,10 @@ def _report(datasets: Path, new: str, prev: str, path: Path) -> RotationResult:
     folder.mkdir(exist_ok=True)
     write_text(text, folder / EQUIVALENCE_FILE)
     try:
+        # The audit below shows NEW's panel, and with PREV's the move one agent can expect.
+        write_panel(datasets, new, workers)
+        if not (datasets / prev / REPORT_DIR / PANEL_FILE).is_file():
+            write_panel(datasets, prev, workers)
         result = audit(datasets, new, prev)
         Report(result).write(folder)
     except (OSError, KeyError, ValueError, PipelineError) as e:

@@ -21,11 +21,11 @@ import numpy as np
 import polars as pl
 
 from pipeline.errors import InputError
+from pipeline.panel import PANEL_FILE
 from pipeline.precision import expected_move, tier_rates
 from pipeline.tables import read_parquet
 from pipeline.version import REPORT_DIR
 
-PANEL_FILE = "panel.parquet"
 PANEL = "panel"
 MODEL = "binomial model"
 MODEL_RATES = (0.25, 0.5, 0.75)

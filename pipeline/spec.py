@@ -28,7 +28,9 @@ VISIBILITIES = ("hidden", "public")
 COMPUTE_SOURCES = ("predicted", "measured")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
                "budget", "tiers", "look", "noise", "compute", "restarts", "visibility",
-               "min_first_push_traps"}
+               "min_first_push_traps", "panel_tolerance"}
+# How far (in levels) a rotation may move any panel agent's solved count (pipeline.rotate).
+DEFAULT_PANEL_TOLERANCE = 1
 RESTARTS = ("none", "level", "game")
 _TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end", "band"}
 _BUDGET_FIELDS = {"multiple", "floor", "fixed"}
@@ -70,7 +72,8 @@ class Spec:
     ``budget_fixed`` > 0 gives every level that budget instead of the multiple of its
     optimum; ``min_first_push_traps`` is how many first pushes of each level must lead into
     a dead state; ``visibility`` says whether its versions may
-    be shipped (``public``: seed in the manifest) or are a hidden set. The defaults are the
+    be shipped (``public``: seed in the manifest) or are a hidden set; ``panel_tolerance`` is
+    how many levels a rotation may move any panel agent's solved count. The defaults are the
     game as it was before them.
     """
 
@@ -94,6 +97,7 @@ class Spec:
     budget_fixed: int = 0
     min_first_push_traps: int = 0
     visibility: str = "hidden"
+    panel_tolerance: int = DEFAULT_PANEL_TOLERANCE
 
     @property
     def n_levels(self) -> int:
@@ -133,6 +137,8 @@ class Spec:
             data["min_first_push_traps"] = self.min_first_push_traps
         if self.visibility != "hidden":
             data["visibility"] = self.visibility
+        if self.panel_tolerance != DEFAULT_PANEL_TOLERANCE:
+            data["panel_tolerance"] = self.panel_tolerance
         return data
 
 
@@ -189,6 +195,8 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
                         f"{VISIBILITIES}")
     traps = _int(data, "min_first_push_traps", source, 0, 64) \
         if "min_first_push_traps" in data else 0
+    tolerance = _int(data, "panel_tolerance", source, 0, 10_000) \
+        if "panel_tolerance" in data else DEFAULT_PANEL_TOLERANCE
     compute = data.get("compute", "predicted")
     if compute not in COMPUTE_SOURCES:
         raise SpecError(f"{source}: field 'compute' is {compute!r}; expected one of "
@@ -235,7 +243,7 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
         raise SpecError(f"{source}: field 'restarts' is {restarts!r}; expected one of {RESTARTS}")
     return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers),
                 look, noise, compute, restarts, budget_fixed=fixed,
-                min_first_push_traps=traps, visibility=visibility)
+                min_first_push_traps=traps, visibility=visibility, panel_tolerance=tolerance)
 
 
 def version_look(manifest: dict[str, Any]) -> str:

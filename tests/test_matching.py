@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.matching import MatchError, match, targets
+from pipeline.matching import MatchError, PanelRule, match, targets
 from pipeline.spec import spec_from_dict
 
 SPEC = spec_from_dict({
@@ -120,6 +120,38 @@ def test_match_names_the_slots_without_a_candidate_the_planner_judges_alike():
         match(prev, pool, planner_gap=0)
     assert err.value.unmatched == [1]
     assert "planner's solved count cannot be kept within 0" in str(err.value)
+
+
+def _paneled(table: pl.DataFrame, vectors: list[list[bool]]) -> pl.DataFrame:
+    return table.with_columns(pl.Series("panel", vectors, dtype=pl.List(pl.Boolean)))
+
+
+TWO_AGENTS = PanelRule(("fast", "slow"), 0)
+
+
+def test_match_prefers_the_panel_outcomes_of_the_previous_slot():
+    prev = _paneled(PREV, [[True, True], [True, False], [False, False]])
+    # Slot 1's closest candidate in compute differs from PREV in both agents; the other fits.
+    pool = _paneled(_pool([(6, 1, 0.10, "a", "A"), (8, 2, 0.30, "c", "C"),
+                           (8, 2, 0.40, "d", "D"), (10, 3, 0.50, "e", "E")]),
+                    [[True, True], [False, True], [True, False], [False, False]])
+    assert match(prev, pool) == [0, 2, 3]
+
+
+def test_match_holds_every_panel_agents_solved_count_within_the_tolerance():
+    prev = _paneled(PREV, [[True, True], [True, False], [False, False]])
+    # The closest candidates make "slow" solve one level more than on PREV.
+    pool = _paneled(_pool([(6, 1, 0.10, "a", "A"), (8, 2, 0.30, "c", "C"),
+                           (10, 3, 0.50, "e", "E"), (10, 3, 0.90, "f", "F")]),
+                    [[True, True], [True, False], [False, True], [True, True]])
+    assert match(prev, pool) == [0, 1, 2]
+    with pytest.raises(MatchError) as err:
+        match(prev, pool, panel=TWO_AGENTS)
+    message = str(err.value)
+    assert "panel's solved counts cannot all be kept within 0" in message
+    assert "slow (1 on the previous version, 2 at best)" in message and "fast (" not in message
+    assert err.value.unmatched == [2]  # the slot whose best candidate moves "slow" up
+    assert match(prev, pool, panel=PanelRule(("fast", "slow"), 1)) == [0, 1, 2]
 
 
 def test_match_names_the_slots_left_without_a_distinct_candidate():

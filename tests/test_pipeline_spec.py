@@ -48,6 +48,13 @@ def test_spec_round_trips_through_plain_data():
     assert spec_from_dict(themed.to_dict()) == themed
 
 
+def test_panel_tolerance_defaults_to_one_level_and_stays_out_of_todays_manifests():
+    spec = load_spec("standard")
+    assert spec.panel_tolerance == 1 and "panel_tolerance" not in spec.to_dict()
+    loose = spec_from_dict({**spec.to_dict(), "panel_tolerance": 3})
+    assert loose.panel_tolerance == 3 and spec_from_dict(loose.to_dict()) == loose
+
+
 def test_a_spec_written_before_looks_means_the_shared_look_without_noise():
     old = load_spec("standard").to_dict()
     del old["look"], old["noise"]
@@ -72,6 +79,7 @@ def test_a_spec_written_before_looks_means_the_shared_look_without_noise():
     (lambda d: d.update(look="sepia"), "field 'look' is 'sepia'"),
     (lambda d: d.update(look="themed", noise="yes"), "field 'noise' is 'yes'"),
     (lambda d: d.update(noise=True), "field 'noise' is true but look is 'shared'"),
+    (lambda d: d.update(panel_tolerance=-1), "field 'panel_tolerance' is -1"),
 ])
 def test_bad_spec_field_is_named(change, message):
     data = load_spec("standard").to_dict()

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import shutil
+import signal
 import stat
+import subprocess
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from engine.levels import canonical_id, parse_xsb
+from engine.panel import PANEL
 from engine.planner import plan
 from pipeline import rotate as rotate_module
 from pipeline.build import build
@@ -308,6 +315,49 @@ def test_a_rotation_refused_by_its_verdict_leaves_nothing(demo, tmp_path, monkey
     assert not (datasets / ".build" / "y").exists() and not secret_path(datasets, "y").exists()
 
 
+def test_a_rotation_refused_when_a_panel_agent_moves_beyond_the_tolerance_names_it(
+        demo, tmp_path, monkeypatch):
+    datasets = _fresh_copy(demo, tmp_path)
+    real = rotate_module.compare
+    seen = {}
+
+    def drifted(*args):
+        verdict = real(*args)
+        seen["verdict"] = verdict
+        panel = [dict(a) for a in verdict.panel]
+        panel[3]["new"] = panel[3]["prev"] + verdict.panel_tolerance + 1  # one level too many
+        return replace(verdict, panel=panel)
+
+    monkeypatch.setattr(rotate_module, "compare", drifted)
+    with pytest.raises(PipelineError) as err:
+        rotate("p", "demo", datasets=datasets, seed=21, workers=QUIET)
+    verdict = seen["verdict"]
+    assert verdict.accepted and verdict.panel_tolerance == 1  # the spec's default
+    assert [a["agent"] for a in verdict.panel] == [a.name for a in PANEL]
+    agent = verdict.panel[3]["agent"]
+    message = str(err.value)
+    assert "refused: panel agents whose solved count moves by more than 1" in message
+    assert f"{agent} {verdict.panel[3]['prev']} -> {verdict.panel[3]['prev'] + 2}" in message
+    assert sum(a["agent"] in message for a in verdict.panel) == 1  # only the one that moved
+    assert not (datasets / "p").exists() and not (datasets / ".build" / "p").exists()
+
+
+def test_a_rotation_shows_the_panel_on_both_versions_side_by_side(rotated):
+    datasets, first, _ = rotated
+    figures = first.equivalence
+    levels = _levels(datasets, "r1").height
+    prev = pl.read_parquet(datasets / "demo" / "levels.parquet")
+    assert [a["agent"] for a in figures.panel] == [a.name for a in PANEL]
+    assert all(abs(a["new"] - a["prev"]) <= figures.panel_tolerance for a in figures.panel)
+    panel = pl.read_parquet(datasets / "r1" / "report" / "panel.parquet")
+    for a in figures.panel:  # NEW's counts are those its own panel.parquet holds
+        assert int(panel.filter(pl.col("agent") == a["agent"])["solved"].sum()) == a["new"]
+    assert prev.height == levels
+    report = (datasets / "r1" / "report" / "report.md").read_text()
+    assert "| agent | solved demo | solved r1 | difference | within tolerance |" in report
+    assert "panel solved on demo and r1" in "\n".join(figures.lines())
+
+
 def _symmetric(xsb: str, turns: int, mirror: bool) -> str:
     """The level turned by ``turns`` quarter turns, then mirrored left to right."""
     rows = xsb.split("\n")
@@ -370,6 +420,62 @@ def test_exclude_reads_a_collection_file_as_import_does(tmp_path):
     files, ids = rotate_module.excluded_levels([listed])
     assert ids == [canonical_id(parse_xsb("#####\n#@$.#\n#####"))]  # level 2 is its mirror
     assert [(f["name"], f["levels"]) for f in files] == [("public.sok", 2)]
+
+
+def _sweep_module():
+    path = Path(__file__).resolve().parent.parent / "scripts" / "rotation_sweep.py"
+    spec = importlib.util.spec_from_file_location("rotation_sweep", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_rotations_succeed_down_a_chain_with_the_public_splits_present(tmp_path, seed):
+    sweep = _sweep_module()
+    public = sweep.with_public_splits(tmp_path)
+    assert public and all(p.startswith("public-") for p in public)
+    names = sweep.rotation_chain(tmp_path, load_spec("tiny"), seed, 2, QUIET)
+    taken = set()
+    for name in public:
+        taken |= set(_levels(tmp_path, name)["canonical_id"])
+    for name in names:
+        ids = set(_levels(tmp_path, name)["canonical_id"])
+        assert not ids & taken, name
+        taken |= ids
+    assert _manifest(tmp_path, names[-1])["rotated_from"] == names[-2]
+    assert not (tmp_path / ".build").exists()
+
+
+def test_ctrl_c_after_a_match_exits_130_leaving_a_resumable_build_and_no_lock(rotated, tmp_path):
+    datasets, first, _ = rotated
+    again = _fresh_copy(datasets, tmp_path)
+    script = Path(sys.executable).parent / "sokoforge"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([str(script), "rotate", "r1", "--from", "demo", "--seed", "21",
+                             "--datasets", str(again)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        seen = []
+        # the first match has run (CP-SAT once took Ctrl-C away from Python for good) and the
+        # enlarged pool is being drawn, solved and graded
+        while not any("unmatched in a pool" in line for line in seen):
+            seen.append(proc.stderr.readline())
+            assert seen[-1] or proc.poll() is None, "".join(seen)
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, rest
+    assert rest.strip().splitlines()[-1] == "Error: interrupted"
+    assert not (again / ".build" / "r1.lock").exists()
+    assert (again / ".build" / "r1" / "stages" / "generate.sha256").is_file()
+    resumed = rotate("r1", "demo", datasets=again, seed=21, workers=QUIET)
+    assert (resumed.path / "levels.parquet").read_bytes() == \
+        (first.path / "levels.parquet").read_bytes()
 
 
 def test_a_rotation_in_progress_takes_its_select_from_the_rotation_not_the_spec(demo, tmp_path):

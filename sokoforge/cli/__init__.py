@@ -21,6 +21,7 @@ from sokoforge.cli.errors import ConventionGroup
 from sokoforge.cli.importing import import_command
 from sokoforge.cli.irt import irt_command
 from sokoforge.cli.levels import render_command, solve_command
+from sokoforge.cli.panel import panel_command
 from sokoforge.cli.rotate import reveal_command, rotate_command, versions_command
 from sokoforge.cli.rounds import round_group
 from sokoforge.cli.serve import play_command, serve_command
@@ -63,6 +64,7 @@ main.add_command(verify_command)
 main.add_command(serve_command)
 main.add_command(play_command)
 main.add_command(audit_command)
+main.add_command(panel_command)
 main.add_command(calibrate_command)
 main.add_command(irt_command)
 main.add_command(rotate_command)

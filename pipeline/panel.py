@@ -1,0 +1,113 @@
+"""The agent panel played on a table of levels: outcome vectors, counts and panel.parquet.
+
+``sokoforge panel VERSION`` writes ``report/panel.parquet`` (one row per level and agent);
+rotation matches slot by slot on the same outcome vectors (``pipeline.rotate``). The panel
+(``engine.panel``) is deterministic, so the file's bytes follow from the levels alone.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PANEL_COLUMN", "PANEL_FILE", "outcome_matrix", "panel_frame", "panel_of_version",
+    "play_table", "solved_counts", "with_outcomes", "write_panel",
+]
+
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from engine.levels import parse_xsb
+from engine.panel import PANEL, PanelAgent, play_panel
+from pipeline.tables import write_parquet
+from pipeline.version import Version, open_version
+from pipeline.workers import Workers
+
+PANEL_FILE = "panel.parquet"  # in a version's report/
+PANEL_COLUMN = "panel"  # a table's per-level outcome vector (List[Boolean], one per agent)
+
+
+def _play(agents: tuple[PanelAgent, ...], seed: int, item: tuple[str, int]
+          ) -> tuple[tuple[bool, ...], tuple[int, ...]]:
+    return play_panel(parse_xsb(item[0]), int(item[1]), agents, seed)
+
+
+def play_table(table: pl.DataFrame, workers: Workers,
+               agents: Sequence[PanelAgent] = PANEL, seed: int = 0
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``(solved, steps)``, levels x agents, of every agent on every row (``xsb`` within
+    ``max_steps``), in the rows' order."""
+    items = list(zip(table["xsb"].to_list(), table["max_steps"].to_list(), strict=True))
+    results = workers.map(partial(_play, tuple(agents), seed), items, label="panel")
+    shape = (len(items), len(agents))
+    solved = np.array([r[0] for r in results], dtype=bool).reshape(shape)
+    steps = np.array([r[1] for r in results], dtype=np.int64).reshape(shape)
+    return solved, steps
+
+
+def with_outcomes(table: pl.DataFrame, workers: Workers,
+                  agents: Sequence[PanelAgent] = PANEL) -> pl.DataFrame:
+    """``table`` with its panel outcome vector per row (column ``panel``)."""
+    solved, _ = play_table(table, workers, agents)
+    return table.with_columns(pl.Series(PANEL_COLUMN, solved.tolist(),
+                                        dtype=pl.List(pl.Boolean)))
+
+
+def outcome_matrix(table: pl.DataFrame) -> np.ndarray:
+    """The ``panel`` column as a levels x agents boolean matrix."""
+    rows = table[PANEL_COLUMN].to_list()
+    return np.array(rows, dtype=bool).reshape(len(rows), -1)
+
+
+def panel_frame(indices: Sequence[int], solved: np.ndarray, steps: np.ndarray,
+                agents: Sequence[PanelAgent] = PANEL) -> pl.DataFrame:
+    """The long table: one row per level and agent (index, agent, family, budget, solved,
+    steps), by level then agent in panel order."""
+    n, k = solved.shape
+    return pl.DataFrame({
+        "index": pl.Series(np.repeat(np.asarray(indices, dtype=np.int16), k), dtype=pl.Int16),
+        "agent": [a.name for a in agents] * n,
+        "family": [a.family for a in agents] * n,
+        "budget": pl.Series([a.budget for a in agents] * n, dtype=pl.Int32),
+        "solved": solved.ravel(),
+        "steps": pl.Series(steps.ravel(), dtype=pl.Int32),
+    })
+
+
+def panel_of_version(version: Version, workers: Workers) -> pl.DataFrame:
+    """Play the whole panel on every level of ``version``: the long table."""
+    levels = version.levels(["index", "xsb", "max_steps"]).sort("index")
+    solved, steps = play_table(levels, workers)
+    return panel_frame(levels["index"].to_list(), solved, steps)
+
+
+def write_panel(datasets: Path, name: str, workers: Workers) -> Path:
+    """Write ``report/panel.parquet`` of version ``name`` (its levels as its manifest says;
+    the report folder is made if needed)."""
+    version = open_version(datasets, name)
+    frame = panel_of_version(version, workers)
+    version.report_dir.mkdir(exist_ok=True)
+    out = version.report_dir / PANEL_FILE
+    write_parquet(frame, out)
+    return out
+
+
+def solved_counts(frame: pl.DataFrame, by_tier: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Solved levels per agent (panel order, then others as they come), and per tier when
+    ``by_tier`` (index, tier) is given: columns agent[, family, budget], solved[, tier 0,
+    tier 1, ...]. Only index, agent and solved are needed."""
+    order = {a.name: i for i, a in enumerate(PANEL)}
+    keys = ["agent", *[c for c in ("family", "budget") if c in frame.columns]]
+    total = (frame.group_by(keys, maintain_order=True)
+             .agg(pl.col("solved").sum().cast(pl.Int64).alias("solved")))
+    if by_tier is not None:
+        tiers = (frame.join(by_tier.select("index", "tier"), on="index")
+                 .group_by("agent", "tier").agg(pl.col("solved").sum().cast(pl.Int64))
+                 .sort("tier")
+                 .pivot(on="tier", index="agent", values="solved"))
+        tiers = tiers.rename({c: f"tier {c}" for c in tiers.columns if c != "agent"})
+        total = total.join(tiers, on="agent", how="left", maintain_order="left")
+    rank = [order.get(a, len(order) + i) for i, a in enumerate(total["agent"].to_list())]
+    return total.with_columns(pl.Series("_rank", rank)).sort("_rank").drop("_rank")

@@ -1,0 +1,40 @@
+"""``sokoforge panel``: play the agent panel on every level of a version."""
+
+from __future__ import annotations
+
+__all__ = [
+    "panel_command",
+]
+
+from pathlib import Path
+
+import click
+
+from sokoforge.cli.build import datasets_option
+from sokoforge.cli.errors import refusals
+
+
+@click.command("panel")
+@click.argument("version")
+@click.option("--jobs", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Local worker processes.")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+@datasets_option
+def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
+    """Play the agent panel on every level of VERSION; write report/panel.parquet.
+
+    Four families of agents (the reference planner, greedy best-first, a breadth-first
+    lookahead, random rollouts), each at 64, 256 and 1,024 dynamics calls per step; one row
+    per level and agent. Prints each agent's solved count. The next audit shows them.
+    """
+    from pipeline.panel import solved_counts, write_panel
+    from pipeline.tables import read_parquet
+    from pipeline.workers import Workers
+
+    with refusals():
+        out = write_panel(datasets, version, Workers(jobs=jobs, show_progress=not quiet))
+        frame = read_parquet(out)
+    levels = frame["index"].n_unique()
+    for row in solved_counts(frame).iter_rows(named=True):
+        click.echo(f"{row['agent']:>14}  {row['solved']:>4}/{levels}")
+    click.echo(f"{version}: panel written to {out}")
