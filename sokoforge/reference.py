@@ -51,6 +51,8 @@ SPEC_FIELDS = {
                    "seed in the manifest, a play page) or are a hidden set"),
     "min_first_push_traps": ("integer 0-64", "first pushes of every level that must lead "
                              "into a dead state (the audit checks it)"),
+    "panel_tolerance": ("integer 0-10000", "how many levels a rotation may move any panel "
+                        "agent's solved count before it is refused"),
 }
 
 # A theme's fields (engine.look.Theme): the colours and switches a look draws with.
@@ -177,7 +179,8 @@ def spec_defaults() -> dict[str, object]:
     spec = spec_from_dict(minimal)
     return {"look": spec.look, "noise": spec.noise, "compute": spec.compute,
             "restarts": spec.restarts, "visibility": spec.visibility,
-            "min_first_push_traps": spec.min_first_push_traps}
+            "min_first_push_traps": spec.min_first_push_traps,
+            "panel_tolerance": spec.panel_tolerance}
 
 
 def _check(names: set[str], described: set[str], what: str) -> None:
@@ -380,5 +383,8 @@ def write_pages(folder: Path = DOCS) -> list[Path]:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 or sys.argv[1:2] and sys.argv[1].startswith("-"):
+        sys.exit(f"usage: python -m sokoforge.reference [OUT_DIR]  (default {DOCS}): writes "
+                 "the reference pages from the code")
     for path in write_pages(Path(sys.argv[1]) if len(sys.argv) > 1 else DOCS):
         print(path)
