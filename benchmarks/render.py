@@ -3,7 +3,7 @@ then a frame per action (RGB, and the ARC face's palette indices), beside the re
 replaced (``engine.render.render``, the 16-colour picture served before looks existed).
 
 Frames are drawn for the states of random walks on real levels: ``datasets/VERSION`` (8x8),
-and the shared reference boards (6x6 to 15x15) when ``../shared/reference/look`` is found.
+and the shared environment's reference boards (6x6 to 15x15, kept in tests/fixtures/).
 Every look is timed in the same run, rounds interleaved, best round kept.
 
     .venv/bin/python benchmarks/render.py [--version demo] [--frames 4000] [--rounds 5]
@@ -40,11 +40,9 @@ def demo_levels(datasets: Path, version: str) -> list[Level]:
 
 
 def reference_levels() -> list[Level]:
-    for folder in ROOT.parents:
-        cases = folder / "shared" / "reference" / "look" / "cases.json"
-        if cases.is_file():
-            return [parse_xsb(c["xsb"]) for c in json.loads(cases.read_text())]
-    return []
+    """The shared environment's reference boards, as kept with the tests."""
+    cases = ROOT / "tests" / "fixtures" / "reference_look" / "cases.json"
+    return [parse_xsb(c["xsb"]) for c in json.loads(cases.read_text())]
 
 
 def walks(levels: list[Level], frames: int, rng: np.random.Generator
@@ -86,9 +84,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     sets = {f"{args.version} (8x8)": demo_levels(Path(args.datasets), args.version)}
-    ref = reference_levels()
-    if ref:
-        sets["reference (6x6-15x15)"] = ref
+    sets["reference (6x6-15x15)"] = reference_levels()
     print(f"us per frame, best of {args.rounds} interleaved rounds of {args.frames} frames; "
           "painters made once per level (as at server load)")
     print(f"{'boards':<22} {'look':<13} {'RGB frame':>10} {'ARC face':>9} {'vs before':>10}")
