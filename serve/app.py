@@ -23,8 +23,9 @@ from aiohttp import web
 from serve import arc, browser, native, pages
 from serve.access_log import AccessLog
 from serve.access_log import middleware as access_middleware
+from serve.arena.errors import NotFound
 from serve.limits import ConnectionLimits
-from serve.play import Arena, NotFound
+from serve.play import Arena
 from serve.schema import MAP, TEXT, Route, obj, openapi
 from serve.web import (
     ARENA,

@@ -21,21 +21,15 @@ from typing import Any
 
 from aiohttp import web
 
+from engine.rules import WAIT
 from serve import arc_wire as w
 from serve import native
+from serve.arena.cache import Session
+from serve.arena.errors import Conflict, PlayError, RoundClosed
+from serve.episode import IN_PROGRESS, Outcome
 from serve.games import GameEntry
 from serve.native import SCORECARD_ID, SESSION_ID
-from serve.play import (
-    IN_PROGRESS,
-    WAIT,
-    Arena,
-    Conflict,
-    KeyRecord,
-    Outcome,
-    PlayError,
-    RoundClosed,
-    Session,
-)
+from serve.play import Arena
 from serve.schema import (
     ANY,
     BOOLEAN,
@@ -54,6 +48,7 @@ from serve.schema import (
     obj,
     string,
 )
+from serve.store import KeyRecord
 from serve.web import (
     ARENA,
     client_ip,

@@ -19,8 +19,9 @@ from importlib import resources
 from aiohttp import web
 
 from serve import pages
+from serve.arena.errors import NotFound
 from serve.native import GAME_NAME, SCORECARD_ID, SESSION_ID
-from serve.play import Arena, NotFound
+from serve.play import Arena
 from serve.schema import BOOLEAN, INTEGER, STR, TEXT, Field, Route, arr, obj, string
 from serve.web import api_key, reply, reply_bytes
 

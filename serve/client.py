@@ -25,7 +25,7 @@ import click
 import numpy as np
 
 from engine.errors import SokoforgeError
-from serve.play import SCORE_FIELDS
+from serve.arena.scorecards import SCORE_FIELDS
 
 RETRIES = 8
 BACKOFF_START = 0.25

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 __all__ = [
     "ConnectionLimits", "IPV6_BLOCK", "Limits", "Network", "address_subject", "client_address",
-    "forwarded_client", "parse_networks", "trusted",
+    "forwarded_client", "parse_networks", "subject_of", "trusted", "until_tomorrow", "utc_day",
 ]
 
+import hashlib
 import ipaddress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 ADDRESS_SHARE = 32  # by default one address may hold this fraction of the sessions in flight
@@ -81,6 +83,21 @@ def address_subject(address: str) -> str:
             return str(ip.ipv4_mapped)
         return str(ipaddress.ip_network(f"{ip}/{IPV6_BLOCK}", strict=False))
     return str(ip)
+
+
+def subject_of(address: str) -> str:
+    """The only form in which a client address is kept (what its limits count)."""
+    return hashlib.sha256(address.encode()).hexdigest()
+
+
+def utc_day(now: float) -> str:
+    """The UTC day of ``now``, which daily allowances count in."""
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
+
+
+def until_tomorrow(now: float) -> int:
+    """Seconds to the next UTC midnight, when daily allowances start again."""
+    return int(86400 - now % 86400) + 1
 
 
 def parse_networks(values: tuple[str, ...] | list[str]) -> tuple[Network, ...]:

@@ -24,8 +24,10 @@ from aiohttp import web
 
 from pipeline.precision import METHOD, PAIRED_METHOD
 from serve import framezip
+from serve.arena.cache import Session
+from serve.episode import IN_PROGRESS, EpisodeRun, Outcome
 from serve.framezip import Picture
-from serve.play import IN_PROGRESS, Arena, EpisodeRun, KeyRecord, Outcome, Session
+from serve.play import Arena
 from serve.schema import (
     ANY,
     BOOLEAN,
@@ -44,10 +46,11 @@ from serve.schema import (
     obj,
     string,
 )
+from serve.store import KeyRecord
 from serve.web import accepts_gzip, api_key, client_ip, json_body_only, reply, same_site_only
 
 NAME_PATTERN = r"[A-Za-z0-9_.\-][A-Za-z0-9_. \-]{0,38}[A-Za-z0-9_.\-]"
-SCORECARD_ID = r"sc-[0-9a-f]{24}"  # as serve.play makes them
+SCORECARD_ID = r"sc-[0-9a-f]{24}"  # as serve.arena.scorecards makes them
 SESSION_ID = r"gs-[0-9a-f]{24}"
 GAME_NAME = r"[A-Za-z0-9_.\-]{1,64}"
 VERSION_NAME = r"[A-Za-z0-9_.\-]{1,64}"

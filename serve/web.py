@@ -27,9 +27,7 @@ from aiohttp.client_exceptions import ClientPayloadError
 from aiohttp.http_exceptions import PayloadEncodingError
 from aiohttp.web_protocol import RequestPayloadError
 
-from serve.limits import ConnectionLimits, Network, client_address
-from serve.play import (
-    Arena,
+from serve.arena.errors import (
     BadRequest,
     Conflict,
     Forbidden,
@@ -41,6 +39,8 @@ from serve.play import (
     Unprocessable,
     UnsupportedMedia,
 )
+from serve.limits import ConnectionLimits, Network, client_address
+from serve.play import Arena
 from serve.schema import Invalid, Route, Unknown
 
 log = logging.getLogger("sokoforge.serve")

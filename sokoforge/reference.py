@@ -306,8 +306,8 @@ def _shape(schema: dict, prefix: str = "") -> list[str]:
 
 def protocol_page() -> str:
     from serve.app import all_routes
+    from serve.arena.scorecards import SCORE_FIELDS
     from serve.native import FRAME, SCORE
-    from serve.play import SCORE_FIELDS
 
     rows = []
     for r in all_routes():

@@ -60,7 +60,7 @@ def played(case: dict) -> tuple:
 
 def test_every_reference_frame_of_the_shared_environment_matches_byte_for_byte(reference):
     # painter(level, look).frame(state, step) is what serve.dataset precomputes and
-    # serve.play calls after every action
+    # serve.arena.images calls after every action
     cases, frames = reference
     assert len(cases) == 60
     sides = {max(parse_xsb(c["xsb"]).height, parse_xsb(c["xsb"]).width) for c in cases}

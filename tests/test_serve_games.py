@@ -219,7 +219,7 @@ def test_arc_reset_in_a_level_only_game_never_restarts_the_game(data, tmp_path):
 
 
 def test_pictures_of_one_state_on_levels_of_two_games_are_kept_apart(data):
-    from serve.play import ImageCache
+    from serve.arena.images import ImageCache
 
     standard, expert = data["t1"].levels[0], data["x1"].levels[0]
     state = standard.level.start._replace(crates=expert.level.start.crates)

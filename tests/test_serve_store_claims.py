@@ -120,15 +120,15 @@ def test_expired_sessions_leave_memory_and_no_session_is_replayed_at_start(data,
     with server(data["served"], db, clock=clock, idle_seconds=600) as s:
         idle, _, idle_sid = played(s.base, 3, "idle")
         busy, _, busy_sid = played(s.base, 3, "busy")
-        assert {idle_sid, busy_sid} <= set(s.arena._sessions)
+        assert {idle_sid, busy_sid} <= set(s.arena.cache.copies)
         clock.now += 500
         busy.ok("POST", f"/api/sessions/{busy_sid}/act", {"action": 1})
         clock.now += 200
         swept = asyncio.run_coroutine_threadsafe(s.arena.expire_idle(), s.loop).result(10)
-        assert swept == 1 and idle_sid not in s.arena._sessions
-        assert busy_sid in s.arena._sessions
+        assert swept == 1 and idle_sid not in s.arena.cache.copies
+        assert busy_sid in s.arena.cache.copies
     with server(data["served"], db, clock=clock, idle_seconds=600) as s:
-        assert s.arena._sessions == {}  # nothing replayed at start
+        assert s.arena.cache.copies == {}  # nothing replayed at start
         Api(s.base, busy.key).ok("POST", f"/api/sessions/{busy_sid}/act",
                                  {"action": 1})  # loaded when used
         idle_client = Api(s.base, idle.key)
@@ -170,7 +170,7 @@ END;"""
 
 
 def test_a_store_of_the_first_schema_is_migrated_and_its_sessions_go_on(data, tmp_path):
-    from serve.play import hash_key
+    from serve.arena.keys import hash_key
     from serve.sqlite_store import SCHEMA
 
     db = tmp_path / "old.sqlite"

@@ -1,0 +1,75 @@
+"""The standings of the served games: each name's best result per version with its precision,
+and the linked abilities of a version's line."""
+
+from __future__ import annotations
+
+from pipeline.linking import read_line
+from serve.arena.errors import NotFound
+from serve.arena.rounds import Rounds
+from serve.arena.scorecards import iso
+from serve.games import GameEntry, Registry
+from serve.ranking_precision import PRECISION, RankingPrecision
+from serve.store import Store
+
+__all__ = ["Leaderboard"]
+
+
+class Leaderboard:
+    """The leaderboard of every version a ``Store`` holds, and the served versions' lines."""
+
+    def __init__(self, games: Registry, store: Store, rounds: Rounds) -> None:
+        self.games = games
+        self.store = store
+        self.rounds = rounds
+        self.ranking = RankingPrecision(store)
+
+    def _game(self, game: str | None) -> GameEntry:
+        """The served game ``game``, the first one without a name."""
+        entry = self.games.get(game) if game else self.games.first
+        if entry is None:
+            raise NotFound(f"unknown game {game!r}; this server plays "
+                           f"{', '.join(map(repr, self.games.names))}")
+        return entry
+
+    def line(self, game: str | None = None) -> dict:
+        """The linked abilities of the served version's line (``sokoforge irt V --line``
+        writes them): each name's ability on one scale with its interval, beside its raw
+        success per version."""
+        entry = self._game(game)
+        served = entry.version
+        fit = read_line(served.folder) if served.folder is not None else None
+        if fit is None:
+            raise NotFound(f"no linked fit of the line of {served.version}: run `sokoforge irt "
+                           f"{served.version} --line --db STORE` where the datasets are")
+        entries = [{"rank": rank, **agent} for rank, agent in enumerate(fit["agents"], 1)]
+        return {"version": served.version, "game": entry.name,
+                **{k: fit[k] for k in ("versions", "scales", "links", "notes", "model")},
+                "entries": entries}
+
+    async def standings(self, version: str | None, limit: int = 100,
+                        game: str | None = None) -> dict:
+        """Each name's best result on one version: ``version``, else the served version of
+        ``game``, else that of the first game; each with its success interval and whether a
+        paired test over the levels tells it apart from the entry above."""
+        if version is None:
+            version = self._game(game).version.version
+        standings = await self.store.leaderboard(version, limit)
+        entries = []
+        for rank, s in enumerate(standings, 1):
+            r = s.result
+            entries.append({"rank": rank, "name": s.name, "success_rate": r["success_rate"],
+                            "move_efficiency": r["move_efficiency"],
+                            "deadlock_rate": r["deadlock_rate"], "solved": r["solved"],
+                            "episodes": r["episodes"], "avg_steps_solved": r["avg_steps_solved"],
+                            "total_actions": r["total_actions"], "scorecard_id": s.scorecard_id,
+                            "session_id": s.session_id, "submitted_at": iso(s.closed),
+                            "source": s.source})
+        served = self.games.by_version(version)
+        await self.ranking.annotate(entries, standings, None if served is None else
+                                    [lv.tier for lv in served.version.levels])
+        versions = sorted(set(await self.store.versions()) | set(self.games.versions().values()))
+        return {"version": version, "game": served.name if served else None,
+                **self.rounds.view(version),
+                "served_version": self.games.first.version.version,
+                "served": self.games.versions(), "versions": versions, "entries": entries,
+                "precision": PRECISION}

@@ -1,0 +1,213 @@
+"""Sessions: started on a scorecard, played action by action and restarted, every change a
+conditional write to the store.
+
+When another process (a worker, or another server on a shared store) played the session
+meanwhile, the write is refused, the session is reloaded from its stored snapshot and the
+action played on it, and the answer is the one a process that served the session all along
+would give.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import TypeVar
+
+from serve.arena.cache import RETRIES, Session, SessionCache, entry_for, record_of
+from serve.arena.errors import BadRequest, Conflict, Limited, NotFound, Unavailable, Unprocessable
+from serve.arena.rounds import Rounds
+from serve.episode import GAME_OVER, IN_PROGRESS, RESTART_GAME, RESTART_LEVEL, Outcome, new_run
+from serve.games import Registry
+from serve.limits import Limits, subject_of
+from serve.store import (
+    KeyRecord,
+    ScorecardRecord,
+    SessionRecord,
+    StaleSession,
+    Store,
+    StoreConflict,
+    StoreLimit,
+    Write,
+)
+
+__all__ = ["Sessions"]
+
+T = TypeVar("T")
+
+
+class Sessions:
+    """Starting, playing and restarting the sessions of the served games, over ``cache``."""
+
+    def __init__(self, games: Registry, store: Store, limits: Limits,
+                 clock: Callable[[], float], rounds: Rounds, cache: SessionCache) -> None:
+        self.games = games
+        self.store = store
+        self.limits = limits
+        self.clock = clock
+        self.rounds = rounds
+        self.cache = cache
+
+    async def start(self, key: KeyRecord, card: ScorecardRecord, game: str, parallel: int,
+                    address: str) -> Session:
+        """Start ``game`` on ``key``'s scorecard ``card`` for a client at ``address``, within the
+        sessions in flight allowed per key, per address and in total."""
+        scorecard_id = card.id
+        if card.closed is not None:
+            raise Conflict(f"scorecard {scorecard_id} is closed; open a new one")
+        if self.games.get(game) is None:
+            raise NotFound(f"unknown game {game!r}; this server plays "
+                           f"{', '.join(map(repr, self.games.names))}")
+        if game not in card.games:
+            raise Conflict(f"scorecard {scorecard_id} was opened before game {game!r} was "
+                           "served here; open a new scorecard to play it")
+        entry = entry_for(self.games, game, card.games[game], f"scorecard {scorecard_id}")
+        self.rounds.require_open(entry.version.version)
+        if not 1 <= parallel <= self.limits.max_parallel:
+            raise Unprocessable(f"parallel must be an integer from 1 to {self.limits.max_parallel}")
+        now = self.clock()
+        own = secrets.token_hex(8)
+        record = SessionRecord("gs-" + secrets.token_hex(12), scorecard_id, key.key_hash, game,
+                               entry.version.version, parallel, IN_PROGRESS, now, now, 0, own)
+        try:
+            await self.store.create_session(record, entry.episodes, self.limits.sessions_per_key,
+                                            self.limits.sessions_total, self.cache.cutoff(),
+                                            subject_of(address), self.limits.address_sessions())
+        except StoreConflict as e:
+            if str(e) == "closed":
+                raise Conflict(f"scorecard {scorecard_id} is closed; open a new one") from None
+            raise Conflict(f"game {game!r} was already started on scorecard {scorecard_id}; "
+                           "a scorecard plays each game once (open a new scorecard)") from None
+        except StoreLimit as e:
+            if e.kind == "key":
+                raise Limited(f"this key has {e.count} sessions in flight, the limit is "
+                              f"{self.limits.sessions_per_key}; finish or close one "
+                              "first") from None
+            if e.kind == "address":
+                raise Limited(f"this address has {e.count} sessions in flight, the limit is "
+                              f"{self.limits.address_sessions()} whatever the keys; finish or "
+                              "close one first") from None
+            raise Limited(f"the server has {e.count} sessions in flight, its limit; "
+                          "retry in a minute") from None
+        run = new_run(entry.version.levels, entry.version.tiers, parallel)
+        session = Session(run.episodes, run.tiers, parallel, run.state, run.tier, run.in_flight,
+                          record=record, name=key.name, entry=entry, last_active=now, seq=0,
+                          writer=own, own=own)
+        self.cache.show(session)
+        self.cache.keep(session)
+        return session
+
+    async def _card_closed(self, session: Session) -> bool:
+        card = await self.store.scorecard(session.record.scorecard_id)
+        return card is not None and card.closed is not None
+
+    async def _over(self, session: Session) -> Conflict:
+        """The refusal for a session that is not in progress: its scorecard closed, or every
+        episode played."""
+        if await self._card_closed(session):
+            return Conflict(f"session {session.id} is over (its scorecard is closed)")
+        return Conflict(f"session {session.id} is over: no episode is left to play")
+
+    async def _commit(self, session: Session, write: Write) -> bool:
+        """Store ``write``; False when another process got there first (the copy is dropped).
+        A store fault drops the copy too and raises ``Unavailable``: the change was not made."""
+        try:
+            await self.store.write(write)
+        except StaleSession:
+            self.cache.drop(session.id)
+            return False
+        except Exception:
+            self.cache.drop(session.id)
+            raise Unavailable("the action could not be stored and was not played; "
+                              "retry it") from None
+        return True
+
+    # -- play ------------------------------------------------------------------------------------
+    async def act(self, key: KeyRecord, session_id: str, action: int, episode: int | None,
+                  answer: Callable[[Session, Outcome], T]) -> T:
+        """Play one action (0-3, or ``WAIT`` for the ARC face's no-ops; the faces' declarations
+        bound it) of one episode in flight and persist it before returning ``answer``'s.
+
+        ``answer`` renders the session as this action left it, before the write is awaited:
+        another action on the session may be played meanwhile, and must not show in it."""
+        session = await self.cache.session(key, session_id)
+        self.rounds.require_open(session.record.version)
+        for _ in range(RETRIES):
+            if session.state != IN_PROGRESS:
+                raise await self._over(session)
+            index = self._in_flight(session, episode)
+            outcome = session.act(index, action)
+            run = session.episodes[index]
+            if outcome.moved or run.served.noisy:  # noise is drawn anew at every step
+                run.obs = self.cache.images.picture(run)
+            self.cache.show(session)
+            ended = session.state if session.state != IN_PROGRESS else None
+            write = session.write(self.clock(), action, index, (record_of(run),), ended)
+            answered = answer(session, outcome)
+            if await self._commit(session, write):
+                if ended:
+                    self.cache.drop(session.id)
+                return answered
+            session = await self.cache.reload(key, session_id)
+        raise Unavailable("the session is being played elsewhere faster than it could be "
+                          "stored here; retry the action")
+
+    @staticmethod
+    def _in_flight(session: Session, episode: int | None) -> int:
+        if episode is None:
+            if session.parallel > 1:
+                raise BadRequest(f"{len(session.in_flight)} episodes are in flight "
+                                 f"({session.in_flight}); name one in the episode field")
+            return session.in_flight[0]
+        if episode not in session.in_flight:
+            raise Conflict(f"episode {episode} is not in flight; in flight: {session.in_flight}")
+        return episode
+
+    async def restart(self, key: KeyRecord, session_id: str, episode: int | None,
+                      answer: Callable[[Session, str], T]) -> T:
+        """RESET of a started game, as its ``restarts`` allows: the current level back to its
+        start when an action was taken in it since it started (the steps used stay used),
+        else, where the game allows it, every episode again. Returns ``answer`` of the session
+        as the restart left it and of what was restarted (``level`` or ``game``)."""
+        session = await self.cache.session(key, session_id)
+        self.rounds.require_open(session.record.version)
+        for _ in range(RETRIES):
+            mode = session.entry.restarts
+            if mode == "none":
+                raise Conflict(f"game {session.record.game!r} does not allow restarts (a "
+                               "benchmark game gives no free retries)")
+            if session.state == IN_PROGRESS:
+                index = self._in_flight(session, episode)
+                scope = ("level" if session.acted_since_level_change(index) or mode == "level"
+                         else "game")
+            elif (session.state == GAME_OVER and mode == "game"
+                  and not await self._card_closed(session)):
+                scope, index = "game", -1
+            else:
+                raise await self._over(session)
+            if scope == "level":
+                session.restart_level(index)
+                run = session.episodes[index]
+                run.obs = self.cache.images.picture(run)
+                write = session.write(self.clock(), RESTART_LEVEL, index, (record_of(run),),
+                                      None)
+            else:
+                session.restart_game()
+                self.cache.show(session)
+                write = session.write(self.clock(), RESTART_GAME, -1,
+                                      tuple(record_of(r) for r in session.episodes),
+                                      IN_PROGRESS)
+            answered = answer(session, scope)
+            if await self._commit(session, write):
+                self.cache.keep(session)
+                return answered
+            session = await self.cache.reload(key, session_id)
+        raise Unavailable("the session is being played elsewhere faster than it could be "
+                          "stored here; retry")
+
+    async def current(self, key: KeyRecord, session_id: str) -> Session:
+        """A session of this key as the store has it, for a client that lost an answer."""
+        session = await self.cache.session(key, session_id, check=True)
+        if session.state != IN_PROGRESS:
+            if await self._card_closed(session):
+                raise Conflict(f"session {session_id} is over (its scorecard is closed)")
+        return session
