@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pipeline.rounds import RoundBook
 from serve.arena.cache import Session, SessionCache
@@ -63,7 +63,7 @@ class Arena:
     def game(self) -> str:
         return self.games.first.name
 
-    def spec(self) -> dict:
+    def spec(self) -> dict[str, Any]:
         """The public numbers of every served game: the first game's at the top level (the
         shape single-game clients read), each game's under ``game_specs``, and the limits."""
         specs = {g.name: {**g.spec(), **self.rounds.view(g.version.version)} for g in self.games}
@@ -82,13 +82,13 @@ class Arena:
 
     # -- scorecards ----------------------------------------------------------------------------
     async def open_scorecard(self, key: KeyRecord, source: str | None = None,
-                             meta: dict | None = None) -> tuple[ScorecardRecord, int]:
+                             meta: dict[str, Any] | None = None) -> tuple[ScorecardRecord, int]:
         return await self.scorecards.open(key, source, meta)
 
-    async def scorecard_view(self, key: KeyRecord, scorecard_id: str) -> dict:
+    async def scorecard_view(self, key: KeyRecord, scorecard_id: str) -> dict[str, Any]:
         return await self.scorecards.view(key, scorecard_id)
 
-    async def close(self, key: KeyRecord, scorecard_id: str) -> dict:
+    async def close(self, key: KeyRecord, scorecard_id: str) -> dict[str, Any]:
         return await self.scorecards.close(key, scorecard_id)
 
     # -- sessions ------------------------------------------------------------------------------
@@ -112,23 +112,23 @@ class Arena:
         return await self.cache.expire_idle()
 
     # -- what was played -----------------------------------------------------------------------
-    async def replay(self, session_id: str, viewer: KeyRecord | None) -> dict:
+    async def replay(self, session_id: str, viewer: KeyRecord | None) -> dict[str, Any]:
         return await self.replays.replay(session_id, viewer)
 
-    async def scorecard_outcomes(self, scorecard_id: str) -> dict:
+    async def scorecard_outcomes(self, scorecard_id: str) -> dict[str, Any]:
         return await self.replays.scorecard_outcomes(scorecard_id)
 
     async def replay_frames(self, session_id: str, episode: int,
-                            viewer: KeyRecord | None) -> dict:
+                            viewer: KeyRecord | None) -> dict[str, Any]:
         return await self.replays.replay_frames(session_id, episode, viewer)
 
-    def solution_frames(self, game: str, episode: int) -> dict:
+    def solution_frames(self, game: str, episode: int) -> dict[str, Any]:
         return self.replays.solution_frames(game, episode)
 
     # -- standings -----------------------------------------------------------------------------
-    def line(self, game: str | None = None) -> dict:
+    def line(self, game: str | None = None) -> dict[str, Any]:
         return self.standings.line(game)
 
     async def leaderboard(self, version: str | None, limit: int = 100,
-                          game: str | None = None) -> dict:
+                          game: str | None = None) -> dict[str, Any]:
         return await self.standings.standings(version, limit, game)

@@ -3,6 +3,8 @@ and the linked abilities of a version's line."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipeline.linking import read_line
 from serve.arena.errors import NotFound
 from serve.arena.rounds import Rounds
@@ -31,7 +33,7 @@ class Leaderboard:
                            f"{', '.join(map(repr, self.games.names))}")
         return entry
 
-    def line(self, game: str | None = None) -> dict:
+    def line(self, game: str | None = None) -> dict[str, Any]:
         """The linked abilities of the served version's line (``sokoforge irt V --line``
         writes them): each name's ability on one scale with its interval, beside its raw
         success per version."""
@@ -47,7 +49,7 @@ class Leaderboard:
                 "entries": entries}
 
     async def standings(self, version: str | None, limit: int = 100,
-                        game: str | None = None) -> dict:
+                        game: str | None = None) -> dict[str, Any]:
         """Each name's best result on one version: ``version``, else the served version of
         ``game``, else that of the first game; each with its success interval and whether a
         paired test over the levels tells it apart from the entry above."""

@@ -30,7 +30,7 @@ class Replays:
         self.cutoff = cutoff
 
     def _outcomes(self, version: str, rows: list[EpisodeRecord],
-                  with_actions: bool) -> list[dict]:
+                  with_actions: bool) -> list[dict[str, Any]]:
         """Each episode's outcome (never its level); its action string only if asked."""
         entry = self.games.by_version(version)
         levels = entry.version.levels if entry else None
@@ -45,7 +45,7 @@ class Replays:
             episodes.append(item)
         return episodes
 
-    async def replay(self, session_id: str, viewer: KeyRecord | None) -> dict:
+    async def replay(self, session_id: str, viewer: KeyRecord | None) -> dict[str, Any]:
         """A session's episodes' outcomes, with their actions for the key that played it."""
         found = await self.store.session(session_id)
         if found is None:
@@ -57,7 +57,7 @@ class Replays:
                 "game": record.game, "version": record.version, "state": record.state,
                 "owner_view": owner, "episodes": self._outcomes(record.version, rows, owner)}
 
-    async def scorecard_outcomes(self, scorecard_id: str) -> dict:
+    async def scorecard_outcomes(self, scorecard_id: str) -> dict[str, Any]:
         """A scorecard as anyone may see it (its page): name, tags, Score and each game's
         per-episode outcomes, never a level or an action string."""
         card = await self.store.scorecard(scorecard_id)
@@ -79,7 +79,7 @@ class Replays:
                 "score": None if result is None else {k: result[k] for k in SCORE_FIELDS}}
 
     async def replay_frames(self, session_id: str, episode: int,
-                            viewer: KeyRecord | None) -> dict:
+                            viewer: KeyRecord | None) -> dict[str, Any]:
         """The observations of one played episode, rendered from its stored actions: for a
         public game to anyone, for a hidden one only to the key that played it (else
         ``NotFound``, as if there were nothing). Pictures are listed once; ``sequence``
@@ -103,7 +103,7 @@ class Replays:
                 "max_steps": served.max_steps, "deadlocked": row.deadlocked,
                 **self._pictures(served, row.actions)}
 
-    def solution_frames(self, game: str, episode: int) -> dict:
+    def solution_frames(self, game: str, episode: int) -> dict[str, Any]:
         """A public game's level played by its stored optimal solution, as a replay's
         pictures; a hidden game's levels are never shown (``NotFound``, as if there were
         none)."""
@@ -120,7 +120,7 @@ class Replays:
                 "actions": actions, "steps": len(actions), "optimal": served.optimal_moves,
                 "max_steps": served.max_steps, **self._pictures(served, actions)}
 
-    def _pictures(self, served: ServedLevel, actions: str) -> dict:
+    def _pictures(self, served: ServedLevel, actions: str) -> dict[str, Any]:
         """The observations of playing ``actions`` from the start, each picture listed once
         (per state and step in a noisy look, which draws each anew) and ``sequence``
         indexing them per step, with the goal image."""

@@ -4,6 +4,7 @@ is refused with the reason; without a book no round closes."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from pipeline.rounds import RoundBook
 from pipeline.rounds import iso as round_time
@@ -19,7 +20,7 @@ class Rounds:
         self.book = book
         self.clock = clock
 
-    def view(self, version: str) -> dict:
+    def view(self, version: str) -> dict[str, Any]:
         """``{"round": {...}}`` for a version with a round (when it closes, whether it is over,
         the final standings' sha256 once written), else nothing."""
         rnd = self.book.get(version) if self.book is not None else None

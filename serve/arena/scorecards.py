@@ -6,6 +6,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from pipeline.precision import with_interval
 from serve.arena.cache import RETRIES, Session, SessionCache, entry_for, record_of
@@ -27,14 +28,14 @@ def iso(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
-def with_intervals(result: dict) -> dict:
+def with_intervals(result: dict[str, Any]) -> dict[str, Any]:
     """A stored close result whose Scores all carry ``success_interval`` (one stored before
     intervals existed gets it from its counts)."""
     return {**with_interval(result),
             "games": {g: with_interval(v) for g, v in result.get("games", {}).items()}}
 
 
-def attached(card: ScorecardRecord) -> dict:
+def attached(card: ScorecardRecord) -> dict[str, Any]:
     """Where a scorecard was played from and what its client attached, as views show them."""
     meta = card.meta or {}
     return {"source": card.source, "tags": meta.get("tags") or [],
@@ -54,7 +55,7 @@ class Scorecards:
         self.cache = cache
 
     async def open(self, key: KeyRecord, source: str | None = None,
-                   meta: dict | None = None) -> tuple[ScorecardRecord, int]:
+                   meta: dict[str, Any] | None = None) -> tuple[ScorecardRecord, int]:
         """A scorecard that may play every served game once; ``source`` says where it is played
         from (``browser`` for the play page), ``meta`` what the client attached (kept as given)."""
         self.rounds.require_one_open(g.version.version for g in self.games)
@@ -76,7 +77,7 @@ class Scorecards:
             raise NotFound(f"no scorecard {scorecard_id!r} for this key")
         return record
 
-    async def view(self, key: KeyRecord, scorecard_id: str) -> dict:
+    async def view(self, key: KeyRecord, scorecard_id: str) -> dict[str, Any]:
         """A scorecard of this key as it stands: each game's progress, or its Score once closed."""
         card = await self.owned(key, scorecard_id)
         if card.closed is not None and card.result is not None:
@@ -98,7 +99,7 @@ class Scorecards:
         return self._card_view(card, games, None)
 
     @staticmethod
-    def _progress(s: Session) -> dict:
+    def _progress(s: Session) -> dict[str, Any]:
         live = score(s.episodes)
         playing = s.state == IN_PROGRESS  # an expired session keeps a stale in-flight list
         return {"session_id": s.id, "state": s.state, "parallel": s.parallel,
@@ -109,7 +110,8 @@ class Scorecards:
                 "total_actions": live["total_actions"], "last_active": iso(s.last_active)}
 
     @staticmethod
-    def _card_view(record: ScorecardRecord, games: dict, result: dict | None) -> dict:
+    def _card_view(record: ScorecardRecord, games: dict[str, Any],
+                   result: dict[str, Any] | None) -> dict[str, Any]:
         return {"scorecard_id": record.id, "name": record.name,
                 "version": result["version"] if result else record.version,
                 "opened_at": iso(record.opened), "closed": result is not None,
@@ -117,7 +119,7 @@ class Scorecards:
                 "score": None if result is None else {k: result[k] for k in SCORE_FIELDS},
                 **attached(record)}
 
-    async def close(self, key: KeyRecord, scorecard_id: str) -> dict:
+    async def close(self, key: KeyRecord, scorecard_id: str) -> dict[str, Any]:
         """Lock, score and post a scorecard; a second close returns the first result.
 
         The score is computed from the sessions as stored, and the close is stored only if
