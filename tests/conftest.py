@@ -1,4 +1,5 @@
-"""Fixtures shared by test modules: a throw-away PostgreSQL server, started once per run."""
+"""Fixtures shared by test modules: a throw-away PostgreSQL server, started once per run; the
+test levels served as version t1 (``data``) and a server of them (``srv``), once per module."""
 
 from __future__ import annotations
 
@@ -14,3 +15,23 @@ def postgres():
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """The test levels as version ``t1`` (``root``, ``rows``, ``served``), written and loaded
+    once per module; a module that needs other versions defines its own ``data``."""
+    from serve_support import served_dataset
+
+    return served_dataset(tmp_path_factory.mktemp("datasets"))
+
+
+@pytest.fixture(scope="module")
+def srv(data, tmp_path_factory):
+    """A server of ``data``'s version on a fresh store, once per module (1000 keys a day from
+    an address, as every test client is 127.0.0.1)."""
+    from serve_support import server
+
+    db = tmp_path_factory.mktemp("db") / "store.sqlite"
+    with server(data["served"], db, keys_per_address_per_day=1000) as running:
+        yield running

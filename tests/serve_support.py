@@ -110,6 +110,15 @@ def write_dataset(root: Path, version: str = "t1", levels: list[str] = LEVELS) -
     return {"rows": table.to_pylist(), "manifest": manifest}
 
 
+def served_dataset(root: Path, version: str = "t1") -> dict:
+    """The test levels written under ``root`` as ``version`` and loaded as the server serves
+    them: ``root``, the written ``rows`` and the ``served`` version."""
+    from serve.dataset import load_version
+
+    info = write_dataset(root, version)
+    return {"root": root, "rows": info["rows"], "served": load_version(root, version)}
+
+
 def visible_version(root: Path, version: str, game: str, visibility: str | None,
                     levels: list[str] = LEVELS) -> dict:
     """``write_dataset`` of ``game`` whose manifest says ``visibility`` (None: says nothing,

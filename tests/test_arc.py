@@ -15,7 +15,7 @@ import pytest
 import requests
 from arc_agi import Arcade, OperationMode
 from arcengine import FrameData, GameAction, GameState
-from serve_support import server, write_dataset
+from serve_support import served_dataset, server
 
 from serve import arc_wire as w
 from serve.dataset import load_version
@@ -31,9 +31,7 @@ QUIET.propagate = False
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("datasets")
-    rows = write_dataset(root, VERSION)["rows"]
-    return {"root": root, "rows": rows, "served": load_version(root, VERSION)}
+    return served_dataset(tmp_path_factory.mktemp("datasets"), VERSION)
 
 
 @pytest.fixture(scope="module")

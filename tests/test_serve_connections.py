@@ -13,19 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from serve_support import Api, server, write_dataset
+from serve_support import Api, server
 
-from serve.dataset import load_version
 from serve.limits import ConnectionLimits
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("datasets")
-    write_dataset(root, "t1")
-    return {"root": root, "served": load_version(root, "t1")}
 
 
 def connect(base: str) -> socket.socket:

@@ -15,13 +15,6 @@ from serve.sqlite_store import SQLiteStore
 from sokoforge.cli import main
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("datasets")
-    info = write_dataset(root, "t1")
-    return {"root": root, "rows": info["rows"], "served": load_version(root, "t1")}
-
-
 def damaged(tmp_path, how: str):
     root = tmp_path / "datasets"
     write_dataset(root, "v")

@@ -5,19 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-from serve_support import write_dataset
-
 from engine.rules import lurd_to_actions
-from serve.dataset import load_version
 from serve.episode import GAME_OVER, EpisodeRun, decode_state, encode_state, new_run
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("datasets")
-    info = write_dataset(root, "t1")
-    return {"rows": info["rows"], "served": load_version(root, "t1")}
 
 
 def test_the_core_imports_no_server_web_or_store_module():

@@ -7,24 +7,9 @@ import json
 import socket
 
 import pytest
-from serve_support import Api, server, write_dataset
+from serve_support import Api, server
 
-from serve.dataset import load_version
 from serve.limits import address_subject, client_address, parse_networks
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("datasets")
-    write_dataset(root, "t1")
-    return {"served": load_version(root, "t1")}
-
-
-@pytest.fixture(scope="module")
-def srv(data, tmp_path_factory):
-    db = tmp_path_factory.mktemp("db") / "store.sqlite"
-    with server(data["served"], db, keys_per_address_per_day=1000) as running:
-        yield running
 
 
 def raw(base: str, request: bytes) -> tuple[int, dict[str, str], bytes]:

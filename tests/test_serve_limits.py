@@ -7,18 +7,10 @@ import ipaddress
 import json
 
 import pytest
-from serve_support import Api, server, write_dataset
+from serve_support import Api, server
 
 from engine.rules import lurd_to_actions
-from serve.dataset import load_version
 from serve.limits import client_address, parse_networks
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("datasets")
-    info = write_dataset(root, "t1")
-    return {"rows": info["rows"], "served": load_version(root, "t1")}
 
 
 class Clock:

@@ -8,26 +8,11 @@ import json
 import numpy as np
 import polars as pl
 import pytest
-from serve_support import Api, server, write_dataset
+from serve_support import Api
 
 from engine.rules import lurd_to_actions
 from pipeline.linking import LINE_FILE, link_line
 from pipeline.precision import paired_p_value, success_interval
-from serve.dataset import load_version
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("datasets")
-    info = write_dataset(root, "t1")
-    return {"root": root, "rows": info["rows"], "served": load_version(root, "t1")}
-
-
-@pytest.fixture(scope="module")
-def srv(data, tmp_path_factory):
-    db = tmp_path_factory.mktemp("db") / "store.sqlite"
-    with server(data["served"], db, keys_per_address_per_day=1000) as running:
-        yield running
 
 
 def _agent(srv, name: str) -> Api:

@@ -8,29 +8,14 @@ import json
 import random
 
 import pytest
-from serve_support import Api, server, write_dataset
+from serve_support import Api
 
 from engine.levels import parse_xsb
 from engine.rules import Game, lurd_to_actions
 from engine.solver import solve
 from serve.client import RandomAgent, play
-from serve.dataset import load_version
 
 SEEN: list[str] = []  # every body any test of this module received, for the leak check
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("datasets")
-    info = write_dataset(root, "t1")
-    return {"root": root, "rows": info["rows"], "served": load_version(root, "t1")}
-
-
-@pytest.fixture(scope="module")
-def srv(data, tmp_path_factory):
-    db = tmp_path_factory.mktemp("db") / "store.sqlite"
-    with server(data["served"], db, keys_per_address_per_day=1000) as running:
-        yield running
 
 
 def api(srv, name=None) -> Api:

@@ -12,20 +12,12 @@ from pathlib import Path
 
 import jsonschema_rs
 import pytest
-from serve_support import Api, server, write_dataset
+from serve_support import Api, server
 
 from engine.rules import lurd_to_actions
-from serve.dataset import load_version
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = 25  # per operation and phase: about 1,500 cases, a minute or so on a shared core
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("datasets")
-    info = write_dataset(root, "t1")
-    return {"rows": info["rows"], "served": load_version(root, "t1")}
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from serve_support import LEVELS, Api, Process, server, write_dataset
+from serve_support import LEVELS, Api, Process, served_dataset, server, write_dataset
 
 from serve.dataset import load_version
 from sokoforge.cli import main
@@ -18,10 +18,9 @@ from sokoforge.cli import main
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("datasets")
-    info = write_dataset(root, "t1")
-    write_dataset(root, "t2", LEVELS[:4])
-    return {"root": root, "rows": info["rows"], "served": load_version(root, "t1")}
+    t1 = served_dataset(tmp_path_factory.mktemp("datasets"))
+    write_dataset(t1["root"], "t2", LEVELS[:4])
+    return t1
 
 
 def refused(data, db) -> str:

@@ -13,15 +13,8 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from serve_support import Api, Process, write_dataset
+from serve_support import Api, Process
 from test_serve_store_claims import played
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("datasets")
-    info = write_dataset(root, "t1")
-    return {"root": root, "rows": info["rows"]}
 
 
 def refused(data, db) -> str:
