@@ -49,8 +49,8 @@ class Arena:
         self.images = ImageCache()
         self.keys = Keys(store, limits, clock)
         self.cache = SessionCache(self.games, store, limits, clock, self.images)
-        self.sessions = Sessions(self.games, store, limits, clock, self.rounds, self.cache)
-        self.scorecards = Scorecards(self.games, store, limits, clock, self.rounds, self.cache)
+        self.sessions = Sessions(self.cache, self.rounds)
+        self.scorecards = Scorecards(self.cache, self.rounds)
         self.replays = Replays(self.games, store, self.images, self.cache.cutoff)
         self.standings = Leaderboard(self.games, store, self.rounds)
 

@@ -4,7 +4,6 @@ scored from the sessions as stored and posted to the leaderboard."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,9 +12,8 @@ from serve.arena.cache import RETRIES, Session, SessionCache, entry_for, record_
 from serve.arena.errors import Limited, NotFound, Unavailable
 from serve.arena.rounds import Rounds
 from serve.episode import IN_PROGRESS, EpisodeRun, score
-from serve.games import Registry
-from serve.limits import Limits, until_tomorrow, utc_day
-from serve.store import Final, KeyRecord, ScorecardRecord, StaleSession, Store, StoreLimit
+from serve.limits import until_tomorrow, utc_day
+from serve.store import Final, KeyRecord, ScorecardRecord, StaleSession, StoreLimit
 
 __all__ = ["SCORE_FIELDS", "Scorecards", "attached", "iso", "with_intervals"]
 
@@ -43,16 +41,13 @@ def attached(card: ScorecardRecord) -> dict[str, Any]:
 
 
 class Scorecards:
-    """Opening, viewing and closing the scorecards of keys; their sessions come from ``cache``."""
+    """Opening, viewing and closing the scorecards of keys, over ``cache`` (their sessions, and
+    the games, store, limits and clock)."""
 
-    def __init__(self, games: Registry, store: Store, limits: Limits,
-                 clock: Callable[[], float], rounds: Rounds, cache: SessionCache) -> None:
-        self.games = games
-        self.store = store
-        self.limits = limits
-        self.clock = clock
-        self.rounds = rounds
-        self.cache = cache
+    def __init__(self, cache: SessionCache, rounds: Rounds) -> None:
+        self.cache, self.rounds = cache, rounds
+        self.games, self.store, self.limits, self.clock = (cache.games, cache.store,
+                                                           cache.limits, cache.clock)
 
     async def open(self, key: KeyRecord, source: str | None = None,
                    meta: dict[str, Any] | None = None) -> tuple[ScorecardRecord, int]:

@@ -17,14 +17,12 @@ from serve.arena.cache import RETRIES, Session, SessionCache, entry_for, record_
 from serve.arena.errors import BadRequest, Conflict, Limited, NotFound, Unavailable, Unprocessable
 from serve.arena.rounds import Rounds
 from serve.episode import GAME_OVER, IN_PROGRESS, RESTART_GAME, RESTART_LEVEL, Outcome, new_run
-from serve.games import Registry
-from serve.limits import Limits, subject_of
+from serve.limits import subject_of
 from serve.store import (
     KeyRecord,
     ScorecardRecord,
     SessionRecord,
     StaleSession,
-    Store,
     StoreConflict,
     StoreLimit,
     Write,
@@ -36,16 +34,13 @@ T = TypeVar("T")
 
 
 class Sessions:
-    """Starting, playing and restarting the sessions of the served games, over ``cache``."""
+    """Starting, playing and restarting the sessions of the served games, over ``cache`` (and
+    its games, store, limits and clock)."""
 
-    def __init__(self, games: Registry, store: Store, limits: Limits,
-                 clock: Callable[[], float], rounds: Rounds, cache: SessionCache) -> None:
-        self.games = games
-        self.store = store
-        self.limits = limits
-        self.clock = clock
-        self.rounds = rounds
-        self.cache = cache
+    def __init__(self, cache: SessionCache, rounds: Rounds) -> None:
+        self.cache, self.rounds = cache, rounds
+        self.games, self.store, self.limits, self.clock = (cache.games, cache.store,
+                                                           cache.limits, cache.clock)
 
     async def start(self, key: KeyRecord, card: ScorecardRecord, game: str, parallel: int,
                     address: str) -> Session:
