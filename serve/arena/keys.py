@@ -65,7 +65,7 @@ class Keys:
             raise Unauthorized("missing API key: send it as the X-API-Key header "
                                "(create one with POST /api/keys)")
         if not api_key.isascii():
-            # keys are ASCII; a header can carry any byte, which aiohttp decodes to surrogates
+            # keys are ASCII; a request can carry any byte, which arrives decoded to surrogates
             raise Unauthorized("unknown API key: create one with POST /api/keys")
         digest = hash_key(api_key)
         record = self._known.get(digest)
