@@ -1,2 +1,2 @@
-"""The parts of ``serve.play.Arena``, one concern each: errors, keys, rounds, images, sessions,
-scorecards, replays and the leaderboard."""
+"""The parts of ``serve.play.Arena``, one concern each: errors, keys, rounds, images, the
+session cache, sessions, scorecards, replays and the leaderboard."""
