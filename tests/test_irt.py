@@ -146,6 +146,20 @@ def test_irt_refuses_a_store_whose_tables_are_not_a_stores_in_one_line(filled, t
     assert len(result.output.strip().splitlines()) == 1
 
 
+def test_irt_refuses_a_sqlite_file_that_is_not_a_store_and_leaves_it_untouched(filled, tmp_path):
+    datasets, _ = filled
+    other = tmp_path / "notes.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    before = other.read_bytes()
+    result = CliRunner().invoke(main, ["irt", "demo", "--db", str(other), "--datasets",
+                                       str(datasets)])
+    assert result.exit_code == 2 and "is not a sokoforge store" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.sqlite"]
+
+
 def test_irt_leaves_out_scorecards_a_store_marks_as_played_in_a_browser(filled, tmp_path):
     _, db = filled
     copy = tmp_path / "tagged.sqlite"

@@ -10,6 +10,8 @@ from __future__ import annotations
 __all__ = ["is_postgres", "open_store", "read_store", "shown"]
 
 import asyncio
+import contextlib
+import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -38,14 +40,31 @@ def shown(location: str) -> str:
     return location
 
 
+def _check_is_a_store(path: str) -> None:
+    """Refuse, before opening it for writing, a path that is not a SQLite file holding a
+    store's tables: opening would create the store's tables and files beside it."""
+    if not Path(path).is_file():
+        raise StoreError(f"no store at {path}")
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro",
+                                                uri=True)) as conn:
+            found = conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table' "
+                                 "AND name IN ('keys', 'scorecards')").fetchone()[0]
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot read the store {path}: {e}") from None
+    if found < 2:
+        raise StoreError(f"{path} is not a sokoforge store (it has no keys and scorecards "
+                         "tables): give the file the server was started with as --db")
+
+
 def read_store[T](location: str, read: Callable[[Store], Awaitable[T]]) -> T:
     """What ``read`` gets from the store at ``location`` (a SQLite file, which must exist, or
     a PostgreSQL URL), opened for it and closed after; ``StoreError`` when it cannot be read.
 
     Messages name the location without its password.
     """
-    if not is_postgres(location) and not Path(location).is_file():
-        raise StoreError(f"no store at {location}")
+    if not is_postgres(location):
+        _check_is_a_store(location)
 
     async def run() -> T:
         store = open_store(location)
