@@ -48,7 +48,7 @@ from serve.schema import (
     obj,
     string,
 )
-from serve.store import KeyRecord
+from serve.stores import KeyRecord
 from serve.web import (
     ARENA,
     client_ip,

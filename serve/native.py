@@ -46,7 +46,7 @@ from serve.schema import (
     obj,
     string,
 )
-from serve.store import KeyRecord
+from serve.stores import KeyRecord
 from serve.web import accepts_gzip, api_key, client_ip, json_body_only, reply, same_site_only
 
 NAME_PATTERN = r"[A-Za-z0-9_.\-][A-Za-z0-9_. \-]{0,38}[A-Za-z0-9_.\-]"

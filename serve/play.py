@@ -25,7 +25,7 @@ from serve.dataset import ServedVersion
 from serve.episode import Outcome
 from serve.games import Registry
 from serve.limits import Limits
-from serve.store import KeyRecord, ScorecardRecord, Store
+from serve.stores import KeyRecord, ScorecardRecord, Store
 
 __all__ = ["Arena"]
 

@@ -19,7 +19,7 @@ from serve.dataset import ServedVersion
 from serve.episode import EXPIRED, IN_PROGRESS, PLAYED, RESTART_LEVEL, EpisodeRun, Run
 from serve.games import GameEntry, Registry
 from serve.limits import Limits
-from serve.store import EpisodeRecord, KeyRecord, ScorecardRecord, SessionRecord, Store, Write
+from serve.stores import EpisodeRecord, KeyRecord, ScorecardRecord, SessionRecord, Store, Write
 
 __all__ = [
     "CACHED_SESSIONS", "RETRIES", "Session", "SessionCache", "entry_for", "record_of",

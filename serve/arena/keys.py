@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from serve.arena.errors import Conflict, Limited, Unauthorized
 from serve.limits import Limits, subject_of, until_tomorrow, utc_day
-from serve.store import KeyRecord, Store, StoreConflict, StoreLimit
+from serve.stores import KeyRecord, Store, StoreConflict, StoreLimit
 
 __all__ = ["KEY_PREFIX", "Keys", "hash_key"]
 

@@ -11,7 +11,7 @@ from serve.arena.rounds import Rounds
 from serve.arena.scorecards import iso
 from serve.games import GameEntry, Registry
 from serve.ranking_precision import PRECISION, RankingPrecision
-from serve.store import Store
+from serve.stores import Store
 
 __all__ = ["Leaderboard"]
 

@@ -13,7 +13,7 @@ from serve.arena.scorecards import SCORE_FIELDS, attached, iso, with_intervals
 from serve.dataset import ServedLevel
 from serve.episode import EXPIRED, IN_PROGRESS, replay_states
 from serve.games import Registry
-from serve.store import EpisodeRecord, KeyRecord, Store
+from serve.stores import EpisodeRecord, KeyRecord, Store
 
 __all__ = ["Replays"]
 

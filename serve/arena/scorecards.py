@@ -13,7 +13,7 @@ from serve.arena.errors import Limited, NotFound, Unavailable
 from serve.arena.rounds import Rounds
 from serve.episode import IN_PROGRESS, EpisodeRun, score
 from serve.limits import until_tomorrow, utc_day
-from serve.store import Final, KeyRecord, ScorecardRecord, StaleSession, StoreLimit
+from serve.stores import Final, KeyRecord, ScorecardRecord, StaleSession, StoreLimit
 
 __all__ = ["SCORE_FIELDS", "Scorecards", "attached", "iso", "with_intervals"]
 

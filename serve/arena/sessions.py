@@ -18,7 +18,7 @@ from serve.arena.errors import BadRequest, Conflict, Limited, NotFound, Unavaila
 from serve.arena.rounds import Rounds
 from serve.episode import GAME_OVER, IN_PROGRESS, RESTART_GAME, RESTART_LEVEL, Outcome, new_run
 from serve.limits import subject_of
-from serve.store import (
+from serve.stores import (
     KeyRecord,
     ScorecardRecord,
     SessionRecord,
