@@ -1,12 +1,13 @@
 """One stepper: every specialised successor in the engine is held to the rules' ``step_kernel``.
 
-The searches (the solver, the optimal-path count) read moves off their own grid of cell flags
-and the planner steps packed keys, for speed; here they are run on random levels of several
-sizes (drawn by the generator's ``pipeline.layouts``) and random states, and every successor
-they produce must be the rules' step of one action: the same player cell, crates and push, a
-blocked action a no-op. What they drop must be a push into a state the solvable set calls
-dead. The one dead-square test and the one frozen-crate test are held to the rules the same
-way, and grade's step helpers to the tests' pure-Python oracle.
+The searches (the solver, the optimal-path count, the push-level reachable count) read moves
+off their own cell flags and the planner steps packed keys, for speed; here they run on random
+levels of several sizes (drawn by the generator's ``pipeline.layouts``) from random states,
+and every successor they produce must be the rules' step of one action: the same player cell,
+crates and push, a blocked action a no-op. What they drop must be a push into a state the
+solvable set calls dead, whose backward search must agree with the rules' steps on every state.
+The one dead-square test and the one frozen-crate test are held to the rules the same way, and
+grade's step helpers to the tests' pure-Python oracle.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from oracle import MOVES, oracle_successors
 
 import engine.optimal_paths as optimal_paths
+import engine.reachable as reachable
 import engine.solver as solver
 from engine.deadlock import FAR, dead_squares, frozen_square, push_distance, search_grid
 from engine.index import DenseIndex
@@ -224,6 +226,73 @@ def test_the_searches_successors_are_the_rules_steps_on_random_states(monkeypatc
                     pruned += 1
             expansions += 1
     assert expansions > 1000 and moves > 2000 and pushes > 100 and pruned > 40
+
+
+def test_the_push_level_counts_successors_are_the_rules_pushes_from_the_walkable_region(
+        monkeypatch):
+    rng = np.random.default_rng(17)
+    expansions = pushes = 0
+    for level in random_levels(60, seed=37, sides=(5, 9), crates=(1, 3)):
+        start = random_walk(level, rng, 30)[-1]
+        index = DenseIndex.for_level(level, crates_on="floor")
+        recorder = _Recorder(reachable.unpack, 40)
+        real_rank = reachable.rank
+
+        def rank(cell_id, floor_id, binom, n_floor, player, crates, recorder=recorder,
+                 real_rank=real_rank):
+            recorder.record(player, crates)
+            return real_rank(cell_id, floor_id, binom, n_floor, player, crates)
+
+        sset = solvable_set(level)
+        reachable.push_reachable_stats(level, sset, start)  # its kernels compiled unpatched
+        with monkeypatch.context() as patch:
+            patch.setattr(reachable, "unpack", recorder.unpack)
+            patch.setattr(reachable, "rank", rank)
+            try:
+                reachable.push_reach_kernel.py_func(
+                    board_array(level), level.width, index.cell_id, index.floor_id,
+                    index.floor_cells.size, index.binom, index.size, start.player,
+                    np.array(start.crates, np.int64), sset.index.cell_id, sset.index.binom,
+                    sset.words, 1 << 30)
+            except _Enough:
+                pass
+        for (player, crates), ranked in recorder.complete():
+            # the first state ranked is the one expanded, unless a flood already counted it
+            children = set(ranked[1:])
+            if not children:
+                continue
+            expected = {(p, c) for cell in player_reach(level, State(player, crates))
+                        for p, c, pushed in rules_successors(level, cell, crates) if pushed}
+            assert children == expected, (level, player, crates)
+            expansions += 1
+            pushes += len(children)
+    assert expansions > 150 and pushes > 400
+
+
+def test_the_solvable_sets_distances_follow_the_rules_steps():
+    checked = dead = 0
+    for level in random_levels(30, seed=43, sides=(5, 7), crates=(1, 2)):
+        sset = solvable_set(level)
+        # every state of the level: the crates anywhere on the floor, the player beside them
+        index = DenseIndex.for_level(level, crates_on="floor")
+        for state in index.states_of(np.arange(index.size)):
+            if state.player in state.crates:
+                continue
+            d = sset.distance(state)
+            after = [sset.distance(State(p, c))
+                     for p, c, _ in rules_successors(level, state.player, state.crates)]
+            if level.is_solved(state):
+                assert d == 0
+            elif d < 0:
+                # no step of the rules leads from an unsolvable state to a solvable one
+                assert all(a < 0 for a in after), (level, state)
+                dead += 1
+            else:
+                # one move more than the best step of the rules (the backward search's pulls
+                # are the rules' steps reversed)
+                assert d == 1 + min(a for a in after if a >= 0), (level, state)
+            checked += 1
+    assert checked > 10_000 and dead > 1000
 
 
 def test_the_one_freeze_test_is_the_planners_on_random_states():
