@@ -139,9 +139,21 @@ class _Recorder:
         if self.expanded:  # the root is packed or ranked before any expansion
             self.expanded[-1][1].append((int(player), tuple(int(c) for c in crates)))
 
-    def complete(self) -> list[tuple[tuple[int, tuple[int, ...]], list]]:
-        """The expansions that ran to the end (the last one may have been cut short)."""
+    def run(self, kernel, *args) -> list[tuple[tuple[int, tuple[int, ...]], list]]:
+        """Run ``kernel``'s Python body; the expansions that ran to the end (the last one may
+        have been cut short)."""
+        try:
+            kernel.py_func(*args)
+        except _Enough:
+            pass
         return self.expanded[:-1]
+
+
+def _search_args(level: Level, start: State, index: DenseIndex) -> tuple:
+    """The arguments the searches' kernels begin with: the grid, the index, the start."""
+    return (search_grid(level), level.width, index.cell_id, index.floor_id,
+            index.floor_cells.size, index.binom, index.size, start.player,
+            np.array(start.crates, np.int64))
 
 
 def _run_solver(monkeypatch, level: Level, start: State, limit: int) -> list:
@@ -159,15 +171,8 @@ def _run_solver(monkeypatch, level: Level, start: State, limit: int) -> list:
     monkeypatch.setattr(solver, "unpack", recorder.unpack)
     monkeypatch.setattr(solver, "pack", pack)
     monkeypatch.setattr(solver, "with_player", with_player)
-    index = DenseIndex.for_level(level)
-    try:
-        solver.bfs_kernel.py_func(
-            search_grid(level), level.width, index.cell_id, index.floor_id,
-            index.floor_cells.size, index.binom, index.size, start.player,
-            np.array(start.crates, np.int64), limit + 8)
-    except _Enough:
-        pass
-    return recorder.complete()
+    args = _search_args(level, start, DenseIndex.for_level(level))
+    return recorder.run(solver.bfs_kernel, *args, limit + 8)
 
 
 def _run_counter(monkeypatch, level: Level, start: State, limit: int) -> list:
@@ -180,16 +185,10 @@ def _run_counter(monkeypatch, level: Level, start: State, limit: int) -> list:
 
     monkeypatch.setattr(optimal_paths, "unpack", recorder.unpack)
     monkeypatch.setattr(optimal_paths, "rank", rank)
-    index = DenseIndex.for_level(level)
-    try:
-        optimal_paths.layered_count_kernel.py_func(
-            search_grid(level), level.width, index.cell_id, index.floor_id,
-            index.floor_cells.size, index.binom, index.size, start.player,
-            np.array(start.crates, np.int64), 1 << 30)
-    except _Enough:
-        pass
+    args = _search_args(level, start, DenseIndex.for_level(level))
+    expanded = recorder.run(optimal_paths.layered_count_kernel, *args, 1 << 30)
     # the counter unpacks a whole layer to look for solved states before expanding it
-    return [(state, children) for state, children in recorder.complete() if children]
+    return [(state, children) for state, children in expanded if children]
 
 
 @pytest.mark.parametrize("search", ["solver", "optimal paths"])
@@ -248,15 +247,12 @@ def test_the_push_level_counts_successors_are_the_rules_pushes_from_the_walkable
         with monkeypatch.context() as patch:
             patch.setattr(reachable, "unpack", recorder.unpack)
             patch.setattr(reachable, "rank", rank)
-            try:
-                reachable.push_reach_kernel.py_func(
-                    board_array(level), level.width, index.cell_id, index.floor_id,
-                    index.floor_cells.size, index.binom, index.size, start.player,
-                    np.array(start.crates, np.int64), sset.index.cell_id, sset.index.binom,
-                    sset.words, 1 << 30)
-            except _Enough:
-                pass
-        for (player, crates), ranked in recorder.complete():
+            expanded = recorder.run(
+                reachable.push_reach_kernel, board_array(level), level.width, index.cell_id,
+                index.floor_id, index.floor_cells.size, index.binom, index.size, start.player,
+                np.array(start.crates, np.int64), sset.index.cell_id, sset.index.binom,
+                sset.words, 1 << 30)
+        for (player, crates), ranked in expanded:
             # the first state ranked is the one expanded, unless a flood already counted it
             children = set(ranked[1:])
             if not children:
