@@ -28,13 +28,16 @@ from engine.optimal_paths import optimal_paths
 from engine.planner import push_lower_bound
 from engine.reachable import push_reachable_stats
 from engine.reverse import SolvableSet, solvable_set
-from engine.rules import board_array, delta, lurd_to_actions, step_kernel
+from engine.rules import lurd_to_actions
 from engine.solver import SolveResult
 from pipeline.compute_curve import HIGHEST
 from pipeline.difficulty import TRANSFORMS, load_model, score_levels
 from pipeline.tables import read_parquet, write_parquet
 from pipeline.workers import Workers
 
+# Up, down, left, right, as engine.rules.ACTIONS: the step helpers below play in plain Python
+# (a numba call per step costs them 2-3x); tests/test_steppers.py holds them to step_kernel.
+_STEPS = ((-1, 0), (1, 0), (0, -1), (0, 1))
 # Push-level nodes the reachable count may store (8 bytes each, only as they are reached): a
 # 10x10 five-crate level reaches past the engine's default 20 million.
 GRADE_MAX_NODES = 2**27
@@ -132,39 +135,36 @@ def _path_features(level: Level) -> dict[str, Any]:
 
 
 def box_changes(level: Level, lurd: str) -> int:
-    """How often the solution switches to pushing a different crate (0 for a single run),
-    played with the rules' step."""
-    board, width = board_array(level), level.width
-    crates = np.array(level.start.crates, np.int64)
-    crate_at = {c: i for i, c in enumerate(level.start.crates)}  # cell -> which crate
+    """How often the solution switches to pushing a different crate (0 for a single run)."""
+    crates = list(level.start.crates)
     player = level.start.player
     last, changes = None, 0
-    for action in lurd_to_actions(lurd):
-        before = player
-        player, slot = step_kernel(board, width, player, crates, action)
-        if slot >= 0:
-            # the crate pushed off the player's new cell went one cell further along
-            which = crate_at.pop(player)
-            crate_at[2 * player - before] = which
+    for ch, action in zip(lurd, lurd_to_actions(lurd), strict=True):
+        dr, dc = _STEPS[action]
+        target = player + dr * level.width + dc
+        if ch.isupper():
+            which = crates.index(target)
+            crates[which] = target + dr * level.width + dc
             if last is not None and which != last:
                 changes += 1
             last = which
+        player = target
     return changes
 
 
 def player_reach(level: Level, state: State) -> set[int]:
-    """Cells the player can walk to in ``state`` without pushing (the rules' steps)."""
-    board, width = board_array(level), level.width
-    crates = np.array(state.crates, np.int64)
+    """Cells the player can walk to in ``state`` without pushing."""
+    blocked = set(state.crates)
     seen = {state.player}
     stack = [state.player]
     while stack:
         cell = stack.pop()
-        for action in range(4):
-            nxt, slot = step_kernel(board, width, cell, crates, action)
-            if slot >= 0:
-                crates[:] = state.crates  # a push is not a walk: undo it
-            elif nxt not in seen:
+        r, c = divmod(cell, level.width)
+        for dr, dc in _STEPS:
+            rr, cc = r + dr, c + dc
+            nxt = rr * level.width + cc
+            if (0 <= rr < level.height and 0 <= cc < level.width and level.floor[rr, cc]
+                    and nxt not in blocked and nxt not in seen):
                 seen.add(nxt)
                 stack.append(nxt)
     return seen
@@ -173,17 +173,20 @@ def player_reach(level: Level, state: State) -> set[int]:
 def first_push_traps(level: Level, sset: SolvableSet) -> int:
     """Pushes available from the start that lead straight into an unsolvable state."""
     start = level.start
-    board, width = board_array(level), level.width
     reach = player_reach(level, start)
     traps = 0
     for crate in start.crates:
-        for action in range(4):
-            behind = crate - int(delta(action, width))
-            if behind not in reach:
+        r, c = divmod(crate, level.width)
+        for dr, dc in _STEPS:
+            behind, ahead = (r - dr, c - dc), (r + dr, c + dc)
+            if not (0 <= ahead[0] < level.height and 0 <= ahead[1] < level.width):
                 continue
-            crates = np.array(start.crates, np.int64)
-            player, slot = step_kernel(board, width, behind, crates, action)
-            if slot >= 0 and not sset.is_solvable(State(player, tuple(crates.tolist()))):
+            to = ahead[0] * level.width + ahead[1]
+            if (behind[0] * level.width + behind[1] not in reach or not level.floor[ahead]
+                    or to in start.crates):
+                continue
+            crates = tuple(sorted(x if x != crate else to for x in start.crates))
+            if not sset.is_solvable(State(crate, crates)):
                 traps += 1
     return traps
 

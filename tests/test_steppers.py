@@ -7,7 +7,7 @@ and every successor they produce must be the rules' step of one action: the same
 crates and push, a blocked action a no-op. What they drop must be a push into a state the
 solvable set calls dead, whose backward search must agree with the rules' steps on every state.
 The one dead-square test and the one frozen-crate test are held to the rules the same way, and
-grade's step helpers to the tests' pure-Python oracle.
+grade's pure-Python step helpers to stepping with the rules.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from collections import deque
 
 import numpy as np
 import pytest
-from oracle import MOVES, oracle_successors
 
 import engine.optimal_paths as optimal_paths
 import engine.reachable as reachable
@@ -49,17 +48,23 @@ def random_levels(count: int, seed: int, sides: tuple[int, int], crates: tuple[i
     return levels
 
 
-def rules_successors(level: Level, player: int, crates: tuple[int, ...]
-                     ) -> list[tuple[int, tuple[int, ...], bool]]:
-    """(player, crates, pushed) of every action the rules do not block."""
+def rules_steps(level: Level, player: int, crates: tuple[int, ...]
+                ) -> list[tuple[int, tuple[int, ...], bool] | None]:
+    """For each action, (player, crates, pushed) after the rules' step; None when blocked."""
     board = board_array(level)
-    out = []
+    out: list[tuple[int, tuple[int, ...], bool] | None] = []
     for action in range(4):
         work = np.array(crates, np.int64)
         moved, slot = step_kernel(board, level.width, player, work, action)
-        if moved != player:
-            out.append((int(moved), tuple(int(c) for c in work), slot >= 0))
+        out.append((int(moved), tuple(int(c) for c in work), slot >= 0)
+                   if moved != player else None)
     return out
+
+
+def rules_successors(level: Level, player: int, crates: tuple[int, ...]
+                     ) -> list[tuple[int, tuple[int, ...], bool]]:
+    """(player, crates, pushed) of every action the rules do not block."""
+    return [s for s in rules_steps(level, player, crates) if s is not None]
 
 
 def random_walk(level: Level, rng: np.random.Generator, steps: int) -> list[State]:
@@ -339,59 +344,55 @@ def test_no_lone_crate_ever_leaves_a_dead_square_for_a_goal_under_the_rules():
     assert dead_cells > 200 and live_cells > 300
 
 
-def _oracle_reach(level: Level, state: State) -> set[int]:
-    w = level.width
-    crates = frozenset(divmod(c, w) for c in state.crates)
-    seen = {divmod(state.player, w)}
-    stack = list(seen)
+def _rules_reach(level: Level, state: State) -> set[int]:
+    """The cells the player walks to by the rules' steps that push nothing."""
+    seen = {state.player}
+    stack = [state.player]
     while stack:
         cell = stack.pop()
-        for letter, nxt, _ in oracle_successors(level, cell, crates):
-            if letter.islower() and nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
-    return {r * w + c for r, c in seen}
+        for p, _, pushed in rules_successors(level, cell, state.crates):
+            if not pushed and p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return seen
 
 
-def test_grades_step_helpers_agree_with_the_oracles_moves_on_random_levels():
+def test_grades_step_helpers_agree_with_the_rules_steps_on_random_levels():
     rng = np.random.default_rng(13)
     traps = switches = 0
     for level in random_levels(60, seed=31, sides=(5, 8), crates=(2, 3)):
         state = random_walk(level, rng, 25)[-1]
         level = level.with_start(state)
-        assert player_reach(level, state) == _oracle_reach(level, state)
-        # the first pushes: every push the oracle has from a cell the player can walk to
+        reach = _rules_reach(level, state)
+        assert player_reach(level, state) == reach
+        # the first pushes: every push the rules allow from a cell the player can walk to
         sset = solvable_set(level)
-        w = level.width
-        crates = frozenset(divmod(c, w) for c in state.crates)
-        expected = 0
-        for cell in _oracle_reach(level, state):
-            for letter, (r, c), after in oracle_successors(level, divmod(cell, w), crates):
-                if letter.isupper():
-                    pushed = State(r * w + c, tuple(sorted(y * w + x for y, x in after)))
-                    expected += not sset.is_solvable(pushed)
+        expected = sum(not sset.is_solvable(State(p, c)) for cell in reach
+                       for p, c, pushed in rules_successors(level, cell, state.crates)
+                       if pushed)
         assert first_push_traps(level, sset) == expected
         traps += expected
-        # a random walk written in LURD, counting by hand which crate each push moves
-        player, where = divmod(state.player, w), {divmod(c, w): i for i, c in
-                                                  enumerate(state.crates)}
+        # a random walk of the rules' steps written in LURD, counting which crate each push
+        # moves (it goes from the player's new cell one cell further along)
+        player, crates = state.player, state.crates
+        which = {c: i for i, c in enumerate(crates)}
         lurd, last, changes = "", None, 0
         for _ in range(80):
-            options = list(oracle_successors(level, player, frozenset(where)))
-            pushes = [o for o in options if o[0].isupper()]
+            steps = [(a, *s) for a, s in enumerate(
+                rules_steps(level, player, crates)) if s is not None]
+            pushes = [s for s in steps if s[3]]
             if pushes and rng.random() < 0.6:
-                options = pushes  # walks that push often switch crates often
-            letter, nxt, _ = options[rng.integers(len(options))] if options else ("u", player,
-                                                                                  None)
-            if letter.isupper():
-                dr, dc = MOVES[letter.lower()]
-                which = where.pop(nxt)
-                where[(nxt[0] + dr, nxt[1] + dc)] = which
-                changes += last is not None and which != last
-                last = which
-            lurd += letter
-            player = nxt
-        assert set(lurd.lower()) <= set(ACTIONS)
+                steps = pushes  # walks that push often switch crates often
+            if not steps:
+                break
+            action, after, crates, pushed = steps[rng.integers(len(steps))]
+            if pushed:
+                crate = which.pop(after)
+                which[2 * after - player] = crate
+                changes += last is not None and crate != last
+                last = crate
+            lurd += ACTIONS[action].upper() if pushed else ACTIONS[action]
+            player = after
         assert box_changes(level, lurd) == changes, (level, lurd)
         switches += changes
     assert traps > 40 and switches > 10
