@@ -6,9 +6,12 @@ for about ``--seconds`` after a warm-up; ``copy`` is the env's ``copy=`` (True: 
 every step, as Gymnasium's checks ask; False: the env's own buffers). Rates are per
 wall-clock second and per CPU second of this process (the fair figure on a shared machine);
 "x C port" compares the latter with the public Latent Sokoban C port, measured on these
-machines at 790,000 steps+renders/s on one core.
+machines at 790,000 steps+renders/s on one core. Then, for a spec's fresh levels (public/A
+by default): the first reset's time, steps/s while drawing, and the bytes each sub-env holds
+besides its pictures, beside a version's, at ``--memory-envs``.
 
     .venv/bin/python benchmarks/vec_env.py [--version public-A] [--envs 1 64 1024 4096]
+        [--spec public/A] [--memory-envs 1024 4096] [--workers 1]
 """
 
 from __future__ import annotations
@@ -71,11 +74,39 @@ def vector_rate(version: str, datasets: Path, n: int, copy: bool, seconds: float
         calls += len(table)
     rate = calls * n / (time.perf_counter() - began)
     cpu_rate = calls * n / (time.process_time() - cpu)
-    inner = env.unwrapped
-    state = sum(a.nbytes for a in (*inner._episodes, *inner._out))
-    boards = inner.slots.nbytes
+    boards, state = held_bytes(env.unwrapped)
     env.close()
     return rate, cpu_rate, boards, state
+
+
+def held_bytes(inner: gymnasium.vector.VectorEnv) -> tuple[int, int]:
+    """Bytes an env holds besides its observation buffer: its board slots and drawn levels
+    (a spec's compressed rows), and its per-episode state and outcomes."""
+    fresh = getattr(inner, "_fresh", None)
+    boards = inner.slots.nbytes + (fresh.nbytes if fresh is not None else 0)
+    state = sum(a.nbytes for a in (*inner._episodes, *inner._out))
+    return boards, state
+
+
+def spec_run(spec: str, datasets: Path, n: int, workers: int, steps: int
+             ) -> tuple[float, float, int, int]:
+    """A spec source with ``n`` boards: seconds of the first reset (worker start included),
+    steps+renders per second over ``steps`` steps (drawing fresh levels as episodes end),
+    and the bytes held after them."""
+    env = gymnasium.make_vec("sokoforge/Sokoban-v0", num_envs=n,
+                             vectorization_mode="vector_entry_point", spec=spec,
+                             datasets=datasets, copy=False, workers=workers)
+    began = time.perf_counter()
+    env.reset(seed=0)
+    first = time.perf_counter() - began
+    table = np.random.default_rng(0).integers(0, 4, (steps, n))
+    began = time.perf_counter()
+    for row in table:
+        env.step(row)
+    rate = steps * n / (time.perf_counter() - began)
+    boards, state = held_bytes(env.unwrapped)
+    env.close()
+    return first, rate, boards, state
 
 
 def main() -> None:
@@ -84,6 +115,10 @@ def main() -> None:
     parser.add_argument("--datasets", type=Path, default=ROOT / "datasets")
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 64, 1024, 4096])
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--spec", default="public/A")
+    parser.add_argument("--memory-envs", type=int, nargs="+", default=[1024, 4096])
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--spec-steps", type=int, default=100)
     args = parser.parse_args()
     print(f"version {args.version}; load average {os.getloadavg()[0]:.2f} on "
           f"{os.cpu_count()} cores; one process")
@@ -108,6 +143,19 @@ def main() -> None:
         print(f"N={TARGET_N}, copy=False: {cpu_rate / REFERENCE:.2f}x the C port per CPU "
               f"second, {rate / single:.0f}x the single env side by side; target (>= 1x and "
               f">= {TARGET_RATIO}x): {'met' if met else 'NOT met'}")
+    print(f"held besides the observation buffer (spec {args.spec}: first reset, then "
+          f"{args.spec_steps} steps drawing fresh levels, {args.workers} worker(s)):")
+    print(f"{'N':>5} {'source':>9} {'first reset s':>13} {'steps/s':>9} {'obs MB':>7} "
+          f"{'boards+drawn MB':>15} {'B/env':>7}")
+    for n in args.memory_envs:
+        _, _, boards, state = vector_rate(args.version, args.datasets, n, False, 0.2)
+        print(f"{n:>5} {'version':>9} {'':>13} {'':>9} {n * 2 * 64 * 64 * 3 / 1e6:>7.1f} "
+              f"{boards / 1e6:>15.2f} {(boards + state) / n:>7.0f}")
+        first, rate, boards, state = spec_run(args.spec, args.datasets, n, args.workers,
+                                              args.spec_steps)
+        print(f"{n:>5} {'spec':>9} {first:>13.1f} {rate:>9,.0f} "
+              f"{n * 2 * 64 * 64 * 3 / 1e6:>7.1f} {boards / 1e6:>15.2f} "
+              f"{(boards + state) / n:>7.0f}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
