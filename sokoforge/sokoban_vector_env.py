@@ -40,6 +40,19 @@ INFO_KEYS = ("level", "steps", "noop", "pushed", "max_steps")
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 
 
+def uniform_bounds_shared(space: spaces.Dict) -> spaces.Dict:
+    """``space`` with each Box's bounds, when uniform, as one value seen at every position:
+    a batched Box holds four arrays of its shape (low, high and whether each is bounded),
+    four times the pictures' bytes at any N."""
+    for box in space.spaces.values():
+        assert isinstance(box, spaces.Box)
+        for name in ("low", "high", "bounded_below", "bounded_above"):
+            bound = getattr(box, name)
+            if bound.size and (bound == bound.flat[0]).all():
+                setattr(box, name, np.broadcast_to(bound.flat[0], bound.shape))
+    return space
+
+
 class SokobanVectorEnv(VectorEnv):
     """``num_envs`` Sokoban episodes on 64x64 RGB pictures, stepped together.
 
@@ -76,7 +89,8 @@ class SokobanVectorEnv(VectorEnv):
         self.render_mode = render_mode
         self.copy = copy
         self.single_observation_space = observation_space()
-        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.observation_space = uniform_bounds_shared(
+            batch_space(self.single_observation_space, num_envs))
         self.single_action_space = spaces.Discrete(4)
         self.action_space = spaces.MultiDiscrete(np.full(num_envs, 4))
         self._obs = np.zeros((num_envs, SIZE, SIZE, 3), np.uint8)

@@ -257,6 +257,17 @@ def test_a_spec_sub_env_holds_a_few_kilobytes_besides_its_pictures(datasets):
     env.close()
 
 
+def test_the_batched_observation_space_holds_one_value_per_bound_not_one_per_pixel(datasets):
+    env = make_vec(datasets, 64, version="pub")
+    for box in env.observation_space.spaces.values():
+        for bound in (box.low, box.high, box.bounded_below, box.bounded_above):
+            assert bound.shape == (64, 64, 64, 3) and not any(bound.strides)
+    obs, _ = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    assert env.observation_space.contains(env.observation_space.sample())
+    assert not env.observation_space.contains({**obs, "obs": obs["obs"][:63]})
+
+
 @pytest.mark.parametrize("std", [0.4, 2.5, 6.0])
 def test_the_numba_noise_is_add_noise_byte_for_byte(std):
     rng = np.random.default_rng(int(std * 10))
