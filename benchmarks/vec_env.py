@@ -17,9 +17,11 @@ besides its pictures, beside a version's, at ``--memory-envs``.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import gymnasium
@@ -88,25 +90,31 @@ def held_bytes(inner: gymnasium.vector.VectorEnv) -> tuple[int, int]:
     return boards, state
 
 
-def spec_run(spec: str, datasets: Path, n: int, workers: int, steps: int
-             ) -> tuple[float, float, int, int]:
-    """A spec source with ``n`` boards: seconds of the first reset (worker start included),
-    steps+renders per second over ``steps`` steps (drawing fresh levels as episodes end),
-    and the bytes held after them."""
+def memory_run(source: dict[str, str], datasets: Path, n: int, workers: int, steps: int
+               ) -> tuple[float, float, int, int, int]:
+    """``n`` boards of ``source`` (version= or spec=): seconds of the first reset (a spec's
+    worker start included), steps+renders per second over ``steps`` steps (a spec drawing
+    fresh levels as episodes end), the bytes held after them, and the bytes Python traced
+    (tracemalloc: the env with all it allocated, observation space and worker pool included)."""
+    table = np.random.default_rng(0).integers(0, 4, (steps, n))
+    gc.collect()
+    tracemalloc.start()
     env = gymnasium.make_vec("sokoforge/Sokoban-v0", num_envs=n,
-                             vectorization_mode="vector_entry_point", spec=spec,
-                             datasets=datasets, copy=False, workers=workers)
+                             vectorization_mode="vector_entry_point", datasets=datasets,
+                             copy=False, workers=workers, **source)
     began = time.perf_counter()
     env.reset(seed=0)
     first = time.perf_counter() - began
-    table = np.random.default_rng(0).integers(0, 4, (steps, n))
     began = time.perf_counter()
     for row in table:
         env.step(row)
     rate = steps * n / (time.perf_counter() - began)
+    gc.collect()
+    traced = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
     boards, state = held_bytes(env.unwrapped)
     env.close()
-    return first, rate, boards, state
+    return first, rate, boards, state, traced
 
 
 def main() -> None:
@@ -143,19 +151,21 @@ def main() -> None:
         print(f"N={TARGET_N}, copy=False: {cpu_rate / REFERENCE:.2f}x the C port per CPU "
               f"second, {rate / single:.0f}x the single env side by side; target (>= 1x and "
               f">= {TARGET_RATIO}x): {'met' if met else 'NOT met'}")
-    print(f"held besides the observation buffer (spec {args.spec}: first reset, then "
-          f"{args.spec_steps} steps drawing fresh levels, {args.workers} worker(s)):")
+    print(f"memory (first reset, then {args.spec_steps} steps; spec {args.spec} drawing fresh "
+          f"levels in {args.workers} worker(s)):")
     print(f"{'N':>5} {'source':>9} {'first reset s':>13} {'steps/s':>9} {'obs MB':>7} "
-          f"{'boards+drawn MB':>15} {'B/env':>7}")
+          f"{'boards+drawn MB':>15} {'held B/env':>10} {'traced B/env':>12}")
+    from joblib.externals.loky import ProcessPoolExecutor  # noqa: F401  (imports not traced)
+
     for n in args.memory_envs:
-        _, _, boards, state = vector_rate(args.version, args.datasets, n, False, 0.2)
-        print(f"{n:>5} {'version':>9} {'':>13} {'':>9} {n * 2 * 64 * 64 * 3 / 1e6:>7.1f} "
-              f"{boards / 1e6:>15.2f} {(boards + state) / n:>7.0f}")
-        first, rate, boards, state = spec_run(args.spec, args.datasets, n, args.workers,
-                                              args.spec_steps)
-        print(f"{n:>5} {'spec':>9} {first:>13.1f} {rate:>9,.0f} "
-              f"{n * 2 * 64 * 64 * 3 / 1e6:>7.1f} {boards / 1e6:>15.2f} "
-              f"{(boards + state) / n:>7.0f}")
+        obs = n * 2 * 64 * 64 * 3
+        for name, source in (("version", {"version": args.version}),
+                             ("spec", {"spec": args.spec})):
+            first, rate, boards, state, traced = memory_run(source, args.datasets, n,
+                                                            args.workers, args.spec_steps)
+            print(f"{n:>5} {name:>9} {first:>13.1f} {rate:>9,.0f} {obs / 1e6:>7.1f} "
+                  f"{boards / 1e6:>15.2f} {(boards + state) / n:>10,.0f} "
+                  f"{(traced - obs) / n:>12,.0f}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
