@@ -40,10 +40,11 @@ INFO_KEYS = ("level", "steps", "noop", "pushed", "max_steps")
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 
 
-def uniform_bounds_shared(space: spaces.Dict) -> spaces.Dict:
-    """``space`` with each Box's bounds, when uniform, as one value seen at every position:
-    a batched Box holds four arrays of its shape (low, high and whether each is bounded),
-    four times the pictures' bytes at any N."""
+def uniform_bounds_shared(space: spaces.Space) -> spaces.Dict:
+    """``space`` (a Dict of Boxes) with each Box's bounds, when uniform, as one value seen at
+    every position: a batched Box holds four arrays of its shape (low, high and whether each
+    is bounded), four times the pictures' bytes at any N."""
+    assert isinstance(space, spaces.Dict)
     for box in space.spaces.values():
         assert isinstance(box, spaces.Box)
         for name in ("low", "high", "bounded_below", "bounded_above"):
