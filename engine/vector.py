@@ -14,7 +14,7 @@ __all__ = [
     "CRATE", "EMPTY", "FRAME_BYTES", "PLAYER", "BoardSlots", "BoardTiles", "Boards", "Episodes",
     "Frames", "LookNotCellLocal", "Outcomes", "advance", "begin", "begin_boards", "board_tiles",
     "compose", "flat_banks", "frames_of", "new_episodes", "new_outcomes", "paint", "pick_level",
-    "play_board", "step_boards",
+    "play_board", "restart_boards", "step_boards",
 ]
 
 from dataclasses import dataclass
@@ -454,6 +454,23 @@ def step_boards(actions: np.ndarray, b: Boards, e: Episodes, levels: int, obs: F
         level[k] = geo[s, INDEX]
         steps_out[k] = steps[k]
         budget[k] = geo[s, MAX_STEPS]
+
+
+@njit(cache=True)
+def restart_boards(starting: np.ndarray, b: Boards, e: Episodes, levels: int, obs: Frames,
+                   goal: Frames, out: Outcomes) -> None:
+    """Start the next episode of every k with ``starting[k]`` in the step that ended its last
+    one (Gymnasium's same-step autoreset): its pictures and info become the new start's, its
+    reward, terminated and truncated stay those of the step."""
+    for k in range(starting.size):
+        if starting[k]:
+            begin(k, b, e, levels, obs, goal)
+            s = e.slot[k]
+            out.noop[k] = False
+            out.pushed[k] = False
+            out.level[k] = b.geo[s, INDEX]
+            out.steps[k] = 0
+            out.max_steps[k] = b.geo[s, MAX_STEPS]
 
 
 @njit(cache=True)
