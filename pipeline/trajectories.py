@@ -238,7 +238,8 @@ def make_shard(plan: Plan, shard: int) -> tuple[bytes, bytes, dict[str, Any]]:
             boards[key] = (TileAtlas.for_level(chosen.level, chosen.look),
                            draw_goal(chosen.level, chosen.look).tobytes())
         atlas, goal = boards[key]
-        run = play(atlas, actions, chosen.level.start, out=frames[used:])
+        run = play(atlas, actions, chosen.level.start, out=frames[used:],
+                   max_steps=chosen.max_steps)
         n = len(run.actions)
         used += n
         meta["episode"].append(np.full(n, i, np.int64))
