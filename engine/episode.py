@@ -15,6 +15,7 @@ __all__ = [
     "episode_over", "restart", "step",
 ]
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -54,8 +55,8 @@ def act_kernel(board: np.ndarray, width: int, player: int, crates: np.ndarray,
 
 
 # Python callers call the functions uncompiled (a compiled call costs more than the body).
-_over = episode_over.py_func
-_ending = ending.py_func
+_over: Callable[[bool, int, int], bool] = episode_over.py_func
+_ending: Callable[[bool, int, int], tuple[bool, bool]] = ending.py_func
 
 
 class Episode(NamedTuple):

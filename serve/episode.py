@@ -46,7 +46,7 @@ class EpisodeRun:
     letters played, and the outcome its run recorded (a run that closes ends every episode)."""
 
     served: ServedLevel
-    game: Episode | None = None
+    game: Any = None  # the core's ``Episode`` once started
     done: bool = False
     solved: bool = False
     deadlocked: bool = False
