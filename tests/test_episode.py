@@ -4,6 +4,7 @@ server's run and the vector kernels playing every episode exactly as it does."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -37,6 +38,7 @@ from engine.vector import (
 from serve.episode import GAME_OVER, new_run
 
 UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3
+DATASETS = Path(__file__).resolve().parent.parent / "datasets"
 ONE_PUSH = parse_xsb("#####\n#@$.#\n#####")
 ROOM = parse_xsb("######\n#@ $.#\n#    #\n######")
 
@@ -127,6 +129,26 @@ def test_a_trajectory_stops_at_the_budget():
     assert len(play(atlas, walk, max_steps=4).actions) == 5  # 4 actions and the last frame
     assert len(play(atlas, walk).actions) == 11
     assert play(TileAtlas.for_level(ONE_PUSH), np.array([RIGHT, LEFT]), max_steps=9).solved
+
+
+def test_the_gym_env_refuses_a_bad_action_and_any_action_after_the_end():
+    import gymnasium
+
+    import sokoforge_gym  # noqa: F401  (registers the environment)
+
+    env = gymnasium.make("sokoforge/Sokoban-v0", version="public-W", datasets=DATASETS)
+    _, info = env.reset(seed=0)
+    for bad in (4, 7, -1):
+        with pytest.raises(SokoforgeError):
+            env.step(bad)
+    ended, steps = False, 0
+    while not ended:
+        _, reward, terminated, truncated, info = env.step(steps % 2)
+        steps += 1
+        ended = terminated or truncated
+        assert truncated == (ended and reward == 0.0) and info["steps"] == steps
+    with pytest.raises(EpisodeOver):
+        env.step(0)
 
 
 @dataclass(frozen=True)
