@@ -1,16 +1,16 @@
 """Deadlocks: dead squares, the cheap frozen-crate test, and the exact test via the solvable set.
 
 A cell is live when a lone crate on it can still be pushed to some goal (found by pulling
-crates back from every goal); crates on any other cell can never be solved. The frozen test
-finds crates that can never move again, off a goal. Both are sound: they never call a
-solvable state dead.
+crates back from every goal: ``push_distance``, which the planner's heuristic also reads);
+crates on any other cell can never be solved. The frozen test finds crates that can never
+move again, off a goal. Both are sound: they never call a solvable state dead.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "dead_squares", "frozen_kernel", "is_dead", "is_frozen_dead", "live_cells", "live_kernel",
-    "push_pruned", "search_grid",
+    "FAR", "dead_squares", "frozen_kernel", "frozen_square", "is_dead", "is_frozen_dead",
+    "live_cells", "live_kernel", "push_distance", "push_pruned", "search_grid",
 ]
 
 from typing import Protocol
@@ -21,28 +21,48 @@ from engine.kernel_cache import njit
 from engine.levels import Level, State
 from engine.rules import CRATE, FLOOR, GOAL, LIVE, NOT_CRATE, board_array, delta
 
+FAR = 1 << 20  # the push distance of a dead square
+
+
+@njit(cache=True)
+def push_distance(passable: np.ndarray, goal: np.ndarray, width: int) -> np.ndarray:
+    """Fewest pushes taking a lone crate from each cell to some goal (``FAR`` if none): the
+    one dead-square test, by pulling crates back from every goal (dead where ``FAR``)."""
+    n = passable.size
+    dist = np.full(n, FAR, np.int64)
+    queue = np.empty(n, np.int64)
+    head = 0
+    tail = 0
+    for c in range(n):
+        if goal[c] and passable[c]:
+            dist[c] = 0
+            queue[tail] = c
+            tail += 1
+    while head < tail:
+        y = queue[head]
+        head += 1
+        for a in range(4):
+            d = delta(a, width)
+            # pulled from y + d onto y, the player stepping on to y + 2d
+            x = y + d
+            if not passable[x] or dist[x] != FAR:
+                continue
+            if passable[x + d]:
+                dist[x] = dist[y] + 1
+                queue[tail] = x
+                tail += 1
+    return dist
+
 
 @njit(cache=True)
 def live_kernel(board: np.ndarray, width: int) -> np.ndarray:
-    """Cells a lone crate can be pushed from to some goal, as ``uint8`` 0/1 (reverse pulls)."""
+    """Cells a lone crate can be pushed from to some goal, as ``uint8`` 0/1 (``push_distance``
+    finite)."""
+    dist = push_distance(board & FLOOR != 0, board & GOAL != 0, width)
     live = np.zeros(board.size, np.uint8)
-    stack = np.empty(board.size, np.int64)
-    top = 0
     for c in range(board.size):
-        if board[c] & GOAL and board[c] & FLOOR:
+        if dist[c] != FAR:
             live[c] = 1
-            stack[top] = c
-            top += 1
-    while top > 0:
-        top -= 1
-        c = stack[top]
-        for a in range(4):
-            d = delta(a, width)
-            # pulled one cell along d, the player stepping on to c + 2d
-            if board[c + d] & FLOOR and board[c + 2 * d] & FLOOR and not live[c + d]:
-                live[c + d] = 1
-                stack[top] = c + d
-                top += 1
     return live
 
 
@@ -86,6 +106,13 @@ def frozen_kernel(grid: np.ndarray, width: int, cell: int) -> bool:
     if (grid[cell] & GOAL == 0 and _crate_blocked(grid, cell, 1, width)
             and _crate_blocked(grid, cell, width, 1)):
         return True
+    return frozen_square(grid, width, cell)
+
+
+@njit(cache=True)
+def frozen_square(grid: np.ndarray, width: int, cell: int) -> bool:
+    """Whether the crate on ``cell`` closes a 2x2 block of walls and crates with a crate off a
+    goal (none of them can move again). ``grid`` holds the cell flags with ``CRATE`` set."""
     w = width
     return (_stuck_square(grid, cell, cell - 1, cell - w, cell - w - 1)
             or _stuck_square(grid, cell, cell + 1, cell - w, cell - w + 1)

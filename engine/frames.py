@@ -4,9 +4,9 @@ Every look draws a board cell by cell (DESIGN.md, "Observations and looks"), so 
 frames are made of per-cell tiles. ``TileAtlas.for_level`` cuts those tiles out of pictures
 drawn by the look's own function (``draw``) for the level itself: empty, crate and player on
 every floor cell. ``play`` runs ``engine.vector.play_board``, the vector env's kernel: it
-applies each action with the engine's ``step_kernel`` and repaints only the cells that
-changed. ``TileAtlas.for_level`` checks the start frame it composes against the look's
-drawing, so a look that is not cell by cell is refused.
+applies each action as the episode core does (``engine.episode``: the same stepper and the
+same end) and repaints only the cells that changed. ``TileAtlas.for_level`` checks the start
+frame it composes against the look's drawing, so a look that is not cell by cell is refused.
 """
 
 from __future__ import annotations
@@ -159,10 +159,11 @@ class PlayedEpisode:
 
 
 def play(atlas: TileAtlas, actions: np.ndarray, state: State | None = None,
-         out: np.ndarray | None = None) -> PlayedEpisode:
-    """Play ``actions`` (0-3) from ``state`` (default: the atlas level's start) until solved
-    or they run out. ``out`` (at least len(actions) + 1 rows of 64 * 64 * 3 bytes) receives
-    the frames when given, so a caller can gather many episodes in one buffer."""
+         out: np.ndarray | None = None, max_steps: int | None = None) -> PlayedEpisode:
+    """Play ``actions`` (0-3) from ``state`` (default: the atlas level's start) until they run
+    out or the episode is over (``engine.episode``: solved, or ``max_steps`` used; no budget
+    but the actions when None). ``out`` (at least len(actions) + 1 rows of 64 * 64 * 3 bytes)
+    receives the frames when given, so a caller can gather many episodes in one buffer."""
     level = atlas.level
     state = level.start if state is None else state
     acts = np.asarray(actions, dtype=np.int64)
@@ -173,7 +174,8 @@ def play(atlas: TileAtlas, actions: np.ndarray, state: State | None = None,
     taken = np.empty(acts.size + 1, np.int8)
     pushed = np.empty(acts.size + 1, np.bool_)
     invalid = np.empty(acts.size + 1, np.bool_)
-    n, solved, player = play_board(atlas.slots.flat, 0, state.player, crates, acts,
+    budget = acts.size if max_steps is None else max_steps
+    n, solved, player = play_board(atlas.slots.flat, 0, state.player, crates, acts, budget,
                                    frames_of(frames), taken, pushed, invalid)
     pictures = frames[:n + 1].reshape(-1, SIZE, SIZE, 3)
     return PlayedEpisode(pictures, taken[:n + 1], pushed[:n + 1], invalid[:n + 1],

@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from engine.deadlock import FAR, push_distance
 from engine.kernel_cache import njit
 from engine.levels import Level, State
 
@@ -35,7 +36,7 @@ PLANNER_BUDGET = 256
 # A lookahead's nodes (<= 4 per expansion) fit 20 bits.
 MAX_PLANNER_BUDGET = CALLS_PER_EXPANSION * ((1 << 18) - 1)
 HEURISTIC_WEIGHT = 2
-_FAR = 1 << 20
+_FAR = FAR  # a dead square's push distance (engine.deadlock)
 _EMPTY = -1
 # The 24 orders in which an expansion may try the four actions; row 0 is U D L R.
 _ORDERS = np.array(sorted(itertools.permutations(range(4))), dtype=np.int64)
@@ -49,34 +50,6 @@ class PlanResult(NamedTuple):
     steps: int
     actions: tuple[int, ...]
     calls: tuple[int, ...] = ()
-
-
-@njit(cache=True)
-def push_distance(passable: np.ndarray, goal: np.ndarray, width: int) -> np.ndarray:
-    """Fewest pushes taking a lone crate from each cell to some goal (``_FAR`` if none)."""
-    n = passable.size
-    dist = np.full(n, _FAR, np.int64)
-    queue = np.empty(n, np.int64)
-    head = 0
-    tail = 0
-    for c in range(n):
-        if goal[c] and passable[c]:
-            dist[c] = 0
-            queue[tail] = c
-            tail += 1
-    offs = np.array([-width, width, -1, 1], np.int64)
-    while head < tail:
-        y = queue[head]
-        head += 1
-        for k in range(4):
-            x = y - offs[k]
-            if not passable[x] or dist[x] != _FAR:
-                continue
-            if passable[x - offs[k]]:
-                dist[x] = dist[y] + 1
-                queue[tail] = x
-                tail += 1
-    return dist
 
 
 @njit(cache=True, inline="always")
@@ -106,7 +79,7 @@ def _crate_at(key: int, n_crates: int, cell: int) -> bool:
 def _successor(key: int, action: int, passable: np.ndarray, offs: np.ndarray,
                n_crates: int) -> tuple[int, int]:
     """Key after ``action`` and the cell a crate was pushed to (-1: no push); key unchanged on
-    a blocked move."""
+    a blocked move. The rules' ``step_kernel`` on packed keys (tests/test_steppers.py)."""
     player = key & 255
     t = player + offs[action]
     if not passable[t]:
@@ -130,7 +103,8 @@ def _successor(key: int, action: int, passable: np.ndarray, offs: np.ndarray,
 @njit(cache=True)
 def _frozen_square(key: int, cell: int, passable: np.ndarray, goal: np.ndarray, width: int,
                    n_crates: int) -> bool:
-    """True when ``cell`` sits in a 2x2 block of walls and crates holding a crate off goal."""
+    """True when ``cell`` sits in a 2x2 block of walls and crates holding a crate off goal:
+    ``engine.deadlock.frozen_square`` on packed keys (tests/test_steppers.py)."""
     for dr in (-width, 0):
         for dc in (-1, 0):
             top = cell + dr + dc

@@ -1,5 +1,7 @@
 """Rules of play: one Sokoban step as a numba kernel, and the Python API around it.
 
+Episodes (a budget, solving, restarts) are ``engine.episode``'s.
+
 The board is a flat ``uint8`` array of cell flags (``FLOOR``, ``GOAL``); anything that is not
 floor blocks. A move into a blocked cell or a blocked push is a no-op that still costs a step.
 """
@@ -7,15 +9,14 @@ floor blocks. A move into a blocked cell or a blocked push is a no-op that still
 from __future__ import annotations
 
 __all__ = [
-    "ACTIONS", "CRATE", "FLOOR", "GOAL", "Game", "LIVE", "NOT_CRATE", "StepResult", "WAIT",
+    "ACTIONS", "CRATE", "FLOOR", "GOAL", "LIVE", "NOT_CRATE", "WAIT", "BadAction",
     "actions_to_lurd", "board_array", "delta", "is_free", "lurd_to_actions", "moved_crate",
-    "replay", "resort", "step", "step_kernel",
+    "replay", "resort", "step", "step_kernel", "step_on",
 ]
-
-from typing import NamedTuple
 
 import numpy as np
 
+from engine.errors import SokoforgeError
 from engine.kernel_cache import njit
 from engine.levels import Level, State
 
@@ -26,6 +27,10 @@ GOAL = np.uint8(2)
 LIVE = np.uint8(4)  # set by the searches: a lone crate here can still reach a goal
 CRATE = np.uint8(8)  # set by the searches on the cells of the state being expanded
 NOT_CRATE = np.uint8(255 - 8)
+
+
+class BadAction(SokoforgeError, ValueError):
+    """An action that is not a move 0-3 (the episode core adds ``WAIT``)."""
 
 
 def board_array(level: Level) -> np.ndarray:
@@ -109,14 +114,15 @@ def step_kernel(board: np.ndarray, width: int, player: int, crates: np.ndarray,
 
 def step(level: Level, state: State, action: int) -> tuple[State, bool, bool]:
     """One action from ``state``: the next state, whether the player moved, whether it pushed."""
-    return _step_on(board_array(level), level.width, state, action)
+    return step_on(board_array(level), level.width, state, action)
 
 
-def _step_on(board: np.ndarray, width: int, state: State, action: int) -> tuple[State, bool, bool]:
+def step_on(board: np.ndarray, width: int, state: State, action: int) -> tuple[State, bool, bool]:
+    """``step`` on the level's cell flags (``board_array``), computed once by the caller."""
     # 3.0 == 3, but a float is not an action (and would compile a float kernel)
     if (isinstance(action, bool) or not isinstance(action, int | np.integer)
             or action not in (0, 1, 2, 3)):
-        raise ValueError(f"action must be 0 (up), 1 (down), 2 (left) or 3 (right), not {action!r}")
+        raise BadAction(f"action must be 0 (up), 1 (down), 2 (left) or 3 (right), not {action!r}")
     crates = np.array(state.crates, dtype=np.int64)
     player, slot = step_kernel(board, width, state.player, crates, action)
     moved = player != state.player
@@ -138,7 +144,7 @@ def actions_to_lurd(level: Level, state: State, actions: list[int]) -> str:
     board = board_array(level)
     letters = []
     for action in actions:
-        state, _, pushed = _step_on(board, level.width, state, action)
+        state, _, pushed = step_on(board, level.width, state, action)
         letter = ACTIONS[action]
         letters.append(letter.upper() if pushed else letter)
     return "".join(letters)
@@ -149,56 +155,5 @@ def replay(level: Level, lurd: str, state: State | None = None) -> list[State]:
     board = board_array(level)
     states = [level.start if state is None else state]
     for action in lurd_to_actions(lurd):
-        states.append(_step_on(board, level.width, states[-1], action)[0])
+        states.append(step_on(board, level.width, states[-1], action)[0])
     return states
-
-
-class StepResult(NamedTuple):
-    """What one action did to an episode."""
-
-    moved: bool
-    pushed: bool
-    solved: bool
-    done: bool
-
-
-class Game:
-    """One episode of a level: its state, the steps used, and whether it is over.
-
-    The episode ends when the level is solved or ``max_steps`` actions were taken.
-    """
-
-    def __init__(self, level: Level, max_steps: int, state: State | None = None) -> None:
-        if max_steps < 0:
-            raise ValueError(f"max_steps must be >= 0, not {max_steps}")
-        self.level = level
-        self.max_steps = max_steps
-        self.state = level.start if state is None else state
-        self.steps = 0
-        self.actions: list[int] = []
-        self._board = board_array(level)
-
-    @property
-    def solved(self) -> bool:
-        return self.level.is_solved(self.state)
-
-    @property
-    def done(self) -> bool:
-        return self.solved or self.steps >= self.max_steps
-
-    def act(self, action: int) -> StepResult:
-        """Play one action (0-3); ``ValueError`` on a bad action or after the episode ended."""
-        if self.done:
-            raise ValueError("the episode is over: no more actions")
-        self.state, moved, pushed = _step_on(self._board, self.level.width, self.state, action)
-        self.steps += 1
-        self.actions.append(int(action))
-        return StepResult(moved, pushed, self.solved, self.done)
-
-    def wait(self) -> StepResult:
-        """Use one step without moving, like a blocked move; ``ValueError`` after the end."""
-        if self.done:
-            raise ValueError("the episode is over: no more actions")
-        self.steps += 1
-        self.actions.append(WAIT)
-        return StepResult(False, False, self.solved, self.done)

@@ -3,9 +3,10 @@
 A board's pictures are the look's own, cut into per-cell tiles by ``engine.frames.TileAtlas``
 (which checks the look draws cell by cell) and kept as the few distinct tiles they are.
 ``BoardSlots`` holds boards as typed arrays; ``step_boards`` plays one action on each of N
-episodes with the engine's ``step_kernel`` and repaints only the cells that changed (a noisy
-look redraws the frame and adds that step's noise); ``play_board`` plays one episode frame by
-frame through the same ``advance`` for the trajectory writer.
+episodes with the episode core's ``act_kernel`` and repaints only the cells that changed (a
+noisy look redraws the frame and adds that step's noise); ``play_board`` plays one episode frame
+by frame through the same ``advance`` for the trajectory writer. Both end an episode as the core
+does (``engine.episode.ending``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ __all__ = [
     "CRATE", "EMPTY", "FRAME_BYTES", "PLAYER", "BoardSlots", "BoardTiles", "Boards", "Episodes",
     "Frames", "LookNotCellLocal", "Outcomes", "advance", "begin", "begin_boards", "board_tiles",
     "compose", "flat_banks", "frames_of", "new_episodes", "new_outcomes", "paint", "pick_level",
-    "play_board", "step_boards",
+    "play_board", "restart_boards", "step_boards",
 ]
 
 from dataclasses import dataclass
@@ -22,13 +23,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from engine.episode import act_kernel, ending, episode_over
 from engine.errors import SokoforgeError
 from engine.kernel_cache import njit
 from engine.levels import Level, State
 from engine.look import Look
 from engine.pixel_noise import MAX_BREAKS, add_noise_kernel, noise_steps
 from engine.render import SIZE
-from engine.rules import GOAL, board_array, step_kernel
+from engine.rules import GOAL, board_array
 from engine.solver import all_on_goals
 
 EMPTY, CRATE, PLAYER = 0, 1, 2  # a cell's contents, the order of TileAtlas.tiles
@@ -338,12 +340,12 @@ def advance(f8: np.ndarray, f16: np.ndarray, f64: np.ndarray, k: int, board: np.
             bank64: np.ndarray, key: np.ndarray, breaks: np.ndarray, coarse: np.ndarray,
             s: int, player: int, crates: np.ndarray, action: int, step: int
             ) -> tuple[int, int, bool]:
-    """Apply ``action`` on slot ``s`` (``crates`` updated in place) and bring frame row ``k``,
-    the picture before it, to the picture at ``step``: the changed cells repainted, or, in a
-    noisy look, the frame redrawn with that step's noise. Returns (player, the pushed crate's
-    slot or -1, solved)."""
+    """Apply ``action`` (0-3, or ``WAIT``) on slot ``s`` (``crates`` updated in place) and
+    bring frame row ``k``, the picture before it, to the picture at ``step``: the changed cells
+    repainted, or, in a noisy look, the frame redrawn with that step's noise. Returns (player,
+    the pushed crate's slot or -1, solved)."""
     cells = board[s, :geo[s, CELLS]]
-    after, pushed = step_kernel(cells, geo[s, WIDTH], player, crates, action)
+    after, pushed = act_kernel(cells, geo[s, WIDTH], player, crates, action)
     if geo[s, NOISY]:
         compose(f8, f16, f64, k, geo, ids, bank, bank16, bank64, key, breaks, coarse, s,
                 after, crates, np.uint64(step))
@@ -424,10 +426,11 @@ def begin_boards(starting: np.ndarray, b: Boards, e: Episodes, levels: int, obs:
 @njit(cache=True)
 def step_boards(actions: np.ndarray, b: Boards, e: Episodes, levels: int, obs: Frames,
                 goal: Frames, out: Outcomes) -> None:
-    """One step of every episode k: ``actions[k]`` (0-3) played, its frame ``obs[k]`` brought
-    up to date, reward 1 on solving, terminated when solved, truncated when the budget is
-    used. An episode that ended on the previous step starts its next one instead (Gymnasium's
-    next-step autoreset): the action is ignored and the new start is reported."""
+    """One step of every episode k: ``actions[k]`` (0-3 or ``WAIT``) played, its frame
+    ``obs[k]`` brought up to date, reward 1 on solving, terminated and truncated as the episode
+    core ends an episode (``engine.episode.ending``). An episode that ended on the previous
+    step starts its next one instead (Gymnasium's next-step autoreset): the action is ignored
+    and the new start is reported."""
     board, geo, start_crates, ids, bank, bank16, bank64, key, breaks, coarse = b
     slot, player_at, crates, steps, over = e.slot, e.player, e.crates, e.steps, e.over
     f8, f16, f64 = obs
@@ -444,10 +447,10 @@ def step_boards(actions: np.ndarray, b: Boards, e: Episodes, levels: int, obs: F
                                          bank64, key, breaks, coarse, s, before,
                                          crates[k, :geo[s, CRATES]], actions[k], steps[k])
         player_at[k] = player
-        cut = not solved and steps[k] >= geo[s, MAX_STEPS]
-        over[k] = solved or cut
+        ended, cut = ending(solved, steps[k], geo[s, MAX_STEPS])
+        over[k] = ended or cut
         reward[k] = 1.0 if solved else 0.0
-        terminated[k] = solved
+        terminated[k] = ended
         truncated[k] = cut
         noop[k] = player == before
         pushed_out[k] = pushed >= 0
@@ -457,11 +460,29 @@ def step_boards(actions: np.ndarray, b: Boards, e: Episodes, levels: int, obs: F
 
 
 @njit(cache=True)
+def restart_boards(starting: np.ndarray, b: Boards, e: Episodes, levels: int, obs: Frames,
+                   goal: Frames, out: Outcomes) -> None:
+    """Start the next episode of every k with ``starting[k]`` in the step that ended its last
+    one (Gymnasium's same-step autoreset): its pictures and info become the new start's, its
+    reward, terminated and truncated stay those of the step."""
+    for k in range(starting.size):
+        if starting[k]:
+            begin(k, b, e, levels, obs, goal)
+            s = e.slot[k]
+            out.noop[k] = False
+            out.pushed[k] = False
+            out.level[k] = b.geo[s, INDEX]
+            out.steps[k] = 0
+            out.max_steps[k] = b.geo[s, MAX_STEPS]
+
+
+@njit(cache=True)
 def play_board(b: Boards, s: int, player: int, crates: np.ndarray, actions: np.ndarray,
-               frames: Frames, taken: np.ndarray, pushed: np.ndarray,
+               max_steps: int, frames: Frames, taken: np.ndarray, pushed: np.ndarray,
                invalid: np.ndarray) -> tuple[int, bool, int]:
-    """Play ``actions`` on slot ``s`` from (player, crates), stopping once solved; ``crates``
-    (sorted) ends as the last state. Fills ``frames`` rows 0..n (n actions taken) and, per
+    """Play ``actions`` on slot ``s`` from (player, crates) until they run out or the episode
+    of ``max_steps`` is over (``engine.episode.episode_over``); ``crates`` (sorted) ends as
+    the last state. Fills ``frames`` rows 0..n (n actions taken) and, per
     frame, the action taken from it (-1 on the last), whether it pushed, whether it was a
     no-op. Returns (n, solved, the last player cell)."""
     board, geo, start_crates, ids, bank, bank16, bank64, key, breaks, coarse = b
@@ -470,7 +491,7 @@ def play_board(b: Boards, s: int, player: int, crates: np.ndarray, actions: np.n
             crates, np.uint64(0))
     n = 0
     solved = all_on_goals(board[s, :geo[s, CELLS]], crates)
-    while n < actions.size and not solved:
+    while n < actions.size and not episode_over(solved, n, max_steps):
         words = FRAME_BYTES // 8
         f64[(n + 1) * words:(n + 2) * words] = f64[n * words:(n + 1) * words]
         before = player

@@ -23,12 +23,13 @@ def main() -> None:
     import numpy as np
 
     from engine.deadlock import dead_squares, is_frozen_dead
+    from engine.episode import Game
     from engine.ladder import climb
     from engine.optimal_paths import optimal_paths
     from engine.planner import plan, push_lower_bound
     from engine.reachable import push_reachable_stats, reachable_stats
     from engine.reverse import solvable_set
-    from engine.rules import Game, replay
+    from engine.rules import replay
     from engine.solver import solve
     from engine.validation_agents import VALIDATION_AGENTS, play_agent
 

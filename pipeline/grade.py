@@ -35,7 +35,9 @@ from pipeline.difficulty import TRANSFORMS, load_model, score_levels
 from pipeline.tables import read_parquet, write_parquet
 from pipeline.workers import Workers
 
-_STEPS = ((-1, 0), (1, 0), (0, -1), (0, 1))  # up, down, left, right, as engine.rules.ACTIONS
+# Up, down, left, right, as engine.rules.ACTIONS: the step helpers below play in plain Python
+# (a numba call per step costs them 2-3x); tests/test_steppers.py holds them to step_kernel.
+_STEPS = ((-1, 0), (1, 0), (0, -1), (0, 1))
 # Push-level nodes the reachable count may store (8 bytes each, only as they are reached): a
 # 10x10 five-crate level reaches past the engine's default 20 million.
 GRADE_MAX_NODES = 2**27

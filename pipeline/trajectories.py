@@ -2,7 +2,8 @@
 
 Each episode takes a level (drawn fresh from a spec, or from a public version) and actions of
 one kind: ``random`` (uniform, for the level's whole budget), ``solver`` (an optimal
-solution) or ``perturbed`` (an optimal solution with a few random actions inserted). Every
+solution) or ``perturbed`` (an optimal solution with a few random actions inserted), played
+until the engine's episode core ends it (``engine.episode``: solved, or the budget used). Every
 draw is keyed by (seed, episode), and a shard is a fixed range of episodes, so the bytes do
 not depend on how many workers made them or where.
 """
@@ -238,7 +239,8 @@ def make_shard(plan: Plan, shard: int) -> tuple[bytes, bytes, dict[str, Any]]:
             boards[key] = (TileAtlas.for_level(chosen.level, chosen.look),
                            draw_goal(chosen.level, chosen.look).tobytes())
         atlas, goal = boards[key]
-        run = play(atlas, actions, chosen.level.start, out=frames[used:])
+        run = play(atlas, actions, chosen.level.start, out=frames[used:],
+                   max_steps=chosen.max_steps)
         n = len(run.actions)
         used += n
         meta["episode"].append(np.full(n, i, np.int64))

@@ -1,8 +1,10 @@
-"""The pure episode core: a level and the actions so far give the state, the outcome and the score.
+"""Served episodes: a served level's episode, the tiered run of a version's episodes, the score.
 
-Nothing here knows HTTP, a store or a process: the server, a Gymnasium env or a trajectory
-stage can all play a level or a whole tiered run with it, and a stored snapshot (the state and
-the steps used) puts an episode back exactly where it was without replaying it.
+Each episode is played by the engine's episode core (``engine.episode``: the state, the budget,
+restarts and when it is over); this module adds what serving needs: the letters played, the
+level's look, the run's tiers and episodes in flight, and the Score. Nothing here knows HTTP,
+a store or a process; a stored snapshot (the state and the steps used) puts an episode back
+exactly where it was without replaying it.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine import episode as core
+from engine.episode import Episode, StepResult
 from engine.levels import State
-from engine.rules import WAIT, Game, StepResult
 from pipeline.precision import success_interval
 from serve.dataset import ServedLevel
 
@@ -39,10 +42,11 @@ def decode_state(text: str) -> State:
 
 @dataclass
 class EpisodeRun:
-    """One episode of a level: its engine game once started, and its outcome."""
+    """One episode of a served level: the core's ``Episode`` once started (``game``), the
+    letters played, and the outcome its run recorded (a run that closes ends every episode)."""
 
     served: ServedLevel
-    game: Any = None
+    game: Any = None  # the core's ``Episode`` once started
     done: bool = False
     solved: bool = False
     deadlocked: bool = False
@@ -58,22 +62,23 @@ class EpisodeRun:
     def state(self) -> State:
         return self.game.state if self.game is not None else self.served.level.start
 
-    def begin(self, state: State | None = None) -> None:
+    def begin(self, state: State | None = None) -> Episode:
+        """The core's episode, started (from ``state``, default the start) if it was not, with
+        the steps already used."""
         if self.game is None:
-            self.game = Game(self.served.level, self.served.max_steps, state)
-            self.game.steps = self.steps
+            self.game = core.begin(self.served.level, self.served.max_steps, state, self.steps)
+        return self.game
 
     def play(self, action: int) -> StepResult:
         """One action of the episode: a move 0-3, or ``WAIT``, which only uses up a step."""
-        step = self.game.wait() if action == WAIT else self.game.act(action)
+        self.game, step = core.step(self.begin(), action)
         self.actions.append(PLAYED[action])
-        self.steps += 1
+        self.steps = self.game.steps
         return step
 
     def restart(self) -> None:
         """Put the level back to its start; the steps already used stay used."""
-        self.game = None
-        self.begin()
+        self.game = core.restart(self.begin())
         self.actions.append(PLAYED[RESTART_LEVEL])
 
     def finish(self, solved: bool) -> None:

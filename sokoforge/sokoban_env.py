@@ -2,7 +2,8 @@
 
 ``import sokoforge_gym`` (or ``register()``) registers ``sokoforge/Sokoban-v0``. Reward is 1
 on the step that solves the level and 0 otherwise; an episode terminates when solved and is
-truncated when the level's step budget is used up. The rules are the engine's ``Game``.
+truncated when the level's step budget is used up: the episode core's outcome
+(``engine.episode``), not recomputed here.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from engine.episode import Episode, begin
+from engine.episode import step as play
 from engine.look import Painter, painter
 from engine.render import SIZE
-from engine.rules import Game
+from engine.rules import BadAction
 from pipeline.errors import PipelineError
 from pipeline.spec import Spec, load_spec
 
@@ -50,7 +53,7 @@ class SokobanEnv(gymnasium.Env):
         self.look = self.source.look
         self.observation_space = observation_space()
         self.action_space = spaces.Discrete(4)
-        self._game: Game | None = None
+        self._episode: Episode | None = None
         self._painter: Painter | None = None
         self._goal = np.zeros((SIZE, SIZE, 3), np.uint8)
         self._index: int | None = None
@@ -72,7 +75,7 @@ class SokobanEnv(gymnasium.Env):
                 raise PipelineError(f"options['level'] must be a level index 0..{n - 1}")
             chosen = self.source.levels[int(index)]
         self._index = chosen.index
-        self._game = Game(chosen.level, chosen.max_steps)
+        self._episode = begin(chosen.level, chosen.max_steps)
         self._painter = painter(chosen.level, chosen.look)
         self._goal = self._painter.goal()
         return self._observation(), {"steps": 0, "noop": False, "pushed": False,
@@ -81,29 +84,28 @@ class SokobanEnv(gymnasium.Env):
     def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool,
                                          dict[str, Any]]:
         """One action: reward 1.0 when it solves the level, else 0.0."""
-        if self._game is None:
+        if self._episode is None:
             raise PipelineError("call reset() before step()")
         if not self.action_space.contains(action):
-            raise PipelineError(f"action {action!r} is not 0, 1, 2 or 3")
-        result = self._game.act(int(action))
-        truncated = not result.solved and result.done
-        info = {"steps": self._game.steps, "noop": not result.moved, "pushed": result.pushed,
-                "level": self._index, "max_steps": self._game.max_steps}
-        return (self._observation(), 1.0 if result.solved else 0.0, result.solved, truncated,
-                info)
+            raise BadAction(f"action {action!r} is not 0, 1, 2 or 3")
+        self._episode, result = play(self._episode, int(action))
+        info = {"steps": self._episode.steps, "noop": not result.moved, "pushed": result.pushed,
+                "level": self._index, "max_steps": self._episode.max_steps}
+        return (self._observation(), 1.0 if result.solved else 0.0, result.terminated,
+                result.truncated, info)
 
     def render(self) -> np.ndarray | None:
         """The current observation picture (``render_mode="rgb_array"``)."""
-        if self.render_mode != "rgb_array" or self._game is None:
+        if self.render_mode != "rgb_array" or self._episode is None:
             return None
         return self._observation()["obs"]
 
     def _observation(self) -> dict[str, np.ndarray]:
         """The picture of the state after ``steps`` actions (a noisy look's noise is fixed by
         the step) and the goal picture."""
-        if self._painter is None or self._game is None:
+        if self._painter is None or self._episode is None:
             raise PipelineError("call reset() before observing")
-        return {"obs": self._painter.frame(self._game.state, self._game.steps),
+        return {"obs": self._painter.frame(self._episode.state, self._episode.steps),
                 "goal": self._goal.copy()}
 
 

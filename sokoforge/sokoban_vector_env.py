@@ -3,15 +3,14 @@
 ``gymnasium.make_vec("sokoforge/Sokoban-v0", num_envs=N, vectorization_mode=
 "vector_entry_point", version=... | spec=...)`` builds it. Every step is one
 ``engine.vector.step_boards`` call over all N boards; the pictures are the single env's,
-byte for byte. Sub-envs reset on the step after their episode ends (``AutoresetMode.NEXT_STEP``).
+byte for byte. A sub-env resets on the step after its episode ends (``AutoresetMode.NEXT_STEP``,
+the default) or in that same step (``autoreset_mode=AutoresetMode.SAME_STEP``).
 """
 
 from __future__ import annotations
 
-__all__ = ["FreshLevels", "SokobanVectorEnv", "drawn_group"]
+__all__ = ["AUTORESET_MODES", "SokobanVectorEnv"]
 
-from collections import deque
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +23,35 @@ from engine.frames import TileAtlas
 from engine.render import SIZE
 from engine.vector import (
     BoardSlots,
-    BoardTiles,
     begin_boards,
     frames_of,
     new_episodes,
     new_outcomes,
+    restart_boards,
     step_boards,
 )
 from pipeline.errors import PipelineError
 from pipeline.spec import Spec
-from pipeline.trajectories import LEVELS_PER_LAYOUT, EpisodeLevel, fresh_levels
+from pipeline.trajectories import EpisodeLevel
+from sokoforge.drawn_levels import FreshLevels
 from sokoforge.sokoban_env import observation_space, open_source
 
-AHEAD = 2  # levels left of a sub-env's group when its next group is asked for
 INFO_KEYS = ("level", "steps", "noop", "pushed", "max_steps")
+AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
+
+
+def uniform_bounds_shared(space: spaces.Space) -> spaces.Dict:
+    """``space`` (a Dict of Boxes) with each Box's bounds, when uniform, as one value seen at
+    every position: a batched Box holds four arrays of its shape (low, high and whether each
+    is bounded), four times the pictures' bytes at any N."""
+    assert isinstance(space, spaces.Dict)
+    for box in space.spaces.values():
+        assert isinstance(box, spaces.Box)
+        for name in ("low", "high", "bounded_below", "bounded_above"):
+            bound = getattr(box, name)
+            if bound.size and (bound == bound.flat[0]).all():
+                setattr(box, name, np.broadcast_to(bound.flat[0], bound.shape))
+    return space
 
 
 class SokobanVectorEnv(VectorEnv):
@@ -47,7 +61,10 @@ class SokobanVectorEnv(VectorEnv):
     ``steps``, ``noop``, ``pushed``, ``max_steps``) are the single env's. Sub-env k's episode
     j plays a level fixed by the reset seed, k and j. With ``copy=False`` the observations
     (and info arrays) are the env's own buffers, overwritten by the next step: no copy of the
-    N pictures per step. ``workers`` processes draw a spec's fresh levels ahead of play.
+    N pictures per step. ``workers`` processes draw a spec's fresh levels ahead of play
+    (``sokoforge.drawn_levels``). ``autoreset_mode`` is ``AutoresetMode.NEXT_STEP`` or
+    ``SAME_STEP`` (then ``info["final_obs"]`` and ``info["final_info"]`` hold what the
+    ending step showed, for the sub-envs of ``info["_final_obs"]``).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 8,
@@ -56,9 +73,16 @@ class SokobanVectorEnv(VectorEnv):
     def __init__(self, num_envs: int = 1, version: str | None = None,
                  spec: str | Path | Spec | None = None, datasets: str | Path | None = None,
                  allow_hidden: bool = False, render_mode: str | None = None,
-                 copy: bool = True, workers: int = 1) -> None:
+                 copy: bool = True, workers: int = 1,
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP) -> None:
         if not isinstance(num_envs, int) or num_envs < 1:
             raise PipelineError(f"num_envs must be a positive integer, not {num_envs!r}")
+        mode = next((m for m in AUTORESET_MODES if autoreset_mode in (m, m.value)), None)
+        if mode is None:
+            raise PipelineError(f"autoreset_mode {autoreset_mode!r}: offered are "
+                                f"{', '.join(m.value for m in AUTORESET_MODES)}")
+        self.autoreset_mode = mode
+        self.metadata = {**self.metadata, "autoreset_mode": mode}
         if render_mode not in (None, "rgb_array"):
             raise PipelineError(f"render_mode {render_mode!r}: only 'rgb_array' is offered")
         self.source = open_source(version, spec, datasets, allow_hidden)
@@ -66,7 +90,8 @@ class SokobanVectorEnv(VectorEnv):
         self.render_mode = render_mode
         self.copy = copy
         self.single_observation_space = observation_space()
-        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.observation_space = uniform_bounds_shared(
+            batch_space(self.single_observation_space, num_envs))
         self.single_action_space = spaces.Discrete(4)
         self.action_space = spaces.MultiDiscrete(np.full(num_envs, 4))
         self._obs = np.zeros((num_envs, SIZE, SIZE, 3), np.uint8)
@@ -83,8 +108,8 @@ class SokobanVectorEnv(VectorEnv):
                                chosen.max_steps, chosen.index)
             self._fresh: FreshLevels | None = None
             self._levels = len(levels)
-        else:
-            self.slots = BoardSlots(2 * num_envs)
+        else:  # slot k: sub-env k's level, refilled as its next episode starts
+            self.slots = BoardSlots(num_envs)
             self._fresh = FreshLevels(self.source.spec, self.source.exclude_ids, num_envs,
                                       workers)
             self._levels = 0
@@ -109,11 +134,10 @@ class SokobanVectorEnv(VectorEnv):
             mask = np.ones(self.num_envs, np.bool_)
             if self._fresh is not None:
                 self._fresh.restart(words)
-                e.next_slot[:] = -1
             self._seeded = True
         e.over[mask] = True
-        self._give_levels()
-        begin_boards(mask, self._boards, e, self._levels, self._obs_frames,
+        self._give_levels(np.flatnonzero(mask))
+        begin_boards(mask, self._boards, self._episodes, self._levels, self._obs_frames,
                      self._goal_frames, self._out)
         return self._observation(), self._info()
 
@@ -127,14 +151,37 @@ class SokobanVectorEnv(VectorEnv):
             raise PipelineError(f"actions must be {self.num_envs} integers 0-3")
         if acts.size and (acts.min() < 0 or acts.max() > 3):
             raise PipelineError("actions must be 0 (up), 1 (down), 2 (left) or 3 (right)")
-        self._give_levels()
+        same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
+        if self._fresh is not None and not same_step:
+            self._give_levels(np.flatnonzero(self._episodes.over))
         step_boards(acts.astype(np.int64, copy=False), self._boards, self._episodes,
                     self._levels, self._obs_frames, self._goal_frames, self._out)
+        final = self._restart_ended() if same_step else {}
         out = self._out
         rewards, terminated, truncated = out.reward, out.terminated, out.truncated
         if self.copy:
             rewards, terminated, truncated = rewards.copy(), terminated.copy(), truncated.copy()
-        return self._observation(), rewards, terminated, truncated, self._info()
+        return self._observation(), rewards, terminated, truncated, {**self._info(), **final}
+
+    def _restart_ended(self) -> dict[str, Any]:
+        """Same-step autoreset: keep what the sub-envs whose episode just ended showed (as
+        ``final_obs`` and ``final_info``), then start their next episodes."""
+        out = self._out
+        ended = self._episodes.over.copy()
+        ks = np.flatnonzero(ended)
+        if not ks.size:
+            return {}
+        final_obs = np.full(self.num_envs, None, dtype=object)
+        for k in ks.tolist():
+            final_obs[k] = {"obs": self._obs[k].copy(), "goal": self._goal[k].copy()}
+        final_info = {key: np.where(ended, getattr(out, key), 0).astype(getattr(out, key).dtype)
+                      for key in INFO_KEYS}
+        final_info.update({f"_{key}": ended for key in INFO_KEYS})
+        self._give_levels(ks)
+        restart_boards(ended, self._boards, self._episodes, self._levels, self._obs_frames,
+                       self._goal_frames, out)
+        return {"final_obs": final_obs, "_final_obs": ended, "final_info": final_info,
+                "_final_info": ended}
 
     def render(self) -> tuple[np.ndarray, ...] | None:
         """Each sub-env's current picture (``render_mode="rgb_array"``)."""
@@ -148,26 +195,22 @@ class SokobanVectorEnv(VectorEnv):
 
     def level_of(self, k: int) -> EpisodeLevel:
         """The level sub-env k is playing (a fresh one's solution and look included)."""
-        s = int(self._episodes.slot[k])
         if self._fresh is None:
-            return self.source.levels[s]
-        return self._fresh.placed[s]
+            return self.source.levels[int(self._episodes.slot[k])]
+        return self._fresh.playing_level(k)
 
-    def _give_levels(self) -> None:
-        """Put a fresh next level in the free slot of every sub-env that has none (a spec)."""
-        if self._fresh is None:
+    def _give_levels(self, ks: np.ndarray) -> None:
+        """Put the next fresh level of every sub-env k of ``ks`` in its slot (a spec): the
+        rows they are in asked for in bulk first, so a row drawn for one serves its block."""
+        if self._fresh is None or not ks.size:
             return
         e = self._episodes
-        for k in np.flatnonzero(e.next_slot < 0).tolist():
-            ready = self._fresh.next_level(k, wait=bool(e.over[k]))
-            if ready is None:
-                continue
-            # the slot its current episode does not use (the first: either)
-            slot = 2 * k + ((1 - (int(e.slot[k]) - 2 * k)) if e.episode[k] else 0)
-            chosen, tiles = ready
-            self.slots.put(slot, tiles, chosen.max_steps)
-            self._fresh.placed[slot] = chosen
-            e.next_slot[k] = slot
+        self._fresh.ask_next(ks.tolist())
+        for k in ks.tolist():
+            chosen, tiles = self._fresh.take(k)
+            self.slots.put(k, tiles, chosen.max_steps, start=chosen.level.start)
+            e.next_slot[k] = k
+        self._fresh.flush()  # the rows after these, drawn while these are played
         self._boards = self.slots.flat
         if self.slots.arrays.start_crates.shape[1] > e.crates.shape[1]:
             self._widen_episodes()
@@ -179,8 +222,11 @@ class SokobanVectorEnv(VectorEnv):
         self._episodes = e._replace(crates=crates)
 
     def _observation(self) -> dict[str, np.ndarray]:
-        if self.copy:
-            return {"obs": self._obs.copy(), "goal": self._goal.copy()}
+        if self.copy:  # both pictures in one new array: one allocation, two plain copies
+            both = np.empty((2, *self._obs.shape), np.uint8)
+            np.copyto(both[0], self._obs)
+            np.copyto(both[1], self._goal)
+            return {"obs": both[0], "goal": both[1]}
         return {"obs": self._obs, "goal": self._goal}
 
     def _info(self) -> dict[str, Any]:
@@ -191,73 +237,3 @@ class SokobanVectorEnv(VectorEnv):
             info = {k: v.copy() for k, v in info.items()}
         return info
 
-
-class FreshLevels:
-    """A spec's fresh levels for each sub-env, drawn ahead in worker processes.
-
-    Sub-env k's levels are ``fresh_levels(spec, seed_k, group)`` for groups 0, 1, ... in
-    order, so they depend on the seed alone; the next group is asked for as soon as a
-    sub-env starts on its current one, so play waits only when drawing is slower than play.
-    """
-
-    def __init__(self, spec: Spec, exclude_ids: frozenset[str], envs: int, workers: int) -> None:
-        self.spec, self.exclude_ids, self.envs = spec, exclude_ids, envs
-        # loky's processes, as the pipeline's workers: no fork of this process, and no
-        # ``if __name__ == "__main__"`` needed in the user's script
-        from joblib.externals.loky import ProcessPoolExecutor
-
-        self.pool = ProcessPoolExecutor(max(1, workers))
-        self.placed: dict[int, EpisodeLevel] = {}
-        self.restart(np.zeros(envs, np.uint64))
-
-    def restart(self, seeds: np.ndarray) -> None:
-        """Forget every drawn level; sub-env k now draws from ``seeds[k]``."""
-        self.seeds = [int(s) for s in seeds]
-        self.group = [0] * self.envs
-        self.ready: list[deque[tuple[EpisodeLevel, BoardTiles]]] = [
-            deque() for _ in range(self.envs)]
-        self.pending: list[Future | None] = [None] * self.envs
-        self.placed.clear()
-        self.fresh = False
-
-    def next_level(self, k: int, wait: bool) -> tuple[EpisodeLevel, BoardTiles] | None:
-        """Sub-env k's next level, or None if not drawn yet and ``wait`` is false."""
-        if not self.fresh:
-            for j in range(self.envs):  # every sub-env's first group, drawn in bulk
-                self._ask(j)
-            self.fresh = True
-        if not self.ready[k]:
-            future = self.pending[k]
-            if future is None:
-                self._ask(k)
-                future = self.pending[k]
-                assert future is not None
-            if not wait and not future.done():
-                return None
-            self.ready[k].extend(future.result())
-            self.pending[k] = None
-        chosen = self.ready[k].popleft()
-        if len(self.ready[k]) <= AHEAD:
-            self._ask(k)
-        return chosen
-
-    def _ask(self, k: int) -> None:
-        if self.pending[k] is None:
-            self.pending[k] = self.pool.submit(drawn_group, self.spec, self.seeds[k],
-                                               self.group[k], self.exclude_ids)
-            self.group[k] += 1
-
-    def close(self) -> None:
-        for future in self.pending:
-            if future is not None:
-                future.cancel()
-        self.pool.shutdown(wait=True)
-
-
-def drawn_group(spec: Spec, seed: int, group: int, exclude_ids: frozenset[str]
-                ) -> list[tuple[EpisodeLevel, BoardTiles]]:
-    """One group of fresh levels with their tiles (run in a worker process)."""
-    levels = fresh_levels(spec, seed, group, exclude_ids)
-    assert len(levels) == LEVELS_PER_LAYOUT
-    return [(chosen, TileAtlas.for_level(chosen.level, chosen.look).board_tiles())
-            for chosen in levels]

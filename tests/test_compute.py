@@ -4,10 +4,10 @@ import numpy as np
 import polars as pl
 import pytest
 
+from engine.episode import Game
 from engine.ladder import LADDER_BUDGETS, LADDER_SEEDS, LADDER_STEPS, climb
 from engine.levels import parse_xsb
 from engine.planner import plan
-from engine.rules import Game
 from engine.validation_agents import AgentSpec, play_agent
 from pipeline.compute_curve import (
     HIGHEST,

@@ -53,7 +53,7 @@ def test_planner_solves_an_easy_level_in_the_optimal_three_moves():
 
 
 def test_planner_actions_replay_to_solved_under_the_rules():
-    from engine.rules import Game
+    from engine.episode import Game
 
     level = parse_xsb(TWO_CRATES)
     result = plan(level, max_steps=120)
@@ -117,7 +117,7 @@ def _random_level(seed):
 
 
 def test_planner_episodes_are_legal_play_under_the_rules():
-    from engine.rules import Game
+    from engine.episode import Game
 
     played = 0
     for seed in range(60):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.episode import Game, StepResult
 from engine.levels import State, parse_xsb
-from engine.rules import WAIT, Game, StepResult, actions_to_lurd, lurd_to_actions, replay, step
+from engine.rules import WAIT, actions_to_lurd, lurd_to_actions, replay, step
 
 UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3
 

@@ -10,8 +10,9 @@ import random
 import pytest
 from serve_support import Api
 
+from engine.episode import Game
 from engine.levels import parse_xsb
-from engine.rules import Game, lurd_to_actions
+from engine.rules import lurd_to_actions
 from engine.solver import solve
 from serve.client import RandomAgent, play
 

@@ -23,6 +23,8 @@ from engine.rules import step
 from pipeline.build import build
 from pipeline.errors import PipelineError
 from pipeline.spec import load_spec, spec_from_dict
+from pipeline.trajectories import fresh_levels
+from sokoforge.drawn_levels import KEPT, FreshLevels
 
 ENV = "sokoforge/Sokoban-v0"
 
@@ -136,9 +138,11 @@ def test_a_hidden_version_is_refused_unless_the_caller_allows_it(datasets):
     assert env.reset(seed=0)[0]["obs"].shape == (2, 64, 64, 3)
 
 
-def test_a_spec_s_fresh_levels_are_drawn_ahead_by_seed_and_drawn_as_the_look_does(datasets):
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_a_spec_s_fresh_levels_are_drawn_ahead_by_seed_and_drawn_as_the_look_does(datasets,
+                                                                                  mode):
     def run(seed: int) -> list[list]:
-        env = make_vec(datasets, 2, spec="tiny")
+        env = make_vec(datasets, 2, spec="tiny", autoreset_mode=mode)
         obs, info = env.reset(seed=seed)
         states = [env.unwrapped.level_of(k).level.start for k in range(2)]
         played, rng = [], np.random.default_rng(1)
@@ -164,6 +168,104 @@ def test_a_spec_s_fresh_levels_are_drawn_ahead_by_seed_and_drawn_as_the_look_doe
     first = run(3)
     assert run(3) == first
     assert len({level for row in first for level in row}) > 2  # fresh levels, not one
+
+
+@pytest.mark.parametrize("version", ["pub", "noisy"])
+def test_same_step_autoreset_shows_the_single_env_s_frames_and_keeps_the_final_ones(
+        datasets, version):
+    n, steps = 3, 120
+    env = make_vec(datasets, n, version=version, autoreset_mode=AutoresetMode.SAME_STEP)
+    assert env.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+    obs, info = env.reset(seed=11)
+    singles = [gymnasium.make(ENV, version=version, datasets=datasets) for _ in range(n)]
+    for k, single in enumerate(singles):
+        single.reset(options={"level": int(info["level"][k])})
+    rng = np.random.default_rng(3)
+    resets = 0
+    for _ in range(steps):
+        actions = rng.integers(0, 4, n)
+        obs, reward, terminated, truncated, info = env.step(actions)
+        for k, single in enumerate(singles):
+            expected, r, term, trunc, one = single.step(int(actions[k]))
+            assert (reward[k], terminated[k], truncated[k]) == (r, term, trunc)
+            if term or trunc:  # the last picture kept, the next episode's start returned
+                assert info["_final_obs"][k] and info["_final_info"][k]
+                assert np.array_equal(info["final_obs"][k]["obs"], expected["obs"])
+                assert np.array_equal(info["final_obs"][k]["goal"], expected["goal"])
+                final = info["final_info"]
+                assert [final[key][k] for key in ("steps", "noop", "pushed", "level")] == \
+                    [one[key] for key in ("steps", "noop", "pushed", "level")]
+                expected, _ = single.reset(options={"level": int(info["level"][k])})
+                assert info["steps"][k] == 0 and not info["noop"][k]
+                resets += 1
+            else:
+                assert "_final_obs" not in info or not info["_final_obs"][k]
+                assert [info[key][k] for key in ("steps", "noop", "pushed", "level")] == \
+                    [one[key] for key in ("steps", "noop", "pushed", "level")]
+            assert np.array_equal(obs["obs"][k], expected["obs"])
+            assert np.array_equal(obs["goal"][k], expected["goal"])
+    assert resets >= n
+    for check in (check_reset_return_type, check_reset_seed_determinism,
+                  check_returned_data_not_reused):
+        check(make_vec(datasets, 1, version=version, autoreset_mode="SameStep"))
+
+
+def test_an_unknown_autoreset_mode_is_refused(datasets):
+    with pytest.raises(PipelineError, match="autoreset_mode"):
+        make_vec(datasets, 2, version="pub", autoreset_mode=AutoresetMode.DISABLED)
+    env = make_vec(datasets, 2, version="pub", autoreset_mode="SameStep")
+    assert env.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+
+
+def test_a_sub_env_s_fresh_levels_depend_on_the_seed_and_its_index_alone(datasets):
+    # sub-env k's j-th level: level k % 8 of the group j drawn from the seed of its block of 8,
+    # whatever the number of sub-envs, the workers, or the order the levels are taken in
+    spec = load_spec("tiny")
+    words = np.random.SeedSequence(4).generate_state(10, np.uint64)
+    few, many = FreshLevels(spec, frozenset(), 3, 1), FreshLevels(spec, frozenset(), 10, 2)
+    few.restart(words[:3])
+    many.restart(words)
+    try:
+        many.ask_next(range(10))
+        taken = {k: [many.take(k)[0] for _ in range(2)] for k in (9, 2, 0, 1)}
+        for k in (0, 1, 2):
+            again = [few.take(k)[0] for _ in range(2)]
+            assert [c.level for c in again] == [c.level for c in taken[k]]
+            assert [c.level for c in again] == [
+                fresh_levels(spec, int(words[0]), j)[k].level for j in range(2)]
+        assert [c.level for c in taken[9]] == [
+            fresh_levels(spec, int(words[8]), j)[1].level for j in range(2)]
+    finally:
+        few.close()
+        many.close()
+
+
+def test_a_spec_sub_env_holds_a_few_kilobytes_besides_its_pictures(datasets):
+    n = 16
+    env = make_vec(datasets, n, spec="tiny", copy=False)
+    env.reset(seed=2)
+    inner, rng = env.unwrapped, np.random.default_rng(0)
+    fresh = inner._fresh
+    most = 0
+    for _ in range(150):
+        env.step(rng.integers(0, 4, n))
+        assert all(len(rows) <= KEPT for rows in fresh.rows)
+        most = max(most, fresh.nbytes)
+    held = inner.slots.nbytes + most + sum(a.nbytes for a in (*inner._episodes, *inner._out))
+    assert fresh.taken.sum() > n  # sub-envs went through their first levels
+    assert held / n < 8_000  # one board slot (about 4 KB) and compressed rows of levels
+    env.close()
+
+
+def test_the_batched_observation_space_holds_one_value_per_bound_not_one_per_pixel(datasets):
+    env = make_vec(datasets, 64, version="pub")
+    for box in env.observation_space.spaces.values():
+        for bound in (box.low, box.high, box.bounded_below, box.bounded_above):
+            assert bound.shape == (64, 64, 64, 3) and not any(bound.strides)
+    obs, _ = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    assert env.observation_space.contains(env.observation_space.sample())
+    assert not env.observation_space.contains({**obs, "obs": obs["obs"][:63]})
 
 
 @pytest.mark.parametrize("std", [0.4, 2.5, 6.0])

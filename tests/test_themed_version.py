@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 from serve_support import Api, server
 
+from engine.episode import Game
 from engine.levels import parse_xsb
 from engine.look import ELEMENT_TO_ARC, Look, Theme, add_noise, painter
-from engine.rules import Game
 from pipeline import seeds
 from pipeline.build import build
 from pipeline.spec import load_spec, spec_from_dict
