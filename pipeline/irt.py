@@ -10,12 +10,12 @@ everyone solved, or no one did, finite). The result sits beside each level's com
 from __future__ import annotations
 
 __all__ = [
-    "ABILITY_SD", "BROWSER", "DIFFICULTY_SD", "IRT_FILE", "ItemResponse", "LOG_DISCRIMINATION_SD",
-    "SOURCE_COLUMNS", "closed_episodes", "fit_2pl", "fit_results", "irt_report", "refit",
+    "ABILITY_SD", "DIFFICULTY_SD", "EPISODE_SCHEMA", "IRT_FILE", "ItemResponse",
+    "LOG_DISCRIMINATION_SD", "episodes_table", "fit_2pl", "fit_results", "irt_report", "refit",
 ]
 
 import json
-import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,47 +35,16 @@ DIFFICULTY_SD = 3.0
 LOG_DISCRIMINATION_SD = 0.5
 _ROUNDS = 300
 _MAX_STEP = 1.0
-# Scorecard columns that, when the store has them, say where a run was played.
-SOURCE_COLUMNS = ("source", "tag", "tags", "client")
-BROWSER = "browser"
+# one row per finished episode of a closed scorecard, agents by name
+EPISODE_SCHEMA = {"name": pl.String, "scorecard": pl.String, "index": pl.Int64,
+                  "solved": pl.Boolean, "steps": pl.Int64}
 
 
-def closed_episodes(db: Path, version: str, browser: bool = True) -> pl.DataFrame:
-    """Finished episodes of the closed scorecards of ``version``: name, scorecard, index,
-    solved, steps. Read-only SQL on the server's SQLite store; ``browser`` False leaves out
-    scorecards the store marks as played in a browser (it must record where runs were played).
-    """
-    if not Path(db).is_file():
-        raise PipelineError(f"no store at {db}")
-    try:
-        conn = sqlite3.connect(f"file:{Path(db).resolve()}?mode=ro", uri=True)
-    except sqlite3.Error as e:
-        raise PipelineError(f"cannot open the store {db}: {e}") from None
-    try:
-        columns = {r[1] for r in conn.execute("PRAGMA table_info(scorecards)")}
-        if not columns:
-            raise PipelineError(f"{db} is not a sokoforge store (no scorecards table)")
-        where = ""
-        if not browser:
-            source = next((c for c in SOURCE_COLUMNS if c in columns), None)
-            if source is None:
-                raise PipelineError(f"the store {db} does not record where a run was played "
-                                    f"(no scorecard column {' or '.join(SOURCE_COLUMNS)}); "
-                                    "browser runs cannot be left out")
-            where = f" AND COALESCE(c.{source}, '') NOT LIKE '%{BROWSER}%'"
-        rows = conn.execute(
-            "SELECT c.name, c.id, e.idx, e.solved, e.steps FROM scorecards c "
-            "JOIN sessions s ON s.scorecard_id = c.id "
-            "JOIN episodes e ON e.session_id = s.id "
-            "WHERE s.version = ? AND c.closed IS NOT NULL AND e.done = 1" + where
-            + " ORDER BY c.id, e.idx", (version,)).fetchall()
-    except sqlite3.Error as e:
-        raise PipelineError(f"cannot read the store {db}: {e}") from None
-    finally:
-        conn.close()
-    return pl.DataFrame(rows, schema={"name": pl.String, "scorecard": pl.String,
-                                      "index": pl.Int64, "solved": pl.Boolean,
-                                      "steps": pl.Int64}, orient="row")
+def episodes_table(rows: Iterable[tuple[str, str, int, bool, int]]) -> pl.DataFrame:
+    """The fit's table of finished episodes from ``(name, scorecard, index, solved, steps)``
+    rows (read from a server's store by ``serve``), by scorecard and level."""
+    return pl.DataFrame(list(rows), schema=EPISODE_SCHEMA, orient="row").sort(
+        "scorecard", "index", maintain_order=True)
 
 
 @dataclass(frozen=True)
@@ -121,7 +90,7 @@ def fit_2pl(agent: np.ndarray, level: np.ndarray, trials: np.ndarray, solved: np
 
 
 def fit_results(episodes: pl.DataFrame) -> ItemResponse:
-    """The item-response model of ``closed_episodes`` rows (agents by name)."""
+    """The item-response model of an ``episodes_table`` (agents by name)."""
     if episodes.height == 0:
         raise PipelineError("no finished episode of a closed scorecard: nothing to fit")
     counts = (episodes.group_by("name", "index")
@@ -189,8 +158,11 @@ def irt_report(version: str, table: pl.DataFrame, episodes: pl.DataFrame, fit: I
     }
 
 
-def refit(datasets: Path, version: str, db: Path, browser: bool = True) -> tuple[Path, dict]:
-    """Fit the model on ``version``'s closed scorecards in ``db`` and write report/irt.json.
+def refit(datasets: Path, version: str, episodes: pl.DataFrame,
+          browser: bool = True) -> tuple[Path, dict]:
+    """Fit the model on ``version``'s finished episodes of closed scorecards (an
+    ``episodes_table``; ``browser`` says whether browser runs are among them) and write
+    report/irt.json.
 
     Only the report folder is written: the version's levels and manifest never change.
     """
@@ -199,10 +171,9 @@ def refit(datasets: Path, version: str, db: Path, browser: bool = True) -> tuple
     except VersionMissing:
         raise PipelineError(f"no finished version {version!r} under {datasets}") from None
     table = opened.levels()
-    episodes = closed_episodes(db, version, browser)
     if episodes.height == 0:
-        raise PipelineError(f"the store {db} holds no finished episode of a closed scorecard "
-                            f"of {version}")
+        raise PipelineError(f"the store holds no finished episode of a closed scorecard of "
+                            f"{version}")
     unknown = set(episodes["index"].to_list()) - set(table["index"].to_list())
     if unknown:
         raise PipelineError(f"the store has episodes of levels {sorted(unknown)[:5]} that "

@@ -25,7 +25,13 @@ import numpy as np
 import polars as pl
 
 from pipeline.errors import PipelineError
-from pipeline.irt import ABILITY_SD, DIFFICULTY_SD, LOG_DISCRIMINATION_SD, fit_2pl
+from pipeline.irt import (
+    ABILITY_SD,
+    DIFFICULTY_SD,
+    LOG_DISCRIMINATION_SD,
+    episodes_table,
+    fit_2pl,
+)
 from pipeline.logistic import sigmoid
 from pipeline.precision import Z95, success_interval
 from pipeline.tables import write_text
@@ -228,26 +234,24 @@ def read_line(folder: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and all(k in data for k in fields) else None
 
 
-def fit_line(datasets: Path, version: str, db: Path,
+def fit_line(datasets: Path, version: str, episodes: Mapping[str, pl.DataFrame],
              browser: bool = True) -> tuple[Path, dict[str, Any]]:
-    """Link the line of ``version`` from the closed scorecards in the SQLite store ``db`` and
-    write the fit beside ``version`` (report/line.json)."""
-    from pipeline.irt import closed_episodes
-
+    """Link the line of ``version`` (``version_line``) from ``episodes[v]``, each version's
+    finished episodes of closed scorecards (an ``episodes_table``), and write the fit beside
+    ``version`` (report/line.json)."""
     versions = version_line(datasets, version)
-    episodes, tiers = {}, {}
+    found, tiers = {}, {}
     for v in versions:
         table = open_version(datasets, v, require_intact=False).levels().sort("index")
         tiers[v] = table["tier"].to_numpy()
-        found = closed_episodes(db, v, browser)
-        unknown = set(found["index"].to_list()) - set(range(table.height))
+        found[v] = episodes.get(v, episodes_table([]))
+        unknown = set(found[v]["index"].to_list()) - set(range(table.height))
         if unknown:
             raise PipelineError(f"the store has episodes of levels {sorted(unknown)[:5]} that "
                                 f"{v} does not have")
-        episodes[v] = found
-    if not any(df.height for df in episodes.values()):
-        raise PipelineError(f"the store {db} holds no finished episode of a closed scorecard "
-                            f"of the line {', '.join(versions)}")
+    if not any(df.height for df in found.values()):
+        raise PipelineError(f"the store holds no finished episode of a closed scorecard of the "
+                            f"line {', '.join(versions)}")
     report = {"fitted_on": version, "browser_runs": "included" if browser else "excluded",
-              **link_line(episodes, tiers)}
+              **link_line(found, tiers)}
     return write_line(datasets / version, report), report

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 __all__ = ["LevelRate", "browser_episodes", "rates_markdown", "solve_rates"]
 
-import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
-from serve.store import PlayedEpisode, StoreError
-from serve.store_location import is_postgres, open_store
+from serve.stores import PlayedEpisode, read_store
 
 
 @dataclass(frozen=True)
@@ -46,23 +43,7 @@ def browser_episodes(location: str, version: str) -> list[PlayedEpisode]:
     """The episodes of ``version``'s closed scorecards played in the browser, from the store
     at ``location`` (a SQLite file, which must exist, or a PostgreSQL URL); ``StoreError``
     when it cannot be read."""
-    if not is_postgres(location) and not Path(location).is_file():
-        raise StoreError(f"no store at {location}")
-
-    async def read() -> list[PlayedEpisode]:
-        store = open_store(location)
-        await store.start()
-        try:
-            return await store.played_episodes(version, browser_only=True)
-        finally:
-            await store.close()
-
-    try:
-        return asyncio.run(read())
-    except StoreError:
-        raise
-    except Exception as e:  # a database driver's own errors (unreachable, refused)
-        raise StoreError(f"cannot read the store {location}: {e}") from None
+    return read_store(location, lambda store: store.played_episodes(version, browser_only=True))
 
 
 def rates_markdown(version: str, rates: list[LevelRate]) -> str:

@@ -46,7 +46,7 @@ from serve.framezip import Picture
 from serve.games import GameEntry, Registry
 from serve.limits import Limits
 from serve.ranking_precision import PRECISION, RankingPrecision
-from serve.store import (
+from serve.stores import (
     EpisodeRecord,
     Final,
     KeyRecord,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pipeline.precision import METHOD, PAIRED_METHOD, ranked_precision
-from serve.store import Standing, Store
+from serve.stores import Standing, Store
 
 CACHED = 20_000
 PRECISION = {"success_interval": METHOD, "indistinguishable_from_above": PAIRED_METHOD}

@@ -40,8 +40,7 @@ from serve.dataset import load_version
 from serve.games import Registry
 from serve.limits import ConnectionLimits, Limits
 from serve.play import Arena
-from serve.store import StoreError
-from serve.store_location import is_postgres, open_store
+from serve.stores import StoreError, is_postgres, open_store, shown
 
 log = logging.getLogger("sokoforge.serve")
 READY_SECONDS = 120.0
@@ -84,7 +83,7 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
     gc.freeze()  # the loaded levels live as long as the process: keep them out of collections
     lock = None
     if not is_postgres(db):
-        from serve.sqlite_store import claim, release
+        from serve.stores.sqlite import claim, release
 
         try:
             lock = claim(db)
@@ -94,7 +93,7 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
         levels = sum(g.episodes for g in games)
         named = ", ".join(f"{g.name} (version {g.version.version})" for g in games)
         about = (f"serving {levels} levels of {named} on http://{host}:"
-                 "{port} " + f"(loaded in {loaded:.2f} s, store {_shown(db)}")
+                 "{port} " + f"(loaded in {loaded:.2f} s, store {shown(db)}")
         if access_log not in (None, "-"):
             try:  # refused here, once, rather than by each worker
                 open(access_log, "a").close()
@@ -119,15 +118,6 @@ def _stopper(sig: int, stopped_by: list[int], stop: asyncio.Event) -> Callable[[
     return handle
 
 
-def _shown(db: str) -> str:
-    """The store's location without a password."""
-    if is_postgres(db) and "@" in db:
-        scheme, _, rest = db.partition("://")
-        user, _, where = rest.rpartition("@")
-        return f"{scheme}://{user.split(':')[0]}@{where}"
-    return db
-
-
 @dataclass(frozen=True)
 class Serving:
     """What every serving process of one server runs: the games, the store, the limits."""
@@ -150,16 +140,16 @@ class Serving:
         app = build_app(arena, self.public, self.connections,
                         AccessLog(self.access_log) if self.access_log else None)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        shown = _shown(self.db)
+        where = shown(self.db)
         try:
             await runner.setup()  # opens the store
             if is_postgres(self.db):  # a SQLite store was checked when it was claimed
-                await arena.store.integrity(f"the store {shown}")
+                await arena.store.integrity(f"the store {where}")
         except (OSError, StoreError, RuntimeError) as e:
-            raise StartError(f"cannot open the store {shown}: "
+            raise StartError(f"cannot open the store {where}: "
                              f"{getattr(e, 'strerror', None) or e}") from None
         except Exception as e:  # a database driver's own errors
-            raise StartError(f"cannot open the store {shown}: {e}") from None
+            raise StartError(f"cannot open the store {where}: {e}") from None
         try:
             site = await listen(runner, host, port, reuse_port=ready_fd is not None)
         except OSError as e:

@@ -1,7 +1,7 @@
 """A round's close: its final standings read from the server's store, written beside the
 version's manifest with their sha256 (``pipeline.rounds`` keeps the record and the files).
 
-Here, not in ``pipeline``, because it reads the store (``serve.store``) and ranks as the
+Here, not in ``pipeline``, because it reads the store (``serve.stores``) and ranks as the
 leaderboard does (``serve.ranking_precision``).
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 __all__ = ["Closing", "close_round", "standings"]
 
-import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,27 +73,22 @@ def standings(db: str, version: str, closes: float,
     leaderboard's precision: the success interval over draws of levels (strata: ``tiers``,
     each level's in play order) and whether a paired test tells it from the row above."""
     from serve.ranking_precision import RankingPrecision
-    from serve.store_location import is_postgres, open_store
+    from serve.stores import Store, StoreError, is_postgres, read_store
 
     if not is_postgres(db) and not Path(db).is_file():
         raise InputError(f"no store at {db}: give the server's --db")
 
-    async def read() -> tuple[list, list[dict]]:
-        store = open_store(db)
-        await store.start()
-        try:
-            ranked = await store.leaderboard(version, 1_000_000)
-            marks = [{"solved": s.result["solved"], "episodes": s.result["episodes"]}
-                     for s in ranked]
-            await RankingPrecision(store).annotate(marks, ranked, tiers)
-            return ranked, marks
-        finally:
-            await store.close()
+    async def read(store: Store) -> tuple[list, list[dict]]:
+        ranked = await store.leaderboard(version, 1_000_000)
+        marks = [{"solved": s.result["solved"], "episodes": s.result["episodes"]}
+                 for s in ranked]
+        await RankingPrecision(store).annotate(marks, ranked, tiers)
+        return ranked, marks
 
     try:
-        ranked, marks = asyncio.run(read())
-    except Exception as e:  # a damaged store, a refused connection: said, not a traceback
-        raise PipelineError(f"cannot read the store {db}: {e}") from None
+        ranked, marks = read_store(db, read)
+    except StoreError as e:  # a damaged store, a refused connection: said, not a traceback
+        raise PipelineError(str(e)) from None
     late = [s for s in ranked if s.closed > closes]
     if late:  # its name's earlier results are not in the board: refuse rather than drop them
         raise PipelineError(

@@ -208,7 +208,7 @@ def server(served: Any, db: Path, clock: Any = None, public: str | None = None,
 
     from serve.limits import Limits
     from serve.play import Arena
-    from serve.sqlite_store import SQLiteStore
+    from serve.stores.sqlite import SQLiteStore
 
     # every test client comes from 127.0.0.1: only a test of that limit sets it
     limits.setdefault("sessions_per_address", 1000)

@@ -13,7 +13,7 @@ from serve_support import Api, server
 from engine.rules import lurd_to_actions
 from serve.dataset import load_version
 from serve.human_play import LevelRate, browser_episodes, solve_rates
-from serve.store import PlayedEpisode
+from serve.stores import PlayedEpisode
 from sokoforge.cli import main
 
 DEMO = Path(__file__).resolve().parent.parent / "datasets" / "demo"

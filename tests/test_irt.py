@@ -9,13 +9,21 @@ import sqlite3
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from pipeline.irt import closed_episodes, fit_2pl, refit
+from pipeline.irt import fit_2pl, refit
 from pipeline.rank_metrics import spearman
-from serve.sqlite_store import SQLiteStore
-from serve.store import EpisodeRecord, Final, KeyRecord, ScorecardRecord, SessionRecord
+from serve.results import closed_episodes as read_closed
+from serve.stores import (
+    EpisodeRecord,
+    Final,
+    KeyRecord,
+    ScorecardRecord,
+    SessionRecord,
+    open_store,
+)
 from sokoforge.cli import main
 
 DEMO = Path(__file__).resolve().parent.parent / "datasets" / "demo"
@@ -28,12 +36,17 @@ def _truth() -> tuple[np.ndarray, np.ndarray]:
     return np.linspace(-2.0, 2.0, AGENTS), rng.normal(0.0, 1.5, LEVELS)
 
 
-async def _fill(path: Path, version: str, open_card: bool = False,
+def closed_episodes(db: Path | str, version: str, browser: bool = True) -> pl.DataFrame:
+    """The finished episodes of ``version``'s closed scorecards in the store ``db``."""
+    return read_closed(str(db), [version], browser)[version]
+
+
+async def _fill(location: Path | str, version: str, open_card: bool = False,
                 truth: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """Every simulated agent closes one scorecard of all levels; solved ~ its ability."""
     ability, difficulty = truth or _truth()
     rng = np.random.default_rng(7)
-    store = SQLiteStore(path)
+    store = open_store(str(location))
     await store.start()
     try:
         for a, theta in enumerate(ability):
@@ -81,7 +94,7 @@ def test_fit_recovers_the_simulated_difficulty_order_and_abilities(filled):
     datasets, db = filled
     manifest = (datasets / "demo" / "manifest.json").read_bytes()
     levels = (datasets / "demo" / "levels.parquet").read_bytes()
-    out, report = refit(datasets, "demo", db)
+    out, report = refit(datasets, "demo", closed_episodes(db, "demo"))
     ability, difficulty = _truth()
     fitted = np.array([lv["empirical_difficulty"] for lv in report["levels"]])
     assert [lv["index"] for lv in report["levels"]] == list(range(LEVELS))
@@ -119,18 +132,32 @@ def test_irt_command_reports_and_the_audit_shows_the_section(filled):
     assert "## Difficulty from real results" in markdown
 
 
-def test_irt_refuses_leaving_out_browser_runs_when_the_store_does_not_record_them(
-        filled, tmp_path):
+def test_irt_refuses_a_store_whose_tables_are_not_a_stores_in_one_line(filled, tmp_path):
     datasets, db = filled
-    old = tmp_path / "old.sqlite"  # a store of before scorecards recorded where they were played
-    shutil.copy(db, old)
-    with sqlite3.connect(old) as conn:
+    # its scorecards lost the column that says where they were played
+    damaged = tmp_path / "damaged.sqlite"
+    shutil.copy(db, damaged)
+    with sqlite3.connect(damaged) as conn:
         conn.execute("ALTER TABLE scorecards DROP COLUMN source")
-    result = CliRunner().invoke(main, ["irt", "demo", "--db", str(old), "--no-browser",
+    result = CliRunner().invoke(main, ["irt", "demo", "--db", str(damaged), "--no-browser",
                                        "--datasets", str(datasets)])
     assert result.exit_code == 2
-    assert "does not record where a run was played" in result.output
+    assert result.output.startswith(f"Error: cannot refit demo: cannot read the store {damaged}")
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_irt_refuses_a_sqlite_file_that_is_not_a_store_and_leaves_it_untouched(filled, tmp_path):
+    datasets, _ = filled
+    other = tmp_path / "notes.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    before = other.read_bytes()
+    result = CliRunner().invoke(main, ["irt", "demo", "--db", str(other), "--datasets",
+                                       str(datasets)])
+    assert result.exit_code == 2 and "is not a sokoforge store" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.sqlite"]
 
 
 def test_irt_leaves_out_scorecards_a_store_marks_as_played_in_a_browser(filled, tmp_path):
@@ -154,13 +181,40 @@ def test_irt_refuses_a_missing_store_or_version_in_one_line(filled, tmp_path):
         assert len(result.output.strip().splitlines()) == 1 and "hunter2" not in result.output
 
 
-def test_irt_refuses_a_postgresql_store_by_name_not_as_a_missing_file(filled):
-    datasets, _ = filled
-    result = CliRunner().invoke(main, ["irt", "demo", "--db", "postgresql://u@127.0.0.1/db",
-                                       "--datasets", str(datasets)])
-    assert result.exit_code == 2
-    assert result.output.strip() == ("Error: cannot refit demo: --db names a PostgreSQL store; "
-                                     "irt reads the SQLite store file only")
+def test_irt_on_a_postgresql_store_fits_what_it_fits_on_sqlite_for_the_same_scorecards(
+        filled, postgres, tmp_path):
+    datasets, filled_db = filled
+    db = tmp_path / "store.sqlite"
+    shutil.copy(filled_db, db)
+    url = postgres.database()
+    asyncio.run(_fill(url, "demo", open_card=True))
+    # a person's run on both, left out with --no-browser
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE scorecards SET source='browser' WHERE name='agent07'")
+    asyncio.run(_mark_browser(url, "agent07"))
+    for flags in ([], ["--no-browser"]):
+        outputs, reports = [], []
+        for store in (str(db), url):
+            copy = tmp_path / f"datasets-{len(flags)}-{len(reports)}"
+            shutil.copytree(datasets, copy)
+            result = CliRunner().invoke(main, ["irt", "demo", "--db", store, *flags,
+                                               "--datasets", str(copy)])
+            assert result.exit_code == 0, result.output
+            outputs.append(result.output.replace(str(copy), "DATASETS"))
+            reports.append((copy / "demo" / "report" / "irt.json").read_bytes())
+        assert outputs[0] == outputs[1] and reports[0] == reports[1]
+        assert ("38 agents" if flags else "39 agents") in outputs[1]
+
+
+async def _mark_browser(url: str, name: str) -> None:
+    """Mark ``name``'s scorecards as played in the browser, as an operator's SQL would."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("UPDATE scorecards SET source='browser' WHERE name=$1", name)
+    finally:
+        await conn.close()
 
 
 def test_irt_command_says_the_rank_correlation_is_undefined_when_no_level_is_solved(filled,

@@ -1,4 +1,5 @@
-"""The packages' imports point down (engine <- pipeline <- serve <- sokoforge) and form no cycle.
+"""The packages' imports point down (engine <- pipeline <- serve.stores <- serve <- sokoforge)
+and form no cycle.
 
 Every import of every module is read from its source (those inside functions too), so an
 import made late to dodge a cycle counts like any other.
@@ -8,13 +9,23 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# The layers from the bottom; a module may import its own layer's modules and lower ones.
-LAYERS = {"engine": 0, "pipeline": 1, "serve": 2, "sokoforge": 3, "sokoforge_gym": 3}
+# The layers from the bottom; a module may import its own layer's modules and lower ones. A
+# module is in the layer of the longest name here its name starts with: the stores sit below
+# the rest of the server, which plays, serves the web and pages on top of them.
+LAYERS = {"engine": 0, "pipeline": 1, "serve.stores": 2, "serve": 3, "sokoforge": 4,
+          "sokoforge_gym": 4}
+PACKAGES = [p for p in LAYERS if "." not in p]
+
+
+def layer(module: str) -> int:
+    """The layer of ``module``: that of the longest name in ``LAYERS`` it is or starts with."""
+    return max(((len(p), n) for p, n in LAYERS.items()
+                if module == p or module.startswith(p + ".")))[1]
 
 
 def _modules() -> dict[str, Path]:
     modules = {}
-    for package in LAYERS:
+    for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -100,8 +111,17 @@ def test_the_walk_sees_imports_inside_functions_and_relative_ones():
 
 def test_no_module_imports_a_higher_layer():
     upward = [f"{m} imports {o}" for m, outs in sorted(GRAPH.items()) for o in sorted(outs)
-              if LAYERS[o.split(".")[0]] > LAYERS[m.split(".")[0]]]
+              if layer(o) > layer(m)]
     assert upward == []
+
+
+def test_the_stores_sit_below_the_rest_of_the_server():
+    assert layer("serve.stores.sqlite") == layer("serve.stores") < layer("serve.play")
+    assert layer("serve") == layer("serve.play") > layer("pipeline.irt")
+    # what the stores import: each other, the project's error root, nothing else of ``serve``
+    outside = {o for m, outs in GRAPH.items() if m.startswith("serve.stores")
+               for o in outs if not o.startswith("serve.stores")}
+    assert outside == {"engine.errors"}
 
 
 def test_no_import_cycle():

@@ -19,8 +19,14 @@ from pipeline.linking import (
     version_line,
 )
 from pipeline.simulated_agents import LevelPopulation, line_check, play
-from serve.sqlite_store import SQLiteStore
-from serve.store import EpisodeRecord, Final, KeyRecord, ScorecardRecord, SessionRecord
+from serve.stores import (
+    EpisodeRecord,
+    Final,
+    KeyRecord,
+    ScorecardRecord,
+    SessionRecord,
+    open_store,
+)
 from sokoforge.cli import main
 
 DEMO = Path(__file__).resolve().parent.parent / "datasets" / "demo"
@@ -80,10 +86,11 @@ def _version(datasets: Path, name: str, parent: str | None) -> None:
     (datasets / name / "manifest.json").write_text(json.dumps(manifest))
 
 
-async def _close(db: Path, plays: dict[str, list[str]], theta: dict[str, float]) -> None:
+async def _close(location: Path | str, plays: dict[str, list[str]],
+                 theta: dict[str, float]) -> None:
     """Each name closes one scorecard of every level on each version it plays."""
     rng = np.random.default_rng(9)
-    store = SQLiteStore(db)
+    store = open_store(str(location))
     await store.start()
     try:
         for n in theta:
@@ -107,6 +114,11 @@ async def _close(db: Path, plays: dict[str, list[str]], theta: dict[str, float])
         await store.close()
 
 
+THETA = {f"agent{i}": float(t) for i, t in enumerate(np.linspace(-1.5, 1.5, 10))}
+_NAMES = list(THETA)
+LINE_PLAYS = {"demo": _NAMES[:8], "demo-r1": _NAMES[2:], "demo-r2": _NAMES[9:]}
+
+
 @pytest.fixture(scope="module")
 def line(tmp_path_factory):
     root = tmp_path_factory.mktemp("line")
@@ -115,11 +127,8 @@ def line(tmp_path_factory):
     _version(datasets, "demo-r1", "demo")
     _version(datasets, "demo-r2", "demo-r1")
     _version(datasets, "other", None)
-    theta = {f"agent{i}": float(t) for i, t in enumerate(np.linspace(-1.5, 1.5, 10))}
-    names = list(theta)
     db = root / "store.sqlite"
-    asyncio.run(_close(db, {"demo": names[:8], "demo-r1": names[2:], "demo-r2": names[9:]},
-                       theta))
+    asyncio.run(_close(db, LINE_PLAYS, THETA))
     return datasets, db
 
 
@@ -157,3 +166,20 @@ def test_irt_line_without_any_closed_scorecard_refuses_in_one_line(line):
     assert result.exit_code == 2
     assert "no finished episode of a closed scorecard" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_irt_line_on_a_postgresql_store_links_what_it_links_on_sqlite(line, postgres, tmp_path):
+    datasets, db = line
+    url = postgres.database()
+    asyncio.run(_close(url, LINE_PLAYS, THETA))
+    outputs, reports = [], []
+    for store in (str(db), url):
+        copy = tmp_path / f"datasets-{len(reports)}"
+        shutil.copytree(datasets, copy)
+        result = CliRunner().invoke(main, ["irt", "demo-r1", "--line", "--db", store,
+                                           "--datasets", str(copy)])
+        assert result.exit_code == 0, result.output
+        outputs.append(result.output.replace(str(copy), "DATASETS"))
+        reports.append((copy / "demo-r1" / "report" / "line.json").read_bytes())
+    assert outputs[0] == outputs[1] and reports[0] == reports[1]
+    assert "agent5" in outputs[1]

@@ -160,9 +160,9 @@ def test_standings_rank_each_names_best_with_success_intervals_and_refuse_late_r
     from serve_support import write_dataset
 
     from pipeline.precision import interval_from_counts
-    from serve.sqlite_store import SQLiteStore
     from serve.standings import close_round
-    from serve.store import KeyRecord, ScorecardRecord
+    from serve.stores import KeyRecord, ScorecardRecord
+    from serve.stores.sqlite import SQLiteStore
 
     write_dataset(tmp_path, "v")
     db = tmp_path / "s.sqlite"

@@ -22,7 +22,7 @@ from serve.client import ClientError, Connection, play
 from serve.dataset import load_version
 from serve.limits import Limits
 from serve.play import Arena
-from serve.sqlite_store import SQLiteStore
+from serve.stores.sqlite import SQLiteStore
 from sokoforge.cli import main
 
 

@@ -11,7 +11,7 @@ from serve_support import Api, Process, ServerThread, play, server, write_datase
 from serve.dataset import DatasetError, load_version
 from serve.limits import Limits
 from serve.play import Arena
-from serve.sqlite_store import SQLiteStore
+from serve.stores.sqlite import SQLiteStore
 from sokoforge.cli import main
 
 

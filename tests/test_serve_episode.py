@@ -21,8 +21,8 @@ def data(tmp_path_factory):
 
 
 def test_the_core_imports_no_server_web_or_store_module():
-    code = ("import sys, serve.episode; bad = [m for m in ('aiohttp', 'serve.store', "
-            "'serve.play', 'serve.sqlite_store', 'asyncpg') if m in sys.modules]; print(bad)")
+    code = ("import sys, serve.episode; bad = [m for m in ('aiohttp', 'serve.stores', "
+            "'serve.play', 'serve.stores.sqlite', 'asyncpg') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"

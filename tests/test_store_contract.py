@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from serve.store import (
+from serve.stores import (
     EpisodeRecord,
     Final,
     KeyRecord,
@@ -21,8 +21,8 @@ from serve.store import (
     StoreError,
     StoreLimit,
     Write,
+    open_store,
 )
-from serve.store_location import open_store
 
 DAY = "2026-12-01"
 NOW = 1_900_000_000.0
@@ -289,6 +289,32 @@ def test_a_scorecard_keeps_its_source_and_meta_and_browser_runs_can_be_filtered(
             "name k1"}
         assert await store.played_episodes("v2") == []
         assert [s.source for s in await store.leaderboard("v1", 10)] == ["browser", None]
+    run(location, body)
+
+
+def test_played_episodes_are_every_game_on_the_version_of_closed_scorecards_with_their_end(
+        location):
+    """The one read of results (the audit's people, the difficulty fit): each session on the
+    version of a closed scorecard, whether its result ranked it or not, open ones left out."""
+    async def body(store):
+        for key in ("k1", "k2"):
+            await store.create_key(KeyRecord(key, f"name {key}"), "addr", DAY, 100)
+            await store.open_scorecard(card(1, key, {"standard": "v1", "other": "v2"}), DAY,
+                                       100)
+            await store.create_session(session(1, key, 1), 3, 10, 10, NOW - 60)
+        await store.create_session(
+            SessionRecord("gs-k1-2", "sc-k1-1", "k1", "other", "v2", 1, "IN_PROGRESS", NOW,
+                          NOW), 2, 10, 10, NOW - 60)
+        rows = (EpisodeRecord(0, True, True, False, 4, "UDLR", "1:1,2"),
+                EpisodeRecord(1, True, False, True, 2, "LL", "1:1,2"))
+        await store.close_scorecard("sc-k1-1", NOW, {**result_of(0.5), "games": {}},
+                                    [Final("gs-k1-1", 0, rows), Final("gs-k1-2", 0, ())])
+        played = await store.played_episodes("v1")
+        assert [(e.scorecard_id, e.index, e.solved, e.steps, e.done) for e in played] == [
+            ("sc-k1-1", 0, True, 4, True), ("sc-k1-1", 1, False, 2, True),
+            ("sc-k1-1", 2, False, 0, False)]
+        assert [(e.index, e.done) for e in await store.played_episodes("v2")] == [
+            (0, False), (1, False)]
     run(location, body)
 
 

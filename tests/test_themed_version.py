@@ -169,7 +169,7 @@ def test_render_of_a_version_folder_draws_the_levels_stored_theme(built, tmp_pat
 
 def test_contact_sheet_shows_each_level_in_its_theme(built):
     from pipeline.audit import load_version as audit_facts
-    from pipeline.audit_report import colour_legend, contact_sheet
+    from pipeline.audit_plots import colour_legend, contact_sheet
 
     facts = audit_facts(built["root"], "th")
     sheet = matplotlib.image.imread(io.BytesIO(contact_sheet(facts)), format="png")

@@ -59,7 +59,7 @@ def audit_command(version: str, against: str | None, db: str | None, datasets: P
 def _people(version: str, db: str, folder: Path) -> None:
     """Per-level solve rates of the runs people played in the browser, when there are any."""
     from serve.human_play import browser_episodes, rates_markdown, solve_rates
-    from serve.store import StoreError
+    from serve.stores import StoreError
 
     try:
         rates = solve_rates(browser_episodes(db, version))

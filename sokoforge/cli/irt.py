@@ -15,10 +15,9 @@ from sokoforge.cli.errors import CliError, refusals
 @click.command("irt")
 @click.argument("version")
 @click.option("--db", required=True, envvar="SOKOFORGE_DB",
-              help="The server's store: its SQLite file (env SOKOFORGE_DB); a PostgreSQL "
-                   "store is not read.")
+              help="The server's store: its SQLite file or PostgreSQL URL (env SOKOFORGE_DB).")
 @click.option("--browser/--no-browser", default=True, show_default=True,
-              help="Include runs played in a browser (needs a store that records it).")
+              help="Include runs played in a browser (scorecards of source browser).")
 @click.option("--line", "line", is_flag=True,
               help="Link every version of VERSION's line (versions rotated from one another) "
                    "by the names that played several; write report/line.json.")
@@ -34,22 +33,25 @@ def irt_command(version: str, db: str, browser: bool, line: bool, datasets: Path
     """
     from pipeline.build import check_version_name
     from pipeline.irt import refit
-    from serve.store_location import is_postgres
+    from serve.results import closed_episodes
+    from serve.stores import StoreError
 
-    if is_postgres(db):  # named without the URL: it may hold a password
-        raise CliError(f"cannot refit {version}: --db names a PostgreSQL store; irt reads the "
-                       "SQLite store file only", 2)
     with refusals(2, f"cannot refit {version}: "):
         check_version_name(version)
-        if line:
-            from pipeline.linking import fit_line, link_report_lines
+        try:
+            if line:
+                from pipeline.linking import fit_line, link_report_lines, version_line
 
-            out, report = fit_line(datasets, version, Path(db), browser)
-            for text in link_report_lines(report):
-                click.echo(text)
-            click.echo(f"written to {out}")
-            return
-        out, report = refit(datasets, version, Path(db), browser)
+                episodes = closed_episodes(db, version_line(datasets, version), browser)
+                out, report = fit_line(datasets, version, episodes, browser)
+                for text in link_report_lines(report):
+                    click.echo(text)
+                click.echo(f"written to {out}")
+                return
+            out, report = refit(datasets, version,
+                                closed_episodes(db, [version], browser)[version], browser)
+        except StoreError as e:
+            raise CliError(f"cannot refit {version}: {e}", 2) from None
     click.echo(f"{version}: {report['episodes']} episodes of {report['scorecards']} closed "
                f"scorecards (browser runs {report['browser_runs']}), "
                f"{len(report['agents'])} agents, {len(report['levels'])} levels")

@@ -40,8 +40,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from serve import store_sql as sql
-from serve.store import (
+import serve.stores.sql as sql
+from serve.stores.interface import (
     EpisodeRecord,
     Final,
     KeyRecord,

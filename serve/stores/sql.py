@@ -16,7 +16,7 @@ __all__ = [
 import json
 import re
 
-from serve.store import PlayedEpisode, ScorecardRecord, Standing, Write
+from serve.stores.interface import PlayedEpisode, ScorecardRecord, Standing, Write
 
 SESSION = ("SELECT id, scorecard_id, key_hash, game, version, parallel, state, created, "
            "last_active, seq, writer FROM sessions")
@@ -61,13 +61,15 @@ BROWSER = "browser"  # the source of a scorecard a person played on the play pag
 
 
 def played_episodes(include_browser: bool, browser_only: bool) -> str:
-    """The episodes of the closed scorecards on a version (one ``?``), filtered by source."""
+    """Every episode of the closed scorecards' sessions on a version (one ``?``), filtered by
+    the scorecard's source."""
     where = ("AND c.source = 'browser'" if browser_only else
              "" if include_browser else "AND coalesce(c.source, '') <> 'browser'")
-    return ("SELECT c.id, c.key_hash, c.name, c.source, e.idx, e.solved, e.steps, e.deadlocked "
-            "FROM standings st JOIN scorecards c ON c.id = st.scorecard_id "
-            "JOIN episodes e ON e.session_id = st.session_id "
-            f"WHERE st.version = ? {where} ORDER BY st.closed, c.id, e.idx")
+    return ("SELECT c.id, c.key_hash, c.name, c.source, e.idx, e.solved, e.steps, e.deadlocked, "
+            "e.done FROM scorecards c JOIN sessions s ON s.scorecard_id = c.id "
+            "JOIN episodes e ON e.session_id = s.id "
+            f"WHERE s.version = ? AND c.closed IS NOT NULL {where} "
+            "ORDER BY c.closed, c.id, s.game, e.idx")
 
 
 def numbered(sql: str) -> str:
@@ -114,7 +116,7 @@ def card_record(row) -> ScorecardRecord:
 def played_episode(row) -> PlayedEpisode:
     """A ``played_episodes`` row (SQLite's integers or PostgreSQL's booleans) as a record."""
     return PlayedEpisode(row[0], row[1], row[2], row[3], int(row[4]), bool(row[5]), int(row[6]),
-                         bool(row[7]))
+                         bool(row[7]), bool(row[8]))
 
 
 def standing(row) -> Standing:

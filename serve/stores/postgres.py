@@ -19,8 +19,8 @@ from typing import Any
 
 import asyncpg
 
-from serve import store_sql as sql
-from serve.store import (
+import serve.stores.sql as sql
+from serve.stores.interface import (
     EpisodeRecord,
     Final,
     KeyRecord,

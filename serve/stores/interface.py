@@ -3,8 +3,9 @@
 The store is the truth and owns concurrency: an action is appended only if the session's
 stored action count and writer are the expected ones (compare-and-set), limits are counted
 in it, and it expires idle sessions. Records are plain frozen values; every method is a
-coroutine and returns only once the change is durable. ``serve.sqlite_store`` (one machine)
-and ``serve.pg_store`` (a fleet) implement it; ``serve.store_location`` picks one.
+coroutine and returns only once the change is durable. ``serve.stores.sqlite`` (one
+machine) and ``serve.stores.postgres`` (a fleet) implement it; ``serve.stores.location``
+opens one.
 """
 
 from __future__ import annotations
@@ -137,7 +138,8 @@ class Standing:
 @dataclass(frozen=True)
 class PlayedEpisode:
     """One episode of a closed scorecard's session, as the audit and the difficulty fit read
-    them: who played (key hash, name, where from), which level and how it ended."""
+    them: who played (key hash, name, where from), which level, how it ended and whether it
+    ended at all (``done``)."""
 
     scorecard_id: str
     key_hash: str
@@ -147,6 +149,7 @@ class PlayedEpisode:
     solved: bool
     steps: int
     deadlocked: bool
+    done: bool = True
 
 
 @dataclass(frozen=True)
@@ -228,9 +231,9 @@ class Store(ABC):
     @abstractmethod
     async def played_episodes(self, version: str, include_browser: bool = True,
                               browser_only: bool = False) -> list[PlayedEpisode]:
-        """Every episode of the closed scorecards on ``version``, by close time and level;
-        runs played in the browser (scorecard source ``browser``) left out unless
-        ``include_browser``, or alone with ``browser_only``."""
+        """Every episode of the sessions on ``version`` of the closed scorecards, by close
+        time, scorecard, game and level; runs played in the browser (scorecard source
+        ``browser``) left out unless ``include_browser``, or alone with ``browser_only``."""
 
     @abstractmethod
     async def versions(self) -> list[str]:

@@ -1,0 +1,27 @@
+"""What the difficulty fit reads: each version's finished episodes of closed scorecards, from a
+server's store (a SQLite file or a PostgreSQL URL) through the ``Store`` interface."""
+
+from __future__ import annotations
+
+__all__ = ["closed_episodes"]
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from pipeline.irt import episodes_table
+from serve.stores import PlayedEpisode, Store, read_store
+
+
+def closed_episodes(location: str, versions: Sequence[str],
+                    browser: bool = True) -> dict[str, pl.DataFrame]:
+    """Each version's ``pipeline.irt.episodes_table`` from the store at ``location`` (read
+    once for all of them), runs played in the browser left out unless ``browser``;
+    ``StoreError`` when the store cannot be read."""
+    async def read(store: Store) -> dict[str, list[PlayedEpisode]]:
+        return {v: await store.played_episodes(v, include_browser=browser) for v in versions}
+
+    played = read_store(location, read)
+    return {v: episodes_table((e.name, e.scorecard_id, e.index, e.solved, e.steps)
+                              for e in episodes if e.done)
+            for v, episodes in played.items()}

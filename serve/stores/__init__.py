@@ -1,0 +1,29 @@
+"""The server's durable state: the ``Store`` interface with its records and errors, its SQLite
+(``serve.stores.sqlite``) and PostgreSQL (``serve.stores.postgres``) backends, and the opener.
+
+Below the rest of ``serve``: nothing here imports the play layer, the web layer or the pages.
+"""
+
+from serve.stores.interface import (
+    EpisodeRecord,
+    Final,
+    KeyRecord,
+    PlayedEpisode,
+    ScorecardRecord,
+    SessionRecord,
+    StaleSession,
+    Standing,
+    Store,
+    StoreConflict,
+    StoreError,
+    StoreLimit,
+    Write,
+    miscounted_error,
+)
+from serve.stores.location import is_postgres, open_store, read_store, shown
+
+__all__ = [
+    "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "ScorecardRecord", "SessionRecord",
+    "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit", "Write",
+    "is_postgres", "miscounted_error", "open_store", "read_store", "shown",
+]
