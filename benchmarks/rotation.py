@@ -1,26 +1,35 @@
 """Rotation on agents it never saw: each panel family held out of the matching in turn.
 
-For each chain, a standard version is built; then, for every held-out family, three rotations
+For each chain, a standard version is built; then, for every held-out family, rotations
 follow one another, each matched (compute, optimum, grade, the reference planner's count, as
-``sokoforge rotate``) on the panel without that family; the held-out family's agents are then
-measured on the chosen levels. Fresh unmatched builds (other seeds) give the difference a
-redraw makes. Printed per held-out family: mean abs(solved - PREV's solved) over its agents,
-for the rotations and for fresh builds, and their ratio; also for today's matching without the
+``sokoforge rotate``) on the panel without that family, and with no rule that sees that
+family (holding out ``planner`` also drops the reference planner's outcome, which is
+planner-256's); the held-out family's agents are then measured on the chosen levels. Fresh
+unmatched builds (other seeds) give the difference a redraw makes. Printed per held-out
+family: mean abs(solved - PREV's solved) over its agents, for the rotations and for fresh
+builds, their ratio with a bootstrap interval over chains; also for matching without the
 panel and with the whole panel (family not held out). The rotations of one chain step share
 one candidate pool (the generator at ``--per-slot`` candidates per slot, solved, graded,
 played by the planner and the panel), in place of ``rotate``'s targeted enlargements.
 
+``--pool-cache DIR`` keeps every built version and pool (with every profile agent's outcome
+and steps) in DIR and reuses them: the same seeds give the same tables, so a second run
+evaluates the matching alone, in minutes.
+
     .venv/bin/python benchmarks/rotation.py [--chains 4] [--steps 3] [--fresh 4] [--jobs 2]
-        [--per-slot 8] [--spec standard]
+        [--per-slot 8] [--spec standard] [--pool-cache DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,13 +39,14 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.panel import PANEL, PANEL_FAMILIES  # noqa: E402
+from engine.panel import PANEL, PANEL_FAMILIES, PanelAgent  # noqa: E402
+from pipeline import matching  # noqa: E402
 from pipeline.build import build  # noqa: E402
 from pipeline.equivalence import allowed_gap, planner_solved  # noqa: E402
 from pipeline.generate import generate  # noqa: E402
 from pipeline.grade import grade  # noqa: E402
 from pipeline.matching import MatchError, PanelRule, match, targets  # noqa: E402
-from pipeline.panel import with_outcomes  # noqa: E402
+from pipeline.panel import play_table  # noqa: E402
 from pipeline.rotate import MAX_ENLARGEMENTS, draw_targets  # noqa: E402
 from pipeline.seeds import ENLARGE  # noqa: E402
 from pipeline.slot_draws import draw  # noqa: E402
@@ -44,17 +54,46 @@ from pipeline.solve import solve  # noqa: E402
 from pipeline.spec import load_spec  # noqa: E402
 from pipeline.workers import Workers  # noqa: E402
 
-NAMES = [a.name for a in PANEL]
+PROFILE_BUDGETS = (16, 32, 64, 128, 256, 512, 1024)
+PROFILE = tuple(PanelAgent(f, b) for f in PANEL_FAMILIES for b in PROFILE_BUDGETS)
+PROFILE_NAMES = [a.name for a in PROFILE]
+PANEL_AT = [PROFILE_NAMES.index(a.name) for a in PANEL]  # the panel's columns in the profile
+HOLD = set(PANEL_AT)  # the profile agents whose solved counts are held within the tolerance
+
+
+class Cache:
+    """Tables kept in a folder by key (None: nothing kept)."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def table(self, key: str, compute: Callable[[], pl.DataFrame]) -> pl.DataFrame:
+        if self.folder is None:
+            return compute()
+        path = self.folder / f"{key}.parquet"
+        if path.is_file():
+            return pl.read_parquet(path)
+        table = compute()
+        part = path.with_suffix(".part")
+        table.write_parquet(part)
+        part.replace(path)
+        return table
 
 
 def judged(table: pl.DataFrame, spec, workers: Workers) -> pl.DataFrame:
-    """``table`` with max_steps, the planner's outcome and the panel's (all agents)."""
+    """``table`` with max_steps, the planner's outcome and every profile agent's outcome and
+    steps (``profile``, ``profile_steps``)."""
     if "max_steps" not in table.columns:
         table = table.with_columns(pl.Series(
             "max_steps", [spec.max_steps(m) for m in table["optimal_moves"].to_list()],
             dtype=pl.Int32))
     table = table.with_columns(pl.Series("planner_solved", planner_solved(table, workers)))
-    return with_outcomes(table, workers)
+    solved, steps = play_table(table, workers, PROFILE)
+    return table.with_columns(
+        pl.Series("profile", solved.tolist(), dtype=pl.List(pl.Boolean)),
+        pl.Series("profile_steps", steps.tolist(), dtype=pl.List(pl.Int32)))
 
 
 def graded(candidates: Path, spec, workers: Workers) -> pl.DataFrame:
@@ -68,41 +107,61 @@ class Pool:
     """One chain step's candidates: the generator's for its seed, plus targeted draws for
     slots that found no candidate, as rotate draws them."""
 
-    def __init__(self, spec, seed: int, workers: Workers, tmp: Path) -> None:
+    def __init__(self, spec, seed: int, workers: Workers, tmp: Path, cache: Cache) -> None:
         self.spec, self.seed, self.workers, self.tmp, self.rounds = spec, seed, workers, tmp, 0
-        self.table = graded(generate(spec, seed, tmp / f"gen{seed}.parquet", workers), spec,
-                            workers)
+        self.cache = cache
+        key = f"{spec.name}-pool-{seed}-{spec.candidates_per_slot}"
+        self.table = cache.table(key, lambda: graded(
+            generate(spec, seed, tmp / f"gen{seed}.parquet", workers), spec, workers))
 
     def enlarge(self, wanted: pl.DataFrame) -> None:
         self.rounds += 1
-        drawn = draw(self.spec, self.seed, ENLARGE, self.rounds, draw_targets(wanted),
-                     self.workers)
-        if drawn.height:
+        wanted_targets = draw_targets(wanted)
+        digest = hashlib.sha256(json.dumps([repr(t) for t in wanted_targets])
+                                .encode()).hexdigest()[:16]
+        key = f"{self.spec.name}-draw-{self.seed}-{self.rounds}-{digest}"
+
+        def compute() -> pl.DataFrame:
+            drawn = draw(self.spec, self.seed, ENLARGE, self.rounds, wanted_targets,
+                         self.workers)
+            if not drawn.height:
+                return self.table.clear()
             path = self.tmp / f"draw{self.seed}-{self.rounds}.parquet"
             drawn.write_parquet(path)
-            self.table = pl.concat([self.table, graded(path, self.spec, self.workers)],
-                                   how="vertical_relaxed")
+            return graded(path, self.spec, self.workers)
+
+        extra = self.cache.table(key, compute)
+        if extra.height:
+            self.table = pl.concat([self.table, extra], how="vertical_relaxed")
 
 
-def keep_agents(table: pl.DataFrame, keep: list[int]) -> pl.DataFrame:
-    """``table`` whose ``panel`` column holds only the agents at positions ``keep``."""
-    matrix = np.array(table["panel"].to_list(), dtype=bool)
-    return table.with_columns(pl.Series("panel", matrix[:, keep].tolist(),
-                                        dtype=pl.List(pl.Boolean)))
+def with_panel(table: pl.DataFrame, columns: list[int]) -> pl.DataFrame:
+    """``table`` whose ``panel`` (and ``panel_steps``) columns hold the profile agents at
+    positions ``columns``."""
+    matrix = np.array(table["profile"].to_list(), dtype=bool)
+    steps = np.array(table["profile_steps"].to_list(), dtype=np.int32)
+    return table.with_columns(
+        pl.Series("panel", matrix[:, columns].tolist(), dtype=pl.List(pl.Boolean)),
+        pl.Series("panel_steps", steps[:, columns].tolist(), dtype=pl.List(pl.Int32)))
 
 
 def rotate_once(prev: pl.DataFrame, pool: Pool, spec, used: tuple[set, set],
-                keep: list[int] | None) -> tuple[pl.DataFrame, str]:
+                keep: list[int] | None, planner: bool) -> tuple[pl.DataFrame, str]:
     """PREV's successor chosen from ``pool`` as rotate's select chooses, matching on the
-    panel agents ``keep`` (None: without the panel); how it was matched."""
+    profile agents ``keep`` (None: without the panel), and on the reference planner's
+    outcome when ``planner``; how it was matched."""
     goal = targets(prev, spec)
-    gap = allowed_gap(goal.height)
+    gap = allowed_gap(goal.height) if planner else None
     for attempt in range(MAX_ENLARGEMENTS + 2):
+        want, cands = goal, pool.table
+        if not planner:
+            want, cands = want.drop("planner_solved"), cands.drop("planner_solved")
         if keep is None:
-            want, cands, rule = goal.drop("panel"), pool.table.drop("panel"), None
+            want, cands, rule = want.drop("panel", strict=False), cands, None
         else:
-            want, cands = keep_agents(goal, keep), keep_agents(pool.table, keep)
-            rule = PanelRule(tuple(NAMES[k] for k in keep), spec.panel_tolerance)
+            want, cands = with_panel(want, keep), with_panel(cands, keep)
+            held = tuple(i for i, k in enumerate(keep) if k in HOLD)
+            rule = PanelRule(tuple(PROFILE_NAMES[k] for k in keep), spec.panel_tolerance, held)
             if attempt > MAX_ENLARGEMENTS:
                 rule = None  # reported: the tolerance could not be held
         try:
@@ -121,7 +180,15 @@ def rotate_once(prev: pl.DataFrame, pool: Pool, spec, used: tuple[set, set],
 
 
 def counts(table: pl.DataFrame) -> np.ndarray:
-    return np.array(table["panel"].to_list(), dtype=bool).sum(axis=0)
+    """Solved levels per panel agent."""
+    return np.array(table["profile"].to_list(), dtype=bool)[:, PANEL_AT].sum(axis=0)
+
+
+def interval(values: np.ndarray, rng: np.random.Generator, n: int = 2000) -> tuple[float, float]:
+    """95% bootstrap interval of the mean of ``values`` (first axis resampled)."""
+    picks = rng.integers(0, len(values), size=(n, len(values)))
+    means = values[picks].mean(axis=1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
 
 
 def main() -> None:
@@ -133,62 +200,103 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=7000)
     parser.add_argument("--spec", default="standard")
+    parser.add_argument("--pool-cache", type=Path, default=None)
+    parser.add_argument("--budgets", default="64,256,1024",
+                        help="the budgets of each matched family the matching sees")
+    parser.add_argument("--panel-cost", type=int, default=matching.PANEL_COST)
+    parser.add_argument("--steps-cost", type=int, default=matching.STEPS_COST)
+    parser.add_argument("--hold", choices=("panel", "all"), default="panel")
+    parser.add_argument("--held-out-only", action="store_true")
     args = parser.parse_args()
     began = time.perf_counter()
     spec = load_spec(args.spec)
     pool_spec = replace(spec, candidates_per_slot=args.per_slot)
     workers = Workers(jobs=args.jobs, show_progress=False)
+    cache = Cache(args.pool_cache)
+    matching.PANEL_COST, matching.STEPS_COST = args.panel_cost, args.steps_cost
+    if args.hold == "all":
+        HOLD.update(range(len(PROFILE)))
+    budgets = {int(b) for b in args.budgets.split(",")}
     families = {f: [k for k, a in enumerate(PANEL) if a.family == f] for f in PANEL_FAMILIES}
-    # which agents each matching uses: today's (no panel), the whole panel, all but a family
-    modes = {"no panel": None, "whole panel": list(range(len(PANEL)))}
-    modes |= {f"without {f}": [k for k in range(len(PANEL)) if k not in ks]
-              for f, ks in families.items()}
+    seen = {f: [k for k, a in enumerate(PROFILE) if a.family == f and a.budget in budgets]
+            for f in PANEL_FAMILIES}
+    # which profile agents each matching sees, and whether the reference planner's outcome
+    modes: dict[str, tuple[list[int] | None, bool]] = {
+        "no panel": (None, True), "whole panel": (sorted(sum(seen.values(), [])), True)}
+    modes |= {f"without {f}": (sorted(sum((v for g, v in seen.items() if g != f), [])),
+                               f != "planner") for f in PANEL_FAMILIES}
+    if args.held_out_only:
+        modes = {m: v for m, v in modes.items() if m.startswith("without")}
     diffs: dict[str, list[np.ndarray]] = {m: [] for m in modes}
-    fresh_diffs: list[np.ndarray] = []
+    fresh_diffs: list[list[np.ndarray]] = []
     relaxed = {m: 0 for m in modes}
     with tempfile.TemporaryDirectory(prefix="sokoforge-rotation-") as tmp_name:
         tmp = Path(tmp_name)
         datasets = tmp / "datasets"
         bases, fresh = [], []
         for c in range(args.chains + args.fresh):
-            name = f"v{c}"
-            build(name, datasets=datasets, spec=spec, seed=args.seed + c, workers=workers,
-                  excluded_versions=[])
-            table = judged(pl.read_parquet(datasets / name / "levels.parquet"), spec, workers)
+            name, seed = f"v{c}", args.seed + c
+
+            def built(name: str = name, seed: int = seed) -> pl.DataFrame:
+                build(name, datasets=datasets, spec=spec, seed=seed, workers=workers,
+                      excluded_versions=[])
+                return judged(pl.read_parquet(datasets / name / "levels.parquet"), spec,
+                              workers)
+
+            table = cache.table(f"{spec.name}-build-{seed}", built)
             (bases if c < args.chains else fresh).append(table)
             print(f"built {name} ({time.perf_counter() - began:.0f} s)", flush=True)
         for base in bases:
-            fresh_diffs += [np.abs(counts(f) - counts(base)) for f in fresh]
+            fresh_diffs.append([np.abs(counts(f) - counts(base)) for f in fresh])
         for c, base in enumerate(bases):
             prevs = dict.fromkeys(modes, base)
             used = {m: ({*base["canonical_id"]}, {*base["wall_layout_id"]}) for m in modes}
             for step in range(args.steps):
-                pool = Pool(pool_spec, args.seed + 1000 * (c + 1) + step, workers, tmp)
-                for mode, keep in modes.items():
-                    new, how = rotate_once(prevs[mode], pool, spec, used[mode], keep)
+                pool = Pool(pool_spec, args.seed + 1000 * (c + 1) + step, workers, tmp, cache)
+                for mode, (keep, planner) in modes.items():
+                    new, how = rotate_once(prevs[mode], pool, spec, used[mode], keep, planner)
                     relaxed[mode] += how != "matched"
                     diffs[mode].append(np.abs(counts(new) - counts(prevs[mode])))
                     prevs[mode] = new
                 print(f"chain {c} rotation {step + 1}: pool of {pool.table.height} "
                       f"({time.perf_counter() - began:.0f} s)", flush=True)
-    fresh_mean = np.mean(fresh_diffs, axis=0)
+    report(args, spec, diffs, fresh_diffs, families, relaxed, began)
+
+
+def report(args, spec, diffs, fresh_diffs, families, relaxed, began) -> None:
+    """Print the table: per held-out family, rotations against fresh builds."""
+    rng = np.random.default_rng(0)
+    # chains x rotations x agents, and chains x fresh builds x agents
+    per = {m: np.array(d).reshape(args.chains, args.steps, -1) for m, d in diffs.items()}
+    redraws = np.array(fresh_diffs)
     print(f"\nmean abs(solved - PREV's solved), levels of {spec.n_levels}; {args.chains} chains"
-          f" of {args.steps} rotations, {len(fresh_diffs)} fresh build pairs; load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {time.perf_counter() - began:.0f}"
-          " s")
+          f" of {args.steps} rotations, {args.chains * args.fresh} fresh build pairs; matched "
+          f"budgets {args.budgets}, panel cost {args.panel_cost}, steps cost {args.steps_cost}, "
+          f"held {args.hold}, {args.per_slot} candidates per slot; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+          f"{time.perf_counter() - began:.0f} s")
     head = f"{'held-out family':<16}{'no panel':>10}{'whole':>8}{'held out':>10}{'fresh':>8}" \
-           f"{'held out / fresh':>18}{'no panel / fresh':>18}"
+           f"{'held out / fresh':>18}{'95% interval':>16}"
     print(head)
     ratios = []
+    # the ratio's interval resamples chains (each with its rotations and its fresh pairs)
+    picks = rng.integers(0, args.chains, size=(2000, args.chains))
+    boot = []
     for f, ks in families.items():
-        held = float(np.mean(np.array(diffs[f"without {f}"])[:, ks]))
-        whole = float(np.mean(np.array(diffs["whole panel"])[:, ks]))
-        plain = float(np.mean(np.array(diffs["no panel"])[:, ks]))
-        redraw = float(np.mean(fresh_mean[ks]))
-        ratios.append(held / redraw)
-        print(f"{f:<16}{plain:>10.2f}{whole:>8.2f}{held:>10.2f}{redraw:>8.2f}"
-              f"{held / redraw:>18.2f}{plain / redraw:>18.2f}")
-    print(f"mean ratio held out / fresh: {np.mean(ratios):.2f}")
+        held = per[f"without {f}"][:, :, ks].mean(axis=(1, 2))
+        redraw = redraws[:, :, ks].mean(axis=(1, 2))
+        whole = float(per["whole panel"][:, :, ks].mean()) if "whole panel" in per else np.nan
+        plain = float(per["no panel"][:, :, ks].mean()) if "no panel" in per else np.nan
+        ratio = held.mean() / redraw.mean()
+        ratios.append(ratio)
+        samples = held[picks].mean(axis=1) / redraw[picks].mean(axis=1)
+        boot.append(samples)
+        lo, hi = np.quantile(samples, [0.025, 0.975])
+        print(f"{f:<16}{plain:>10.2f}{whole:>8.2f}{held.mean():>10.2f}{redraw.mean():>8.2f}"
+              f"{ratio:>18.2f}{f'{lo:.2f}-{hi:.2f}':>16}")
+    lo, hi = np.quantile(np.mean(boot, axis=0), [0.025, 0.975])
+    print(f"mean ratio held out / fresh: {np.mean(ratios):.2f} (95% interval over chains "
+          f"{lo:.2f}-{hi:.2f})")
     print("rotations whose panel tolerance had to be relaxed: "
           + ", ".join(f"{m} {n}" for m, n in relaxed.items()))
 

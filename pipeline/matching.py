@@ -7,16 +7,18 @@ The new level takes PREV's slot, so the versions compare slot by slot. When both
 carry the reference planner's outcome (``planner_solved``), a slot prefers a candidate with
 PREV's outcome and the solved count can be held near PREV's. When both carry the agent
 panel's outcome vectors (``panel``), every agent that differs from PREV's slot costs
-``PANEL_COST`` and each agent's solved count can be held within a tolerance of PREV's.
+``PANEL_COST``, an agent that solves both in other numbers of steps costs up to ``STEPS_COST``
+(when both carry ``panel_steps``), and each agent's solved count can be held within a
+tolerance of PREV's.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "COMPUTE_TOLERANCE", "COST_SCALE", "MatchError", "OPTIMUM_TOLERANCE", "PANEL_COST",
-    "PLANNER_COST", "PanelRule", "SOLVER_BUDGET", "describe", "distinct_model",
-    "eligible_pairs", "match", "panel_distance", "panel_matrix", "solve_model", "targets",
-    "unfillable_slots",
+    "PLANNER_COST", "PanelRule", "SOLVER_BUDGET", "STEPS_COST", "describe", "distinct_model",
+    "eligible_pairs", "match", "panel_distance", "panel_matrix", "solve_model", "steps_gap",
+    "targets", "unfillable_slots",
 ]
 
 from collections import defaultdict
@@ -34,7 +36,9 @@ OPTIMUM_TOLERANCE = 1
 COMPUTE_TOLERANCE = 1.0  # log2 calls per step: at most twice or half PREV's compute
 COST_SCALE = 10_000  # |compute_to_solve difference| in units of 1e-4, so costs are integers
 PLANNER_COST = 1_000  # another planner outcome than PREV's slot costs as much as 0.1 compute
-PANEL_COST = 2_500  # each panel agent whose outcome differs from PREV's slot: 0.25 compute
+PANEL_COST = 10_000  # each panel agent whose outcome differs from PREV's slot: 1.0 compute
+# each panel agent that solves both, per unit of |log2 ratio| of its steps (capped at 1 each)
+STEPS_COST = 5_000
 SOLVER_BUDGET = 30.0  # CP-SAT deterministic time units (about seconds)
 
 
@@ -44,6 +48,7 @@ class PanelRule(NamedTuple):
 
     agents: tuple[str, ...]
     tolerance: int
+    held: tuple[int, ...] | None = None  # the columns whose counts are held (None: all)
 
 
 class MatchError(PipelineError):
@@ -113,7 +118,28 @@ def eligible_pairs(goal: pl.DataFrame, pool: pl.DataFrame, exclude_ids: Iterable
         distance = panel_distance(goal, pool, pairs)
         pairs = pairs.with_columns(pl.Series("panel_distance", distance, dtype=pl.Int64),
                                    pl.col("cost") + PANEL_COST * pl.Series(distance))
+        if STEPS_COST and "panel_steps" in goal.columns and "panel_steps" in pool.columns:
+            gap = steps_gap(goal, pool, pairs)
+            pairs = pairs.with_columns(
+                pl.col("cost") + pl.Series(np.round(STEPS_COST * gap).astype(np.int64)))
     return pairs
+
+
+def steps_gap(goal: pl.DataFrame, pool: pl.DataFrame, pairs: pl.DataFrame) -> np.ndarray:
+    """For each pair, the summed |log2 steps ratio| (each capped at 1) of the panel agents
+    that solve both target and candidate: how differently easy they find the two."""
+    position = {t: i for i, t in enumerate(goal["index"].to_list())}
+    at = [position[t] for t in pairs["target"].to_list()]
+    rows = pairs["row"].to_numpy()
+    solved = panel_matrix(goal)[at] & panel_matrix(pool)[rows]
+    want = np.log2(_steps(goal)[at] + 1.0)
+    have = np.log2(_steps(pool)[rows] + 1.0)
+    return (np.minimum(np.abs(want - have), 1.0) * solved).sum(axis=1)
+
+
+def _steps(table: pl.DataFrame) -> np.ndarray:
+    rows = table["panel_steps"].to_list()
+    return np.array(rows, dtype=np.float64).reshape(len(rows), -1)
 
 
 def panel_matrix(table: pl.DataFrame) -> np.ndarray:
@@ -199,7 +225,7 @@ def _hold_panel(model: cp_model.CpModel, x: dict[int, cp_model.IntVar], goal: pl
     """Keep each panel agent's solved count within ``panel.tolerance`` of the targets'."""
     have = panel_matrix(pool)[pairs["row"].to_numpy()]
     totals = panel_matrix(goal).sum(axis=0)
-    for a in range(len(panel.agents)):
+    for a in range(len(panel.agents)) if panel.held is None else panel.held:
         count = sum(x[k] for k in x if have[k, a])
         model.add(count >= int(totals[a]) - panel.tolerance)
         model.add(count <= int(totals[a]) + panel.tolerance)
@@ -213,7 +239,8 @@ def _panel_error(goal: pl.DataFrame, pool: pl.DataFrame, order: list[int],
     rows = match(goal, pool, *rules)
     want, have = panel_matrix(goal), panel_matrix(pool)[rows]
     totals, counts = want.sum(axis=0), have.sum(axis=0)
-    off = [a for a in range(len(panel.agents))
+    held = range(len(panel.agents)) if panel.held is None else panel.held
+    off = [a for a in held
            if abs(int(counts[a]) - int(totals[a])) > panel.tolerance]
     named = ", ".join(f"{panel.agents[a]} ({int(totals[a])} on the previous version, "
                       f"{int(counts[a])} at best)" for a in off) or "several agents at once"

@@ -8,8 +8,8 @@ rotation matches slot by slot on the same outcome vectors (``pipeline.rotate``).
 from __future__ import annotations
 
 __all__ = [
-    "PANEL_COLUMN", "PANEL_FILE", "outcome_matrix", "panel_frame", "panel_of_version",
-    "play_table", "solved_counts", "with_outcomes", "write_panel",
+    "PANEL_COLUMN", "PANEL_FILE", "PANEL_STEPS_COLUMN", "outcome_matrix", "panel_frame",
+    "panel_of_version", "play_table", "solved_counts", "with_outcomes", "write_panel",
 ]
 
 from collections.abc import Sequence
@@ -27,6 +27,7 @@ from pipeline.workers import Workers
 
 PANEL_FILE = "panel.parquet"  # in a version's report/
 PANEL_COLUMN = "panel"  # a table's per-level outcome vector (List[Boolean], one per agent)
+PANEL_STEPS_COLUMN = "panel_steps"  # ... and the steps each agent took (List[Int32])
 
 
 def _play(agents: tuple[PanelAgent, ...], seed: int, item: tuple[str, int]
@@ -49,10 +50,12 @@ def play_table(table: pl.DataFrame, workers: Workers,
 
 def with_outcomes(table: pl.DataFrame, workers: Workers,
                   agents: Sequence[PanelAgent] = PANEL) -> pl.DataFrame:
-    """``table`` with its panel outcome vector per row (column ``panel``)."""
-    solved, _ = play_table(table, workers, agents)
-    return table.with_columns(pl.Series(PANEL_COLUMN, solved.tolist(),
-                                        dtype=pl.List(pl.Boolean)))
+    """``table`` with its panel outcome vector per row (column ``panel``) and each agent's
+    steps (``panel_steps``: how easily it solved the level, which matching also compares)."""
+    solved, steps = play_table(table, workers, agents)
+    return table.with_columns(
+        pl.Series(PANEL_COLUMN, solved.tolist(), dtype=pl.List(pl.Boolean)),
+        pl.Series(PANEL_STEPS_COLUMN, steps.tolist(), dtype=pl.List(pl.Int32)))
 
 
 def outcome_matrix(table: pl.DataFrame) -> np.ndarray:

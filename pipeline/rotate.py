@@ -51,7 +51,7 @@ from pipeline.matching import (
     panel_matrix,
     targets,
 )
-from pipeline.panel import PANEL_COLUMN, PANEL_FILE, write_panel
+from pipeline.panel import PANEL_COLUMN, PANEL_FILE, PANEL_STEPS_COLUMN, write_panel
 from pipeline.panel import with_outcomes as with_panel
 from pipeline.seeds import ENLARGE
 from pipeline.slot_draws import Target, draw, draws_in_round
@@ -188,7 +188,8 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
             rows = match(goal, pool, ids, layouts, planner_gap=gap, panel=rule)
     # Each new level takes the slot (and band) of the PREV level it stands in for; play order
     # is then easiest first within each tier, as in an ordinary build.
-    chosen = (pool[rows].drop("slot", "band_lo", "band_hi", "planner_solved", PANEL_COLUMN)
+    chosen = (pool[rows].drop("slot", "band_lo", "band_hi", "planner_solved", PANEL_COLUMN,
+                              PANEL_STEPS_COLUMN)
               .with_columns(goal["slot"], goal["band_lo"], goal["band_hi"]))
     # The verdict replays the planner and the panel on the chosen levels rather than
     # trusting the pool's.

@@ -427,15 +427,17 @@ import polars as pl
 frames = pl.read_parquet("frames/*.parquet")
 picture = np.frombuffer(frames["frame"][0], np.uint8).reshape(64, 64, 3)
 
-import datasets  # Hugging Face; streaming=True reads the shards in place
+import datasets  # Hugging Face
 ds = datasets.load_dataset("parquet", data_files={{"train": "frames/*.parquet"}},
-                           split="train", streaming=True)
-first = next(iter(ds))
+                           split="train")
+first = ds[0]
 ```
 
-Without `streaming=True`, `load_dataset` first converts every shard into its cache, many times
-the shards' size (`~/.cache/huggingface/datasets`; `cache_dir=...` or `$HF_DATASETS_CACHE`
-moves it), and reads from there.
+`load_dataset` first converts every shard into its cache, many times the shards' size
+(`~/.cache/huggingface/datasets`; `cache_dir=...` or `$HF_DATASETS_CACHE` moves it), and reads
+from there. `streaming=True` reads the shards in place instead; read such a stream to its end:
+a stream left part-read can abort the Python process at exit (Arrow's reading threads outlive
+the interpreter).
 
 ## Shards
 

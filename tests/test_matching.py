@@ -169,3 +169,31 @@ def test_match_breaks_ties_by_the_pool_row_order():
                   (10, 3, 0.50, "e", "E")])
     assert match(PREV, pool) == [0, 2, 3]
     assert match(PREV, pool.reverse()) == [2, 1, 0]
+
+
+def _stepped(table: pl.DataFrame, vectors: list[list[bool]], steps: list[list[int]]
+             ) -> pl.DataFrame:
+    return _paneled(table, vectors).with_columns(
+        pl.Series("panel_steps", steps, dtype=pl.List(pl.Int32)))
+
+
+def test_match_prefers_agents_solving_in_as_many_steps_as_on_the_previous_slot():
+    prev = _stepped(PREV, [[True, True]] * 3, [[10, 12], [20, 24], [30, 30]])
+    # Slot 1's closest candidate in compute takes both agents four times PREV's steps.
+    pool = _stepped(_pool([(6, 1, 0.10, "a", "A"), (8, 2, 0.30, "c", "C"),
+                           (8, 2, 0.35, "d", "D"), (10, 3, 0.50, "e", "E")]),
+                    [[True, True]] * 4, [[10, 12], [80, 96], [21, 23], [30, 30]])
+    assert match(prev, pool) == [0, 2, 3]
+    # without the steps both candidates look alike to the panel: compute decides
+    assert match(prev.drop("panel_steps"), pool.drop("panel_steps")) == [0, 1, 3]
+
+
+def test_match_holds_only_the_agents_the_rule_names_as_held():
+    prev = _paneled(PREV, [[True, True], [True, False], [False, False]])
+    pool = _paneled(_pool([(6, 1, 0.10, "a", "A"), (8, 2, 0.30, "c", "C"),
+                           (10, 3, 0.50, "e", "E"), (10, 3, 0.90, "f", "F")]),
+                    [[True, True], [True, False], [False, True], [True, True]])
+    # "slow" is off by one on the closest match; holding "fast" alone lets it be
+    assert match(prev, pool, panel=PanelRule(("fast", "slow"), 0, held=(0,))) == [0, 1, 2]
+    with pytest.raises(MatchError):
+        match(prev, pool, panel=PanelRule(("fast", "slow"), 0, held=(1,)))
