@@ -83,7 +83,7 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
     gc.freeze()  # the loaded levels live as long as the process: keep them out of collections
     lock = None
     if not is_postgres(db):
-        from serve.stores.sqlite import claim, release
+        from serve.stores.sqlite_file import claim, release
 
         try:
             lock = claim(db)

@@ -170,7 +170,7 @@ END;"""
 
 def test_a_store_of_the_first_schema_is_migrated_and_its_sessions_go_on(data, tmp_path):
     from serve.arena.keys import hash_key
-    from serve.stores.sqlite import SCHEMA
+    from serve.stores.sqlite_file import SCHEMA
 
     db = tmp_path / "old.sqlite"
     owner = hash_key("lsk-old")  # keys are stored hashed: one whose key the test knows

@@ -8,23 +8,19 @@ killed process (``synchronous=NORMAL``, the default). ``synchronous=FULL`` also 
 log to disk at each commit, so acknowledged writes survive power loss as well. Several
 processes (one server's workers) may share the file: SQLite's write lock orders their
 transactions and the compare-and-set of ``write`` keeps their sessions consistent.
-``claim`` is what one server does before any of its processes opens the file: an exclusive
-lock on the file itself (whatever name it is reached by), the integrity check and the schema.
+Before any of its processes opens the file, a server claims it (``serve.stores.sqlite_file``).
 
 Every commit that changed something also raises a counter kept twice: in the database (meta
 ``acked``) and, once committed, in ``<db>.acked`` beside it. A database that holds fewer
 commits than that file says were acknowledged lost the end of its write-ahead log (deleted,
-damaged, or not synced before a power loss under ``synchronous=NORMAL``): ``claim`` refuses it.
+damaged, or not synced before a power loss under ``synchronous=NORMAL``): the claim refuses it.
 Checkpoints copy the log into the database every second without blocking the writer, and a log
 past ``WAL_RESET_BYTES`` is emptied between two transactions, so it stays bounded under load.
 """
 
 from __future__ import annotations
 
-__all__ = [
-    "BUSY_SECONDS", "CHECKPOINT_SECONDS", "MAX_BATCH", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION",
-    "SQLiteStore", "StoreLock", "claim", "release",
-]
+__all__ = ["CHECKPOINT_SECONDS", "MAX_BATCH", "SQLiteStore"]
 
 import asyncio
 import contextlib
@@ -52,286 +48,16 @@ from serve.stores.interface import (
     Standing,
     Store,
     StoreConflict,
-    StoreError,
     StoreLimit,
     Write,
-    miscounted_error,
 )
+from serve.stores.sqlite_file import BUSY_SECONDS, acked_path, migrate
 
-SCHEMA_VERSION = 4
 MAX_BATCH = 1024
 CHECKPOINT_SECONDS = 1.0
 WAL_CHECK_SECONDS = 0.25  # how often the log's size is looked at
-BUSY_SECONDS = 30.0
 WAL_RESET_BYTES = 8 * 1024 * 1024  # a log past this is truncated between two transactions
 RESET_BUSY_MS = 200  # how long a truncation waits for a reader outside the server
-ORPHAN_SECONDS = 5.0  # how long a start waits for the workers of a dead server to end
-
-# version 1, as the first servers created it; ``MIGRATIONS`` takes it to SCHEMA_VERSION
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS keys (
-    key_hash TEXT PRIMARY KEY, name TEXT NOT NULL, name_fold TEXT NOT NULL UNIQUE,
-    created REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS scorecards (
-    id TEXT PRIMARY KEY, key_hash TEXT NOT NULL, name TEXT NOT NULL, version TEXT NOT NULL,
-    game TEXT NOT NULL, opened REAL NOT NULL, closed REAL, result TEXT,
-    success_rate REAL, move_efficiency REAL, deadlock_rate REAL);
-CREATE INDEX IF NOT EXISTS scorecards_board ON scorecards (version, closed);
-CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY, scorecard_id TEXT NOT NULL, key_hash TEXT NOT NULL, game TEXT NOT NULL,
-    version TEXT NOT NULL, parallel INTEGER NOT NULL, state TEXT NOT NULL,
-    created REAL NOT NULL, last_active REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS sessions_scorecard ON sessions (scorecard_id);
-CREATE TABLE IF NOT EXISTS episodes (
-    session_id TEXT NOT NULL, idx INTEGER NOT NULL, done INTEGER NOT NULL, solved INTEGER NOT NULL,
-    deadlocked INTEGER NOT NULL, steps INTEGER NOT NULL, actions TEXT NOT NULL,
-    PRIMARY KEY (session_id, idx)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS actions (
-    session_id TEXT NOT NULL, seq INTEGER NOT NULL, episode INTEGER NOT NULL,
-    action INTEGER NOT NULL, at REAL NOT NULL,
-    PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS counters (
-    kind TEXT NOT NULL, subject TEXT NOT NULL, day TEXT NOT NULL, count INTEGER NOT NULL,
-    PRIMARY KEY (kind, subject, day)) WITHOUT ROWID;
-"""
-
-MIGRATIONS = {
-    # 1 -> 2: the store owns concurrency (seq, writer), snapshots, several games, standings
-    2: """
-ALTER TABLE scorecards ADD COLUMN games TEXT;
-UPDATE scorecards SET games = json_object(game, version);
-ALTER TABLE sessions ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE sessions ADD COLUMN writer TEXT NOT NULL DEFAULT '';
-UPDATE sessions SET
-    seq = (SELECT count(*) FROM actions a WHERE a.session_id = sessions.id),
-    last_active = max(last_active, coalesce(
-        (SELECT max(at) FROM actions a WHERE a.session_id = sessions.id), 0));
-ALTER TABLE episodes ADD COLUMN snapshot TEXT;
-DROP TRIGGER IF EXISTS action_to_episode;
-CREATE UNIQUE INDEX sessions_game ON sessions (scorecard_id, game);
-CREATE INDEX sessions_live ON sessions (state, last_active);
-CREATE INDEX sessions_key ON sessions (key_hash, state);
-CREATE TABLE standings (
-    scorecard_id TEXT NOT NULL, game TEXT NOT NULL, version TEXT NOT NULL,
-    key_hash TEXT NOT NULL, name TEXT NOT NULL, closed REAL NOT NULL, session_id TEXT,
-    success_rate REAL NOT NULL, move_efficiency REAL NOT NULL, deadlock_rate REAL NOT NULL,
-    result TEXT NOT NULL, PRIMARY KEY (scorecard_id, game));
-CREATE INDEX standings_board ON standings (version, closed);
-INSERT INTO standings SELECT id, game, version, key_hash, name, closed,
-    (SELECT s.id FROM sessions s WHERE s.scorecard_id = c.id LIMIT 1),
-    success_rate, move_efficiency, deadlock_rate, result
-    FROM scorecards c WHERE closed IS NOT NULL;
-""",
-    # 2 -> 3: where a scorecard was played from, and what its client attached (tags...)
-    3: """
-ALTER TABLE scorecards ADD COLUMN source TEXT;
-ALTER TABLE scorecards ADD COLUMN meta TEXT;
-""",
-    # 3 -> 4: the client address (hashed) each session was started from, counted in flight
-    4: """
-ALTER TABLE sessions ADD COLUMN address TEXT NOT NULL DEFAULT '';
-CREATE INDEX sessions_address ON sessions (address, state);
-""",
-}
-
-
-def _migrate(conn: sqlite3.Connection, path: str) -> None:
-    """Create the schema, or take an older one to ``SCHEMA_VERSION``; refuse a newer one."""
-    conn.executescript(SCHEMA)
-    row = conn.execute("SELECT v FROM meta WHERE k='schema'").fetchone()
-    have = 0 if row is None else int(row[0])
-    if have > SCHEMA_VERSION:
-        raise StoreError(f"{path} has store schema {have}, newer than the {SCHEMA_VERSION} "
-                         "this server reads: run a newer sokoforge")
-    if have == 0:  # a new file: SCHEMA made version 1
-        conn.execute("INSERT INTO meta VALUES ('schema', '1')")
-        have = 1
-    for version in range(have + 1, SCHEMA_VERSION + 1):
-        conn.executescript(f"BEGIN; {MIGRATIONS[version]}; "
-                           f"UPDATE meta SET v='{version}' WHERE k='schema'; COMMIT;")
-    conn.execute("INSERT OR IGNORE INTO meta VALUES ('acked', '0')")
-
-
-class StoreLock:
-    """The one server (with its workers) of a store: an exclusive ``flock`` on the database
-    file itself, so every name of the file (a hard link, a symlink, another mount) meets
-    the same lock; forked workers inherit it, and it ends with the last of them."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.fd: int | None = None
-
-    def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            self._lock(fd)
-            links = os.fstat(fd).st_nlink
-            if links > 1:
-                raise StoreError(
-                    f"the store {self.path} has {links} names (hard links): SQLite keeps its "
-                    "write-ahead log by name, so each name would have its own log; remove "
-                    "the other names and serve the file by one")
-        except BaseException:
-            os.close(fd)
-            raise
-        self.fd = fd
-
-    def _lock(self, fd: int) -> None:
-        """Take the lock, waiting a moment for the workers of a server that died (they end
-        with it); else refuse, naming the holder."""
-        deadline = time.monotonic() + ORPHAN_SECONDS
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                owner = lock_holder(fd)
-                alive = owner is None or _alive(owner)
-                if alive or time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
-        if alive:
-            raise StoreError(f"the store {self.path} is in use by the server of pid "
-                             f"{owner or 'unknown'}: one server (with its workers) per store "
-                             "file, whatever its name; stop it or give this one another --db")
-        raise StoreError(f"the store {self.path} is still held by processes the server of pid "
-                         f"{owner}, which is gone, started: stop them, then start again")
-
-    def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-
-def lock_holder(fd: int) -> int | None:
-    """The pid that took the ``flock`` held on ``fd``'s file (Linux ``/proc/locks``)."""
-    st = os.fstat(fd)
-    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    try:
-        with open("/proc/locks") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) > 5 and parts[1] == "FLOCK" and parts[5] == where:
-                    return int(parts[4])
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):  # a zombie is dead: its parent has not reaped it yet
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    return True
-
-
-def acked_path(path: str) -> str:
-    """The file beside the store that holds how many commits were acknowledged; writers of
-    one server also take turns on its lock."""
-    return path + ".acked"
-
-
-def _acked(path: str) -> int | None:
-    """The acknowledged commits ``acked_path`` records, None without that file."""
-    try:
-        text = Path(acked_path(path)).read_text()
-    except FileNotFoundError:
-        return None
-    return int(text.strip() or 0)
-
-
-def claim(path: str) -> StoreLock:
-    """Lock the store file for this server, check it and bring its schema up to date.
-
-    Refuses (``StoreError``) a file another server holds (by any name), a write-ahead log
-    whose database is gone, a database holding fewer commits than were acknowledged (the end
-    of its log was lost), a failing ``PRAGMA quick_check``, and stored actions that disagree
-    with the sessions' counts. A refusal by the lock creates no file.
-    """
-    if path == ":memory:":
-        raise StoreError("a store shared by processes must be a file")
-    _check_files(path)
-    lock = StoreLock(path)
-    try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        lock.acquire()
-    except OSError as e:
-        raise StoreError(f"cannot open the store {path}: {e.strerror or e}") from None
-    try:
-        # checked read-only first: a damaged store stays as it is for whoever restores it
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
-            _check_database(conn, path)
-            _check_acked(conn, path)
-        conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_SECONDS)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            _migrate(conn, path)
-            miscounted = conn.execute(sql.MISCOUNTED).fetchone()[0]
-            if miscounted:
-                raise miscounted_error(path, miscounted)
-        finally:
-            conn.close()
-    except (sqlite3.Error, OSError, ValueError) as e:
-        lock.release()
-        raise StoreError(f"cannot open the store {path}: {e}") from None
-    except BaseException:
-        lock.release()
-        raise
-    return lock
-
-
-def release(path: str, lock: StoreLock) -> None:
-    """Empty the write-ahead log into the database (every process of the server has closed
-    it) and give up the store."""
-    try:
-        conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_SECONDS)
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.close()
-    finally:
-        lock.release()
-
-
-def _check_files(path: str) -> None:
-    db, wal = Path(path), Path(path + "-wal")
-    db_size = db.stat().st_size if db.exists() else 0
-    wal_size = wal.stat().st_size if wal.exists() else 0
-    if db_size == 0 and wal_size > 0:
-        raise StoreError(f"the store {path} is missing but its write-ahead log {wal} is there: "
-                         "the database file was deleted or truncated; restore it from a "
-                         "backup (starting on an empty store would lose every key and result)")
-
-
-def _check_acked(conn: sqlite3.Connection, path: str) -> None:
-    """Refuse a database holding fewer commits than were acknowledged."""
-    acked = _acked(path)
-    if acked is None:
-        return
-    try:
-        row = conn.execute("SELECT v FROM meta WHERE k='acked'").fetchone()
-    except sqlite3.OperationalError:  # no meta table: an empty database
-        row = None
-    held = int(row[0]) if row else 0
-    if held < acked:
-        raise StoreError(
-            f"the store {path} holds {held} commits but {acked} were acknowledged: the end of "
-            f"its write-ahead log {path}-wal was lost or damaged (deleted, corrupted, or not "
-            "synced before a power loss); restore the store with its log from a backup, or "
-            f"to serve what is left, delete {acked_path(path)}")
-
-
-def _check_database(conn: sqlite3.Connection, path: str) -> None:
-    problems = [r[0] for r in conn.execute("PRAGMA quick_check")]
-    if problems != ["ok"]:
-        first = problems[0].splitlines()[0]
-        raise StoreError(f"the store {path} fails its integrity check ({first}); "
-                         "restore it from a backup")
 
 
 _STOP = object()
@@ -439,7 +165,7 @@ class SQLiteStore(Store):
             conn.execute("PRAGMA wal_autocheckpoint=0")
             # a log emptied by a checkpoint is cut back to this size when writing restarts
             conn.execute(f"PRAGMA journal_size_limit={WAL_RESET_BYTES}")
-            _migrate(conn, self.path)
+            migrate(conn, self.path)
             self._turns = (None if self.path == ":memory:" else
                            os.open(acked_path(self.path), os.O_RDWR | os.O_CREAT, 0o644))
         except Exception as e:
