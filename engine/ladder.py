@@ -20,7 +20,13 @@ import numpy as np
 
 from engine.kernel_cache import njit
 from engine.levels import Level
-from engine.planner import CALLS_PER_EXPANSION, HEURISTIC_WEIGHT, plan_kernel, state_key
+from engine.planner import (
+    CALLS_PER_EXPANSION,
+    HEURISTIC_WEIGHT,
+    board_arrays,
+    plan_kernel,
+    state_key,
+)
 
 LADDER_STEPS = 17
 LADDER_LOWEST_LOG2 = CALLS_PER_EXPANSION.bit_length() - 1  # first rung: one expansion, 4 calls
@@ -72,8 +78,7 @@ def climb(level: Level, max_steps: int, seeds: tuple[int, ...] = LADDER_SEEDS,
         raise ValueError("the ladder needs at least one tie-break seed, all >= 0")
     if not 1 <= rungs <= LADDER_STEPS:
         raise ValueError(f"the ladder has 1 to {LADDER_STEPS} rungs, not {rungs}")
-    passable = np.ascontiguousarray(level.floor.ravel())
-    goal = np.ascontiguousarray(level.goals.ravel() & level.floor.ravel())
+    passable, goal = board_arrays(level)
     solved, played = ladder_kernel(passable, goal, level.width, state_key(level.start),
                                    level.n_crates, int(max_steps),
                                    np.asarray(seeds, dtype=np.int64), rungs, HEURISTIC_WEIGHT)

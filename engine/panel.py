@@ -26,8 +26,8 @@ __all__ = [
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from engine.kernel_cache import njit
 from engine.levels import Level
 from engine.planner import (
     _EMPTY,
@@ -37,12 +37,15 @@ from engine.planner import (
     _estimate,
     _find,
     _successor,
+    action_offsets,
+    board_arrays,
     plan_kernel,
     power_of_two,
     push_distance,
     state_key,
+    state_table,
 )
-from engine.validation_agents import agent_kernel
+from engine.validation_agents import agent_kernel, count_visit, visits
 
 PANEL_FAMILIES = ("planner", "greedy", "breadth", "rollout")
 PANEL_BUDGETS = (64, 256, 1024)  # dynamics calls per step
@@ -64,32 +67,18 @@ class PanelAgent(NamedTuple):
 PANEL = tuple(PanelAgent(f, b) for f in PANEL_FAMILIES for b in PANEL_BUDGETS)
 
 
-@njit(cache=True, inline="always")
-def _visits(v_keys: np.ndarray, v_count: np.ndarray, key: int) -> int:
-    s = _find(v_keys, key)
-    return v_count[s] if v_keys[s] == key else 0
-
-
-@njit(cache=True)
-def _visit(v_keys: np.ndarray, v_count: np.ndarray, key: int) -> None:
-    s = _find(v_keys, key)
-    v_keys[s] = key
-    v_count[s] += 1
-
-
 @njit(cache=True)
 def breadth_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: int,
                    n_crates: int, max_steps: int, budget: int) -> tuple[bool, int]:
     """Play one episode with a breadth-first lookahead of ``budget`` calls per step; return
     (solved, steps)."""
-    offs = np.array([-width, width, -1, 1], np.int64)
+    offs = action_offsets(width)
     gdist = push_distance(passable, goal, width)
     cap = budget + 8
     q_key = np.empty(cap, np.int64)
     q_first = np.empty(cap, np.int64)
     seen = np.empty(power_of_two(4 * cap), np.int64)
-    v_keys = np.full(power_of_two(4 * max_steps + 16), _EMPTY, np.int64)
-    v_count = np.zeros(v_keys.size, np.int64)
+    v_keys, v_count = state_table(max_steps)
     cur = start_key
     steps = 0
     while True:
@@ -97,7 +86,7 @@ def breadth_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key
             return True, steps
         if steps >= max_steps:
             return False, steps
-        _visit(v_keys, v_count, cur)
+        count_visit(v_keys, v_count, cur)
         seen[:] = _EMPTY
         seen[_find(seen, cur)] = cur
         q_key[0] = cur
@@ -122,7 +111,7 @@ def breadth_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key
                 if h == 0:
                     found = f
                     break
-                score = h + _visits(v_keys, v_count, nk)
+                score = h + visits(v_keys, v_count, nk)
                 if score < best:  # breadth-first order: the shallowest of equals wins
                     best, best_first = score, f
                 q_key[tail] = nk
@@ -149,10 +138,9 @@ def rollout_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key
                    seed: int) -> tuple[bool, int]:
     """Play one episode with ``budget // depth`` random rollouts of ``depth`` calls per step;
     return (solved, steps)."""
-    offs = np.array([-width, width, -1, 1], np.int64)
+    offs = action_offsets(width)
     gdist = push_distance(passable, goal, width)
-    v_keys = np.full(power_of_two(4 * max_steps + 16), _EMPTY, np.int64)
-    v_count = np.zeros(v_keys.size, np.int64)
+    v_keys, v_count = state_table(max_steps)
     rng = np.array([seed * -7046029254386353131 + 0x5DEECE66D], np.int64)
     depth = max(1, min(depth, budget))
     rollouts = max(1, budget // depth)
@@ -163,7 +151,7 @@ def rollout_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key
             return True, steps
         if steps >= max_steps:
             return False, steps
-        _visit(v_keys, v_count, cur)
+        count_visit(v_keys, v_count, cur)
         best, best_depth, best_first = _FAR * 64, depth + 1, -1
         for _ in range(rollouts):
             key, first = cur, -1
@@ -176,7 +164,7 @@ def rollout_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key
                 if first < 0:
                     first = a
                 h = _estimate(key, gdist, n_crates)
-                score = -1 if h == 0 else h + _visits(v_keys, v_count, key)
+                score = -1 if h == 0 else h + visits(v_keys, v_count, key)
                 if score < best or (score == best and d < best_depth):
                     best, best_depth, best_first = score, d, first
                 if h == 0:
@@ -195,8 +183,7 @@ def play(level: Level, max_steps: int, agent: PanelAgent, seed: int = 0) -> tupl
     """
     if agent.family not in PANEL_FAMILIES or agent.budget < CALLS_PER_EXPANSION:
         raise ValueError(f"unknown panel agent {agent}")
-    passable = np.ascontiguousarray(level.floor.ravel())
-    goal = np.ascontiguousarray(level.goals.ravel() & level.floor.ravel())
+    passable, goal = board_arrays(level)
     args = (passable, goal, level.width, state_key(level.start), level.n_crates,
             int(max_steps))
     if agent.family == "planner":

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 __all__ = [
     "CALLS_PER_EXPANSION", "HEURISTIC_WEIGHT", "MAX_PLANNER_BUDGET", "PLANNER_BUDGET", "PlanResult",
-    "lookahead_arrays", "node_of", "plan", "plan_kernel", "power_of_two", "push_distance",
-    "push_lower_bound", "start_lookahead", "state_key",
+    "action_offsets", "board_arrays", "lookahead_arrays", "node_of", "plan", "plan_kernel",
+    "pop_open", "power_of_two", "push_distance", "push_lower_bound", "start_lookahead",
+    "state_key", "state_table",
 ]
 
 import itertools
@@ -182,6 +183,20 @@ def power_of_two(n: int) -> int:
 
 
 @njit(cache=True)
+def action_offsets(width: int) -> np.ndarray:
+    """How far each action (U D L R, the rules' order) moves on a board ``width`` cells wide."""
+    return np.array([-width, width, -1, 1], np.int64)
+
+
+@njit(cache=True)
+def state_table(max_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """An empty key -> value hash table (keys, values) with room for every state an episode
+    of ``max_steps`` steps stands on: the learned heuristic's, or the visit counts'."""
+    keys = np.full(power_of_two(4 * max_steps + 16), _EMPTY, np.int64)
+    return keys, np.zeros(keys.size, np.int64)
+
+
+@njit(cache=True)
 def lookahead_arrays(budget: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                            np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Scratch space of one lookahead of ``budget`` expansions: the key -> node hash table
@@ -227,6 +242,19 @@ def node_of(t_keys: np.ndarray, t_node: np.ndarray, n_key: np.ndarray, n_closed:
 
 
 @njit(cache=True, inline="always")
+def pop_open(heap: np.ndarray, size: int, n_closed: np.ndarray) -> tuple[int, int]:
+    """Pop the lookahead's best open node off the heap and close it; (node, the heap's size),
+    node -1 when only closed nodes were left."""
+    while size > 0:
+        item, size = _heap_pop(heap, size)
+        i = item & ((1 << 20) - 1)
+        if not n_closed[i]:
+            n_closed[i] = True
+            return i, size
+    return -1, size
+
+
+@njit(cache=True, inline="always")
 def _action_order(key: int, seed: int) -> int:
     """Which of the 24 orders of the four actions an expansion of ``key`` tries (0: U D L R).
 
@@ -245,13 +273,12 @@ def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: i
                 seed: int = 0) -> tuple[bool, int, np.ndarray, np.ndarray]:
     """Play one episode within ``budget`` dynamics calls per step; return (solved, steps,
     actions taken, calls made per step). ``seed`` breaks ties."""
-    offs = np.array([-width, width, -1, 1], np.int64)
+    offs = action_offsets(width)
     orders = _ORDERS
     gdist = push_distance(passable, goal, width)
     t_keys, t_node, n_key, n_g, n_h, n_first, n_closed, heap = lookahead_arrays(
         max(1, budget // CALLS_PER_EXPANSION))
-    lh_keys = np.full(power_of_two(4 * max_steps + 16), _EMPTY, np.int64)
-    lh_vals = np.zeros(lh_keys.size, np.int64)
+    lh_keys, lh_vals = state_table(max_steps)
     actions = np.empty(max_steps, np.int8)
     step_calls = np.zeros(max_steps, np.int64)
     cur = start_key
@@ -268,11 +295,9 @@ def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: i
         calls = 0
         goal_node = -1
         while size > 0 and calls + CALLS_PER_EXPANSION <= budget:
-            item, size = _heap_pop(heap, size)
-            i = item & ((1 << 20) - 1)
-            if n_closed[i]:
-                continue
-            n_closed[i] = True
+            i, size = pop_open(heap, size, n_closed)
+            if i < 0:
+                break
             if _estimate(n_key[i], gdist, n_crates) == 0:
                 goal_node = i
                 break
@@ -322,6 +347,12 @@ def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: i
         steps += 1
 
 
+def board_arrays(level: Level) -> tuple[np.ndarray, np.ndarray]:
+    """The kernels' view of ``level``'s board: its floor and its goals on floor, flat."""
+    floor = level.floor.ravel()
+    return np.ascontiguousarray(floor), np.ascontiguousarray(level.goals.ravel() & floor)
+
+
 def state_key(state: State) -> int:
     """Pack a state into the planner's 64-bit key (8 bits per cell, player lowest)."""
     key = state.player
@@ -345,8 +376,7 @@ def plan(level: Level, max_steps: int, budget: int = PLANNER_BUDGET,
         raise ValueError(f"budget must be {CALLS_PER_EXPANSION} to {MAX_PLANNER_BUDGET} "
                          f"dynamics calls per step, not {budget}")
     state = level.start if state is None else state
-    passable = np.ascontiguousarray(level.floor.ravel())
-    goal = np.ascontiguousarray(level.goals.ravel() & level.floor.ravel())
+    passable, goal = board_arrays(level)
     solved, steps, actions, calls = plan_kernel(passable, goal, level.width, state_key(state),
                                                 len(state.crates), int(max_steps),
                                                 int(budget), HEURISTIC_WEIGHT, int(seed))
@@ -358,7 +388,5 @@ def push_lower_bound(level: Level, state: State | None = None) -> int:
     """Summed pushes taking each crate alone to its nearest goal: a lower bound on the pushes
     of any solution (large when a crate sits on a dead square)."""
     state = level.start if state is None else state
-    dist = push_distance(np.ascontiguousarray(level.floor.ravel()),
-                         np.ascontiguousarray(level.goals.ravel() & level.floor.ravel()),
-                         level.width)
+    dist = push_distance(*board_arrays(level), level.width)
     return int(sum(int(dist[c]) for c in state.crates))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "AGENT_BUDGETS", "AGENT_KINDS", "AgentSpec", "MAX_AGENT_BUDGET", "VALIDATION_AGENTS",
-    "agent_kernel", "box_distance", "corner_dead", "play_agent",
+    "agent_kernel", "box_distance", "corner_dead", "count_visit", "play_agent", "visits",
 ]
 
 from typing import NamedTuple
@@ -20,17 +20,18 @@ import numpy as np
 from engine.kernel_cache import njit
 from engine.levels import Level
 from engine.planner import (
-    _EMPTY,
     _estimate,
     _find,
-    _heap_pop,
     _heap_push,
     _successor,
+    action_offsets,
+    board_arrays,
     lookahead_arrays,
     node_of,
-    power_of_two,
+    pop_open,
     start_lookahead,
     state_key,
+    state_table,
 )
 
 AGENT_KINDS = ("astar", "greedy")
@@ -78,16 +79,30 @@ def corner_dead(passable: np.ndarray, goal: np.ndarray, width: int) -> np.ndarra
     return dead
 
 
+@njit(cache=True, inline="always")
+def visits(v_keys: np.ndarray, v_count: np.ndarray, key: int) -> int:
+    """How often the episode stood on ``key`` so far (``state_table``'s counts)."""
+    s = _find(v_keys, key)
+    return v_count[s] if v_keys[s] == key else 0
+
+
+@njit(cache=True)
+def count_visit(v_keys: np.ndarray, v_count: np.ndarray, key: int) -> None:
+    """Count one more visit of ``key``."""
+    s = _find(v_keys, key)
+    v_keys[s] = key
+    v_count[s] += 1
+
+
 @njit(cache=True)
 def agent_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: int,
                  n_crates: int, max_steps: int, budget: int, greedy: bool) -> tuple[bool, int]:
     """Play one episode; return (solved, steps)."""
-    offs = np.array([-width, width, -1, 1], np.int64)
+    offs = action_offsets(width)
     dist = box_distance(passable, goal, width)
     dead = corner_dead(passable, goal, width)
     t_keys, t_node, n_key, n_g, n_h, n_first, n_closed, heap = lookahead_arrays(budget)
-    v_keys = np.full(power_of_two(4 * max_steps + 16), _EMPTY, np.int64)
-    v_count = np.zeros(v_keys.size, np.int64)
+    v_keys, v_count = state_table(max_steps)
     cur = start_key
     steps = 0
     while True:
@@ -95,20 +110,16 @@ def agent_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: 
             return True, steps
         if steps >= max_steps:
             return False, steps
-        s = _find(v_keys, cur)
-        v_keys[s] = cur
-        v_count[s] += 1
+        count_visit(v_keys, v_count, cur)
         n_nodes = 1
         size = start_lookahead(t_keys, t_node, n_key, n_g, n_h, n_first, n_closed, heap, cur,
                                _estimate(cur, dist, n_crates))
         expanded = 0
         target = -1
         while size > 0 and expanded < budget:
-            item, size = _heap_pop(heap, size)
-            i = item & ((1 << 20) - 1)
-            if n_closed[i]:
-                continue
-            n_closed[i] = True
+            i, size = pop_open(heap, size, n_closed)
+            if i < 0:
+                break
             if _estimate(n_key[i], dist, n_crates) == 0:
                 target = i
                 break
@@ -124,9 +135,7 @@ def agent_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: 
                         continue
                 else:
                     n_nodes += 1
-                    v = _find(v_keys, nk)
-                    seen = v_count[v] if v_keys[v] == nk else 0
-                    n_h[j] = _estimate(nk, dist, n_crates) + seen
+                    n_h[j] = _estimate(nk, dist, n_crates) + visits(v_keys, v_count, nk)
                 n_g[j] = ng
                 n_first[j] = a if i == 0 else n_first[i]
                 f = n_h[j] if greedy else ng + n_h[j]
@@ -149,8 +158,7 @@ def play_agent(level: Level, max_steps: int, agent: AgentSpec) -> bool:
     """Whether ``agent`` solves ``level`` from its start within ``max_steps``."""
     if agent.kind not in AGENT_KINDS or not 1 <= agent.budget <= MAX_AGENT_BUDGET:
         raise ValueError(f"unknown validation agent {agent}")
-    passable = np.ascontiguousarray(level.floor.ravel())
-    goal = np.ascontiguousarray(level.goals.ravel() & level.floor.ravel())
+    passable, goal = board_arrays(level)
     solved, _ = agent_kernel(passable, goal, level.width, state_key(level.start),
                              level.n_crates, int(max_steps), agent.budget,
                              agent.kind == "greedy")

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 __all__ = ["BACKENDS", "R", "T", "Workers"]
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import click
-
 from pipeline.progress import progress
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 BACKENDS = ("loky", "dask")
@@ -40,9 +40,10 @@ class Workers:
             raise ValueError(f"jobs must be at least 1, got {self.jobs}")
 
     def say(self, line: str) -> None:
-        """A progress or timing line on stderr, unless progress is off (``--quiet``)."""
+        """Log a progress or timing line (INFO; the command line shows it on stderr), unless
+        progress is off (``--quiet``)."""
         if self.show_progress:
-            click.echo(line, err=True)
+            log.info(line)
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], label: str) -> list[R]:
         """``[fn(x) for x in items]``, in parallel as configured, with a progress report."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -283,6 +284,7 @@ def test_stage_commands_run_in_order_and_report_progress_as_plain_lines(tmp_path
         assert runner.invoke(main, ["stage", stage, "st", *base]).exit_code == 0
     again = runner.invoke(main, ["stage", "grade", "st", *base])
     assert again.stderr.startswith("resuming: grade kept\n")
+    assert again.stderr.count("resuming:") == 1  # once, however many commands ran before
     last = runner.invoke(main, ["stage", "write", "st", *base])
     assert last.exit_code == 0 and last.stdout == f"st: published at {tmp_path / 'st'}\n"
     assert (tmp_path / "st" / "manifest.json").is_file()
@@ -346,16 +348,17 @@ def test_select_keeps_excluded_ids_and_layouts_out(built, tiny, tmp_path):
 
 
 def test_select_draws_more_candidates_for_exactly_the_slots_it_cannot_fill(built, tiny,
-                                                                         tmp_path, capsys):
+                                                                         tmp_path, caplog):
     from pipeline.select import select
 
     candidates = built[1] / "stages" / "generate.parquet"
     pool = pl.read_parquet(candidates)
     # Tier 1 of the tiny game has three slots and three layouts: banning one leaves two.
     layout = pool.filter(pl.col("tier") == 1)["wall_layout_id"][0]
-    select(candidates, tmp_path / "a.parquet", tiny, SEED, frozenset(),
-           exclude_layouts=frozenset([layout]), workers=Workers())
-    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("select:")]
+    with caplog.at_level(logging.INFO, logger="pipeline"):
+        select(candidates, tmp_path / "a.parquet", tiny, SEED, frozenset(),
+               exclude_layouts=frozenset([layout]), workers=Workers())
+    lines = [x for x in caplog.messages if x.startswith("select:")]
     chosen = pl.read_parquet(tmp_path / "a.parquet")
     assert chosen.height == tiny.n_levels and layout not in chosen["wall_layout_id"].to_list()
     assert chosen["canonical_id"].n_unique() == chosen["wall_layout_id"].n_unique() == 8
@@ -408,14 +411,14 @@ def test_a_failed_build_leaves_no_folder_lock_or_secret_and_a_retry_draws_afresh
 
 
 def test_a_finished_build_removes_its_lock_and_a_resumed_one_says_what_it_kept(
-        tiny, tmp_path, capsys):
+        tiny, tmp_path, caplog):
     build("v1", datasets=tmp_path, spec=tiny, seed=SEED, workers=QUIET,
           stages=["generate", "select"])
     assert (tmp_path / ".build" / "v1" / "stages").is_dir()
     assert not (tmp_path / ".build" / "v1.lock").exists()
-    capsys.readouterr()
-    build("v1", datasets=tmp_path, workers=Workers())
-    assert capsys.readouterr().err.splitlines()[0] == "resuming: generate, select kept"
+    with caplog.at_level(logging.INFO, logger="pipeline"):
+        build("v1", datasets=tmp_path, workers=Workers())
+    assert caplog.messages[0] == "resuming: generate, select kept"
     assert not (tmp_path / ".build").exists() and (tmp_path / "v1").is_dir()
 
 

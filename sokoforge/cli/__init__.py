@@ -22,6 +22,7 @@ from sokoforge.cli.importing import import_command
 from sokoforge.cli.irt import irt_command
 from sokoforge.cli.levels import render_command, solve_command
 from sokoforge.cli.panel import panel_command
+from sokoforge.cli.pipeline_log import show_pipeline_log
 from sokoforge.cli.rotate import reveal_command, rotate_command, versions_command
 from sokoforge.cli.rounds import round_group
 from sokoforge.cli.serve import play_command, serve_command
@@ -42,6 +43,7 @@ def main() -> None:
     A failure prints one line on stderr, never a traceback.
     """
     skip_last_collection()
+    show_pipeline_log()
 
 
 @functools.cache
