@@ -8,9 +8,17 @@ planner-256's); the held-out family's agents are then measured on the chosen lev
 unmatched builds (other seeds) give the difference a redraw makes. Printed per held-out
 family: mean abs(solved - PREV's solved) over its agents, for the rotations and for fresh
 builds, their ratio with a bootstrap interval over chains; also for matching without the
-panel and with the whole panel (family not held out). The rotations of one chain step share
-one candidate pool (the generator at ``--per-slot`` candidates per slot, solved, graded,
-played by the planner and the panel), in place of ``rotate``'s targeted enlargements.
+panel and with the whole panel (family not held out). The rotations of one chain step draw
+from one generator pool (``--per-slot`` candidates per slot, solved, graded, played by the
+planner and the panel); each enlarges its own copy with ``rotate``'s targeted draws for the
+slots it could not match, so no matching's result depends on which others ran.
+
+The noise floor column estimates the best any matching on the same information could do: each
+level's chance that the held-out agent solves it, given the other families' outcomes (at the
+matched budgets), the tier and the grade (the rate among the pools' candidates alike in these,
+shrunk towards the tier's rate), and the mean abs difference two sets give whose levels are
+matched on that chance exactly, sqrt(2/pi) * sqrt(sum 2p(1-p)) over the builds' levels, as a
+fraction of what fresh builds differ.
 
 ``--pool-cache DIR`` keeps every built version and pool (with every profile agent's outcome
 and steps) in DIR and reuses them: the same seeds give the same tables, so a second run
@@ -62,23 +70,26 @@ HOLD = set(PANEL_AT)  # the profile agents whose solved counts are held within t
 
 
 class Cache:
-    """Tables kept in a folder by key (None: nothing kept)."""
+    """Tables by key, kept in memory and, given a folder, on disk for later runs."""
 
     def __init__(self, folder: Path | None) -> None:
-        self.folder = folder
+        self.folder, self.held = folder, {}
         if folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
 
     def table(self, key: str, compute: Callable[[], pl.DataFrame]) -> pl.DataFrame:
-        if self.folder is None:
-            return compute()
-        path = self.folder / f"{key}.parquet"
-        if path.is_file():
-            return pl.read_parquet(path)
-        table = compute()
-        part = path.with_suffix(".part")
-        table.write_parquet(part)
-        part.replace(path)
+        if key in self.held:
+            return self.held[key]
+        path = None if self.folder is None else self.folder / f"{key}.parquet"
+        if path is not None and path.is_file():
+            table = pl.read_parquet(path)
+        else:
+            table = compute()
+            if path is not None:
+                part = path.with_suffix(".part")
+                table.write_parquet(part)
+                part.replace(path)
+        self.held[key] = table
         return table
 
 
@@ -207,9 +218,14 @@ def main() -> None:
     parser.add_argument("--steps-cost", type=int, default=matching.STEPS_COST)
     parser.add_argument("--hold", choices=("panel", "all"), default="panel")
     parser.add_argument("--held-out-only", action="store_true")
+    parser.add_argument("--tolerance", type=int, default=None,
+                        help="each held agent's solved count within this of PREV's "
+                             "(default: the spec's panel_tolerance)")
     args = parser.parse_args()
     began = time.perf_counter()
     spec = load_spec(args.spec)
+    if args.tolerance is not None:
+        spec = replace(spec, panel_tolerance=args.tolerance)
     pool_spec = replace(spec, candidates_per_slot=args.per_slot)
     workers = Workers(jobs=args.jobs, show_progress=False)
     cache = Cache(args.pool_cache)
@@ -233,7 +249,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sokoforge-rotation-") as tmp_name:
         tmp = Path(tmp_name)
         datasets = tmp / "datasets"
-        bases, fresh = [], []
+        bases, fresh, candidates = [], [], []
         for c in range(args.chains + args.fresh):
             name, seed = f"v{c}", args.seed + c
 
@@ -247,28 +263,65 @@ def main() -> None:
             (bases if c < args.chains else fresh).append(table)
             print(f"built {name} ({time.perf_counter() - began:.0f} s)", flush=True)
         for base in bases:
-            fresh_diffs.append([np.abs(counts(f) - counts(base)) for f in fresh])
+            fresh_diffs.append([counts(f) - counts(base) for f in fresh])
         for c, base in enumerate(bases):
             prevs = dict.fromkeys(modes, base)
             used = {m: ({*base["canonical_id"]}, {*base["wall_layout_id"]}) for m in modes}
             for step in range(args.steps):
-                pool = Pool(pool_spec, args.seed + 1000 * (c + 1) + step, workers, tmp, cache)
+                seed = args.seed + 1000 * (c + 1) + step
+                candidates.append(Pool(pool_spec, seed, workers, tmp, cache).table)
                 for mode, (keep, planner) in modes.items():
+                    # each mode its own pool: the same generator's candidates, enlarged for
+                    # its own unmatched slots only
+                    pool = Pool(pool_spec, seed, workers, tmp, cache)
                     new, how = rotate_once(prevs[mode], pool, spec, used[mode], keep, planner)
                     relaxed[mode] += how != "matched"
-                    diffs[mode].append(np.abs(counts(new) - counts(prevs[mode])))
+                    diffs[mode].append(counts(new) - counts(prevs[mode]))
                     prevs[mode] = new
-                print(f"chain {c} rotation {step + 1}: pool of {pool.table.height} "
+                print(f"chain {c} rotation {step + 1}: {candidates[-1].height} candidates "
                       f"({time.perf_counter() - began:.0f} s)", flush=True)
-    report(args, spec, diffs, fresh_diffs, families, relaxed, began)
+    floors = {f: noise_floor(bases + fresh, candidates, f, seen) for f in PANEL_FAMILIES}
+    report(args, spec, diffs, fresh_diffs, families, relaxed, floors, began)
 
 
-def report(args, spec, diffs, fresh_diffs, families, relaxed, began) -> None:
+def noise_floor(builds: list[pl.DataFrame], pools: list[pl.DataFrame], family: str,
+                seen: dict[str, list[int]], prior: float = 4.0) -> float:
+    """Mean abs(solved - PREV's) of one of ``family``'s agents between two sets matched
+    exactly on each level's chance that it solves, given what a matching without the family
+    sees (see the module's text); averaged over the family's agents and ``builds``."""
+    others = sorted(k for g, ks in seen.items() if g != family for k in ks)
+    pool = pl.concat([p.select("tier", "grade", "profile") for p in pools])
+    outcomes = np.array(pool["profile"].to_list(), dtype=bool)
+
+    def keys(table: pl.DataFrame, matrix: np.ndarray) -> list[tuple]:
+        return [(*row, t, g) for row, t, g in zip(matrix[:, others].astype(int).tolist(),
+                                                 table["tier"], table["grade"], strict=True)]
+
+    pool_keys = keys(pool, outcomes)
+    tiers = pool["tier"].to_numpy()
+    spreads = []
+    for agent in (k for k, a in enumerate(PROFILE) if a.family == family and k in PANEL_AT):
+        solved: dict[tuple, list[int]] = {}
+        for key, hit in zip(pool_keys, outcomes[:, agent].tolist(), strict=True):
+            solved.setdefault(key, []).append(hit)
+        for version in builds:
+            matrix = np.array(version["profile"].to_list(), dtype=bool)
+            chances = []
+            for key in keys(version, matrix):
+                hits, rate = solved.get(key, []), outcomes[tiers == key[-2], agent].mean()
+                chances.append((sum(hits) + prior * rate) / (len(hits) + prior))
+            p = np.array(chances)
+            spreads.append(np.sqrt(2 / np.pi) * np.sqrt((2 * p * (1 - p)).sum()))
+    return float(np.mean(spreads))
+
+
+def report(args, spec, diffs, fresh_diffs, families, relaxed, floors, began) -> None:
     """Print the table: per held-out family, rotations against fresh builds."""
     rng = np.random.default_rng(0)
     # chains x rotations x agents, and chains x fresh builds x agents
-    per = {m: np.array(d).reshape(args.chains, args.steps, -1) for m, d in diffs.items()}
-    redraws = np.array(fresh_diffs)
+    signed = {m: np.array(d).reshape(args.chains, args.steps, -1) for m, d in diffs.items()}
+    per = {m: np.abs(d) for m, d in signed.items()}
+    redraws = np.abs(np.array(fresh_diffs))
     print(f"\nmean abs(solved - PREV's solved), levels of {spec.n_levels}; {args.chains} chains"
           f" of {args.steps} rotations, {args.chains * args.fresh} fresh build pairs; matched "
           f"budgets {args.budgets}, panel cost {args.panel_cost}, steps cost {args.steps_cost}, "
@@ -276,7 +329,8 @@ def report(args, spec, diffs, fresh_diffs, families, relaxed, began) -> None:
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
           f"{time.perf_counter() - began:.0f} s")
     head = f"{'held-out family':<16}{'no panel':>10}{'whole':>8}{'held out':>10}{'fresh':>8}" \
-           f"{'held out / fresh':>18}{'95% interval':>16}"
+           f"{'held out / fresh':>18}{'95% interval':>16}{'floor / fresh':>15}" \
+           f"{'held out, signed':>18}"
     print(head)
     ratios = []
     # the ratio's interval resamples chains (each with its rotations and its fresh pairs)
@@ -293,10 +347,12 @@ def report(args, spec, diffs, fresh_diffs, families, relaxed, began) -> None:
         boot.append(samples)
         lo, hi = np.quantile(samples, [0.025, 0.975])
         print(f"{f:<16}{plain:>10.2f}{whole:>8.2f}{held.mean():>10.2f}{redraw.mean():>8.2f}"
-              f"{ratio:>18.2f}{f'{lo:.2f}-{hi:.2f}':>16}")
+              f"{ratio:>18.2f}{f'{lo:.2f}-{hi:.2f}':>16}{floors[f] / redraw.mean():>15.2f}"
+              f"{signed[f'without {f}'][:, :, ks].mean():>+18.2f}")
     lo, hi = np.quantile(np.mean(boot, axis=0), [0.025, 0.975])
+    floor = np.mean([floors[f] / redraws[:, :, ks].mean() for f, ks in families.items()])
     print(f"mean ratio held out / fresh: {np.mean(ratios):.2f} (95% interval over chains "
-          f"{lo:.2f}-{hi:.2f})")
+          f"{lo:.2f}-{hi:.2f}); noise floor / fresh {floor:.2f}")
     print("rotations whose panel tolerance had to be relaxed: "
           + ", ".join(f"{m} {n}" for m, n in relaxed.items()))
 
