@@ -1,24 +1,19 @@
-"""Progress of a long stage: a bar on a terminal, a few plain lines otherwise.
+"""Progress of a long stage: a log line at every quarter of the work, or the display passed in.
 
-Both go to stderr so that a command's real output stays clean. The bar's ETA is measured
-from the first finished unit on (the first one carries start-up costs such as loading the
-compiled kernels), and shown only once enough units and time have passed to mean something.
+The pipeline only logs; a display that draws (the command line's bar on a terminal) is a part
+the caller passes to ``Workers``, so nothing below the command line writes to the terminal.
 """
 
 from __future__ import annotations
 
-__all__ = ["MIN_SECONDS", "MIN_UNITS", "Progress", "eta_text", "progress"]
+__all__ = ["Display", "Progress", "log_lines", "progress"]
 
-import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, Protocol
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Protocol
 
-import click
-
-MIN_UNITS = 3  # units finished after the first before an ETA is shown
-MIN_SECONDS = 1.0  # seconds since the first finished unit before an ETA is shown
+log = logging.getLogger(__name__)
 
 
 class Progress(Protocol):
@@ -27,9 +22,11 @@ class Progress(Protocol):
     def update(self, n: int) -> None: ...
 
 
-class _Lines:
-    """Log lines at every quarter of the work, for logs and pipes."""
+Display = Callable[[str, int], AbstractContextManager[Progress]]
+"""Shows ``total`` units of work under ``label`` as they complete: ``display(label, total)``."""
 
+
+class _Lines:
     def __init__(self, label: str, total: int) -> None:
         self.label, self.total, self.done, self.next_mark = label, total, 0, 1
 
@@ -39,7 +36,7 @@ class _Lines:
         while self.next_mark <= 4 and self.done * 4 >= self.next_mark * self.total:
             self.next_mark += 1
         if self.next_mark > passed:  # one line however many quarters this update passed
-            click.echo(f"{self.label}: {self.done}/{self.total}", err=True)
+            log.info("%s: %d/%d", self.label, self.done, self.total)
 
 
 class _Silent:
@@ -47,43 +44,19 @@ class _Silent:
         pass
 
 
-class _Bar:
-    """A click bar whose ETA text comes from ``eta_text`` rather than click's own guess."""
-
-    def __init__(self, bar: Any, total: int) -> None:
-        self.bar, self.total, self.done = bar, total, 0
-        self.first: tuple[float, int] | None = None  # (time, units) when the first unit ended
-
-    def update(self, n: int) -> None:
-        self.done += n
-        now = time.monotonic()
-        if self.first is None:
-            self.first = (now, self.done)
-        text = eta_text(now - self.first[0], self.done - self.first[1], self.total - self.done)
-        self.bar.update(n, text or "")
-
-
-def eta_text(elapsed: float, units: int, remaining: int) -> str | None:
-    """``eta 1 min 05 s`` for ``remaining`` units at the pace of ``units`` in ``elapsed``
-    seconds; None while that pace is not yet known or nothing remains."""
-    if remaining <= 0 or units < MIN_UNITS or elapsed < MIN_SECONDS:
-        return None
-    seconds = round(elapsed / units * remaining)
-    minutes, seconds = divmod(seconds, 60)
-    hours, minutes = divmod(minutes, 60)
-    if hours:
-        return f"eta {hours} h {minutes:02d} min"
-    return f"eta {minutes} min {seconds:02d} s" if minutes else f"eta {seconds} s"
+@contextmanager
+def log_lines(label: str, total: int) -> Iterator[Progress]:
+    """Log ``label: done/total`` at every quarter of the work (INFO), for logs and pipes."""
+    yield _Lines(label, total)
 
 
 @contextmanager
-def progress(label: str, total: int, show: bool = True) -> Iterator[Progress]:
-    """Report ``total`` units of work under ``label`` as they complete."""
+def progress(label: str, total: int, show: bool = True, display: Display | None = None
+             ) -> Iterator[Progress]:
+    """Report ``total`` units of work under ``label`` through ``display`` (by default
+    ``log_lines``); nothing when ``show`` is off or there is no work."""
     if not show or total <= 0:
         yield _Silent()
-    elif sys.stderr.isatty():
-        with click.progressbar(length=total, label=label, file=sys.stderr, show_eta=False,
-                               item_show_func=lambda text: text) as bar:
-            yield _Bar(bar, total)
     else:
-        yield _Lines(label, total)
+        with (display or log_lines)(label, total) as shown:
+            yield shown

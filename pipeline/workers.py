@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pipeline.progress import progress
+from pipeline.progress import Display, progress
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -30,6 +30,7 @@ class Workers:
     backend: str = "loky"
     scheduler: str | None = None
     show_progress: bool = True
+    display: Display | None = None  # how progress is shown (None: log lines)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -48,7 +49,7 @@ class Workers:
     def map(self, fn: Callable[[T], R], items: Sequence[T], label: str) -> list[R]:
         """``[fn(x) for x in items]``, in parallel as configured, with a progress report."""
         out: list[R] = []
-        with progress(label, len(items), self.show_progress) as bar:
+        with progress(label, len(items), self.show_progress, self.display) as bar:
             if self.backend == "loky" and self.jobs == 1:
                 for item in items:
                     out.append(fn(item))

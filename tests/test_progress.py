@@ -1,14 +1,18 @@
-"""Progress bars: an ETA only once the pace is known, measured after the first unit."""
+"""Progress: the command line's bar (an ETA only once the pace is known, measured after the
+first unit) and the pipeline's log lines."""
 
 from __future__ import annotations
 
 import io
+import logging
 import sys
 
 import pytest
 
-from pipeline import progress as progress_module
-from pipeline.progress import eta_text, progress
+from pipeline.progress import progress
+from pipeline.workers import Workers
+from sokoforge.cli import progress_bar
+from sokoforge.cli.progress_bar import eta_text, terminal_progress
 
 
 def test_eta_is_none_until_enough_units_and_time_have_passed():
@@ -28,10 +32,10 @@ class _Terminal(io.StringIO):
 def test_a_slow_first_unit_does_not_inflate_the_bar_eta(monkeypatch):
     # The first unit ends 30 s in (start-up costs), the others every 0.5 s.
     clock = iter([30.0 + 0.5 * i for i in range(11)])
-    monkeypatch.setattr(progress_module.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(progress_bar.time, "monotonic", lambda: next(clock))
     screen = _Terminal()
     monkeypatch.setattr(sys, "stderr", screen)
-    with progress("grade", 11) as bar:
+    with terminal_progress("grade", 11) as bar:
         for _ in range(3):
             bar.update(1)
         assert "eta" not in screen.getvalue()  # 2 units after the first: pace not known yet
@@ -45,9 +49,48 @@ def test_a_slow_first_unit_does_not_inflate_the_bar_eta(monkeypatch):
 
 @pytest.mark.parametrize(("total", "lines"), [
     (1, ["1/1"]), (3, ["1/3", "2/3", "3/3"]), (8, ["2/8", "4/8", "6/8", "8/8"])])
-def test_plain_progress_prints_each_count_once(total, lines, monkeypatch, capsys):
-    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
-    with progress("solve", total) as bar:
+def test_plain_progress_logs_each_count_once(total, lines, caplog):
+    with caplog.at_level(logging.INFO, logger="pipeline"), progress("solve", total) as bar:
         for _ in range(total):
             bar.update(1)
-    assert capsys.readouterr().err.splitlines() == [f"solve: {x}" for x in lines]
+    assert caplog.messages == [f"solve: {x}" for x in lines]
+
+
+def test_the_bar_falls_back_to_the_log_lines_off_a_terminal(monkeypatch, caplog):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    with caplog.at_level(logging.INFO, logger="pipeline"), terminal_progress("grade", 2) as bar:
+        bar.update(2)
+    assert caplog.messages == ["grade: 2/2"]
+
+
+def _double(x: int) -> int:
+    return 2 * x
+
+
+def test_workers_report_through_the_display_passed_in_and_never_write_themselves(
+        capsys, monkeypatch):
+    shown = []
+
+    class Recorder:
+        def __init__(self, label: str, total: int) -> None:
+            shown.append((label, total))
+
+        def __enter__(self) -> Recorder:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            shown.append("closed")
+
+        def update(self, n: int) -> None:
+            shown.append(n)
+
+    assert Workers(display=Recorder).map(_double, [1, 2, 3], "solve") == [2, 4, 6]
+    assert shown == [("solve", 3), 1, 1, 1, "closed"]
+    assert Workers(show_progress=False, display=Recorder).map(_double, [1], "solve") == [2]
+    assert shown[-1] == "closed" and len(shown) == 5  # progress off: the display is not used
+    # the default only logs: with no handler for the log (as outside the command line),
+    # nothing reaches the terminal
+    monkeypatch.setattr(logging.getLogger("pipeline"), "handlers", [])
+    monkeypatch.setattr(logging.getLogger("pipeline"), "propagate", False)
+    Workers().map(_double, [1, 2], "solve")
+    assert capsys.readouterr().err == ""

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from sokoforge.cli.errors import CliError, refusals
+from sokoforge.cli.progress_bar import terminal_progress
 
 # The names of pipeline.build.STAGES, here so that loading the CLI stays light (a test keeps
 # the two equal).
@@ -69,7 +70,7 @@ def _run(version: str, stages: tuple[str, ...], seed: str | None, spec_name: str
         raise CliError("--backend dask needs --scheduler ADDRESS", 2)
     with refusals():
         workers = Workers(jobs=jobs, backend=backend, scheduler=scheduler,
-                          show_progress=not quiet)
+                          show_progress=not quiet, display=terminal_progress)
         result = build(version, datasets=datasets,
                        spec=load_spec(spec_name) if spec_name else None,
                        seed=parse_seed(seed) if seed is not None else None,

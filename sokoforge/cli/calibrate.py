@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from sokoforge.cli.errors import USAGE, CliError, refusals
+from sokoforge.cli.progress_bar import terminal_progress
 
 
 @click.command("calibrate")
@@ -49,7 +50,7 @@ def calibrate_command(seed: int | None, fit_per_tier: int, held_out_per_tier: in
         with tempfile.TemporaryDirectory(prefix="sokoforge-calibrate-") as work:
             result = calibrate(template, POOL_SEED if seed is None else seed,
                                PoolSize(fit_per_tier, held_out_per_tier), Path(work),
-                               Workers(jobs=jobs))
+                               Workers(jobs=jobs, display=terminal_progress))
         model = result.model
         save_model(model, target)
         save_pool_curve(pool_curve(model, result.held_out_pool),

@@ -10,6 +10,7 @@ import click
 
 from sokoforge.cli.build import datasets_option
 from sokoforge.cli.errors import refusals
+from sokoforge.cli.progress_bar import terminal_progress
 
 
 @click.command("import")
@@ -48,7 +49,8 @@ def import_command(version: str, files: tuple[Path, ...], game: str | None,
             version, files, datasets=datasets,
             spec=load_spec(spec_name) if spec_name else None, game=game,
             skip_unsolvable=skip_unsolvable, visibility="public" if public else "hidden",
-            workers=Workers(jobs=jobs, show_progress=not quiet))
+            workers=Workers(jobs=jobs, show_progress=not quiet,
+                            display=terminal_progress))
     dropped = f", {len(result.skipped)} skipped" if result.skipped else ""
     click.echo(f"{version}: {result.levels} levels imported{dropped}; published at "
                f"{result.path}")

@@ -12,6 +12,7 @@ import click
 
 from sokoforge.cli.build import datasets_option
 from sokoforge.cli.errors import refusals
+from sokoforge.cli.progress_bar import terminal_progress
 
 
 @click.command("panel")
@@ -32,7 +33,8 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
     from pipeline.workers import Workers
 
     with refusals():
-        out = write_panel(datasets, version, Workers(jobs=jobs, show_progress=not quiet))
+        workers = Workers(jobs=jobs, show_progress=not quiet, display=terminal_progress)
+        out = write_panel(datasets, version, workers)
         frame = read_parquet(out)
     levels = frame["index"].n_unique()
     for row in solved_counts(frame).iter_rows(named=True):

@@ -13,6 +13,7 @@ import click
 
 from sokoforge.cli.build import datasets_option
 from sokoforge.cli.errors import REFUSED, USAGE, CliError, refusals
+from sokoforge.cli.progress_bar import terminal_progress
 
 
 @click.command("rotate")
@@ -45,7 +46,8 @@ def rotate_command(version: str, prev: str, exclude: tuple[Path, ...], seed: str
     with refusals():
         outcome = rotate(version, prev, datasets=datasets, exclude=exclude,
                          seed=parse_seed(seed) if seed is not None else None,
-                         workers=Workers(jobs=jobs, show_progress=not quiet))
+                         workers=Workers(jobs=jobs, show_progress=not quiet,
+                                         display=terminal_progress))
     click.echo("\n".join(outcome.equivalence.lines()))
     click.echo(f"{version}: published at {outcome.path}; report in {outcome.path / 'report'}")
     if not outcome.audit_passed:

@@ -10,6 +10,7 @@ import click
 
 from sokoforge.cli.build import datasets_option
 from sokoforge.cli.errors import CliError, refusals
+from sokoforge.cli.progress_bar import terminal_progress
 
 
 @click.command("trajectories")
@@ -59,6 +60,7 @@ def trajectories_command(out: Path, spec_name: str | None, version: str | None, 
                   else version_source(datasets, str(version)))
         plan = Plan(source, parse_seed(seed), episodes, parse_mix(mix), shard_episodes)
         manifest = write_trajectories(plan, out, Workers(
-            jobs=jobs, backend=backend, scheduler=scheduler, show_progress=not quiet))
+            jobs=jobs, backend=backend, scheduler=scheduler, show_progress=not quiet,
+            display=terminal_progress))
     frames = sum(c["frames"] for c in manifest["counts"].values())
     click.echo(f"{out}: {episodes} episodes, {frames} frames in {plan.shards} shard(s)")
