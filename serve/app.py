@@ -30,6 +30,7 @@ from serve.schema import MAP, TEXT, Route, obj, openapi
 from serve.web import (
     ARENA,
     CONNECTIONS,
+    MAX_BODY,
     ROUTER_PATHS,
     bind,
     errors_as_json,
@@ -40,7 +41,6 @@ from serve.web import (
 
 PUBLIC_URL = web.AppKey("public_url", str)
 
-MAX_BODY = 64 * 1024
 EXPIRY_SWEEP_SECONDS = 30.0
 
 PAGE_ROUTES = (

@@ -43,11 +43,13 @@ SERVER_ERROR = "SERVER_ERROR"
 ROUND_CLOSED_ERROR = "ROUND_CLOSED"  # 409: the round of the version is over (PROTOCOL.md)
 
 # The toolkit treats any non-2xx as fatal and the API answers only 400, 401, 404 (and 429 for
-# limits), so the native 409 and 422 both become 400; a body too slow (408) or too large (413)
-# keeps its HTTP status, as any HTTP client expects.
-_STATUS = {400: 400, 401: 401, 404: 404, 408: 408, 409: 400, 413: 413, 422: 400, 429: 429}
+# limits), so the native 409 and 422 both become 400; a body too slow (408), too large (413)
+# or in a coding not taken (415) keeps its HTTP status, as any HTTP client expects.
+_STATUS = {400: 400, 401: 401, 404: 404, 408: 408, 409: 400, 413: 413, 415: 415, 422: 400,
+           429: 429}
 _CODE = {400: VALIDATION_ERROR, 401: AUTHENTICATION_ERROR, 404: NOT_FOUND_ERROR,
-         408: VALIDATION_ERROR, 413: VALIDATION_ERROR, 429: RATE_LIMIT_ERROR}
+         408: VALIDATION_ERROR, 413: VALIDATION_ERROR, 415: VALIDATION_ERROR,
+         429: RATE_LIMIT_ERROR}
 
 
 class ArcError(SokoforgeError):

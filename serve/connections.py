@@ -73,7 +73,8 @@ class GuardedHandler(RequestHandler):
     Idle connections (before the first request or between requests) close after
     ``idle_seconds`` through aiohttp's keep-alive timer; a request whose headers started
     arriving must complete them within ``header_seconds`` (a 408 then closes it). Bodies are
-    timed where they are read (``serve.web.inputs``).
+    timed and decoded where they are read (``serve.web.inputs``): aiohttp decodes none, so a
+    coding the server does not take is refused before its bytes are read.
     """
 
     def __init__(self, manager: Any, guard: Guard, **kwargs: Any) -> None:
@@ -81,7 +82,7 @@ class GuardedHandler(RequestHandler):
         super().__init__(manager, keepalive_timeout=limits.idle_seconds,
                          lingering_time=min(10.0, limits.body_seconds),
                          access_log=None,  # type: ignore[arg-type]  # None: no aiohttp log
-                         **kwargs)
+                         auto_decompress=False, **kwargs)
         self._guard = guard
         self._subject: str | None = None
         self._header_timer: asyncio.TimerHandle | None = None

@@ -7,11 +7,12 @@ against exactly these declarations, and ``openapi()`` renders the same objects.
 from __future__ import annotations
 
 __all__ = [
-    "ANY", "BOOLEAN", "Field", "INT", "INTEGER", "Invalid", "MAP", "NUMBER", "Route", "STR", "TEXT",
-    "Unknown", "arr", "maybe", "obj", "openapi", "string",
+    "ANY", "BOOLEAN", "Field", "INT", "INTEGER", "Invalid", "MAP", "NUMBER", "NotFinite", "Route",
+    "STR", "TEXT", "Unknown", "arr", "json_value", "maybe", "obj", "openapi", "string",
 ]
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,29 @@ class Unknown(Invalid):
     def __init__(self, message: str, field: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+class NotFinite(Invalid):
+    """A number JSON cannot hold (``NaN``, ``Infinity``, or one too large for a double, such
+    as ``1e999``): refused wherever it stands in a body, so it is never stored or echoed."""
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise NotFinite(f"body holds the number {text[:40]}, which is out of range; JSON numbers "
+                        "must be finite")
+    return number
+
+
+def _no_constant(name: str) -> float:
+    raise NotFinite(f"body holds {name}, which is not JSON; numbers must be finite")
+
+
+def json_value(raw: bytes | str) -> Any:
+    """``raw`` decoded as strict JSON: ``NotFinite`` for a non-finite number anywhere in it,
+    ``ValueError`` for anything else that is not JSON."""
+    return json.loads(raw, parse_float=_finite, parse_constant=_no_constant)
 
 
 @dataclass(frozen=True)
@@ -159,7 +183,9 @@ class Route:
             data: Any = {}
         else:
             try:
-                data = json.loads(raw)
+                data = json_value(raw)
+            except NotFinite:
+                raise
             except (ValueError, UnicodeDecodeError):
                 raise Invalid("body must be a JSON object; this is not valid JSON") from None
             except RecursionError:  # nesting deeper than the decoder's stack allows
@@ -248,9 +274,11 @@ BOOLEAN = {"type": "boolean"}
 TEXT = {"type": "string"}
 MAP = {"type": "object"}
 
-_AUTO_STATUS = {400: "a body that is not what its Content-Encoding says",
+_AUTO_STATUS = {400: "a body that is not what its Content-Encoding says, or that holds a "
+                     "non-finite number (NaN, Infinity, 1e999)",
                 401: "missing or unknown key", 404: "nothing served under this path",
-                408: "the body did not arrive in time", 413: "request body too large"}
+                408: "the body did not arrive in time", 413: "request body too large",
+                415: "a body in a Content-Encoding other than gzip (or x-gzip)"}
 
 
 def _responses(r: Route) -> dict[int, str]:
@@ -264,6 +292,7 @@ def _responses(r: Route) -> dict[int, str]:
         out.setdefault(400, _AUTO_STATUS[400])
         out.setdefault(408, _AUTO_STATUS[408])
         out.setdefault(413, _AUTO_STATUS[413])
+        out.setdefault(415, _AUTO_STATUS[415])
         out.setdefault(r.invalid_status, "malformed body: not a JSON object, or a field that "
                        "breaks its declaration")
     if r.query:

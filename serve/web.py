@@ -7,9 +7,10 @@ its ``serve.schema.Route``; every refusal leaves as JSON ``{"detail": ...}``.
 from __future__ import annotations
 
 __all__ = [
-    "ARENA", "BodyTooSlow", "CONNECTIONS", "GZIP_MIN_BYTES", "HTTP_STATUS", "Handler", "KEY_NAME",
-    "PAGE_HEADERS", "ROUTER_PATHS", "accepts_gzip", "api_key", "bind", "client_ip", "error",
-    "errors_as_json", "http_status", "identified", "inputs", "refusal_detail", "register", "reply",
+    "ARENA", "BODY_CODINGS", "BodyTooSlow", "CONNECTIONS", "CodingRefused", "GZIP_MIN_BYTES",
+    "HTTP_STATUS", "Handler", "KEY_NAME", "MAX_BODY", "PAGE_HEADERS", "ROUTER_PATHS",
+    "accepts_gzip", "api_key", "bind", "body_coding", "client_ip", "error", "errors_as_json",
+    "gunzipped", "http_status", "identified", "inputs", "refusal_detail", "register", "reply",
     "reply_bytes", "router_paths",
 ]
 
@@ -41,10 +42,11 @@ from serve.arena.errors import (
 )
 from serve.limits import ConnectionLimits, Network, client_address
 from serve.play import Arena
-from serve.schema import Invalid, Route, Unknown
+from serve.schema import Invalid, NotFinite, Route, Unknown
 
 log = logging.getLogger("sokoforge.serve")
 GZIP_MIN_BYTES = 1024
+MAX_BODY = 64 * 1024  # the largest request body taken, decoded
 ARENA = web.AppKey("arena", Arena)
 KEY_NAME = web.RequestKey("key_name", str)  # the name of the key a request was identified by
 CONNECTIONS = web.AppKey("connections", ConnectionLimits)
@@ -188,7 +190,7 @@ def closes_connection(e: BaseException) -> bool:
     """Whether the refusal ``e`` leaves the rest of its body unread on the connection (too
     large, too slow, undecodable): its answer then closes the connection, so those bytes are
     never taken for a next request (whose headers would never arrive: a second, unasked 408)."""
-    return (isinstance(e, (BodyTooSlow, BodyUnreadable))
+    return (isinstance(e, (BodyTooSlow, BodyUnreadable, CodingRefused))
             or isinstance(e, web.HTTPException) and e.status == 413)
 
 
@@ -248,20 +250,56 @@ async def inputs(request: web.Request, route: Route) -> dict[str, Any]:
     args = route.parse_path(request.match_info)
     args.update(route.parse_query(request.query) if route.query else {})
     if route.body is not None:
+        coding = body_coding(request)
         limits = request.app.get(CONNECTIONS) or ConnectionLimits()
         try:
             async with asyncio.timeout(limits.body_seconds):
                 raw = await request.read()
+            if coding is not None:  # gzip or x-gzip: aiohttp decodes no body itself
+                raw = gunzipped(raw, MAX_BODY)
         except TimeoutError:
             raise BodyTooSlow() from None
         except Exception as e:
-            if not unreadable_body(e):
+            if not (unreadable_body(e) or isinstance(e, zlib.error)):
                 raise
-            coding = request.headers.get("Content-Encoding")
             raise BodyUnreadable(f"the body is not {coding} as its Content-Encoding says" if
                                  coding else "the body broke off before its end") from None
-        args.update(route.parse_body(raw))
+        try:
+            args.update(route.parse_body(raw))
+        except NotFinite as e:
+            raise BadRequest(str(e)) from None
     return args
+
+
+BODY_CODINGS = ("gzip", "x-gzip", "identity")  # what a request body may be sent in
+
+
+class CodingRefused(UnsupportedMedia):
+    """A request body in a ``Content-Encoding`` the server does not decode; its bytes are
+    left unread, so the answer closes the connection."""
+
+
+def body_coding(request: web.Request) -> str | None:
+    """The request body's ``Content-Encoding`` if it is one of ``BODY_CODINGS`` (None when
+    there is none); any other, or several, is refused before a byte of the body is read."""
+    coding = request.headers.get("Content-Encoding", "").strip().lower()
+    if coding in ("", "identity"):
+        return None
+    if coding not in BODY_CODINGS:
+        raise CodingRefused(f"a request body in Content-Encoding {coding[:40]!r} is not taken; "
+                            "send it as gzip or uncompressed")
+    return coding
+
+
+def gunzipped(data: bytes, limit: int) -> bytes:
+    """``data`` gunzipped, refused (413) when it would grow past ``limit`` bytes."""
+    unzip = zlib.decompressobj(31)
+    out = unzip.decompress(data, limit + 1)
+    if len(out) > limit or unzip.unconsumed_tail:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=len(out))
+    if not unzip.eof or unzip.unused_data:
+        raise zlib.error("not one whole gzip member")
+    return out
 
 
 def router_paths(routes: Iterable[Route]) -> dict[str, str]:

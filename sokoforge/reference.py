@@ -332,7 +332,10 @@ every route in `/api/openapi.json` and `/api/docs`. Requests and answers are JSO
 in the `X-API-Key` header; actions are 0 up, 1 down, 2 left, 3 right. A refusal is
 `{{"detail": "..."}}` (ARC routes: `{{"error", "message"}}`) with 401 (key), 404 (unknown,
 expired or another key's), 409 (over: a session, a scorecard, or the version's round),
-422 (malformed; 400 on the ARC face), 429 (a limit, with `Retry-After`). A Score has
+422 (malformed; 400 on the ARC face), 429 (a limit, with `Retry-After`). A request body may
+be sent gzipped (`Content-Encoding: gzip` or `x-gzip`; any other coding is a 415 before the
+body is read); a number in it must be finite (`NaN`, `Infinity` or `1e999` anywhere is a 400).
+A Score has
 {score} (`success_interval` is `[lo, hi]`, 95%, over draws of levels). The
 leaderboard keeps each name's best closed scorecard per version, ranked by `success_rate`,
 then `move_efficiency`, then fewer episodes lost (deadlocked, or never played), then the

@@ -4,12 +4,14 @@ per address and keys that another site's page cannot spend."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import re
 import socket
 import threading
 import time
+import zlib
 
 import pytest
 from serve_support import Api, server, visible_version, write_dataset
@@ -76,17 +78,45 @@ def faults(caplog):
             if r.exc_info or r.levelno >= logging.ERROR] == []
 
 
-@pytest.mark.parametrize("coding", ["gzip", "deflate", "br"])
+def coded(path: str, coding: str, body: bytes, key: str = "") -> bytes:
+    """A POST of ``body`` as JSON under ``Content-Encoding: coding``."""
+    return (f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            f"X-API-Key: {key}\r\nContent-Encoding: {coding}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+@pytest.mark.parametrize("coding", ["gzip", "x-gzip"])
 def test_a_body_that_is_not_its_content_encoding_is_a_400_with_a_json_detail(srv, faults,
                                                                            coding):
-    body = b'{"name": "plain-text"}'
-    status, headers, answer = raw(srv.base, (
-        f"POST /api/keys HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-        f"Content-Encoding: {coding}\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
-    detail = json.loads(answer)["detail"]  # br: refused with the headers, as unsupported
-    assert status == 400 and ("Content-Encoding" in detail or "ContentEncoding" in detail)
-    if coding != "br":  # what follows the body on this connection is not read as a request
-        assert headers.get("Connection") == "close"
+    status, headers, answer = raw(srv.base, coded("/api/keys", coding, b'{"name": "plain"}'))
+    detail = json.loads(answer)["detail"]
+    assert status == 400 and "Content-Encoding" in detail
+    assert headers.get("Connection") == "close"  # the rest of the body is never read as a request
+
+
+def test_an_x_gzip_body_is_read_as_gzip(srv):
+    status, _, answer = raw(srv.base, coded("/api/keys", "x-gzip",
+                                            gzip.compress(b'{"name": "zipped-alias"}')))
+    assert status == 201 and json.loads(answer)["name"] == "zipped-alias"
+
+
+@pytest.mark.parametrize("coding", ["deflate", "br", "zstd", "compress", "gzip, deflate", "rot13"])
+def test_a_body_in_a_coding_not_taken_is_a_415_at_once_on_both_faces(srv, faults, coding):
+    """Only gzip (and its alias x-gzip) is decoded; a lying ``deflate`` that looks like the
+    start of a zlib stream is refused with the headers, not waited on until the body's
+    deadline."""
+    client = keyed(srv.base, f"coder {coding.replace(',', '')}")
+    lying = zlib.compress(b'{"name": "never-read", "tags": ["a"]}')[:-6]
+    for path, body in (("/api/keys", lying), ("/api/keys", b'{"name": "plain-text"}'),
+                       ("/api/scorecard/open", lying)):
+        began = time.monotonic()
+        status, _, answer = raw(srv.base, coded(path, coding, body, client.key or ""))
+        assert time.monotonic() - began < 0.9  # the fixture's body deadline is 1 s
+        refusal = json.loads(answer)
+        assert status == 415, (path, refusal)
+        assert "Content-Encoding" in (refusal.get("detail") or refusal["message"])
+        if path.startswith("/api/scorecard/"):
+            assert refusal["error"] == "VALIDATION_ERROR"
 
 
 @pytest.mark.parametrize("announced", [
@@ -203,3 +233,25 @@ def test_key_creation_refuses_other_sites_pages_and_form_posts(srv):
               headers={"Sec-Fetch-Site": "same-origin", "Origin": srv.base})
     client.ok("GET", "/api/games/anonkey", headers={"Origin": f"http://{host}"})
     client.ok("GET", "/api/games/anonkey")  # an agent sends neither
+
+
+@pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"-Infinity", b"1e999", b"-2.5e400"])
+def test_a_non_finite_number_anywhere_in_a_body_is_a_400_on_both_faces(srv, number):
+    client = keyed(srv.base, f"finite {number.decode().lower()}")
+    _, frame = started(client)
+    for path, body, field in (
+            ("/api/scorecards", b'{"opaque": %s}', "detail"),
+            ("/api/scorecards", b'{"tags": ["a"], "opaque": {"deep": [1, {"x": %s}]}}', "detail"),
+            (f"/api/sessions/{frame['session_id']}/act", b'{"action": %s}', "detail"),
+            ("/api/scorecard/open", b'{"opaque": [%s]}', "message")):
+        status, refusal = post_raw_json(srv.base, path, body % number, client.key)
+        assert status == 400, (path, refusal)
+        assert "finite" in refusal[field]
+        if field == "message":
+            assert refusal["error"] == "VALIDATION_ERROR"
+    kept = client.ok("POST", "/api/scorecards", {"opaque": [1.5e300, -0.0]})["scorecard_id"]
+    status, _, shown = raw(srv.base, (f"GET /api/scorecards/{kept} HTTP/1.1\r\nHost: t\r\n"
+                                      f"X-API-Key: {client.key}\r\nConnection: close\r\n\r\n"
+                                      ).encode())
+    assert status == 200 and json.loads(shown)["opaque"] == [1.5e300, -0.0]
+    assert b"NaN" not in shown and b"Infinity" not in shown  # the name is lower case
