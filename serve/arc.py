@@ -25,7 +25,7 @@ from engine.rules import WAIT
 from serve import arc_wire as w
 from serve import native
 from serve.arena.cache import Session
-from serve.arena.errors import Conflict, PlayError, RoundClosed
+from serve.arena.errors import Conflict, PlayError, RoundClosed, StepAhead
 from serve.episode import IN_PROGRESS, Outcome
 from serve.games import GameEntry
 from serve.native import SCORECARD_ID, SESSION_ID
@@ -77,13 +77,19 @@ _XY = (Field("x", INT, "accepted for ACTION6 and ignored", required=False, minim
              maximum=63),
        Field("y", INT, "accepted for ACTION6 and ignored", required=False, minimum=0,
              maximum=63))
+_STEP = replace(native.STEP, description=(
+    "this change's number: the game's actions and restarts so far plus one (the RESET that "
+    "starts the game is none). A step already played is answered with the frame it was "
+    "answered with and not played again; one further ahead is a 409 STEP_AHEAD. A RESET "
+    "where the game allows no restarts changes nothing and ignores it"))
 REASONING = Field("reasoning", ANY, "any JSON the agent attaches, at most "
                   f"{w.MAX_REASONING_BYTES // 1024} KB; echoed in action_input",
                   required=False, max_bytes=w.MAX_REASONING_BYTES)
 _CMD_ERRORS = {200: "FrameData", 400: "bad body, the game is over, or a scorecard or session "
                "of a version this server does not serve", 401: "missing or unknown key",
                404: "unknown game, scorecard or guid (or another key's)",
-               409: "the version's round is over", 429: "too many games in flight"}
+               409: "the version's round is over, or a step that skips ahead",
+               429: "too many games in flight"}
 
 # -- the answers' shapes ------------------------------------------------------------------------
 GAME = obj({"game_id": string(GAME_ID_PATTERN), "title": TEXT, "tags": arr(TEXT),
@@ -151,13 +157,13 @@ ROUTES = (
            "allows none (hidden benchmark games), its current frame, nothing replayed.",
            auth=True,
            body=(_CARD_ID, _GAME_ID, replace(_GUID, description="the session, once started",
-                                             required=False, nullable=True)),
+                                             required=False, nullable=True), _STEP),
            responses={**_CMD_ERRORS, 503: "the store did not take it; retry"},
            bodies={200: FRAME_DATA}),
     *[_route(f"arc_action{n}", "POST", f"/api/cmd/ACTION{n}",
              f"ARC-AGI-3: {'move ' + 'up down left right'.split()[n - 1] if n in w.MOVES else
                            'a no-op that uses a step'}.", auth=True,
-             body=(_GAME_ID, _GUID, *_XY, REASONING),
+             body=(_GAME_ID, _GUID, *_XY, REASONING, _STEP),
              responses={**_CMD_ERRORS, 503: "the action could not be stored and was not played; "
                         "retry it"}, bodies={200: FRAME_DATA}) for n in range(1, 8)],
 )
@@ -301,7 +307,7 @@ async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) 
     if not full_reset and started is not None:  # started here or by the concurrent RESET
         if guid is not None and entry.restarts != "none":
             body = await arena.restart(key, started, None, lambda session, scope: _frame_body(
-                session, _current(session), 0, data, None, scope == "game"))
+                session, _current(session), 0, data, None, scope == "game"), args["step"])
             return reply_bytes(request, body, "application/json")
         session = await arena.current(key, started)  # 404 once expired, like an action
     return _frame(request, session, _current(session), 0, data, None, full_reset)
@@ -325,7 +331,7 @@ def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
                 grids.append(w.grid(nxt.served.painter, nxt.game.state))
             return _frame_body(session, grids, number, data, args["reasoning"], False)
 
-        body = await arena.act(key, args["guid"], move, None, answer)
+        body = await arena.act(key, args["guid"], move, None, answer, args["step"])
         return reply_bytes(request, body, "application/json")
 
     return act
@@ -370,6 +376,8 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
             return _refusal(request, e)
         except RoundClosed as e:
             return _refusal(request, w.ArcError(409, w.ROUND_CLOSED_ERROR, e.detail))
+        except StepAhead as e:
+            return _refusal(request, w.ArcError(409, w.STEP_AHEAD_ERROR, e.detail))
         except PlayError as e:
             response = _refusal(request, w.ArcError.from_status(http_status(e), e.detail,
                                                                 not_found),

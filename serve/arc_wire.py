@@ -9,9 +9,9 @@ from __future__ import annotations
 __all__ = [
     "AUTHENTICATION_ERROR", "AVAILABLE_ACTIONS", "ArcError", "BASE_ID", "GAME_NOT_AVAILABLE_ERROR",
     "GAME_NOT_STARTED_ERROR", "MAX_LEVELS", "MAX_REASONING_BYTES", "MOVES", "NOT_FOUND_ERROR",
-    "RATE_LIMIT_ERROR", "RESTART_NOTES", "SERVER_ERROR", "VALIDATION_ERROR", "arc_state",
-    "frame_data", "game_id", "game_info", "games_named", "grid", "grid_json", "level_score", "run",
-    "scorecard",
+    "RATE_LIMIT_ERROR", "RESTART_NOTES", "SERVER_ERROR", "STEP_AHEAD_ERROR", "VALIDATION_ERROR",
+    "arc_state", "frame_data", "game_id", "game_info", "games_named", "grid", "grid_json",
+    "level_score", "run", "scorecard",
 ]
 
 import json
@@ -41,6 +41,7 @@ GAME_NOT_STARTED_ERROR = "GAME_NOT_STARTED_ERROR"
 RATE_LIMIT_ERROR = "RATE_LIMIT_ERROR"
 SERVER_ERROR = "SERVER_ERROR"
 ROUND_CLOSED_ERROR = "ROUND_CLOSED"  # 409: the round of the version is over (PROTOCOL.md)
+STEP_AHEAD_ERROR = "STEP_AHEAD"  # 409: a numbered step past the game's next one
 
 # The toolkit treats any non-2xx as fatal and the API answers only 400, 401, 404 (and 429 for
 # limits), so the native 409 and 422 both become 400; a body too slow (408), too large (413)

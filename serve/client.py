@@ -2,7 +2,10 @@
 
 An agent is any class with ``reset()`` and ``act(obs, goal, action_history) -> int`` where
 ``obs`` and ``goal`` are (64, 64, 3) uint8 arrays. Each worker keeps one connection and one
-agent; network faults, 429 and 5xx are retried with exponential backoff.
+agent; network faults, 429 and 5xx are retried with exponential backoff. Played one episode
+at a time, every action carries its step number (the Frame's ``step`` plus one), so an action
+whose answer was lost is sent again as it was and played once; several in flight at once
+cannot be numbered in order, and a lost answer is asked for instead (``act_landed``).
 """
 
 from __future__ import annotations
@@ -193,10 +196,10 @@ class Progress:
 
 async def play(url: str, factory: Callable[[], Any], *, name: str | None = None,
                key: str | None = None, parallel: int = 1, game: str | None = None,
-               echo: Callable[[str], None] = print) -> dict:
+               echo: Callable[[str], None] = print, backoff: float = BACKOFF_START) -> dict:
     """Register (or use ``key``), open a scorecard, play every episode of ``game`` (default:
-    the first served), close; the outcome."""
-    conns = [Connection(url, notify=echo) for _ in range(parallel)]
+    the first served), close; the outcome. ``backoff`` is the first wait before a retry."""
+    conns = [Connection(url, backoff=backoff, notify=echo) for _ in range(parallel)]
     try:
         first = conns[0]
         spec = await first.reach()
@@ -241,9 +244,7 @@ async def _play_serial(conn: Connection, agent: Any, frame: dict, progress: Prog
     while frame["state"] != "GAME_OVER":
         obs, goal = decode(frame["observation"])
         action = int(agent.act(obs, goal, list(history)))
-        landed = act_landed(conn, frame["session_id"], frame["episode"]["index"],
-                            frame["episode"]["steps_used"], action)
-        frame = await conn.call("POST", path, {"action": action}, landed=landed)
+        frame = await conn.call("POST", path, {"action": action, "step": frame["step"] + 1})
         history.append(action)
         if frame["last"]["episode_done"]:
             progress.advance()

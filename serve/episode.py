@@ -14,7 +14,7 @@ __all__ = [
     "encode_state", "new_run", "replay_states", "score",
 ]
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,6 +186,20 @@ class Run:
             self.refill()
         return Outcome(episode, action, bool(step.moved), bool(step.pushed), bool(step.solved),
                        bool(step.done))
+
+    def replay(self, steps: Iterable[tuple[int, int]]) -> Outcome | None:
+        """Play stored steps ``(episode, action)`` in order, each an action, a level restart or
+        a game restart as the store records them; the last one's outcome (None: a restart)."""
+        outcome = None
+        for episode, action in steps:
+            outcome = None
+            if action == RESTART_GAME:
+                self.restart_game()
+            elif action == RESTART_LEVEL:
+                self.restart_level(episode)
+            else:
+                outcome = self.act(episode, action)
+        return outcome
 
     def restart_level(self, episode: int) -> None:
         self.episodes[episode].restart()

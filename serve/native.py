@@ -9,7 +9,7 @@ from __future__ import annotations
 __all__ = [
     "ATTACHED", "CARD_META", "FRAME", "GAME_NAME", "HANDLERS", "LEADERBOARD", "LEADERBOARD_QUERY",
     "NAME_PATTERN", "REPLAY", "RESULT", "ROUTES", "SCORE", "SCORECARD", "SCORECARD_ID",
-    "SESSION_ID", "SHAPE", "SOURCE", "SPEC", "Tags", "VERSION_NAME", "act", "card_meta",
+    "SESSION_ID", "SHAPE", "SOURCE", "SPEC", "STEP", "Tags", "VERSION_NAME", "act", "card_meta",
     "close_scorecard", "create_key", "frame", "frame_pieces", "get_leaderboard", "get_replay",
     "get_scorecard", "get_session", "get_spec", "observation", "open_scorecard", "reply_frame",
     "reset_session", "start_game",
@@ -82,6 +82,8 @@ _EPISODE = obj({"index": INTEGER, "of": INTEGER, "steps_used": INTEGER, "max_ste
 FRAME = obj(
     {"session_id": string(SESSION_ID), "game": TEXT,
      "state": string(enum=["IN_PROGRESS", "GAME_OVER"]),
+     "step": {**INTEGER, "description": "the session's changes stored so far (actions and "
+                                       "restarts); number the next one step + 1"},
      "last": obj({"action": INTEGER, "moved": BOOLEAN, "pushed": BOOLEAN, "solved": BOOLEAN,
                   "episode_done": BOOLEAN}, {"episode": INTEGER}, nullable=True),
      "result": obj({}, SCORE["properties"])},
@@ -151,6 +153,11 @@ _SESSION_LINKS = {"act": ("act", {"session_id": "/session_id"}),
                   "replay": ("get_replay", {"session_id": "/session_id"})}
 
 MAX_TAGS, MAX_TAG_CHARS = 32, 64
+# the client's number for a change of a session, so that sending it again is safe
+STEP = Field("step", INT, "this change's number: the Frame's step plus one. A step already "
+             "played is answered as it was and not played again (so a lost answer is retried "
+             "by sending the same request); one further ahead is a 409", required=False,
+             minimum=1)
 
 
 @dataclass(frozen=True)
@@ -232,12 +239,16 @@ ROUTES = (
           params=(_SESSION,),
           body=(Field("action", INT, "0 up, 1 down, 2 left, 3 right", minimum=0, maximum=3),
                 Field("episode", INT, "the episode the action is for (required when several "
-                      "are in flight)", required=False, minimum=0)),
-          responses={200: "the next Frame", 400: "several episodes in flight and none named",
+                      "are in flight)", required=False, minimum=0),
+                STEP),
+          responses={200: "the next Frame (for a step already played, the Frame it was "
+                          "answered with)",
+                     400: "several episodes in flight and none named",
                      401: "missing or unknown key",
                      404: "unknown or expired session (or another key's)",
                      409: "session over, episode not in flight, the version's round is over, "
-                          "or a session of a version this server does not serve",
+                          "a session of a version this server does not serve, or a step that "
+                          "skips ahead or was played as another change",
                      422: "malformed body or action",
                      503: "the action could not be stored and was not played; retry it"},
           bodies={200: FRAME}, links=_SESSION_LINKS),
@@ -247,14 +258,15 @@ ROUTES = (
           "the whole game; returns the Frame, with restarted 'level' or 'game'.", auth=True,
           params=(_SESSION,),
           body=(Field("episode", INT, "the episode to restart (required when several are in "
-                      "flight)", required=False, minimum=0),),
+                      "flight)", required=False, minimum=0), STEP),
           responses={200: "the Frame after the restart",
                      400: "several episodes in flight and none named",
                      401: "missing or unknown key",
                      404: "unknown or expired session (or another key's)",
                      409: "the game allows no restarts, the session or its round is over, the "
-                          "episode is not in flight, or the session is of a version this "
-                          "server does not serve",
+                          "episode is not in flight, the session is of a version this "
+                          "server does not serve, or a step that skips ahead or was played as "
+                          "another change",
                      422: "malformed body",
                      503: "the restart could not be stored and was not made; retry it"},
           bodies={200: FRAME}, links=_SESSION_LINKS),
@@ -326,7 +338,7 @@ def frame(session: Session, outcome: Outcome | None,
     over = session.state != IN_PROGRESS
     of = len(session.episodes)
     out: dict[str, Any] = {"session_id": session.id, "game": session.record.game,
-                           "state": "GAME_OVER" if over else "IN_PROGRESS"}
+                           "state": "GAME_OVER" if over else "IN_PROGRESS", "step": session.seq}
     if session.parallel == 1:
         index = session.in_flight[0] if session.in_flight else (
             outcome.episode if outcome else of - 1)
@@ -414,14 +426,15 @@ async def start_game(request: web.Request, arena: Arena, key: KeyRecord,
 
 async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
     pieces = await arena.act(key, request.match_info["session_id"], args["action"],
-                             args["episode"], frame_pieces)
+                             args["episode"], frame_pieces, args["step"])
     return reply_pieces(request, pieces)
 
 
 async def reset_session(request: web.Request, arena: Arena, key: KeyRecord,
                         args: dict) -> web.Response:
     pieces = await arena.restart(key, request.match_info["session_id"], args["episode"],
-                                 lambda session, scope: frame_pieces(session, None, scope))
+                                 lambda session, scope: frame_pieces(session, None, scope),
+                                 args["step"])
     return reply_pieces(request, pieces)
 
 

@@ -98,12 +98,12 @@ class Arena:
         return await self.sessions.start(key, card, game, parallel, address)
 
     async def act(self, key: KeyRecord, session_id: str, action: int, episode: int | None,
-                  answer: Callable[[Session, Outcome], T]) -> T:
-        return await self.sessions.act(key, session_id, action, episode, answer)
+                  answer: Callable[[Session, Outcome], T], step: int | None = None) -> T:
+        return await self.sessions.act(key, session_id, action, episode, answer, step)
 
     async def restart(self, key: KeyRecord, session_id: str, episode: int | None,
-                      answer: Callable[[Session, str], T]) -> T:
-        return await self.sessions.restart(key, session_id, episode, answer)
+                      answer: Callable[[Session, str], T], step: int | None = None) -> T:
+        return await self.sessions.restart(key, session_id, episode, answer, step)
 
     async def current(self, key: KeyRecord, session_id: str) -> Session:
         return await self.sessions.current(key, session_id)

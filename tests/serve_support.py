@@ -7,6 +7,7 @@ do not depend on the pipeline; the server runs in a thread on 127.0.0.1 and a fr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import http.client
 import json
@@ -309,3 +310,87 @@ def play(client: Api | list[Api], rows: list[dict], frame: dict,
             "POST", f"/api/sessions/{frame['session_id']}/act", {"action": policy(rows, frame)})
         done += 1
     return frame
+
+
+def _http_message(stream: Any) -> bytes:
+    """One HTTP/1.1 request or answer read whole from a socket's binary file (its headers and
+    a ``Content-Length`` body); b"" once the peer closed."""
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        line = stream.readline()
+        if not line:
+            return b""
+        head += line
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    return head + stream.read(length)
+
+
+class AnswerDropper:
+    """A proxy on 127.0.0.1 and a free port (``base``) in front of the server at ``target``.
+
+    It passes each request on and reads the server's whole answer; for a request whose line
+    holds ``path_part``, with probability ``rate`` (drawn from ``seed``), it then closes the
+    client's connection instead of passing the answer back: served, but the answer lost.
+    ``dropped`` counts those, ``passed`` the answers passed back.
+    """
+
+    def __init__(self, target: str, rate: float, seed: int, path_part: bytes = b"/act") -> None:
+        import random
+        import socket
+
+        self.host, port = target.removeprefix("http://").split(":")
+        self.port = int(port)
+        self.rate, self.path_part = rate, path_part
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+        self.dropped = self.passed = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.base = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+
+    def __enter__(self) -> AnswerDropper:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+
+    def _drop(self, request: bytes) -> bool:
+        with self.lock:
+            drop = (self.path_part in request.split(b"\r\n", 1)[0]
+                    and self.rng.random() < self.rate)
+            if drop:
+                self.dropped += 1
+            else:
+                self.passed += 1
+            return drop
+
+    def _relay(self, client: Any) -> None:
+        import socket
+
+        upstream = socket.create_connection((self.host, self.port))
+        from_client, from_server = client.makefile("rb"), upstream.makefile("rb")
+        try:
+            while request := _http_message(from_client):
+                upstream.sendall(request)
+                answer = _http_message(from_server)
+                if not answer or self._drop(request):
+                    return
+                client.sendall(answer)
+        except OSError:
+            return  # the client went away
+        finally:
+            for end in (client, upstream):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+            for part in (from_client, from_server, client, upstream):
+                part.close()

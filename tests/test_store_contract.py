@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
@@ -166,6 +167,20 @@ def test_an_action_is_stored_only_on_the_expected_count_and_writer(location):
         assert rows[0] == EpisodeRecord(0, False, False, False, 2, "UU", "2:1,2")
         assert rows[1] == EpisodeRecord(1, False, False, False, 0, "", None)
         assert await a.miscounted() == 0
+    run(location, body, stores=2)
+
+
+def test_stored_steps_are_read_back_in_order_up_to_a_number_from_any_store(location):
+    async def body(a, b):
+        await opened_session(a)
+        changes = [(0, 2), (0, 5), (1, 3), (-1, 6)]
+        for seq, (episode, action) in enumerate(changes):
+            write = step("gs-k1-1", seq, "w0" if seq == 0 else "A", "A", seq + 1)
+            await a.write(replace(write, action=action, episode=episode))
+        assert await b.steps("gs-k1-1", 4) == changes
+        assert await b.steps("gs-k1-1", 2) == changes[:2]
+        assert await b.steps("gs-k1-1", 9) == changes  # all there are
+        assert await b.steps("gs-unknown", 3) == []
     run(location, body, stores=2)
 
 

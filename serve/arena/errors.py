@@ -6,7 +6,8 @@ from __future__ import annotations
 from engine.errors import SokoforgeError
 
 __all__ = ["BadRequest", "Conflict", "Forbidden", "Limited", "NotFound", "PlayError",
-           "RoundClosed", "Unauthorized", "Unavailable", "Unprocessable", "UnsupportedMedia"]
+           "RoundClosed", "StepAhead", "Unauthorized", "Unavailable", "Unprocessable",
+           "UnsupportedMedia"]
 
 
 class PlayError(SokoforgeError):
@@ -45,6 +46,11 @@ class UnsupportedMedia(PlayError):
 class RoundClosed(Conflict):
     """A change on a version whose round is over: a conflict on every face (the ARC-AGI-3 face
     too, which otherwise reports a conflict as a bad request), with the reason."""
+
+
+class StepAhead(Conflict):
+    """A numbered step past the session's next one: a conflict on every face, with the step
+    the session is at."""
 
 
 class Unprocessable(PlayError):

@@ -1,6 +1,12 @@
 """Sessions: started on a scorecard, played action by action and restarted, every change a
 conditional write to the store.
 
+A change may carry the client's number for it, its ``step``: the session's stored changes
+after it (the store's ``seq``). Only a step one past the stored ones is played; a step already
+stored is answered as it was first answered, replayed from the stored steps, and changes
+nothing; one further ahead is refused. So a client that lost an answer sends the same request
+again.
+
 When another process (a worker, or another server on a shared store) played the session
 meanwhile, the write is refused, the session is reloaded from its stored snapshot and the
 action played on it, and the answer is the one a process that served the session all along
@@ -14,9 +20,24 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from serve.arena.cache import RETRIES, Session, SessionCache, entry_for, record_of
-from serve.arena.errors import BadRequest, Conflict, Limited, NotFound, Unavailable, Unprocessable
+from serve.arena.errors import (
+    BadRequest,
+    Conflict,
+    Limited,
+    NotFound,
+    StepAhead,
+    Unavailable,
+    Unprocessable,
+)
 from serve.arena.rounds import Rounds
-from serve.episode import GAME_OVER, IN_PROGRESS, RESTART_GAME, RESTART_LEVEL, Outcome, new_run
+from serve.episode import (
+    GAME_OVER,
+    IN_PROGRESS,
+    RESTART_GAME,
+    RESTART_LEVEL,
+    Outcome,
+    new_run,
+)
 from serve.limits import subject_of
 from serve.stores import (
     KeyRecord,
@@ -116,17 +137,65 @@ class Sessions:
                               "retry it") from None
         return True
 
+    # -- numbered steps --------------------------------------------------------------------------
+    async def _numbered(self, key: KeyRecord, session: Session, step: int) -> Session:
+        """``session`` as current as ``step`` needs: loaded again when ``step`` is ahead of
+        this copy (another process may have stored the steps between), ``StepAhead`` when it
+        is ahead of the store too."""
+        if step > session.seq + 1:
+            session = await self.cache.reload(key, session.id)
+            if step > session.seq + 1:
+                raise StepAhead(f"step {step} skips ahead: session {session.id} has stored "
+                                f"{session.seq} steps, so the next is step {session.seq + 1} "
+                                "(GET the session for its current frame)")
+        return session
+
+    async def _stored_step(self, session: Session,
+                           step: int) -> tuple[Session, Outcome | None, int, int]:
+        """The session as its stored step ``step`` left it, replayed from the stored steps (its
+        copy is not cached), that step's outcome (None for a restart), episode and action."""
+        steps = await self.store.steps(session.id, step)
+        if len(steps) < step:  # played here a moment ago; its write is not stored yet
+            raise Unavailable(f"step {step} of session {session.id} is still being stored; "
+                              "retry it")
+        run = new_run(session.version.levels, session.version.tiers, session.parallel)
+        outcome = run.replay(steps)
+        replayed = Session(run.episodes, run.tiers, run.parallel, run.state, run.tier,
+                           run.in_flight, record=session.record, name=session.name,
+                           entry=session.entry, last_active=session.last_active, seq=step)
+        self.cache.show(replayed)
+        return replayed, outcome, *steps[-1]
+
+    @staticmethod
+    def _other_step(step: int, episode: int, action: int, session: Session) -> Conflict:
+        """The refusal of a step number already stored for a different change."""
+        played = ("a game restart" if action == RESTART_GAME else
+                  f"{'a level restart' if action == RESTART_LEVEL else f'action {action}'} "
+                  f"in episode {episode}")
+        return Conflict(f"step {step} of session {session.id} was already played, as "
+                        f"{played}; number a new change {session.seq + 1}")
+
     # -- play ------------------------------------------------------------------------------------
     async def act(self, key: KeyRecord, session_id: str, action: int, episode: int | None,
-                  answer: Callable[[Session, Outcome], T]) -> T:
+                  answer: Callable[[Session, Outcome], T], step: int | None = None) -> T:
         """Play one action (0-3, or ``WAIT`` for the ARC face's no-ops; the faces' declarations
-        bound it) of one episode in flight and persist it before returning ``answer``'s.
+        bound it) of one episode in flight and persist it before returning ``answer``'s; as
+        numbered ``step``, only if it is the session's next (a stored one is answered again).
 
         ``answer`` renders the session as this action left it, before the write is awaited:
         another action on the session may be played meanwhile, and must not show in it."""
         session = await self.cache.session(key, session_id)
-        self.rounds.require_open(session.record.version)
         for _ in range(RETRIES):
+            if step is not None:
+                session = await self._numbered(key, session, step)
+                if step <= session.seq:
+                    replayed, outcome, stored_episode, stored = await self._stored_step(
+                        session, step)
+                    if (outcome is None or stored != action
+                            or episode is not None and stored_episode != episode):
+                        raise self._other_step(step, stored_episode, stored, session)
+                    return answer(replayed, outcome)
+            self.rounds.require_open(session.record.version)
             if session.state != IN_PROGRESS:
                 raise await self._over(session)
             index = self._in_flight(session, episode)
@@ -158,14 +227,23 @@ class Sessions:
         return episode
 
     async def restart(self, key: KeyRecord, session_id: str, episode: int | None,
-                      answer: Callable[[Session, str], T]) -> T:
+                      answer: Callable[[Session, str], T], step: int | None = None) -> T:
         """RESET of a started game, as its ``restarts`` allows: the current level back to its
         start when an action was taken in it since it started (the steps used stay used),
         else, where the game allows it, every episode again. Returns ``answer`` of the session
-        as the restart left it and of what was restarted (``level`` or ``game``)."""
+        as the restart left it and of what was restarted (``level`` or ``game``); numbered
+        ``step``, as ``act``."""
         session = await self.cache.session(key, session_id)
-        self.rounds.require_open(session.record.version)
         for _ in range(RETRIES):
+            if step is not None:
+                session = await self._numbered(key, session, step)
+                if step <= session.seq:
+                    replayed, _, stored_episode, stored = await self._stored_step(session, step)
+                    if stored not in (RESTART_LEVEL, RESTART_GAME) or (
+                            stored == RESTART_LEVEL and episode not in (None, stored_episode)):
+                        raise self._other_step(step, stored_episode, stored, session)
+                    return answer(replayed, "level" if stored == RESTART_LEVEL else "game")
+            self.rounds.require_open(session.record.version)
             mode = session.entry.restarts
             if mode == "none":
                 raise Conflict(f"game {session.record.game!r} does not allow restarts (a "

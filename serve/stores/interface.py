@@ -209,6 +209,11 @@ class Store(ABC):
         """A session's stored ``(seq, writer, state, last_active)``, to check a cached copy."""
 
     @abstractmethod
+    async def steps(self, session_id: str, upto: int) -> list[tuple[int, int]]:
+        """The ``(episode, action)`` of a session's stored actions 1 to ``upto``, in order (all
+        there are, when fewer): what a session's play replays to answer a repeated step."""
+
+    @abstractmethod
     async def write(self, write: Write) -> None:
         """Apply one conditional write, or raise ``StaleSession`` and change nothing."""
 

@@ -269,6 +269,11 @@ class PostgresStore(Store):
             row = await conn.fetchrow(HEAD, session_id)
         return tuple(row) if row else None
 
+    async def steps(self, session_id: str, upto: int) -> list[tuple[int, int]]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(sql.numbered(sql.STEPS), session_id, upto)
+        return [(r[0], r[1]) for r in rows]
+
     async def write(self, write: Write) -> None:
         """One statement, so one round trip and its own transaction: the compare-and-set of
         the session row ($1-$6) and, only where it held, the action row and episode rows."""

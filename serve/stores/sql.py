@@ -8,7 +8,8 @@ from __future__ import annotations
 
 __all__ = [
     "BROWSER", "CARD", "CLOSE_SESSION", "EPISODES", "EXPIRE", "HEAD", "INSERT_STANDING",
-    "LEADERBOARD", "LIVE", "LIVE_OF_KEY", "MISCOUNTED", "SESSION", "VERSIONS", "WRITE_EPISODE",
+    "LEADERBOARD", "LIVE", "LIVE_OF_KEY", "MISCOUNTED", "SESSION", "STEPS", "VERSIONS",
+    "WRITE_EPISODE",
     "card_record", "conditional_write", "episode_rows", "numbered", "played_episode",
     "played_episodes", "standing", "standing_rows",
 ]
@@ -26,6 +27,7 @@ WRITE_EPISODE = ("UPDATE episodes SET done=?, solved=?, deadlocked=?, steps=?, a
                  "snapshot=? WHERE session_id=? AND idx=?")
 CARD = "SELECT id, key_hash, name, games, opened, closed, result, source, meta FROM scorecards"
 HEAD = "SELECT seq, writer, state, last_active FROM sessions WHERE id=?"
+STEPS = "SELECT episode, action FROM actions WHERE session_id=? AND seq<=? ORDER BY seq"
 LIVE_OF_KEY = ("SELECT count(*) FROM sessions WHERE key_hash=? AND state='IN_PROGRESS' "
                "AND last_active>=?")
 LIVE = "SELECT count(*) FROM sessions WHERE state='IN_PROGRESS' AND last_active>=?"

@@ -389,6 +389,11 @@ class SQLiteStore(Store):
             return conn.execute(sql.HEAD, (session_id,)).fetchone()
         return await self._call(job, guarded=False)
 
+    async def steps(self, session_id: str, upto: int) -> list[tuple[int, int]]:
+        def job(conn: sqlite3.Connection) -> list[tuple[int, int]]:
+            return [tuple(r) for r in conn.execute(sql.STEPS, (session_id, upto))]
+        return await self._call(job, guarded=False)
+
     async def write(self, write: Write) -> None:
         cas, args = sql.conditional_write(write)
 
