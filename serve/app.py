@@ -162,7 +162,10 @@ async def _openapi(request: web.Request, arena: Arena, key: None, args: dict) ->
     doc = openapi(all_routes(), title=f"sokoforge: {served}", version=arena.version.version,
                   description="The agent protocol over hidden dataset versions (one game "
                               "each): keys, scorecards, sessions of rendered frames, scores, "
-                              "leaderboard.")
+                              "leaderboard. Safe retries: number each change of a session "
+                              "with `step` (the Frame's step plus one); a step sent again is "
+                              "answered as it was first and played once, so a lost answer "
+                              "is retried by sending the same request.")
     return reply(request, doc)
 
 

@@ -363,6 +363,23 @@ in flight, `episodes` (each with its `observation`), `tier` and `finished` with 
 | --- | --- | --- |
 {chr(10).join(_shape(FRAME))}
 
+## Safe retries
+
+A change of a session (`act`, `reset`, and on the ARC face `ACTION1`-`ACTION7` and a `RESET`
+that restarts) may carry `step`, the client's number for it: the session's changes stored so
+far plus one. Every Frame says how many are stored (`step`: 0 at the start; actions and
+restarts count, a `GET` does not); an ARC client counts its actions and restarts since the
+`RESET` that started the game. Only the change numbered one past the stored ones is played. A
+step already stored is not played again: it is answered with the answer it first had (the same
+Frame or FrameData, observation, state and score, replayed from the stored steps), even after
+later steps; sent for a different change it is a 409 that says what the step was. A step
+further ahead is a 409 (`STEP_AHEAD` on the ARC face) naming the next one. A step that this
+server played a moment ago but has not yet stored is a 503: retry it. So a client that lost an
+answer (the connection closed after it sent the request, or a 503) sends the same request
+again, as `sokoforge play` does; this holds across a server's workers and servers sharing a
+PostgreSQL store. Several episodes in flight at once cannot be numbered in order: such a
+client omits `step` (and, having lost an answer, reads the session before acting again).
+
 ## The Score
 
 What `close` answers (its fields at the top level, and per game under `games`).
