@@ -326,22 +326,24 @@ def _http_message(stream: Any) -> bytes:
     return head + stream.read(length)
 
 
-class AnswerDropper:
+class LossyProxy:
     """A proxy on 127.0.0.1 and a free port (``base``) in front of the server at ``target``.
 
     It passes each request on and reads the server's whole answer; for a request whose line
     holds ``path_part``, with probability ``rate`` (drawn from ``seed``), it then closes the
-    client's connection instead of passing the answer back: served, but the answer lost.
-    ``dropped`` counts those, ``passed`` the answers passed back.
+    client's connection instead of passing the answer back: served, but the answer lost; it
+    passes the others back ``delay`` seconds late. ``dropped`` counts the answers lost,
+    ``passed`` those passed back (of every request).
     """
 
-    def __init__(self, target: str, rate: float, seed: int, path_part: bytes = b"/act") -> None:
+    def __init__(self, target: str, rate: float, seed: int, path_part: bytes = b"/act",
+                 delay: float = 0.0) -> None:
         import random
         import socket
 
         self.host, port = target.removeprefix("http://").split(":")
         self.port = int(port)
-        self.rate, self.path_part = rate, path_part
+        self.rate, self.path_part, self.delay = rate, path_part, delay
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
         self.dropped = self.passed = 0
@@ -349,7 +351,7 @@ class AnswerDropper:
         self.base = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.thread = threading.Thread(target=self._accept, daemon=True)
 
-    def __enter__(self) -> AnswerDropper:
+    def __enter__(self) -> LossyProxy:
         self.thread.start()
         return self
 
@@ -385,6 +387,8 @@ class AnswerDropper:
                 answer = _http_message(from_server)
                 if not answer or self._drop(request):
                     return
+                if self.path_part in request.split(b"\r\n", 1)[0]:
+                    time.sleep(self.delay)
                 client.sendall(answer)
         except OSError:
             return  # the client went away

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 from aiohttp import web
 from click.testing import CliRunner
 from serve_support import (
     Api,
+    LossyProxy,
     ServerThread,
     SolutionAgent,
     server,
@@ -218,3 +227,50 @@ def test_play_against_a_port_nobody_listens_on_fails_at_once_in_one_line():
     assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.output
     assert result.stderr.startswith(f"Error: cannot reach http://127.0.0.1:{port}: ")
     assert "is the server running there?" in result.stderr
+
+
+def threads_of(pid: int) -> list[int]:
+    """The ids of a process's threads, its own first (Linux)."""
+    return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+
+
+def _stderr_line_with(proc: subprocess.Popen, text: str, seconds: float) -> None:
+    """Read ``proc``'s stderr until a line holds ``text`` (within ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    line = ""
+    while text not in line:
+        ready, _, _ = select.select([proc.stderr], [], [], 0.5)
+        assert time.monotonic() < deadline and proc.poll() is None, line
+        if ready:
+            line = proc.stderr.readline()
+
+
+def test_play_ends_on_ctrl_c_at_any_moment_with_130_and_one_line_within_2_s(srv):
+    """SIGINT at random moments of real play: an action pending a little (answers 30 ms late)
+    or for good (answers 60 s late), or none; to the process, or to one of its threads (the
+    kernel gives a process's signal to any thread); each time 130 and one line, within 2 s."""
+    rng = random.Random(16)
+    script = str(Path(sys.executable).parent / "sokoforge")
+    for run, delay in enumerate((0.03, 60.0, 0.03, 60.0)):
+        with LossyProxy(srv.base, rate=0.0, seed=run, delay=delay) as proxy:
+            proc = subprocess.Popen([script, "play", "--url", proxy.base, "--register",
+                                     f"interrupted {run}", "--agent", "random"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                _stderr_line_with(proc, "registered", 60)
+                time.sleep(rng.uniform(0.0, 0.6))
+                assert proc.poll() is None, "the game ended before the interruption"
+                began = time.monotonic()
+                os.kill(rng.choice(threads_of(proc.pid)), signal.SIGINT)
+                proc.wait(timeout=10)
+                took = time.monotonic() - began
+                out, err = proc.communicate(timeout=10)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        assert proc.returncode == 130, (run, err)
+        assert took < 2.0, (run, took)
+        assert [line for line in err.splitlines() if line.startswith("Error")] == [
+            "Error: interrupted"] and "Traceback" not in err, err
+        assert out == ""

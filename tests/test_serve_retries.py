@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from serve_support import AnswerDropper, Api, Process, policy, server, visible_version
+from serve_support import Api, LossyProxy, Process, policy, server, visible_version
 
 from serve.client import RandomAgent, play
 
@@ -159,7 +159,7 @@ def test_play_through_a_proxy_that_drops_answers_scores_as_an_unbroken_run(srv, 
         return outcome, CountingAgent.chosen
 
     unbroken, chosen = run(srv.base, "unbroken")
-    with AnswerDropper(srv.base, rate=0.25, seed=11) as proxy:
+    with LossyProxy(srv.base, rate=0.25, seed=11) as proxy:
         broken, chosen_broken = run(proxy.base, "broken")
     owner = Api(srv.base, next(s for s in reversed(said) if "your key" in s).split()[-1])
     replay = owner.ok("GET", f"/api/replays/{broken['session_id']}")

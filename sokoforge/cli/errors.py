@@ -7,10 +7,13 @@ refused, 2 usage or unreadable input, 130 interrupted (Ctrl-C).
 from __future__ import annotations
 
 __all__ = [
-    "CliError", "ConventionGroup", "INTERRUPTED", "Interrupted", "REFUSED", "USAGE", "refusals",
+    "CliError", "ConventionGroup", "INTERRUPTED", "INTERRUPT_GRACE", "Interrupted", "REFUSED",
+    "USAGE", "refusals", "run_interruptibly",
 ]
 
-from collections.abc import Iterator
+import asyncio
+import signal
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -21,6 +24,7 @@ from pipeline.errors import InputError, PipelineError
 REFUSED = 1  # a check failed or a request was refused
 USAGE = 2  # usage or unreadable input
 INTERRUPTED = 130  # 128 + SIGINT, as shells report a process stopped by Ctrl-C
+INTERRUPT_GRACE = 1.0  # seconds an interrupted coroutine may take to clean up
 
 
 class CliError(click.ClickException):
@@ -65,3 +69,46 @@ def refusals(exit_code: int = 1, prefix: str = "") -> Iterator[None]:
     except OSError as e:
         where = f": {e.filename}" if e.filename else ""
         raise CliError(f"{prefix}{e.strerror or e}{where}", exit_code) from None
+
+
+def run_interruptibly[T](main: Coroutine[Any, Any, T], grace: float = INTERRUPT_GRACE) -> T:
+    """Run ``main`` on a new event loop, as ``asyncio.run`` does; Ctrl-C cancels it and raises
+    ``Interrupted`` once it has cleaned up, or after ``grace`` seconds if it has not.
+
+    The loop's own signal handler wakes it through its wakeup descriptor, so the interruption
+    is seen at once whichever thread the signal reached (``asyncio.run``'s handler waits for
+    the main thread to wake, which a pending request may not do for a minute).
+    """
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(main)
+    interrupts = 0
+
+    def interrupt() -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            task.cancel()
+            loop.call_later(grace, loop.stop)
+        else:  # again: stop waiting for the cleanup
+            loop.stop()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, interrupt)
+    except (ValueError, RuntimeError):  # not the main thread: Ctrl-C is the caller's
+        pass
+    try:
+        return loop.run_until_complete(task)
+    except BaseException:
+        if interrupts:  # whatever the cleanup raised, or the loop stopped before it ended
+            loop.set_exception_handler(lambda _loop, _context: None)  # no leftover warnings
+            raise Interrupted() from None
+        raise
+    finally:
+        if not interrupts:
+            pending = asyncio.all_tasks(loop)
+            for left in pending:
+                left.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()  # Ctrl-C back to the default handler

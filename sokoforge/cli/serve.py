@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import click
 
 from sokoforge.cli.build import datasets_option
-from sokoforge.cli.errors import USAGE, CliError, Interrupted
+from sokoforge.cli.errors import USAGE, CliError, Interrupted, run_interruptibly
 
 DB_ENV = "SOKOFORGE_DB"
 
@@ -147,7 +147,6 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
 def play_command(url: str, name: str | None, key: str | None, agent_spec: str, parallel: int,
                  seed: int | None, game: str | None) -> None:
     """Play a whole served game with an agent, close the scorecard, print the Score."""
-    import asyncio
     import json
 
     from serve.client import ClientError, load_agent, play
@@ -162,8 +161,8 @@ def play_command(url: str, name: str | None, key: str | None, agent_spec: str, p
     except (ImportError, AttributeError, ValueError) as e:
         raise CliError(f"--agent {agent_spec}: {e}", 2) from None
     try:
-        outcome = asyncio.run(play(url, factory, name=name, key=key, parallel=parallel,
-                                   game=game, echo=lambda line: click.echo(line, err=True)))
+        outcome = run_interruptibly(play(url, factory, name=name, key=key, parallel=parallel,
+                                         game=game, echo=lambda line: click.echo(line, err=True)))
     except ClientError as e:
         raise CliError(str(e), 1) from None
     click.echo(json.dumps(outcome["score"], indent=2))
