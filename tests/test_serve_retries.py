@@ -171,3 +171,27 @@ def test_play_through_a_proxy_that_drops_answers_scores_as_an_unbroken_run(srv, 
     assert proxy.dropped >= 10
     assert applied_twice == 0 and chosen_broken == chosen
     assert broken["score"] == unbroken["score"]
+
+
+def test_a_repeated_step_of_a_parallel_session_is_its_first_answer(srv, data):
+    client = Api(srv.base)
+    client.key = client.ok("POST", "/api/keys", {"name": "parallel repeater"},
+                           status=201)["api_key"]
+    card = client.ok("POST", "/api/scorecards")["scorecard_id"]
+    frame = client.ok("POST", f"/api/scorecards/{card}/games/standard/start?parallel=2")
+    path = f"/api/sessions/{frame['session_id']}/act"
+    sent = []
+    for number in range(1, 13):
+        episode = frame["episodes"][number % len(frame["episodes"])]["index"]
+        body = {"action": number % 4, "episode": episode, "step": number}
+        status, _, answer = client.raw("POST", path, body)
+        assert status == 200
+        sent.append((body, answer))
+        frame = client.ok("GET", f"/api/sessions/{frame['session_id']}")
+        if frame["state"] == "GAME_OVER":
+            break
+    for body, answer in sent:
+        assert client.raw("POST", path, body)[2] == answer
+    other = {**sent[0][0], "episode": sent[0][0]["episode"] + 1}
+    status, refusal = client.call("POST", path, other)
+    assert status == 409 and "already played" in refusal["detail"]
