@@ -184,7 +184,7 @@ class Route:
         else:
             try:
                 data = json_value(raw)
-            except NotFinite:
+            except NotFinite:  # a ValueError too, but one that says what is wrong
                 raise
             except (ValueError, UnicodeDecodeError):
                 raise Invalid("body must be a JSON object; this is not valid JSON") from None
