@@ -3,10 +3,11 @@ final standings and revealed seed beside its levels, all of it ready to commit.
 
 After ``round close`` and ``reveal``, ``publish_round`` checks that the revealed seed opens the
 manifest's commitment and that the standings are the ones the round recorded, then marks the
-manifest public (with the seed, so anyone can ``verify`` it), drops the folder's own
-``.gitignore``, makes its files readable by all, and records the publication in ``round.json``.
-A server then serves the version as a practice set: play is allowed again and not ranked (its
-board stays its final standings).
+manifest public (with the seed, so anyone can ``verify`` it) and its game the version's own
+name (a practice game beside the next round's, which plays the spec's game), drops the
+folder's own ``.gitignore``, makes its files readable by all, and records the publication in
+``round.json``. A server then serves the version as a practice set: play is allowed again
+and not ranked (its board stays its final standings).
 """
 
 from __future__ import annotations
@@ -79,8 +80,8 @@ def publish_round(datasets: Path, version: str, now: float | None = None) -> Pub
     if is_served(folder):
         raise PipelineError(f"a server on this machine is serving {version}: stop it first "
                             "(the next one may serve it as a practice set)")
-    write_manifest({**manifest, "visibility": "public", "public_seed": str(seed)},
-                   folder / MANIFEST_FILE)
+    write_manifest({**manifest, "game": version, "visibility": "public",
+                    "public_seed": str(seed)}, folder / MANIFEST_FILE)
     (folder / GITIGNORE).unlink(missing_ok=True)
     _readable_by_all(folder)
     rnd = replace(rnd, published=exact(time.time() if now is None else now))

@@ -79,8 +79,8 @@ _SCORECARD = Field("scorecard_id", STR, "the scorecard's id", pattern=SCORECARD_
                    refers_to="scorecard")
 _SESSION = Field("session_id", STR, "the session's id", pattern=SESSION_ID, refers_to="session")
 _GAME = Field("game", STR, "the game's name", pattern=GAME_NAME, refers_to="game")
-_VERSION = Field("version", STR, "a dataset version's name", pattern=VERSION_NAME)
-_STANDINGS_FILE = Field("file", STR, "standings.json, standings.csv or standings.sha256",
+_VERSION = Field("version", STR, "must be a dataset version's name", pattern=VERSION_NAME)
+_STANDINGS_FILE = Field("file", STR, "must be standings.json, standings.csv or standings.sha256",
                         pattern=r"standings\.(?:json|csv|sha256)")
 
 # -- the answers' shapes ------------------------------------------------------------------------
@@ -320,13 +320,15 @@ ROUTES = (
           "A closed round's final standings, as `sokoforge round close` wrote them "
           "(standings.json): each named player's best scorecard closed in time, ranked.",
           params=(_VERSION,),
-          responses={200: "the standings", 404: "no closed round of that version"},
+          responses={200: "the standings", 404: "no closed round of that version",
+                     422: "bad version name"},
           bodies={200: STANDINGS}),
     Route("get_standings_file", "GET", "/api/standings/{version}/{file}",
           "A file of a closed round's final standings: standings.json, standings.csv, or "
           "standings.sha256 (their digests: `sha256sum -c` checks the other two beside it).",
           params=(_VERSION, _STANDINGS_FILE), json_response=False,
-          responses={200: "the file", 404: "no closed round of that version"}),
+          responses={200: "the file", 404: "no closed round of that version",
+                     422: "bad version name or file name"}),
     Route("get_spec", "GET", "/api/spec", "The live numbers of the served set, read from the data.",
           responses={200: "the spec"}, bodies={200: SPEC}),
 )

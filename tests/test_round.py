@@ -446,6 +446,7 @@ def test_publish_needs_a_closed_revealed_round_and_makes_the_version_a_public_pr
     done = publish_round(tmp_path, "v", now=400.0)
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["visibility"] == "public" and manifest["public_seed"] == str(SEED)
+    assert manifest["game"] == "v"  # its own game, beside the next round's
     assert not (folder / GITIGNORE).exists() and done.first_time
     assert {p.name for p in done.files} == set(PUBLISHED_FILES)
     assert all(p.is_file() and p.stat().st_mode & 0o044 == 0o044 for p in done.files)
@@ -459,7 +460,7 @@ def test_publish_needs_a_closed_revealed_round_and_makes_the_version_a_public_pr
         player = Api(running.base)
         player.key = player.ok("POST", "/api/keys", {"name": "cy"}, status=201)["api_key"]
         card = player.ok("POST", "/api/scorecards", {})["scorecard_id"]
-        player.ok("POST", f"/api/scorecards/{card}/games/standard/start")
+        player.ok("POST", f"/api/scorecards/{card}/games/v/start")
         player.ok("POST", f"/api/scorecards/{card}/close")
         board = Api(running.base).ok("GET", "/api/leaderboard?version=v")
         page = Api(running.base).ok("GET", "/leaderboard?version=v")
