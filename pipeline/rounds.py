@@ -1,14 +1,14 @@
 """A round of a version: opened with a closing time, closed with its final standings.
 
-A round is recorded in ``round.json`` beside the version's manifest (the version's own files
+A round is recorded in ``round.json`` beside the version's manifest (the version's levels
 never change): when it opened and when it closes, to the millisecond (ISO 8601, UTC), then
 when it closed and the sha256 of the final standings written at closing (``standings.json``
 and ``standings.csv``, each named player's best scorecard closed before the closing time,
 ranked as the leaderboard ranks, with its scorecard id) and of the ``standings.sha256`` file
 that lists both (``sha256sum -c`` checks it), and last when it was published. Every time is
 kept as the number of milliseconds it states, so the value a server compares is the value the
-close compares. The server reads the record to refuse new play on a closed round;
-``reveal`` refuses while a round is open.
+close compares. The server reads the record to refuse new play on a round that is over
+(until it is published, as a practice set); ``reveal`` refuses while a round is open.
 """
 
 from __future__ import annotations
