@@ -309,11 +309,11 @@ def test_the_board_of_a_round_ranks_what_its_standings_rank(tmp_path):
     from serve.dataset import load_version
     from serve.standings import close_round
 
-    info = write_dataset(tmp_path, "v")
+    write_dataset(tmp_path, "v")
     db = tmp_path / "s.sqlite"
+    # ann's best was closed late, by a server of the fleet that did not know the round
     fill(db, [("k1", "ann", 0.5, 150.0), ("k2", "bob", 0.7, 160.0),
-              ("k1", "ann", 0.9, 400.0), ("k3", "anon-0123456789ab", 1.0, 170.0)],
-         version="v")
+              ("k1", "ann", 0.9, 400.0), ("k3", "anon-0123456789ab", 1.0, 170.0)])
     open_round(tmp_path, "v", closes=200.0, now=100.0)
     rows = close_round(tmp_path, "v", str(db), now=300.0).rows
     with server(load_version(tmp_path, "v"), db, rounds=RoundBook(tmp_path)) as running:
@@ -321,7 +321,7 @@ def test_the_board_of_a_round_ranks_what_its_standings_rank(tmp_path):
     assert [(e["name"], e["scorecard_id"], e["success_interval"]) for e in board["entries"]] == [
         (r["name"], r["scorecard_id"], [r["success_interval_lo"], r["success_interval_hi"]])
         for r in rows]
-    assert len(info["rows"]) > 0
+    assert [e["name"] for e in board["entries"]] == ["bob", "ann"]
 
 
 def test_a_closed_rounds_standings_are_served_and_linked_from_its_archived_board(tmp_path):
@@ -376,8 +376,6 @@ def test_anonymous_keys_play_unranked_in_a_round_with_their_own_allowance(tmp_pa
         named = Api(running.base)
         named.key = named.ok("POST", "/api/keys", {"name": "ann"}, status=201)["api_key"]
         named.ok("POST", "/api/keys", {"name": "bob"}, status=201)  # ... apart from named ones
-        status, body = Api(running.base).call("POST", "/api/keys", {"name": "Anon-me"})
-        assert status in (409, 429) and "anonymous" in body["detail"] or status == 429
         for client in (anon[0], named):
             card = client.ok("POST", "/api/scorecards", {})["scorecard_id"]
             frame = client.ok("POST", f"/api/scorecards/{card}/games/standard/start")
@@ -425,9 +423,11 @@ def test_reveal_refuses_a_served_version_and_a_hidden_one_without_a_closed_round
 def test_publish_needs_a_closed_revealed_round_and_makes_the_version_a_public_practice_set(
         tmp_path):
     from pipeline.publish import PUBLISHED_FILES, publish_round
+    from pipeline.serving import ServedVersions
     from pipeline.versions import reveal
     from serve.dataset import load_version
     from serve.games import is_public
+    from serve.standings import close_round
 
     db = tmp_path / "s.sqlite"
     secret_version(tmp_path, "v")
@@ -435,14 +435,18 @@ def test_publish_needs_a_closed_revealed_round_and_makes_the_version_a_public_pr
         publish_round(tmp_path, "v")
     fill(db, [("k1", "ann", 0.5, 150.0)])
     open_round(tmp_path, "v", closes=200.0, now=100.0)
-    from serve.standings import close_round
-
     close_round(tmp_path, "v", str(db), now=300.0)
     with pytest.raises(PipelineError, match="is not revealed"):
         publish_round(tmp_path, "v")
     reveal(tmp_path, "v")
     folder = tmp_path / "v"
     assert (folder / GITIGNORE).is_file()
+    serving = ServedVersions([folder])
+    try:
+        with pytest.raises(PipelineError, match="is serving v"):
+            publish_round(tmp_path, "v")
+    finally:
+        serving.release()
     done = publish_round(tmp_path, "v", now=400.0)
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["visibility"] == "public" and manifest["public_seed"] == str(SEED)
