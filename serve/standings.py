@@ -66,6 +66,7 @@ def close_round(datasets: Path, version: str, db: str, now: float | None = None,
         raise PipelineError(f"{version} has no round to close: open one first "
                             f"(sokoforge round open {version} --closes TIME)")
     _check_store(db)
+    told = now
     now = time.time() if now is None else now
     closes = current.closes
     if current.closed is None and closes > now + notice:  # early: announce it, then wait
@@ -83,8 +84,9 @@ def close_round(datasets: Path, version: str, db: str, now: float | None = None,
             f"{current.standings_sha256}; the store {db} now ranks otherwise ({digest}): the "
             "recorded standings stand (give the store the round was closed from)")
     written = write_standings(folder, files)
+    closed = exact(max(now, closes) if told is not None else time.time())  # when written
     rnd = current if current.closed is not None else Round(
-        version, current.opened, closes, exact(max(now, closes)), digest)
+        version, current.opened, closes, closed, digest)
     if rnd != current:
         record_round(folder, rnd)
     return Closing(rnd, rows, written)

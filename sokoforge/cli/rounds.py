@@ -59,13 +59,20 @@ def status_command(version: str, datasets: Path) -> None:
         click.echo(f"{version}: no round (sokoforge round open {version} --closes TIME)")
         return
     sums = f"standings sha256 {rnd.standings_sha256}"
-    lines = {"open": f"open until {iso(rnd.closes)} ({(rnd.closes - now) / 60:.1f} min left)",
+    lines = {"open": f"open until {iso(rnd.closes)} ({_left(rnd.closes - now)} left)",
              "over": f"over since {iso(rnd.closes)}, not closed: sokoforge round close "
                      f"{version} --db STORE",
              "closed": f"closed at {iso(rnd.closes)}; {sums}",
              "published": f"published at {iso(rnd.published or 0)}, closed at "
                           f"{iso(rnd.closes)}; {sums}"}
     click.echo(f"{version}: round {lines[state]}")
+
+
+def _left(seconds: float) -> str:
+    for unit, size, most in (("s", 1, 120), ("min", 60, 120), ("h", 3600, 48)):
+        if seconds < size * most:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds / 86400:.0f} days"
 
 
 @round_group.command("close")
