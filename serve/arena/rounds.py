@@ -78,10 +78,9 @@ class Rounds:
         except OSError:
             raise NotFound(f"the standings of {version} are not beside its manifest") from None
         listed = {}
-        if hashlib.sha256(sums).hexdigest() == rnd.standings_sha256:  # as close wrote it
+        if hashlib.sha256(sums).hexdigest() == rnd.standings_sha256:  # as its close wrote it
             listed = {n: d for d, n in (line.split("  ", 1) for line in sums.decode().splitlines())}
-        if name == STANDINGS_SHA256:
-            listed[name] = hashlib.sha256(data).hexdigest() if listed else ""
+            listed[STANDINGS_SHA256] = rnd.standings_sha256
         if listed.get(name) != hashlib.sha256(data).hexdigest():
             raise NotFound(f"the standings files of {version} are not the ones its close "
                            "recorded")
