@@ -1,10 +1,14 @@
 """Difficulty refit from real results: a two-parameter item-response model over closed rounds.
 
-Every finished episode of every closed scorecard of a version is one trial of an agent
-(the scorecard's name) on a level (the episode's index). P(solve) = sigmoid(a_l (theta_g -
-b_l)): ability theta per agent, difficulty b and discrimination a per level, fitted jointly
-by alternating Newton steps under weak normal priors (which fix the scale and keep levels
-everyone solved, or no one did, finite). The result sits beside each level's compute_to_solve.
+Every played episode (finished after at least one step; ``serve.results`` reads them) of every
+closed scorecard of a version is one trial of an agent on a level (the episode's index). An
+agent is a name, as on the leaderboard: a name's scorecards are one agent's repeated trials,
+pooled (a level played in two of them is two trials of it), and the levels a scorecard never
+reached are no trial at all, rather than failures that would lower its ability.
+P(solve) = sigmoid(a_l (theta_g - b_l)): ability theta per agent, difficulty b and
+discrimination a per level, fitted jointly by alternating Newton steps under weak normal
+priors (which fix the scale and keep levels everyone solved, or no one did, finite). The
+result sits beside each level's compute_to_solve.
 """
 
 from __future__ import annotations
@@ -35,13 +39,13 @@ DIFFICULTY_SD = 3.0
 LOG_DISCRIMINATION_SD = 0.5
 _ROUNDS = 300
 _MAX_STEP = 1.0
-# one row per finished episode of a closed scorecard, agents by name
+# one row per played episode of a closed scorecard, agents by name
 EPISODE_SCHEMA = {"name": pl.String, "scorecard": pl.String, "index": pl.Int64,
                   "solved": pl.Boolean, "steps": pl.Int64}
 
 
 def episodes_table(rows: Iterable[tuple[str, str, int, bool, int]]) -> pl.DataFrame:
-    """The fit's table of finished episodes from ``(name, scorecard, index, solved, steps)``
+    """The fit's table of played episodes from ``(name, scorecard, index, solved, steps)``
     rows (read from a server's store by ``serve``), by scorecard and level."""
     return pl.DataFrame(list(rows), schema=EPISODE_SCHEMA, orient="row").sort(
         "scorecard", "index", maintain_order=True)
@@ -92,7 +96,7 @@ def fit_2pl(agent: np.ndarray, level: np.ndarray, trials: np.ndarray, solved: np
 def fit_results(episodes: pl.DataFrame) -> ItemResponse:
     """The item-response model of an ``episodes_table`` (agents by name)."""
     if episodes.height == 0:
-        raise PipelineError("no finished episode of a closed scorecard: nothing to fit")
+        raise PipelineError("no played episode of a closed scorecard: nothing to fit")
     counts = (episodes.group_by("name", "index")
               .agg(pl.len().alias("trials"), pl.col("solved").sum().alias("solved"))
               .sort("name", "index"))
@@ -160,7 +164,7 @@ def irt_report(version: str, table: pl.DataFrame, episodes: pl.DataFrame, fit: I
 
 def refit(datasets: Path, version: str, episodes: pl.DataFrame,
           browser: bool = True) -> tuple[Path, dict]:
-    """Fit the model on ``version``'s finished episodes of closed scorecards (an
+    """Fit the model on ``version``'s played episodes of closed scorecards (an
     ``episodes_table``; ``browser`` says whether browser runs are among them) and write
     report/irt.json.
 
@@ -172,7 +176,7 @@ def refit(datasets: Path, version: str, episodes: pl.DataFrame,
         raise PipelineError(f"no finished version {version!r} under {datasets}") from None
     table = opened.levels()
     if episodes.height == 0:
-        raise PipelineError(f"the store holds no finished episode of a closed scorecard of "
+        raise PipelineError(f"the store holds no played episode of a closed scorecard of "
                             f"{version}")
     unknown = set(episodes["index"].to_list()) - set(table["index"].to_list())
     if unknown:

@@ -22,6 +22,7 @@ from pipeline import seeds
 from pipeline.errors import InputError, PipelineError
 from pipeline.manifest import IMPORTED
 from pipeline.rounds import iso, read_round
+from pipeline.serving import is_served
 from pipeline.tables import write_text
 from pipeline.version import LEVELS_FILE, REPORT_DIR, existing_versions, open_version
 
@@ -101,9 +102,12 @@ class Reveal:
     first_time: bool
 
 
-def revealable_seed(datasets: Path, version: str) -> tuple[int, dict[str, Any]]:
+def revealable_seed(datasets: Path, version: str, force: bool = False
+                    ) -> tuple[int, dict[str, Any]]:
     """``version``'s secret seed and manifest, once checked that the seed opens the manifest's
-    commitment; refused (nothing recorded) for a public seed or a seed not on this machine."""
+    commitment; refused (nothing recorded) for a public seed or a seed not on this machine,
+    and, unless ``force``, for a version a server here is serving or a hidden one without a
+    closed round."""
     opened = open_version(datasets, version, require_intact=False)
     manifest = opened.manifest
     if opened.imported:
@@ -112,11 +116,6 @@ def revealable_seed(datasets: Path, version: str) -> tuple[int, dict[str, Any]]:
         seed = manifest.get("public_seed", "given in its build")
         raise PipelineError(f"{version} was built from the public seed {seed}: nothing to "
                             "reveal")
-    rnd = read_round(opened.folder)
-    if rnd is not None and rnd.closed is None:
-        raise PipelineError(f"the round of {version} is not closed (it closes at "
-                            f"{iso(rnd.closes)}); close it first: sokoforge round close "
-                            f"{version}")
     seed = seeds.read_secret(datasets, version)
     if seed is None:
         raise PipelineError(f"the secret seed of {version} is not on this machine "
@@ -125,12 +124,26 @@ def revealable_seed(datasets: Path, version: str) -> tuple[int, dict[str, Any]]:
     if seeds.commitment(seed, commit["salt"]) != commit["sha256"]:
         raise PipelineError(f"the stored seed of {version} does not open its manifest's "
                             "commitment; refusing to reveal it")
+    rnd = read_round(opened.folder)
+    anyway = "; or pass --force to reveal it anyway"
+    if not force and is_served(opened.folder):
+        raise PipelineError(f"a server on this machine is serving {version}: stop it first"
+                            + anyway)
+    if not force and rnd is not None and rnd.closed is None:
+        raise PipelineError(f"the round of {version} is not closed (it closes at "
+                            f"{iso(rnd.closes)}); close it first: sokoforge round close "
+                            f"{version}" + anyway)
+    if not force and rnd is None and opened.visibility != "public":
+        raise PipelineError(f"{version} is hidden and has had no round: its seed keeps its "
+                            f"levels secret until one is closed (sokoforge round open "
+                            f"{version} --closes TIME, then round close)" + anyway)
     return seed, manifest
 
 
-def reveal(datasets: Path, version: str) -> Reveal:
-    """Publish ``version``'s secret seed: check it opens the commitment, record it, return it."""
-    seed, manifest = revealable_seed(datasets, version)
+def reveal(datasets: Path, version: str, force: bool = False) -> Reveal:
+    """Publish ``version``'s secret seed: check it opens the commitment, record it, return it
+    (``revealable_seed`` says what is refused, and what ``force`` lets through)."""
+    seed, manifest = revealable_seed(datasets, version, force)
     folder = datasets / version
     commit = manifest["seed_commitment"]
     path = folder / REVEAL_FILE

@@ -48,7 +48,7 @@ from serve.schema import (
     obj,
     string,
 )
-from serve.stores import KeyRecord
+from serve.stores import ANONYMOUS, KeyRecord
 from serve.web import (
     ARENA,
     client_ip,
@@ -65,7 +65,7 @@ from serve.web import (
 
 TAG = "arc-agi-3"
 STATES = [w.NOT_PLAYED, w.NOT_FINISHED, w.WIN, w.GAME_OVER]
-ANON_PREFIX = "anon-"
+ANON_PREFIX = ANONYMOUS
 GAME_ID_PATTERN = r"sokoban(?:[-_][A-Za-z0-9_.\-]{1,64})?"
 _GAME_ID = Field("game_id", STR, "the game: its id from GET /api/games (or 'sokoban-VERSION'; "
                  "the base id 'sokoban' where one game is served)", pattern=GAME_ID_PATTERN,
@@ -117,10 +117,11 @@ ROUTES = (
     _route("arc_games", "GET", "/api/games", "ARC-AGI-3: the games served (one per version).",
            responses={200: "list of game objects"}, bodies={200: arr(GAME)}),
     _route("arc_anonkey", "GET", "/api/games/anonkey",
-           "ARC-AGI-3: a new key under an anonymous name (counts against the per-address "
-           "key limit); refused to pages of other sites.",
+           "ARC-AGI-3: a new key under an anonymous name (anon-...): it plays, but a round's "
+           "standings leave it out, and anonymous keys have their own daily allowance per "
+           "address, apart from named keys'; refused to pages of other sites.",
            responses={200: "{api_key}", 400: "sent by a page of another site (Sec-Fetch-Site "
-                      "or Origin)", 429: "too many keys today"},
+                      "or Origin)", 429: "too many anonymous keys today"},
            bodies={200: obj({"api_key": TEXT})},
            head=False),  # a GET that creates a key: a HEAD must not
     _route("arc_game", "GET", "/api/games/{game_id}", "ARC-AGI-3: one game by full or base id.",
@@ -251,7 +252,7 @@ async def games(request: web.Request, arena: Arena, key: None, args: dict) -> we
 async def anonkey(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
     same_site_only(request)
     address = client_ip(request, arena.limits.trusted_proxies)
-    api = await arena.create_key(ANON_PREFIX + secrets.token_hex(6), address)
+    api = await arena.create_key(ANON_PREFIX + secrets.token_hex(6), address, anonymous=True)
     return reply(request, {"api_key": api})
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 __all__ = [
     "ATTACHED", "CARD_META", "FRAME", "GAME_NAME", "HANDLERS", "LEADERBOARD", "LEADERBOARD_QUERY",
     "NAME_PATTERN", "REPLAY", "RESULT", "ROUTES", "SCORE", "SCORECARD", "SCORECARD_ID",
-    "SESSION_ID", "SHAPE", "SOURCE", "SPEC", "STEP", "Tags", "VERSION_NAME", "act", "card_meta",
+    "SESSION_ID", "SHAPE", "SOURCE", "SPEC", "STANDINGS", "STEP", "Tags", "VERSION_NAME", "act",
+    "card_meta",
     "close_scorecard", "create_key", "frame", "frame_pieces", "get_leaderboard", "get_replay",
-    "get_scorecard", "get_session", "get_spec", "observation", "open_scorecard", "reply_frame",
+    "get_scorecard", "get_session", "get_spec", "get_standings", "get_standings_file",
+    "observation", "open_scorecard", "reply_frame",
     "reset_session", "start_game",
 ]
 
@@ -23,6 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from pipeline.precision import METHOD, PAIRED_METHOD
+from pipeline.rounds import STANDINGS_JSON
 from serve import framezip
 from serve.arena.cache import Session
 from serve.episode import IN_PROGRESS, EpisodeRun, Outcome
@@ -47,7 +50,15 @@ from serve.schema import (
     string,
 )
 from serve.stores import KeyRecord
-from serve.web import accepts_gzip, api_key, client_ip, json_body_only, reply, same_site_only
+from serve.web import (
+    accepts_gzip,
+    api_key,
+    client_ip,
+    json_body_only,
+    reply,
+    reply_bytes,
+    same_site_only,
+)
 
 NAME_PATTERN = r"[A-Za-z0-9_.\-][A-Za-z0-9_. \-]{0,38}[A-Za-z0-9_.\-]"
 SCORECARD_ID = r"sc-[0-9a-f]{24}"  # as serve.arena.scorecards makes them
@@ -68,6 +79,9 @@ _SCORECARD = Field("scorecard_id", STR, "the scorecard's id", pattern=SCORECARD_
                    refers_to="scorecard")
 _SESSION = Field("session_id", STR, "the session's id", pattern=SESSION_ID, refers_to="session")
 _GAME = Field("game", STR, "the game's name", pattern=GAME_NAME, refers_to="game")
+_VERSION = Field("version", STR, "must be a dataset version's name", pattern=VERSION_NAME)
+_STANDINGS_FILE = Field("file", STR, "must be standings.json, standings.csv or standings.sha256",
+                        pattern=r"standings\.(?:json|csv|sha256)")
 
 # -- the answers' shapes ------------------------------------------------------------------------
 INTERVAL = {**arr(NUMBER), "minItems": 2, "maxItems": 2,
@@ -136,6 +150,9 @@ LINE = obj({"version": TEXT, "game": TEXT, "versions": arr(TEXT), "scales": arr(
                                 "versions": {"type": "object", "additionalProperties": obj(
                                     {"episodes": INTEGER, "solved": INTEGER,
                                      "success_rate": NUMBER, "success_interval": INTERVAL})}}))})
+STANDINGS = obj({"format": INTEGER, "version": TEXT, "columns": arr(TEXT),
+                 "entries": {**arr(MAP), "description": "one object per ranked name, its keys "
+                             "the columns (standings.csv has the same rows)"}})
 _RANGE = obj({"min": INTEGER, "max": INTEGER}, {"mean": NUMBER})
 SPEC = obj({"version": TEXT, "game": TEXT, "games": arr(TEXT), "episodes": INTEGER,
             "tiers": arr(obj({"index": INTEGER, "levels": INTEGER, "range": arr(INTEGER),
@@ -203,8 +220,9 @@ ROUTES = (
                       "starting or ending with a space", pattern=NAME_PATTERN),),
           responses={201: "the new key (shown once)",
                      403: "sent by a page of another site (Sec-Fetch-Site or Origin)",
-                     409: "name taken", 415: "a body not sent as application/json",
-                     422: "bad name", 429: "too many keys from this address today"},
+                     409: "name taken (or starting with anon-, kept for anonymous keys)",
+                     415: "a body not sent as application/json", 422: "bad name",
+                     429: "too many keys from this address today"},
           bodies={201: obj({"api_key": string(r"lsk-[A-Za-z0-9_\-]+"), "name": TEXT,
                             "note": TEXT})}),
     Route("open_scorecard", "POST", "/api/scorecards",
@@ -310,6 +328,19 @@ ROUTES = (
           responses={200: "the linked abilities", 404: "no fit of the line (or an unknown game)",
                      422: "bad game"},
           bodies={200: LINE}),
+    Route("get_standings", "GET", "/api/standings/{version}",
+          "A closed round's final standings, as `sokoforge round close` wrote them "
+          "(standings.json): each named player's best scorecard closed in time, ranked.",
+          params=(_VERSION,),
+          responses={200: "the standings", 404: "no closed round of that version",
+                     422: "bad version name"},
+          bodies={200: STANDINGS}),
+    Route("get_standings_file", "GET", "/api/standings/{version}/{file}",
+          "A file of a closed round's final standings: standings.json, standings.csv, or "
+          "standings.sha256 (their digests: `sha256sum -c` checks the other two beside it).",
+          params=(_VERSION, _STANDINGS_FILE), json_response=False,
+          responses={200: "the file", 404: "no closed round of that version",
+                     422: "bad version name or file name"}),
     Route("get_spec", "GET", "/api/spec", "The live numbers of the served set, read from the data.",
           responses={200: "the spec"}, bodies={200: SPEC}),
 )
@@ -464,6 +495,21 @@ async def get_leaderboard(request: web.Request, arena: Arena, key: None,
                                                   args["game"]))
 
 
+async def get_standings(request: web.Request, arena: Arena, key: None,
+                        args: dict) -> web.Response:
+    data = arena.rounds.standings_file(request.match_info["version"], STANDINGS_JSON)
+    return reply_bytes(request, data, "application/json")
+
+
+async def get_standings_file(request: web.Request, arena: Arena, key: None,
+                             args: dict) -> web.Response:
+    name = request.match_info["file"]
+    data = arena.rounds.standings_file(request.match_info["version"], name)
+    kind = {"json": "application/json", "csv": "text/csv"}.get(name.rpartition(".")[2],
+                                                               "text/plain")
+    return reply_bytes(request, data, kind)
+
+
 async def get_line(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
     return reply(request, arena.line(args["game"]))
 
@@ -476,4 +522,5 @@ HANDLERS = {"create_key": create_key, "open_scorecard": open_scorecard, "start_g
             "act": act, "reset_session": reset_session, "get_session": get_session,
             "get_scorecard": get_scorecard, "close_scorecard": close_scorecard,
             "get_replay": get_replay,
-            "get_leaderboard": get_leaderboard, "get_line": get_line, "get_spec": get_spec}
+            "get_leaderboard": get_leaderboard, "get_line": get_line, "get_spec": get_spec,
+            "get_standings": get_standings, "get_standings_file": get_standings_file}

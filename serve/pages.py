@@ -113,19 +113,28 @@ def _round_line(spec: dict) -> str:
     return "".join(out)
 
 
-def _round_state(version: str, rnd: dict, game: str = "") -> str:
-    """One sentence on a round: when it closes, or that it closed and where its standings are."""
+def _round_state(version: str, rnd: dict, game: str = "", on_board: bool = False) -> str:
+    """One sentence on a round: when it closes, or that it closed, its board (not on the
+    board itself) and its final standings' files."""
     which = f"game <code>{escape(game)}</code>, " if game else ""
     v = escape(version)
     if not rnd["over"]:
         return (f"The round of {which}version <code>{v}</code> is open until "
                 f"<b>{escape(rnd['closes'])}</b>; scorecards must be closed by then to be "
                 "ranked.")
-    sums = (f" Final standings sha256 <code>{escape(rnd['standings_sha256'][:16])}...</code>."
-            if rnd.get("standings_sha256") else "")
+    files = rnd.get("standings") or {}
+    if files:
+        links = ", ".join(f"<a href='{escape(files[kind])}'>{label}</a>" for kind, label in (
+            ("json", "JSON"), ("csv", "CSV"), ("sha256", "sha256")) if kind in files)
+        final = (f"its final standings: {links} (sha256 <code>"
+                 f"{escape(str(rnd.get('standings_sha256'))[:16])}...</code>)")
+    else:
+        final = "its final standings are written when the round is closed"
+    board = "" if on_board else f"<a href='/leaderboard?version={v}'>its board</a> and "
+    rule = ("published as a practice set, whose play is not ranked" if rnd.get("state") ==
+            "published" else "no new scorecards or play")
     return (f"<b>The round of {which}version <code>{v}</code> is closed</b> (at "
-            f"{escape(rnd['closes'])}): no new scorecards or play; "
-            f"<a href='/leaderboard?version={v}'>its final standings</a>.{sums}")
+            f"{escape(rnd['closes'])}): {rule}; {board}{final}.")
 
 
 def _play_link(spec: dict) -> str:
@@ -164,7 +173,8 @@ def _board_table(board: dict, playable: bool) -> str:
     game = f"game <code>{escape(board['game'])}</code>, " if board.get("game") else ""
     play = (f" <a class=tag href='/play/{escape(board['game'])}'>play it in the browser</a>"
             if playable else "")
-    rnd = (f"<p class=round>{_round_state(board['version'], board['round'])}</p>"
+    rnd = (f"<p class=round>{_round_state(board['version'], board['round'], on_board=True)}"
+           "</p>"
            if board.get("round") else "")
     return (f"<h2>{game}version <code>{escape(board['version'])}</code>{play}</h2>{rnd}"
             f"<div class=wrap><table class=board><tr><th>#</th><th>name</th><th>success</th>"

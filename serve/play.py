@@ -71,8 +71,8 @@ class Arena:
                 "game_specs": specs, "limits": self.limits.public()}
 
     # -- keys ----------------------------------------------------------------------------------
-    async def create_key(self, name: str, address: str) -> str:
-        return await self.keys.create(name, address)
+    async def create_key(self, name: str, address: str, anonymous: bool = False) -> str:
+        return await self.keys.create(name, address, anonymous)
 
     async def identify(self, api_key: str | None) -> KeyRecord:
         return await self.keys.identify(api_key)

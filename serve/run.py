@@ -33,6 +33,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from engine.errors import SokoforgeError
 from pipeline.rounds import RoundBook
+from pipeline.serving import ServedVersions
 from serve.access_log import AccessLog
 from serve.app import build_app
 from serve.connections import AcceptErrorLog, listen
@@ -89,6 +90,7 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
             lock = claim(db)
         except StoreError as e:
             raise StartError(str(e)) from None
+    claim_versions = ServedVersions(Path(root) / v for v in names)  # reveal refuses them
     try:
         levels = sum(g.episodes for g in games)
         named = ", ".join(f"{g.name} (version {g.version.version})" for g in games)
@@ -106,6 +108,7 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
             return asyncio.run(served.run(host, port, about))
         return _supervise(served, host, port, workers, about)
     finally:
+        claim_versions.release()
         if lock is not None:
             release(db, lock)
 

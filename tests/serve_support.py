@@ -211,9 +211,9 @@ class ServerThread:
 
 @contextmanager
 def server(served: Any, db: Path, clock: Any = None, public: str | None = None,
-           connections: Any = None, access_log: Any = None, **limits: Any):
+           connections: Any = None, access_log: Any = None, rounds: Any = None, **limits: Any):
     """A running server over ``served`` with store ``db``, limit overrides and maybe a clock,
-    a public URL, connection limits and an access log."""
+    a public URL, connection limits, an access log and the rounds' ``RoundBook``."""
     import time
 
     from serve.limits import Limits
@@ -222,7 +222,8 @@ def server(served: Any, db: Path, clock: Any = None, public: str | None = None,
 
     # every test client comes from 127.0.0.1: only a test of that limit sets it
     limits.setdefault("sessions_per_address", 1000)
-    arena = Arena(served, SQLiteStore(db, "NORMAL"), Limits(**limits), clock=clock or time.time)
+    arena = Arena(served, SQLiteStore(db, "NORMAL"), Limits(**limits), clock=clock or time.time,
+                  rounds=rounds)
     with ServerThread(arena, public, connections, access_log) as running:
         yield running
 

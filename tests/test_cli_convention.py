@@ -176,10 +176,11 @@ def test_ctrl_c_exits_130_with_one_line(to):
 
 
 def test_reveal_without_a_terminal_refuses_unless_yes(datasets):
-    line = _one_line_exit(["reveal", "s1", "--datasets", str(datasets)], 2)
+    line = _one_line_exit(["reveal", "s1", "--force", "--datasets", str(datasets)], 2)
     assert "no terminal to ask on; pass --yes" in line
     assert not (datasets / "s1" / "reveal.json").exists()
-    shown = CliRunner().invoke(main, ["reveal", "s1", "--yes", "--datasets", str(datasets)])
+    shown = CliRunner().invoke(main, ["reveal", "s1", "--yes", "--force", "--datasets",
+                                      str(datasets)])
     assert shown.exit_code == 0 and shown.stdout.strip().isdigit()
     assert (datasets / "s1" / "reveal.json").exists()
 
@@ -189,12 +190,14 @@ def test_reveal_asks_first_and_a_no_reveals_nothing(tmp_path, monkeypatch):
 
     build("s2", datasets=tmp_path, spec=load_spec("tiny"), workers=QUIET)
     monkeypatch.setattr(sokoforge.cli.rotate, "interactive", lambda: True)
-    no = CliRunner().invoke(main, ["reveal", "s2", "--datasets", str(tmp_path)], input="n\n")
+    no = CliRunner().invoke(main, ["reveal", "s2", "--force", "--datasets", str(tmp_path)],
+                            input="n\n")
     assert no.exit_code == 1
     assert "Print the secret seed of s2" in no.stderr and no.stdout == ""
     assert "Error: s2: seed not revealed" in no.stderr
     assert not (tmp_path / "s2" / "reveal.json").exists()
-    yes = CliRunner().invoke(main, ["reveal", "s2", "--datasets", str(tmp_path)], input="y\n")
+    yes = CliRunner().invoke(main, ["reveal", "s2", "--force", "--datasets", str(tmp_path)],
+                             input="y\n")
     assert yes.exit_code == 0 and yes.stdout.strip().isdigit()
     assert (tmp_path / "s2" / "reveal.json").exists()
 

@@ -90,6 +90,42 @@ def test_reading_the_store_takes_finished_episodes_of_closed_scorecards_only(fil
     assert closed_episodes(db, "other").height == 0
 
 
+def test_only_played_episodes_are_trials_and_a_names_scorecards_pool_them(tmp_path):
+    """A scorecard closed early ends the levels it never reached unsolved with no step: no
+    trial. One name's two scorecards are one agent's trials, each played level once per
+    scorecard that played it."""
+    async def fill() -> None:
+        store = open_store(str(tmp_path / "s.sqlite"))
+        await store.start()
+        await store.create_key(KeyRecord("k", "ann"), "c", "d", 10)
+        for n, played in enumerate((3, 0, 2)):  # levels played in each of ann's scorecards
+            card, session = f"card{n}", f"s{n}"
+            await store.open_scorecard(ScorecardRecord(card, "k", "ann", {"standard": "demo"},
+                                                       1.0), "d", 10)
+            await store.create_session(SessionRecord(session, card, "k", "standard", "demo",
+                                                     1, "PLAYING", 1.0, 1.0), 6, 10, 10, 0.0)
+            final = [EpisodeRecord(i, True, i == 0 and i < played, False,
+                                   4 if i < played else 0, "U" * (4 if i < played else 0))
+                     for i in range(6)]
+            await store.close_scorecard(card, 2.0, {"success_rate": 0.0, "move_efficiency": 0.0,
+                                                    "deadlock_rate": 0.0, "games": {}},
+                                        [Final(session, 0, tuple(final))])
+        await store.close()
+
+    asyncio.run(fill())
+    episodes = closed_episodes(tmp_path / "s.sqlite", "demo")
+    assert sorted(zip(episodes["scorecard"].to_list(), episodes["index"].to_list(),
+                      strict=True)) == [("card0", 0), ("card0", 1), ("card0", 2),
+                                        ("card2", 0), ("card2", 1)]
+    datasets = tmp_path / "datasets"
+    shutil.copytree(DEMO, datasets / "demo")
+    _, report = refit(datasets, "demo", episodes)
+    assert report["episodes"] == 5 and report["scorecards"] == 2
+    assert report["agents"][0] | {"ability": 0} == {"name": "ann", "ability": 0,
+                                                     "scorecards": 2, "episodes": 5,
+                                                     "solved": 2}
+
+
 def test_fit_recovers_the_simulated_difficulty_order_and_abilities(filled):
     datasets, db = filled
     manifest = (datasets / "demo" / "manifest.json").read_bytes()

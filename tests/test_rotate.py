@@ -182,13 +182,15 @@ def test_secret_rotation_keeps_its_seed_private_until_revealed(rotated):
     assert rows["r1"]["audit"] == "pass" and rows["demo"]["audit"] == "not audited"
 
     before = (datasets / "r2" / "manifest.json").read_bytes()
-    shown = CliRunner().invoke(main, ["reveal", "r2", "--yes", "--datasets", str(datasets)])
+    shown = CliRunner().invoke(main, ["reveal", "r2", "--yes", "--force", "--datasets",
+                                      str(datasets)])
     assert shown.exit_code == 0 and shown.stdout.strip() == seed
     record = json.loads((datasets / "r2" / REVEAL_FILE).read_text())
     assert record["seed"] == seed and record["seed_commitment"] == manifest["seed_commitment"]
     assert (datasets / "r2" / "manifest.json").read_bytes() == before
     assert {r["version"]: r for r in version_table(datasets)}["r2"]["seed"] == "revealed"
-    again = CliRunner().invoke(main, ["reveal", "r2", "--yes", "--datasets", str(datasets)])
+    again = CliRunner().invoke(main, ["reveal", "r2", "--yes", "--force", "--datasets",
+                                      str(datasets)])
     assert again.exit_code == 0 and "already recorded" in again.stderr
     assert json.loads((datasets / "r2" / REVEAL_FILE).read_text()) == record
     # With the published seed anyone can rebuild the rotation and get the same bytes.

@@ -251,6 +251,28 @@ def test_closing_is_once_refused_when_a_session_moved_and_ranks_each_names_best(
     run(location, body)
 
 
+def test_a_rounds_board_ranks_each_names_best_closed_before_a_time_and_no_anonymous_key(
+        location):
+    """A round's board: a name's late best (a server that did not know the round) gives way
+    to its best in time, and the keys minted for keyless play are left out."""
+    async def body(store):
+        for n, (key, name, rate, at) in enumerate([
+                ("k1", "ann", 0.5, NOW), ("k1", "ann", 0.9, NOW + 10),
+                ("k2", "anon-0a1b2c3d4e5f", 1.0, NOW), ("k3", "bob", 0.4, NOW)], 1):
+            if n != 2:
+                await store.create_key(KeyRecord(key, name), "addr", DAY, 100)
+            await store.open_scorecard(ScorecardRecord(f"sc-{key}-{n}", key, name,
+                                                       {"standard": "v1"}, NOW - 100), DAY, 100)
+            await store.close_scorecard(f"sc-{key}-{n}", at, result_of(rate), [])
+        everyone = await store.leaderboard("v1", 10)
+        assert [(s.name, s.result["success_rate"]) for s in everyone] == [
+            ("anon-0a1b2c3d4e5f", 1.0), ("ann", 0.9), ("bob", 0.4)]
+        board = await store.leaderboard("v1", 10, before=NOW + 10, exclude_anonymous=True)
+        assert [(s.name, s.result["success_rate"]) for s in board] == [("ann", 0.5),
+                                                                      ("bob", 0.4)]
+    run(location, body)
+
+
 def test_among_runs_that_solved_nothing_one_that_walked_away_ranks_below_one_that_played(
         location):
     """A run that played every episode (one deadlocked) outranks one that took two steps and

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from serve.arena.errors import Conflict, Limited, Unauthorized
 from serve.limits import Limits, subject_of, until_tomorrow, utc_day
-from serve.stores import KeyRecord, Store, StoreConflict, StoreLimit
+from serve.stores import ANONYMOUS, KeyRecord, Store, StoreConflict, StoreLimit
 
 __all__ = ["KEY_PREFIX", "Keys", "hash_key"]
 
@@ -39,13 +39,21 @@ class Keys:
         self.clock = clock
         self._known: dict[str, KeyRecord] = {}
 
-    async def create(self, name: str, address: str) -> str:
-        """A new key bound to ``name``; the caller shows it once, the store keeps its hash."""
+    async def create(self, name: str, address: str, anonymous: bool = False) -> str:
+        """A new key bound to ``name``; the caller shows it once, the store keeps its hash.
+
+        An ``anonymous`` key (``name`` starts with ``ANONYMOUS``, a prefix no other key may
+        take) plays but is never ranked in a round, and an address's anonymous keys count
+        against their own daily allowance, not against its named keys'."""
+        if anonymous != name.casefold().startswith(ANONYMOUS):
+            raise Conflict(f"names starting with {ANONYMOUS!r} are kept for anonymous keys; "
+                           "choose another")
         api_key = KEY_PREFIX + secrets.token_urlsafe(24)
         record = KeyRecord(hash_key(api_key), name)
         limit = self.limits.keys_per_address_per_day
+        counter = ("anonymous " if anonymous else "") + subject_of(address)
         try:
-            await self.store.create_key(record, subject_of(address), utc_day(self.clock()), limit)
+            await self.store.create_key(record, counter, utc_day(self.clock()), limit)
         except StoreConflict:
             raise Conflict(f"the name {name!r} is taken; choose another") from None
         except StoreLimit:
@@ -53,7 +61,8 @@ class Keys:
             if _loopback(address):  # the operator testing on this machine
                 hint = ("; testing locally? reuse a key (sokoforge play --key KEY) or start "
                         "the server with --keys-per-address 1000")
-            raise Limited(f"this address created {limit} keys today, the daily limit; "
+            kind = "anonymous keys" if anonymous else "keys"
+            raise Limited(f"this address created {limit} {kind} today, the daily limit; "
                           f"try again tomorrow (UTC){hint}", until_tomorrow(self.clock())
                           ) from None
         self._known[record.key_hash] = record

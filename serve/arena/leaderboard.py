@@ -52,10 +52,14 @@ class Leaderboard:
                         game: str | None = None) -> dict[str, Any]:
         """Each name's best result on one version: ``version``, else the served version of
         ``game``, else that of the first game; each with its success interval and whether a
-        paired test over the levels tells it apart from the entry above."""
+        paired test over the levels tells it apart from the entry above. A version with a
+        round ranks what its standings rank: named players' results closed before its
+        closing time."""
         if version is None:
             version = self._game(game).version.version
-        standings = await self.store.leaderboard(version, limit)
+        closes = self.rounds.cutoff(version)  # a round's board is its standings, as they stand
+        standings = await self.store.leaderboard(version, limit, before=closes,
+                                                 exclude_anonymous=closes is not None)
         entries = []
         for rank, s in enumerate(standings, 1):
             r = s.result
@@ -67,7 +71,8 @@ class Leaderboard:
                             "session_id": s.session_id, "submitted_at": iso(s.closed),
                             "source": s.source})
         served = self.games.by_version(version)
-        await self.ranking.annotate(entries, standings, None if served is None else
+        await self.ranking.annotate(entries, standings, self.rounds.tiers(version)
+                                    if served is None else
                                     [lv.tier for lv in served.version.levels])
         versions = sorted(set(await self.store.versions()) | set(self.games.versions().values()))
         return {"version": version, "game": served.name if served else None,

@@ -3,14 +3,22 @@ is refused with the reason; without a book no round closes."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pipeline.rounds import RoundBook
+from pipeline.errors import PipelineError
+from pipeline.rounds import STANDINGS_CSV, STANDINGS_SHA256, RoundBook, round_state
 from pipeline.rounds import iso as round_time
-from serve.arena.errors import RoundClosed
+from pipeline.tables import read_parquet
+from serve.arena.errors import NotFound, RoundClosed
 
-__all__ = ["Rounds"]
+__all__ = ["STANDINGS_ROUTES", "Rounds"]
+
+# Where a closed round's final standings are served, by kind (VERSION: the version's name)
+STANDINGS_ROUTES = {"json": "/api/standings/VERSION",
+                    **{kind: f"/api/standings/VERSION/{name}" for kind, name in (
+                        ("csv", STANDINGS_CSV), ("sha256", STANDINGS_SHA256))}}
 
 
 class Rounds:
@@ -19,6 +27,7 @@ class Rounds:
     def __init__(self, book: RoundBook | None, clock: Callable[[], float]) -> None:
         self.book = book
         self.clock = clock
+        self._tiers: dict[str, list[int] | None] = {}
 
     def view(self, version: str) -> dict[str, Any]:
         """``{"round": {...}}`` for a version with a round (when it closes, whether it is over,
@@ -27,12 +36,61 @@ class Rounds:
         if rnd is None:
             return {}
         return {"round": {"closes": round_time(rnd.closes), "over": rnd.is_over(self.clock()),
+                          "state": round_state(rnd, self.clock()),
                           "closed_at": None if rnd.closed is None else round_time(rnd.closed),
-                          "standings_sha256": rnd.standings_sha256}}
+                          "standings_sha256": rnd.standings_sha256,
+                          "standings": None if rnd.standings_sha256 is None else {
+                              kind: path.replace("VERSION", version)
+                              for kind, path in STANDINGS_ROUTES.items()}}}
 
-    def require_open(self, version: str, also: str = "") -> None:
-        """Refuse (``RoundClosed``, with the reason) a change on a version whose round is over."""
-        over = self.book.over(version, self.clock()) if self.book is not None else None
+    def cutoff(self, version: str) -> float | None:
+        """The closing time of ``version``'s round (its board ranks only what was closed
+        before it, by named players), None without a round."""
+        rnd = self.book.get(version) if self.book is not None else None
+        return None if rnd is None else rnd.closes
+
+    def tiers(self, version: str) -> list[int] | None:
+        """Each level's tier in play order, for a version with a round that is not served
+        (its archived board's precision is then the standings'), read once; else None."""
+        rnd = self.book.get(version) if self.book is not None else None
+        if rnd is None or self.book is None:
+            return None
+        if version not in self._tiers:
+            try:
+                self._tiers[version] = read_parquet(
+                    self.book.datasets / version / "levels.parquet",
+                    ["index", "tier"]).sort("index")["tier"].to_list()
+            except (OSError, PipelineError):
+                return None
+        return self._tiers[version]
+
+    def standings_file(self, version: str, name: str) -> bytes:
+        """A file of ``version``'s final standings (``STANDINGS_FILES``), as its close wrote
+        it; ``NotFound`` before the round is closed, or when the files are not the recorded
+        ones."""
+        rnd = self.book.get(version) if self.book is not None else None
+        if rnd is None or rnd.standings_sha256 is None or self.book is None:
+            raise NotFound(f"no closed round of version {version!r} on this server")
+        folder = self.book.datasets / version
+        try:
+            sums = (folder / STANDINGS_SHA256).read_bytes()
+            data = sums if name == STANDINGS_SHA256 else (folder / name).read_bytes()
+        except OSError:
+            raise NotFound(f"the standings of {version} are not beside its manifest") from None
+        listed = {}
+        if hashlib.sha256(sums).hexdigest() == rnd.standings_sha256:  # as its close wrote it
+            listed = {n: d for d, n in (line.split("  ", 1) for line in sums.decode().splitlines())}
+            listed[STANDINGS_SHA256] = rnd.standings_sha256
+        if listed.get(name) != hashlib.sha256(data).hexdigest():
+            raise NotFound(f"the standings files of {version} are not the ones its close "
+                           "recorded")
+        return data
+
+    def require_open(self, version: str, also: str = "", at: float | None = None) -> None:
+        """Refuse (``RoundClosed``, with the reason) a change on a version whose round is over
+        at ``at`` (default: now)."""
+        now = self.clock() if at is None else at
+        over = self.book.over(version, now) if self.book is not None else None
         if over is not None:
             raise RoundClosed(over.refusal() + also)
 

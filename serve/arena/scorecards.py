@@ -124,9 +124,10 @@ class Scorecards:
             if card.closed is not None and card.result is not None:
                 return with_intervals(card.result)
             sessions = await self.cache.stored(key, card)
+            now = self.clock()  # the time the round is checked at is the time stored
             for version in {s.record.version for s in sessions} or {card.version}:
                 self.rounds.require_open(version, "; this scorecard was not closed before it, "
-                                                  "so it is not ranked")
+                                                  "so it is not ranked", at=now)
             for s in sessions:
                 s.close()
             played: dict[str, tuple[str | None, str, list[EpisodeRun]]] = {
@@ -146,7 +147,7 @@ class Scorecards:
             final = [Final(s.id, s.seq, tuple(record_of(r) for r in s.episodes))
                      for s in sessions]
             try:
-                stored = await self.store.close_scorecard(card.id, self.clock(), result, final)
+                stored = await self.store.close_scorecard(card.id, now, result, final)
             except StaleSession:
                 continue
             for s in sessions:

@@ -21,9 +21,11 @@ from serve.stores.interface import (
     miscounted_error,
 )
 from serve.stores.location import is_postgres, open_store, read_store, shown
+from serve.stores.sql import ANONYMOUS
 
 __all__ = [
-    "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "ScorecardRecord", "SessionRecord",
+    "ANONYMOUS", "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "ScorecardRecord",
+    "SessionRecord",
     "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit", "Write",
     "is_postgres", "miscounted_error", "open_store", "read_store", "shown",
 ]

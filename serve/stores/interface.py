@@ -230,8 +230,11 @@ class Store(ABC):
         ``seq`` moved since raises ``StaleSession`` and changes nothing."""
 
     @abstractmethod
-    async def leaderboard(self, version: str, limit: int) -> list[Standing]:
-        """Each name's best closed result on ``version``, ranked."""
+    async def leaderboard(self, version: str, limit: int, before: float | None = None,
+                          exclude_anonymous: bool = False) -> list[Standing]:
+        """Each name's best result on ``version`` closed before ``before`` (any time when
+        None), ranked; the anonymous keys' (``sql.ANONYMOUS`` names) left out if
+        ``exclude_anonymous``."""
 
     @abstractmethod
     async def played_episodes(self, version: str, include_browser: bool = True,

@@ -15,6 +15,7 @@ __all__ = [
 ]
 
 import json
+import math
 from typing import Any
 
 import asyncpg
@@ -88,10 +89,10 @@ CREATE INDEX sessions_address ON sessions (address, state);
 
 # the shared statements, with PostgreSQL's placeholders
 EPISODES, WRITE_EPISODE, HEAD, LIVE_OF_KEY, LIVE, EXPIRE, CLOSE_SESSION, INSERT_STANDING, \
-    LEADERBOARD, LIVE_OF_ADDRESS, INSERT_SESSION = (sql.numbered(q) for q in (
+    LIVE_OF_ADDRESS, INSERT_SESSION = (sql.numbered(q) for q in (
         sql.EPISODES, sql.WRITE_EPISODE, sql.HEAD, sql.LIVE_OF_KEY, sql.LIVE, sql.EXPIRE,
-        sql.CLOSE_SESSION, sql.INSERT_STANDING, sql.LEADERBOARD, sql.LIVE_OF_ADDRESS,
-        sql.INSERT_SESSION))
+        sql.CLOSE_SESSION, sql.INSERT_STANDING, sql.LIVE_OF_ADDRESS, sql.INSERT_SESSION))
+LEADERBOARD = {named: sql.numbered(sql.leaderboard(named)) for named in (False, True)}
 
 
 class PostgresStore(Store):
@@ -310,9 +311,11 @@ class PostgresStore(Store):
             return await conn.fetchval(sql.MISCOUNTED)
 
     # -- leaderboard -------------------------------------------------------------------------
-    async def leaderboard(self, version: str, limit: int) -> list[Standing]:
+    async def leaderboard(self, version: str, limit: int, before: float | None = None,
+                          exclude_anonymous: bool = False) -> list[Standing]:
         async with self._conn() as conn:
-            rows = await conn.fetch(LEADERBOARD, version, limit)
+            rows = await conn.fetch(LEADERBOARD[exclude_anonymous], version,
+                                    math.inf if before is None else before, limit)
         return [sql.standing(r) for r in rows]
 
     async def versions(self) -> list[str]:

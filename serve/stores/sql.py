@@ -7,10 +7,10 @@ gives. Only statements whose text is the same on both live here.
 from __future__ import annotations
 
 __all__ = [
-    "BROWSER", "CARD", "CLOSE_SESSION", "EPISODES", "EXPIRE", "HEAD", "INSERT_STANDING",
-    "LEADERBOARD", "LIVE", "LIVE_OF_KEY", "MISCOUNTED", "SESSION", "STEPS", "VERSIONS",
+    "ANONYMOUS", "BROWSER", "CARD", "CLOSE_SESSION", "EPISODES", "EXPIRE", "HEAD",
+    "INSERT_STANDING", "LIVE", "LIVE_OF_KEY", "MISCOUNTED", "SESSION", "STEPS", "VERSIONS",
     "WRITE_EPISODE",
-    "card_record", "conditional_write", "episode_rows", "numbered", "played_episode",
+    "card_record", "conditional_write", "episode_rows", "leaderboard", "numbered", "played_episode",
     "played_episodes", "standing", "standing_rows",
 ]
 
@@ -47,17 +47,26 @@ MISCOUNTED = ("SELECT count(*) FROM sessions s WHERE s.seq != "
 # that played it (for every run that played each episode, it is its deadlock rate).
 LOST = """coalesce((SELECT avg(CASE WHEN e.deadlocked OR e.steps = 0 THEN 1.0 ELSE 0.0 END)
                     FROM episodes e WHERE e.session_id = st.session_id), 1.0)"""
-# each name's best closed result on a version
-LEADERBOARD = f"""
+ANONYMOUS = "anon-"  # the name prefix of the keys minted for keyless play, reserved for them
+
+
+def leaderboard(exclude_anonymous: bool) -> str:
+    """Each name's best result on a version (``?``) closed before a time (``?``), at most a
+    number (``?``) of them; anonymous keys' results left out if ``exclude_anonymous``."""
+    named = f"AND substr(name, 1, {len(ANONYMOUS)}) <> '{ANONYMOUS}'" if exclude_anonymous else ""
+    return f"""
     SELECT scorecard_id, name, closed, result, session_id,
            (SELECT source FROM scorecards s WHERE s.id = c.scorecard_id)
     FROM (SELECT *, row_number() OVER (
               PARTITION BY key_hash ORDER BY success_rate DESC,
               move_efficiency DESC, lost ASC, closed ASC) AS pick
-          FROM (SELECT st.*, {LOST} AS lost FROM standings st WHERE version=?) AS r) AS c
+          FROM (SELECT st.*, {LOST} AS lost FROM standings st
+                WHERE version=? AND closed<? {named}) AS r) AS c
     WHERE pick = 1
     ORDER BY success_rate DESC, move_efficiency DESC, lost ASC, closed ASC
     LIMIT ?"""
+
+
 VERSIONS = "SELECT DISTINCT version FROM standings ORDER BY 1"
 BROWSER = "browser"  # the source of a scorecard a person played on the play page
 

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import fcntl
 import json
+import math
 import os
 import queue
 import sqlite3
@@ -61,6 +62,7 @@ RESET_BUSY_MS = 200  # how long a truncation waits for a reader outside the serv
 
 
 _STOP = object()
+_LEADERBOARD = {named: sql.leaderboard(named) for named in (False, True)}
 
 
 def _settle(outcomes: list[tuple[asyncio.Future, bool, Any]]) -> None:
@@ -420,9 +422,13 @@ class SQLiteStore(Store):
         return await self._call(job, guarded=False)
 
     # -- leaderboard -------------------------------------------------------------------------
-    async def leaderboard(self, version: str, limit: int) -> list[Standing]:
+    async def leaderboard(self, version: str, limit: int, before: float | None = None,
+                          exclude_anonymous: bool = False) -> list[Standing]:
+        query = _LEADERBOARD[exclude_anonymous]
+
         def job(conn: sqlite3.Connection) -> list[Standing]:
-            rows = conn.execute(sql.LEADERBOARD, (version, limit)).fetchall()
+            rows = conn.execute(query, (version, math.inf if before is None else before,
+                                        limit)).fetchall()
             return [sql.standing(r) for r in rows]
         return await self._call(job, guarded=False)
 

@@ -81,18 +81,23 @@ def interactive() -> bool:
 @click.argument("version")
 @click.option("--yes", is_flag=True,
               help="Print without asking (needed when standard input is not a terminal).")
+@click.option("--force", is_flag=True,
+              help="Reveal even while a server here serves VERSION, or before a round of "
+                   "it was closed.")
 @datasets_option
-def reveal_command(version: str, yes: bool, datasets: Path) -> None:
+def reveal_command(version: str, yes: bool, force: bool, datasets: Path) -> None:
     """Print VERSION's secret seed and record the reveal in VERSION/reveal.json.
 
     For when a round closes: anyone can then run `sokoforge verify VERSION --seed SEED`.
+    Refused, unless --force, while a server on this machine serves VERSION, or while a
+    hidden VERSION has no closed round.
     Asks first, unless --yes; without a terminal to ask on, refuses unless --yes (exit 2).
     Answering no exits 1 with nothing printed or recorded.
     """
     from pipeline.versions import reveal, revealable_seed
 
     with refusals():
-        revealable_seed(datasets, version)  # refuse what cannot be revealed before asking
+        revealable_seed(datasets, version, force)  # refuse what cannot be revealed, first
     if not yes:
         if not interactive():
             raise CliError(f"not revealing the secret seed of {version}: no terminal to ask "
@@ -101,7 +106,7 @@ def reveal_command(version: str, yes: bool, datasets: Path) -> None:
                              "(do this only once its round has closed)?", err=True):
             raise CliError(f"{version}: seed not revealed", REFUSED)
     with refusals():
-        outcome = reveal(datasets, version)
+        outcome = reveal(datasets, version, force)
     click.echo(str(outcome.seed))
     note = "recorded in" if outcome.first_time else "already recorded in"
     click.echo(f"{version}: seed revealed, {note} {outcome.path}", err=True)
