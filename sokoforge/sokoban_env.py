@@ -21,7 +21,7 @@ from engine.episode import Episode, begin
 from engine.episode import step as play
 from engine.look import Painter, painter
 from engine.render import SIZE
-from engine.rules import BadAction
+from engine.rules import check_move
 from pipeline.errors import PipelineError
 from pipeline.spec import Spec, load_spec
 
@@ -86,8 +86,7 @@ class SokobanEnv(gymnasium.Env):
         """One action: reward 1.0 when it solves the level, else 0.0."""
         if self._episode is None:
             raise PipelineError("call reset() before step()")
-        if not self.action_space.contains(action):
-            raise BadAction(f"action {action!r} is not 0, 1, 2 or 3")
+        check_move(action)  # True or 1.0 is not action 1; WAIT is the server's alone
         self._episode, result = play(self._episode, int(action))
         info = {"steps": self._episode.steps, "noop": not result.moved, "pushed": result.pushed,
                 "level": self._index, "max_steps": self._episode.max_steps}

@@ -131,6 +131,15 @@ def test_bad_actions_are_refused(datasets):
             env.step(bad)
 
 
+def test_level_of_takes_a_sub_env_0_to_n_minus_1_only(datasets):
+    env = make_vec(datasets, 2, version="pub").unwrapped
+    _, info = env.reset(seed=0)
+    assert [env.level_of(k).index for k in (0, np.int64(1))] == info["level"].tolist()
+    for bad in (-1, 2, True, 1.0, "0"):
+        with pytest.raises(PipelineError, match=r"level_of takes a sub-env 0\.\.1"):
+            env.level_of(bad)
+
+
 def test_a_hidden_version_is_refused_unless_the_caller_allows_it(datasets):
     with pytest.raises(PipelineError, match="hidden version"):
         make_vec(datasets, 2, version="hid")
