@@ -25,6 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
+from engine.episode import UnplayableLevel, check_playable
 from engine.level_files import FileLevel, read_collection
 from engine.levels import LevelError, canonical_id, to_xsb, wall_layout_id
 from pipeline.build import BuildFolder, build_lock
@@ -153,7 +154,7 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
     results = dict(zip([id(fl) for fl, _ in searchable],
                        solve_all([to_xsb(level) for _, level in searchable], workers),
                        strict=True))
-    problems, kept = [], []
+    problems, kept, unplayable = [], [], []
     for source, fl in entries:
         answer = results.get(id(fl))
         if fl.too_large is not None or answer is None or fl.level is None:
@@ -164,7 +165,14 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
             problems.append(f"{fl.name(source.name)}: too large to search (its states exceed "
                             "the solver's bound)")
         else:
+            try:  # solved, so its optimum is known
+                check_playable(fl.level, spec.max_steps(answer.moves or 0))
+            except UnplayableLevel as e:
+                unplayable.append(f"{fl.name(source.name)}: {e}")
             kept.append((source, fl, answer))
+    if unplayable:  # a board to fix in the file, whatever --skip-unsolvable says
+        raise InputError(f"{len(unplayable)} level(s) have nothing to play: "
+                         + "; ".join(unplayable))
     if problems and not skip_unsolvable:
         raise PipelineError(f"{len(problems)} level(s) cannot be imported: "
                             + "; ".join(problems) + "; --skip-unsolvable drops them")

@@ -17,7 +17,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from engine.episode import Episode, begin
+from engine.episode import Episode, UnplayableLevel, begin, check_playable
 from engine.episode import step as play
 from engine.look import Painter, painter
 from engine.render import SIZE
@@ -120,10 +120,16 @@ def open_source(version: str | None, spec: str | Path | Spec | None,
         raise PipelineError("give exactly one of version=... and spec=...")
     root = datasets_folder(datasets)
     if version is not None:
-        return version_source(
+        source = version_source(
             root, version, allow_hidden=allow_hidden,
             instead="use a public version or spec=..., or pass allow_hidden=True (a "
                     "maintainer's tool: never train on a hidden set)")
+        for chosen in source.levels:  # the vector env would reward a solved start
+            try:
+                check_playable(chosen.level, chosen.max_steps)
+            except UnplayableLevel as e:
+                raise PipelineError(f"{version} level {chosen.index}: {e}") from None
+        return source
     assert spec is not None
     return spec_source(spec if isinstance(spec, Spec) else load_spec(spec), root)
 
