@@ -10,8 +10,8 @@ from __future__ import annotations
 
 __all__ = [
     "ACTIONS", "CRATE", "FLOOR", "GOAL", "LIVE", "NOT_CRATE", "WAIT", "BadAction",
-    "actions_to_lurd", "board_array", "check_move", "delta", "is_free", "lurd_to_actions", "moved_crate",
-    "replay", "resort", "step", "step_kernel", "step_on",
+    "actions_to_lurd", "board_array", "check_move", "delta", "is_free", "lurd_to_actions",
+    "moved_crate", "replay", "resort", "step", "step_kernel", "step_on",
 ]
 
 import numpy as np
