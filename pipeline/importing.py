@@ -30,7 +30,7 @@ from engine.level_files import FileLevel, read_collection
 from engine.levels import LevelError, canonical_id, to_xsb, wall_layout_id
 from pipeline.build import BuildFolder, build_lock
 from pipeline.errors import InputError, PipelineError
-from pipeline.hidden_files import keep_hidden_out_of_git
+from pipeline.hidden_files import fresh_folder, keep_hidden_out_of_git, private_writes
 from pipeline.manifest import IMPORTED, make_manifest, write_manifest
 from pipeline.spec import Spec, load_spec
 from pipeline.tables import fsync_path, sha256_file, write_parquet
@@ -125,13 +125,15 @@ def import_collection(version: str, files: Sequence[Path], *, datasets: Path,
             raise PipelineError(f"version {version} already exists ({folder.final}); a finished"
                                 " version is immutable: import under a new name")
         table, result = _levels(sources, datasets, spec, skip_unsolvable, workers)
-        tmp = Path(tempfile.mkdtemp(prefix=f"{version}.import-", dir=folder.root.parent))
-        try:
-            _write_version(tmp, version, sources, table, spec, game, visibility,
-                           skip_unsolvable, result)
-            os.rename(tmp, folder.final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        # made as a build's folder is: 0700 with 0600 files when hidden, else the umask's
+        with private_writes(visibility != "public"):
+            tmp = fresh_folder(folder.root.parent, f"{version}.import-")
+            try:
+                _write_version(tmp, version, sources, table, spec, game, visibility,
+                               skip_unsolvable, result)
+                os.rename(tmp, folder.final)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
         fsync_path(datasets)
     result.path = folder.final
     return result
