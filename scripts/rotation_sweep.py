@@ -7,6 +7,8 @@ rotation must succeed; the folder is removed at the end.
 
     .venv/bin/python scripts/rotation_sweep.py [--start 0] [--count 10] [--chain 10]
         [--spec standard] [--jobs 1]
+
+SIGTERM stops it at once (its workers killed, its folder removed) with exit status 143.
 """
 
 from __future__ import annotations

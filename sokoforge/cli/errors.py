@@ -53,7 +53,7 @@ class ConventionGroup(click.Group):
     with ``Stopped`` (a command that serves installs its own handlers)."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from pipeline.workers import Terminated, sigterm_raises
+        from pipeline.workers import Terminated, end_local_workers, sigterm_raises
 
         try:
             with sigterm_raises():
@@ -61,6 +61,7 @@ class ConventionGroup(click.Group):
         except (KeyboardInterrupt, click.Abort):  # click.Abort: Ctrl-C or EOF at a prompt
             raise Interrupted() from None
         except Terminated:
+            end_local_workers()  # idle ones too: stopped between two parallel steps
             raise Stopped() from None
 
 
