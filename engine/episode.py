@@ -11,8 +11,8 @@ calls it and so do the numba kernels of ``engine.vector``. ``Game`` holds the cu
 from __future__ import annotations
 
 __all__ = [
-    "Episode", "EpisodeOver", "Game", "StepResult", "WAIT", "act_kernel", "begin", "ending",
-    "episode_over", "restart", "step",
+    "Episode", "EpisodeOver", "Game", "StepResult", "UnplayableLevel", "WAIT", "act_kernel",
+    "begin", "check_playable", "ending", "episode_over", "restart", "step",
 ]
 
 from collections.abc import Callable
@@ -28,6 +28,11 @@ from engine.rules import WAIT, board_array, step_kernel, step_on
 
 class EpisodeOver(SokoforgeError, ValueError):
     """An action or restart asked of an episode that is over."""
+
+
+class UnplayableLevel(SokoforgeError, ValueError):
+    """A level whose episode would be over before its first action: solved at its start, or
+    given no step to play. No episode of it begins, so none can be over unplayed."""
 
 
 @njit(cache=True)
@@ -102,11 +107,23 @@ class StepResult(NamedTuple):
         return self.done and not self.solved
 
 
+def check_playable(level: Level, max_steps: int) -> None:
+    """``UnplayableLevel`` when an episode of ``level`` with ``max_steps`` would be over before
+    its first action (solved at its start, or a budget under one step)."""
+    if level.is_solved(level.start):
+        raise UnplayableLevel("it is solved at its start: an episode of it would be over "
+                              "before its first action")
+    if max_steps < 1:
+        raise UnplayableLevel(f"its step budget is {max_steps}: an episode of it would be over "
+                              "before its first action")
+
+
 def begin(level: Level, max_steps: int, state: State | None = None, steps: int = 0) -> Episode:
     """An episode of ``level`` with a budget of ``max_steps`` actions, from ``state`` (default
-    the level's start) with ``steps`` already used (a stored episode put back)."""
-    if max_steps < 0:
-        raise ValueError(f"max_steps must be >= 0, not {max_steps}")
+    the level's start) with ``steps`` already used (a stored episode put back).
+    ``UnplayableLevel`` for a new episode (no step used) that would be over already."""
+    if steps == 0:
+        check_playable(level, max_steps)
     state = level.start if state is None else state
     return Episode(level, max_steps, board_array(level), state, steps, level.is_solved(state))
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 __all__ = [
     "ACTIONS", "CRATE", "FLOOR", "GOAL", "LIVE", "NOT_CRATE", "WAIT", "BadAction",
-    "actions_to_lurd", "board_array", "delta", "is_free", "lurd_to_actions", "moved_crate",
-    "replay", "resort", "step", "step_kernel", "step_on",
+    "actions_to_lurd", "board_array", "check_move", "delta", "is_free", "lurd_to_actions",
+    "moved_crate", "replay", "resort", "step", "step_kernel", "step_on",
 ]
 
 import numpy as np
@@ -117,12 +117,17 @@ def step(level: Level, state: State, action: int) -> tuple[State, bool, bool]:
     return step_on(board_array(level), level.width, state, action)
 
 
-def step_on(board: np.ndarray, width: int, state: State, action: int) -> tuple[State, bool, bool]:
-    """``step`` on the level's cell flags (``board_array``), computed once by the caller."""
-    # 3.0 == 3, but a float is not an action (and would compile a float kernel)
-    if (isinstance(action, bool) or not isinstance(action, int | np.integer)
+def check_move(action: object) -> None:
+    """``BadAction`` unless ``action`` is an integer 0-3 (a numpy integer too)."""
+    # 3.0 == 3 and True == 1, but neither is an action (a float would compile a float kernel)
+    if (isinstance(action, bool | np.bool_) or not isinstance(action, int | np.integer)
             or action not in (0, 1, 2, 3)):
         raise BadAction(f"action must be 0 (up), 1 (down), 2 (left) or 3 (right), not {action!r}")
+
+
+def step_on(board: np.ndarray, width: int, state: State, action: int) -> tuple[State, bool, bool]:
+    """``step`` on the level's cell flags (``board_array``), computed once by the caller."""
+    check_move(action)
     crates = np.array(state.crates, dtype=np.int64)
     player, slot = step_kernel(board, width, state.player, crates, action)
     moved = player != state.player

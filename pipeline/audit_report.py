@@ -54,6 +54,7 @@ from pipeline.audit_tables import (
 from pipeline.compute_curve import RULE_BUDGET, grade_rule
 from pipeline.difficulty import load_model
 from pipeline.equivalence import EQUIVALENCE_FILE, Equivalence
+from pipeline.hidden_files import fresh_folder, is_hidden, make_private, private_writes
 from pipeline.irt import IRT_FILE
 from pipeline.linking import LINE_FILE
 from pipeline.panel import PANEL_FILE
@@ -372,19 +373,22 @@ class Report:
         that fails half-way leaves the previous one whole. The files of ``KEPT`` (written
         there by other commands) are carried over."""
         folder.parent.mkdir(parents=True, exist_ok=True)
-        fresh = Path(tempfile.mkdtemp(prefix=f".{folder.name}-new-", dir=folder.parent))
-        try:
-            files = self.files()
-            for name, data in files.items():
-                (fresh / name).write_bytes(data)
-            for name in KEPT:  # what other commands wrote there outlives a new report
-                if name not in files and (folder / name).is_file():
-                    shutil.copy2(folder / name, fresh / name)
-            os.chmod(fresh, 0o755)
-            swap_in(fresh, folder)
-        except BaseException:
-            shutil.rmtree(fresh, ignore_errors=True)
-            raise
+        hidden = is_hidden(self.result.facts.manifest)
+        with private_writes(hidden):
+            fresh = fresh_folder(folder.parent, f".{folder.name}-new-")
+            try:
+                files = self.files()
+                for name, data in files.items():
+                    (fresh / name).write_bytes(data)
+                for name in KEPT:  # what other commands wrote there outlives a new report
+                    if name not in files and (folder / name).is_file():
+                        shutil.copy2(folder / name, fresh / name)
+                if hidden:  # copy2 keeps the modes of the files it carried over
+                    make_private(fresh)
+                swap_in(fresh, folder)
+            except BaseException:
+                shutil.rmtree(fresh, ignore_errors=True)
+                raise
         return [folder / name for name in sorted(os.listdir(folder))]
 
 

@@ -8,8 +8,8 @@ same bytes. Only the final ``rename`` makes ``datasets/<VERSION>/`` appear.
 from __future__ import annotations
 
 __all__ = [
-    "BuildFolder", "BuildResult", "Plan", "STAGES", "STAGE_FUNCTIONS", "Stage", "StageRun", "build",
-    "build_lock", "recorded_rotation", "run_stages", "stage_chain",
+    "BuildFolder", "BuildResult", "Plan", "STAGES", "STAGE_FUNCTIONS", "Stage", "StageRun",
+    "abandon", "build", "build_lock", "recorded_rotation", "run_stages", "stage_chain",
 ]
 
 import contextlib
@@ -29,6 +29,7 @@ from types import MappingProxyType
 from engine.index import StateSpaceTooLarge
 from pipeline import seeds
 from pipeline.errors import PipelineError
+from pipeline.hidden_files import is_hidden, keep_hidden_out_of_git, make_private, private_writes
 from pipeline.manifest import make_manifest, write_manifest
 from pipeline.spec import Spec, load_spec, spec_from_dict
 from pipeline.tables import fsync_path, read_parquet, sha256_file, write_text
@@ -156,7 +157,7 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
     chain = stage_chain(select=select) if select is not None else stage_chain()
     folder = BuildFolder(datasets, version)
     exclusion_root = exclusion_root or datasets
-    with build_lock(folder):
+    with build_lock(folder), contextlib.ExitStack() as private:
         if folder.final.exists():
             raise PipelineError(f"version {version} already exists ({folder.final}); a finished"
                                 " version is immutable: build under a new name")
@@ -168,6 +169,9 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
                           excluded=lambda: list(excluded_versions) if excluded_versions
                           is not None else existing_versions(exclusion_root),
                           exclusion_root=exclusion_root)
+        if is_hidden(plan.spec.to_dict()):  # all it writes from here on is private, and
+            make_private(folder.root)        # what a run before this one wrote
+            private.enter_context(private_writes(True))
         missing = [s for s in STAGES[:first] if not folder.is_done(s)]
         if missing:
             raise PipelineError(f"stage {stages[0]} of {version} needs stage {missing[0]} first:"
@@ -209,6 +213,27 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
             workers.say(f"{version}: {parts} · total {total:.2f} s")
         return result
 
+
+
+def abandon(version: str, *, datasets: Path) -> list[Path]:
+    """Drop the interrupted build of ``version``: its build folder, an import's leftover
+    folders, and the secret seed drawn for it while no version was made; what was removed.
+
+    Refused while the build runs (its lock is held), and when there is nothing to drop.
+    """
+    check_version_name(version)
+    folder = BuildFolder(datasets, version)
+    with build_lock(folder):
+        dropped = [p for p in (folder.root, *folder.root.parent.glob(f"{version}.import-*"))
+                   if p.is_dir()]
+        if not dropped:
+            raise PipelineError(f"no interrupted build of {version} under {folder.root.parent}")
+        if not folder.final.exists() and folder.plan_file.is_file() and \
+                json.loads(folder.plan_file.read_text()).get("seed_source") == "secret":
+            seeds.forget_secret(datasets, version)
+        for path in dropped:
+            shutil.rmtree(path)
+    return dropped
 
 
 @dataclass(frozen=True)
@@ -287,7 +312,6 @@ def run_stages(run: StageRun, stages: Sequence[str], chain: Mapping[str, Stage] 
 
 def _publish(folder: BuildFolder, plan: Plan) -> None:
     """Write the manifest last, then make the version appear by renaming its folder."""
-    from pipeline.hidden_files import keep_hidden_out_of_git
     from pipeline.origins import origins
     from pipeline.write import play_order
 
@@ -365,8 +389,9 @@ def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None,
             seed = seeds.fresh_seed()
             seeds.write_secret(folder.datasets, folder.version, seed)
     plan = Plan(folder.version, spec, seed, source, salt, names, rotation, shas)
-    folder.stages.mkdir(parents=True, exist_ok=True)
-    write_text(json.dumps(plan.record(), indent=2) + "\n", folder.plan_file)
+    with private_writes(is_hidden(spec.to_dict())):
+        folder.stages.mkdir(parents=True, exist_ok=True)
+        write_text(json.dumps(plan.record(), indent=2) + "\n", folder.plan_file)
     return plan
 
 

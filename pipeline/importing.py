@@ -25,11 +25,12 @@ from pathlib import Path
 
 import polars as pl
 
+from engine.episode import UnplayableLevel, check_playable
 from engine.level_files import FileLevel, read_collection
 from engine.levels import LevelError, canonical_id, to_xsb, wall_layout_id
 from pipeline.build import BuildFolder, build_lock
 from pipeline.errors import InputError, PipelineError
-from pipeline.hidden_files import keep_hidden_out_of_git
+from pipeline.hidden_files import fresh_folder, keep_hidden_out_of_git, private_writes
 from pipeline.manifest import IMPORTED, make_manifest, write_manifest
 from pipeline.spec import Spec, load_spec
 from pipeline.tables import fsync_path, sha256_file, write_parquet
@@ -124,13 +125,15 @@ def import_collection(version: str, files: Sequence[Path], *, datasets: Path,
             raise PipelineError(f"version {version} already exists ({folder.final}); a finished"
                                 " version is immutable: import under a new name")
         table, result = _levels(sources, datasets, spec, skip_unsolvable, workers)
-        tmp = Path(tempfile.mkdtemp(prefix=f"{version}.import-", dir=folder.root.parent))
-        try:
-            _write_version(tmp, version, sources, table, spec, game, visibility,
-                           skip_unsolvable, result)
-            os.rename(tmp, folder.final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        # made as a build's folder is: 0700 with 0600 files when hidden, else the umask's
+        with private_writes(visibility != "public"):
+            tmp = fresh_folder(folder.root.parent, f"{version}.import-")
+            try:
+                _write_version(tmp, version, sources, table, spec, game, visibility,
+                               skip_unsolvable, result)
+                os.rename(tmp, folder.final)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
         fsync_path(datasets)
     result.path = folder.final
     return result
@@ -153,7 +156,7 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
     results = dict(zip([id(fl) for fl, _ in searchable],
                        solve_all([to_xsb(level) for _, level in searchable], workers),
                        strict=True))
-    problems, kept = [], []
+    problems, kept, unplayable = [], [], []
     for source, fl in entries:
         answer = results.get(id(fl))
         if fl.too_large is not None or answer is None or fl.level is None:
@@ -164,7 +167,14 @@ def _levels(sources: list[Source], datasets: Path, spec: Spec, skip_unsolvable: 
             problems.append(f"{fl.name(source.name)}: too large to search (its states exceed "
                             "the solver's bound)")
         else:
+            try:  # solved, so its optimum is known
+                check_playable(fl.level, spec.max_steps(answer.moves or 0))
+            except UnplayableLevel as e:
+                unplayable.append(f"{fl.name(source.name)}: {e}")
             kept.append((source, fl, answer))
+    if unplayable:  # a board to fix in the file, whatever --skip-unsolvable says
+        raise InputError(f"{len(unplayable)} level(s) have nothing to play: "
+                         + "; ".join(unplayable))
     if problems and not skip_unsolvable:
         raise PipelineError(f"{len(problems)} level(s) cannot be imported: "
                             + "; ".join(problems) + "; --skip-unsolvable drops them")

@@ -21,6 +21,7 @@ import polars as pl
 
 from engine.levels import parse_xsb
 from engine.panel import PANEL, PanelAgent, play_panel
+from pipeline.hidden_files import is_hidden, private_writes
 from pipeline.tables import write_parquet
 from pipeline.version import Version, open_version
 from pipeline.workers import Workers
@@ -91,9 +92,10 @@ def write_panel(datasets: Path, name: str, workers: Workers) -> Path:
     the report folder is made if needed)."""
     version = open_version(datasets, name)
     frame = panel_of_version(version, workers)
-    version.report_dir.mkdir(exist_ok=True)
     out = version.report_dir / PANEL_FILE
-    write_parquet(frame, out)
+    with private_writes(is_hidden(version.manifest)):
+        version.report_dir.mkdir(exist_ok=True)
+        write_parquet(frame, out)
     return out
 
 

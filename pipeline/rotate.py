@@ -43,6 +43,7 @@ from pipeline.equivalence import (
 from pipeline.errors import InputError, PipelineError
 from pipeline.generate import CANDIDATE_SCHEMA
 from pipeline.grade import grade, with_predicted_compute
+from pipeline.hidden_files import is_hidden, private_writes
 from pipeline.matching import (
     OPTIMUM_TOLERANCE,
     MatchError,
@@ -127,7 +128,8 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     rotation = {"from": prev, "excluded_files": files, "excluded_ids": ids}
     result = build(new, datasets=datasets, spec=spec, seed=seed, workers=workers,
                    rotation=rotation, select=select_stage)
-    return _report(datasets, new, prev, result.path, workers or Workers())
+    with private_writes(is_hidden(spec.to_dict())):  # a hidden version's report is private
+        return _report(datasets, new, prev, result.path, workers or Workers())
 
 
 def select_stage(run: StageRun) -> Path:

@@ -1,17 +1,22 @@
 """Where stage work runs: in this process, on local joblib workers, or on a Dask cluster.
 
 Results always come back in the order of the inputs, so the output of a stage does not
-depend on how many workers computed it.
+depend on how many workers computed it. A stop (Ctrl-C, or SIGTERM under ``sigterm_raises``)
+unwinds the command like an error and kills its local workers at once, mid-task.
 """
 
 from __future__ import annotations
 
-__all__ = ["BACKENDS", "R", "T", "Workers"]
+__all__ = ["BACKENDS", "R", "T", "Terminated", "Workers", "end_local_workers", "sigterm_raises"]
 
 import logging
+import multiprocessing
+import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, TypeVar
 
 from pipeline.progress import Display, progress
@@ -20,6 +25,41 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 BACKENDS = ("loky", "dask")
+_KILLED_WAIT = 5.0  # seconds to wait for a killed worker to be gone
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread by ``sigterm_raises``: not an error (``except
+    Exception`` lets it through), so the command unwinds as on Ctrl-C."""
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """While inside, SIGTERM raises ``Terminated`` in the main thread (once: a second SIGTERM
+    kills the process at once). Elsewhere than in the main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise Terminated()
+
+    before = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def end_local_workers() -> None:
+    """Kill this process's worker processes (joblib's loky pool) at once, busy or not, and
+    wait for them to be gone: a stopped command must leave none computing."""
+    children = multiprocessing.active_children()
+    for child in children:
+        child.kill()
+    for child in children:
+        child.join(_KILLED_WAIT)
 
 
 @dataclass(frozen=True)
@@ -57,10 +97,14 @@ class Workers:
                 return out
             import joblib  # only for parallel work: a one-job build does without it
 
-            with self._parallel() as parallel:
-                for result in parallel(joblib.delayed(fn)(item) for item in items):
-                    out.append(result)
-                    bar.update(1)
+            try:
+                with self._parallel() as parallel:
+                    for result in parallel(joblib.delayed(fn)(item) for item in items):
+                        out.append(result)
+                        bar.update(1)
+            except (KeyboardInterrupt, Terminated):
+                end_local_workers()
+                raise
         return out
 
     @contextmanager

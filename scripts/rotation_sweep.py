@@ -7,6 +7,8 @@ rotation must succeed; the folder is removed at the end.
 
     .venv/bin/python scripts/rotation_sweep.py [--start 0] [--count 10] [--chain 10]
         [--spec standard] [--jobs 1]
+
+SIGTERM stops it at once (its workers killed, its folder removed) with exit status 143.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pipeline.build import build  # noqa: E402
 from pipeline.errors import PipelineError  # noqa: E402
 from pipeline.rotate import rotate  # noqa: E402
 from pipeline.spec import Spec, load_spec  # noqa: E402
-from pipeline.workers import Workers  # noqa: E402
+from pipeline.workers import Terminated, Workers, sigterm_raises  # noqa: E402
 
 
 def with_public_splits(datasets: Path, source: Path = ROOT / "datasets") -> list[str]:
@@ -80,4 +82,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        with sigterm_raises():  # SIGTERM unwinds: the workers killed, the temporary folder gone
+            main()
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        sys.exit(143)

@@ -33,7 +33,9 @@ __all__ = ["ArcExport", "arc_metadata", "export_arc_game", "game_source"]
 TEMPLATE = Path(__file__).with_name("arc_game.py")
 BEGIN = "# --- GAME: written by sokoforge arc-export ---"
 END = "# --- end of GAME ---"
-GAME_ID = re.compile(r"[A-Za-z0-9_.]{1,80}")  # the toolkit splits a game id at its first '-'
+# One safe path segment (it names the folder under OUT): no separator, and not '.' or '..'
+# or any name starting with a dot; no '-', at which the toolkit splits a game id.
+GAME_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]{0,79}")
 HEX = "0123456789abcdef"
 
 
@@ -52,8 +54,9 @@ def export_arc_game(datasets: Path, version: str, out: Path,
     game ``game_id`` (default the ARC face's, ``sokoban_VERSION``) in ``out/GAME_ID/VERSION``;
     the same version writes the same bytes."""
     if game_id is not None and not GAME_ID.fullmatch(game_id):
-        raise InputError(f"game id {game_id[:40]!r} is not allowed: use letters, digits, '_' "
-                         "or '.' (the toolkit splits a game id at its first '-')")
+        raise InputError(f"game id {game_id[:40]!r} is not allowed: it names one folder under "
+                         "OUT; use letters, digits, '_' or '.', not starting with '.' (the "
+                         "toolkit splits a game id at its first '-')")
     # refused from the manifest, before a level is read
     if not manifest_is_public(open_version(Path(datasets), version, strict=False).manifest):
         raise PipelineError(f"{version} is a hidden version: its levels would be in the "

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.episode import UnplayableLevel, check_playable
 from engine.errors import SokoforgeError
 from engine.levels import Level, LevelError, State, parse_xsb
 from engine.look import LOOKS, Look, LookError, Painter, painter, stored_look
@@ -182,6 +183,10 @@ def _served_level(row: dict, version_look: str) -> ServedLevel:
     else:
         if not solvable.is_solvable(level.start):
             raise DatasetError(f"level {row['index']} cannot be solved from its start")
+    try:
+        check_playable(level, int(row["max_steps"]))
+    except UnplayableLevel as e:
+        raise DatasetError(f"level {row['index']}: {e}") from None
     drawn = painter(level, look)
     return ServedLevel(
         index=int(row["index"]), tier=int(row["tier"]), n_crates=int(row["n_crates"]),

@@ -17,11 +17,11 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from engine.episode import Episode, begin
+from engine.episode import Episode, UnplayableLevel, begin, check_playable
 from engine.episode import step as play
 from engine.look import Painter, painter
 from engine.render import SIZE
-from engine.rules import BadAction
+from engine.rules import check_move
 from pipeline.errors import PipelineError
 from pipeline.spec import Spec, load_spec
 
@@ -86,8 +86,7 @@ class SokobanEnv(gymnasium.Env):
         """One action: reward 1.0 when it solves the level, else 0.0."""
         if self._episode is None:
             raise PipelineError("call reset() before step()")
-        if not self.action_space.contains(action):
-            raise BadAction(f"action {action!r} is not 0, 1, 2 or 3")
+        check_move(action)  # True or 1.0 is not action 1; WAIT is the server's alone
         self._episode, result = play(self._episode, int(action))
         info = {"steps": self._episode.steps, "noop": not result.moved, "pushed": result.pushed,
                 "level": self._index, "max_steps": self._episode.max_steps}
@@ -121,10 +120,16 @@ def open_source(version: str | None, spec: str | Path | Spec | None,
         raise PipelineError("give exactly one of version=... and spec=...")
     root = datasets_folder(datasets)
     if version is not None:
-        return version_source(
+        source = version_source(
             root, version, allow_hidden=allow_hidden,
             instead="use a public version or spec=..., or pass allow_hidden=True (a "
                     "maintainer's tool: never train on a hidden set)")
+        for chosen in source.levels:  # the vector env would reward a solved start
+            try:
+                check_playable(chosen.level, chosen.max_steps)
+            except UnplayableLevel as e:
+                raise PipelineError(f"{version} level {chosen.index}: {e}") from None
+        return source
     assert spec is not None
     return spec_source(spec if isinstance(spec, Spec) else load_spec(spec), root)
 

@@ -194,7 +194,10 @@ class SokobanVectorEnv(VectorEnv):
             self._fresh.close()
 
     def level_of(self, k: int) -> EpisodeLevel:
-        """The level sub-env k is playing (a fresh one's solution and look included)."""
+        """The level sub-env k (0..N-1) is playing (a fresh one's solution and look included)."""
+        if (isinstance(k, bool | np.bool_) or not isinstance(k, int | np.integer)
+                or not 0 <= k < self.num_envs):
+            raise PipelineError(f"level_of takes a sub-env 0..{self.num_envs - 1}, not {k!r}")
         if self._fresh is None:
             return self.source.levels[int(self._episodes.slot[k])]
         return self._fresh.playing_level(k)

@@ -321,6 +321,18 @@ def test_hidden_versions_and_bad_names_are_refused_in_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("game_id", ["..", ".", ".hidden", "../up", "a/b", "/abs", ""])
+def test_a_game_id_that_is_not_one_safe_path_segment_is_refused_and_nothing_written(
+        tmp_path, game_id):
+    out = tmp_path / "box" / "out"
+    result = CliRunner().invoke(main, ["arc-export", VERSION, str(out), "--game-id", game_id,
+                                       "--datasets", str(DATASETS)])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "is not allowed" in lines[0], result.output
+    assert not any(tmp_path.rglob("*"))  # neither OUT nor anything beside it
+
+
 def test_an_imported_version_that_says_no_visibility_is_exported(tmp_path):
     """Imported collections are public unless they say otherwise (as the server shows them)."""
     write_dataset(tmp_path / "datasets", "imp")

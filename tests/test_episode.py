@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
+from serve_support import LEVELS, write_dataset
 from test_search import random_level, scrambled
 
 from engine.episode import (
     WAIT,
     Episode,
     EpisodeOver,
+    UnplayableLevel,
     begin,
     ending,
     episode_over,
@@ -35,6 +37,7 @@ from engine.vector import (
     new_outcomes,
     step_boards,
 )
+from serve.dataset import DatasetError, load_version
 from serve.episode import GAME_OVER, new_run
 
 UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3
@@ -80,7 +83,7 @@ def test_a_restart_puts_the_start_back_and_keeps_the_steps_used():
 
 def test_no_action_and_no_restart_once_the_episode_is_over():
     solved, _ = step(begin(ONE_PUSH, max_steps=10), RIGHT)
-    used_up = begin(ROOM, max_steps=0)
+    used_up = begin(ROOM, max_steps=3, steps=3)  # a stored episode, its budget spent
     for episode in (solved, used_up):
         assert episode.over
         for action in (UP, WAIT):
@@ -89,6 +92,25 @@ def test_no_action_and_no_restart_once_the_episode_is_over():
         with pytest.raises(EpisodeOver):
             restart(episode)
     assert issubclass(EpisodeOver, SokoforgeError) and issubclass(EpisodeOver, ValueError)
+
+
+@pytest.mark.parametrize("level, max_steps, why", [
+    (parse_xsb("#####\n#@**#\n#####"), 10, "solved at its start"),
+    (ROOM, 0, "step budget is 0"),
+])
+def test_no_episode_begins_over_so_none_is_over_unplayed(level, max_steps, why):
+    with pytest.raises(UnplayableLevel, match=why):
+        begin(level, max_steps)
+    with pytest.raises(UnplayableLevel, match=why):  # nor a served one
+        new_run([Served(level, max_steps)], [(0, 0)])
+    assert issubclass(UnplayableLevel, SokoforgeError)
+
+
+def test_the_server_refuses_a_version_holding_a_level_over_at_its_start(tmp_path):
+    """Served, its every action would answer 500 (the episode over): it is never served."""
+    write_dataset(tmp_path, "solved", ["#####\n#@**#\n#####", *LEVELS])
+    with pytest.raises(DatasetError, match=r"level \d: it is solved at its start"):
+        load_version(tmp_path, "solved")
 
 
 @pytest.mark.parametrize("action", [5, -1, True, 1.5, 4.0, "1"])

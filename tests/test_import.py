@@ -329,6 +329,21 @@ def test_import_refuses_unsolvable_and_too_large_levels_naming_each(tmp_path):
     assert not list((tmp_path / "ds" / ".build").glob("bad.import-*"))
 
 
+@pytest.mark.parametrize("skip", [[], ["--skip-unsolvable"]])
+def test_import_refuses_a_board_solved_at_its_start_naming_its_line(tmp_path, skip):
+    src = tmp_path / "solved.xsb"
+    src.write_text(CORNERED.replace("Level A", "Level 1").replace("#$  #", "#   #")
+                   .replace("#@ .#", "#@$.#") + "\nDone\n#####\n#@**#\n#####\n")
+    (tmp_path / "ds").mkdir()
+    result = run("import", "done", str(src), *skip, "--datasets", str(tmp_path / "ds"),
+                 "--quiet")
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert "solved.xsb level 2 'Done' (line 8): it is solved at its start" in lines[0]
+    assert not (tmp_path / "ds" / "done").exists()
+
+
 def test_skip_unsolvable_drops_them_with_a_warning(tmp_path, caplog):
     src = tmp_path / "bad.xsb"
     src.write_text(MIXED.split("; three")[0] + CORNERED + "\n" + CROWDED)

@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from test_hidden_on_the_machine import assert_private
 
 from engine.levels import canonical_id, parse_xsb
 from engine.panel import PANEL
@@ -195,6 +196,14 @@ def test_secret_rotation_keeps_its_seed_private_until_revealed(rotated):
     assert json.loads((datasets / "r2" / REVEAL_FILE).read_text()) == record
     # With the published seed anyone can rebuild the rotation and get the same bytes.
     assert verify("r2", int(seed), datasets=datasets, workers=QUIET).ok
+
+
+def test_a_hidden_rotation_its_report_and_the_panel_it_adds_are_its_owner_s_alone(rotated):
+    datasets, _, _ = rotated
+    for version in ("r2", "r1", "demo"):  # tiny is a hidden game; demo got its panel by r1's
+        assert (datasets / version / "report" / "panel.parquet").is_file()
+        assert_private(datasets / version, besides=(REVEAL_FILE,))  # the seed, once public
+    assert (datasets / "r2" / "report" / EQUIVALENCE_FILE).is_file()
 
 
 def test_a_rotated_version_copied_alone_into_an_empty_folder_verifies(rotated, tmp_path):

@@ -13,7 +13,7 @@ from public_support import QUIET, public_and_hidden
 import sokoforge_gym
 from engine.frames import draw, draw_goal
 from engine.levels import parse_xsb
-from engine.rules import lurd_to_actions
+from engine.rules import BadAction, lurd_to_actions
 from pipeline.build import build
 from pipeline.errors import PipelineError
 from pipeline.spec import load_spec, spec_from_dict
@@ -80,6 +80,16 @@ def test_the_budget_truncates_and_a_blocked_move_is_a_noop(datasets):
         assert np.array_equal(after["obs"], obs["obs"])
         assert truncated == (step == 40)
     assert truncated
+
+
+def test_only_integer_actions_0_to_3_are_taken_and_a_refused_one_uses_no_step(datasets):
+    env = gymnasium.make("sokoforge/Sokoban-v0", version="pub", datasets=datasets).unwrapped
+    env.reset(seed=0)
+    for bad in (True, False, np.bool_(True), 1.0, np.float32(2), 4, -1, "1", None):
+        with pytest.raises(BadAction, match="action must be 0"):
+            env.step(bad)
+    for steps, good in enumerate((np.int64(1), np.uint8(2), 3, np.int32(0)), start=1):
+        assert env.step(good)[4]["steps"] == steps
 
 
 def test_a_hidden_version_is_refused_unless_the_caller_allows_it(datasets):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import gymnasium
 import numpy as np
+import polars as pl
 import pytest
 from gymnasium.utils.env_checker import (
     check_reset_return_type,
@@ -23,6 +26,7 @@ from engine.rules import step
 from pipeline.build import build
 from pipeline.errors import PipelineError
 from pipeline.spec import load_spec, spec_from_dict
+from pipeline.tables import read_parquet, sha256_file, write_parquet
 from pipeline.trajectories import fresh_levels
 from sokoforge.drawn_levels import KEPT, FreshLevels
 
@@ -129,6 +133,35 @@ def test_bad_actions_are_refused(datasets):
     for bad in (np.array([0, 4]), np.array([0.0, 1.0]), np.array([1])):
         with pytest.raises(PipelineError, match="actions"):
             env.step(bad)
+
+
+@pytest.mark.parametrize("vector", [True, False])
+def test_a_version_holding_a_level_solved_at_its_start_is_refused_not_rewarded(
+        datasets, tmp_path, vector):
+    """A public version whose level 0 was edited to a solved board (its manifest updated)."""
+    shutil.copytree(datasets / "pub", tmp_path / "pub")
+    levels = tmp_path / "pub" / "levels.parquet"
+    table = read_parquet(levels)
+    xsb = table["xsb"].to_list()
+    write_parquet(table.with_columns(pl.Series("xsb", ["#####\n#@**#\n#####", *xsb[1:]])),
+                  levels)
+    manifest = json.loads((tmp_path / "pub" / "manifest.json").read_text())
+    manifest["files"]["levels.parquet"]["sha256"] = sha256_file(levels)
+    (tmp_path / "pub" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(PipelineError, match="pub level 0: it is solved at its start"):
+        if vector:
+            make_vec(tmp_path, 2, version="pub")
+        else:
+            gymnasium.make(ENV, version="pub", datasets=tmp_path)
+
+
+def test_level_of_takes_a_sub_env_0_to_n_minus_1_only(datasets):
+    env = make_vec(datasets, 2, version="pub").unwrapped
+    _, info = env.reset(seed=0)
+    assert [env.level_of(k).index for k in (0, np.int64(1))] == info["level"].tolist()
+    for bad in (-1, 2, True, 1.0, "0"):
+        with pytest.raises(PipelineError, match=r"level_of takes a sub-env 0\.\.1"):
+            env.level_of(bad)
 
 
 def test_a_hidden_version_is_refused_unless_the_caller_allows_it(datasets):

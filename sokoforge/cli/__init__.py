@@ -40,6 +40,7 @@ def main() -> None:
       1    a check failed or a request was refused
       2    usage or unreadable input
       130  interrupted (Ctrl-C)
+      143  terminated (SIGTERM)
     A failure prints one line on stderr, never a traceback.
     """
     skip_last_collection()

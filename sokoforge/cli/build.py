@@ -84,13 +84,23 @@ def _run(version: str, stages: tuple[str, ...], seed: str | None, spec_name: str
 
 @click.command("build")
 @click.argument("version")
+@click.option("--abandon", is_flag=True,
+              help="Instead of building: drop VERSION's interrupted build (DATASETS/.build/"
+                   "VERSION, and the secret seed drawn for it), to start afresh.")
 @_build_options
-def build_command(version: str, **options: Any) -> None:
+def build_command(version: str, abandon: bool, **options: Any) -> None:
     """Build dataset VERSION: generate, select, solve, grade and write, then publish.
 
     A build that is interrupted resumes where it stopped when run again, and ends with the
-    same bytes. Building a version that exists is refused.
+    same bytes; --abandon drops it instead. Building a version that exists is refused.
     """
+    if abandon:
+        from pipeline.build import abandon as drop
+
+        with refusals():
+            dropped = drop(version, datasets=options["datasets"])
+        click.echo(f"{version}: dropped {', '.join(str(p) for p in dropped)}")
+        return
     _run(version, STAGES, **options)
 
 

@@ -1,14 +1,14 @@
 """The one way commands fail: a readable line on stderr and a chosen exit status.
 
 Exit statuses, the same for every command: 0 done, 1 a check failed or a request was
-refused, 2 usage or unreadable input, 130 interrupted (Ctrl-C).
+refused, 2 usage or unreadable input, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
 
 __all__ = [
     "CliError", "ConventionGroup", "INTERRUPTED", "INTERRUPT_GRACE", "Interrupted", "REFUSED",
-    "USAGE", "refusals", "run_interruptibly",
+    "Stopped", "TERMINATED", "USAGE", "refusals", "run_interruptibly",
 ]
 
 import asyncio
@@ -24,6 +24,7 @@ from pipeline.errors import InputError, PipelineError
 REFUSED = 1  # a check failed or a request was refused
 USAGE = 2  # usage or unreadable input
 INTERRUPTED = 130  # 128 + SIGINT, as shells report a process stopped by Ctrl-C
+TERMINATED = 143  # 128 + SIGTERM
 INTERRUPT_GRACE = 1.0  # seconds an interrupted coroutine may take to clean up
 
 
@@ -42,14 +43,29 @@ class Interrupted(CliError):
         super().__init__("interrupted", INTERRUPTED)
 
 
+class Stopped(CliError):
+    """SIGTERM: one line and exit status 143, once the command has unwound (its workers
+    ended, a build left to resume)."""
+
+    def __init__(self) -> None:
+        super().__init__("terminated", TERMINATED)
+
+
 class ConventionGroup(click.Group):
-    """A command group whose commands end an interruption with ``Interrupted``."""
+    """A command group whose commands end an interruption with ``Interrupted`` and SIGTERM
+    with ``Stopped`` (a command that serves installs its own handlers)."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        from pipeline.workers import Terminated, end_local_workers, sigterm_raises
+
         try:
-            return super().invoke(ctx)
+            with sigterm_raises():
+                return super().invoke(ctx)
         except (KeyboardInterrupt, click.Abort):  # click.Abort: Ctrl-C or EOF at a prompt
             raise Interrupted() from None
+        except Terminated:
+            end_local_workers()  # idle ones too: stopped between two parallel steps
+            raise Stopped() from None
 
 
 @contextmanager
