@@ -24,7 +24,7 @@ from engine.levels import Level, LevelError, State, parse_xsb
 from engine.look import LOOKS, Look, LookError, Painter, painter, stored_look
 from pipeline.errors import InputError
 from pipeline.spec import version_look
-from pipeline.version import VersionMissing, open_version
+from pipeline.version import open_version
 from serve.framezip import Picture
 
 FORMATS = (1,)
@@ -125,10 +125,7 @@ def load_version(root: Path, version: str) -> ServedVersion:
     """Read and check ``root/version``, then precompute start states, images and solvable sets."""
     try:
         opened = open_version(Path(root), version, strict=False)
-    except VersionMissing:
-        raise DatasetError(f"no dataset version {version!r} in {root}: build it first "
-                           f"(make dataset VERSION={version})") from None
-    except InputError as e:
+    except InputError as e:  # VersionMissing too: its one wording, with the closest name
         raise DatasetError(str(e)) from None
     manifest, manifest_path = opened.manifest, opened.manifest_path
     look = version_look(manifest)

@@ -223,8 +223,8 @@ def test_audit_of_a_missing_version_is_one_readable_line(versions):
     result = CliRunner().invoke(main, ["audit", "nope", "--datasets", str(versions)])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        f"Error: version 'nope' not found under {versions} (needs levels.parquet and "
-        "manifest.json)"]
+        f"Error: cannot audit nope: no version 'nope' under {versions}; `sokoforge versions` "
+        "lists the versions there"]
 
 
 def _audit_one_line(root: Path, version: str = "t") -> str:

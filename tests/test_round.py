@@ -53,7 +53,7 @@ def test_a_round_runs_from_build_to_the_next_round_served_beside_the_archived_on
         for name, seed in (("alice", "1"), ("bob", "2")):
             played = sokoforge("play", "--url", server.base, "--register", name, "--agent",
                                "random", "--seed", seed)
-            scores[name] = json.loads(played.stdout.split("\nreplay: ")[0])
+            scores[name] = json.loads(played.stdout.split("\nscorecard: ")[0])
             scores[name]["scorecard_id"] = played.stdout.split("/scorecards/")[1].strip()
         late = Api(server.base)
         late.key = late.ok("POST", "/api/keys", {"name": "carol"}, status=201)["api_key"]

@@ -130,18 +130,14 @@ def verify_command(version: str, seed: str | None, jobs: int, datasets: Path) ->
     checked against their sha256 and imported again instead. Exits 0 when all of it holds,
     1 otherwise.
     """
-    from pipeline.build import check_version_name
-    from pipeline.manifest import IMPORTED, read_manifest
     from pipeline.seeds import parse_seed
     from pipeline.verify import verify
+    from pipeline.version import open_version
     from pipeline.workers import Workers
 
     workers = Workers(jobs=jobs, show_progress=False)
     with refusals():
-        check_version_name(version)
-        imported = read_manifest(datasets / version / "manifest.json").get(
-            "seed_source") == IMPORTED
-        if imported:
+        if open_version(datasets, version, require_intact=False).imported:
             if seed is not None:
                 raise CliError(f"{version} was imported: it has no seed; run without --seed", 2)
             _verify_import(version, datasets, workers)
