@@ -247,12 +247,11 @@ def test_render_animates_a_versions_stored_solution_step_by_step_in_its_look_lab
         tmp_path):
     import polars as pl
 
-    from sokoforge.cli.levels import labelled
-
     from engine.levels import parse_xsb
     from engine.look import stored_look
     from pipeline.manifest import read_manifest
     from pipeline.spec import version_look
+    from sokoforge.cli.levels import labelled
 
     row = pl.read_parquet(DEMO / "levels.parquet").sort("index").row(5, named=True)
     level = parse_xsb(row["xsb"])

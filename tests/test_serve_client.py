@@ -37,7 +37,7 @@ def srv(tmp_path_factory):
 
 
 @pytest.mark.parametrize("parallel", [1, 3])
-def test_play_command_with_a_module_class_agent_scores_what_the_agent_earns_and_ends_with_the_scorecards_page(srv, parallel):
+def test_play_command_scores_what_the_agent_earns_and_ends_with_the_scorecards_page(srv, parallel):
     result = CliRunner().invoke(main, [
         "play", "--url", srv.base + "/", "--register", f"knower {parallel}",
         "--agent", "serve_support:SolutionAgent", "--parallel", str(parallel)])
