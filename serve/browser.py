@@ -26,6 +26,7 @@ from serve.schema import BOOLEAN, INTEGER, STR, TEXT, Field, Route, arr, obj, st
 from serve.web import api_key, reply, reply_bytes
 
 SCRIPTS = ("board.js", "play.js", "scorecard.js")
+FAVICON = "favicon.svg"
 
 EPISODE_REPLAY = obj({"session_id": string(SESSION_ID), "game": TEXT, "version": TEXT,
                       "episode": INTEGER, "actions": string("[UDLR.|]*"), "solved": BOOLEAN,
@@ -84,7 +85,8 @@ async def play_page(request: web.Request, arena: Arena, key: None, args: dict) -
             "Only public games (practice sets and imported collections) can be played in the "
             "browser; a hidden benchmark game is played by agents through the API."), 404)
     return _html(request, pages.play({"name": entry.name, "version": entry.version.version,
-                                      "episodes": entry.episodes, "restarts": entry.restarts}))
+                                      "episodes": entry.episodes, "restarts": entry.restarts,
+                                      "order": entry.version.order}))
 
 
 async def scorecard_page(request: web.Request, arena: Arena, key: None,
@@ -122,7 +124,17 @@ HANDLERS = {"play_page": play_page, "scorecard_page": scorecard_page,
             "get_episode_replay": get_episode_replay, "get_solution": get_solution}
 
 
+async def favicon(request: web.Request) -> web.Response:
+    body = resources.files("serve").joinpath("static", FAVICON).read_bytes()
+    response = reply_bytes(request, body, "image/svg+xml")
+    response.headers["Cache-Control"] = "max-age=86400"
+    return response
+
+
 def add_scripts(app: web.Application) -> None:
-    """The pages' scripts, same origin (the pages' Content-Security-Policy allows no other)."""
+    """The pages' scripts and icon, same origin (the pages' Content-Security-Policy allows no
+    other); the icon also where a browser asks for one unprompted, ``/favicon.ico``."""
     names = "|".join(s.replace(".", "\\.") for s in SCRIPTS)
     app.router.add_get(f"/static/{{script:(?:{names})}}", script)
+    for path in (f"/static/{FAVICON}", "/favicon.ico"):
+        app.router.add_get(path, favicon)

@@ -90,6 +90,15 @@ class ServedVersion:
     def episodes(self) -> int:
         return len(self.levels)
 
+    @property
+    def order(self) -> str:
+        """``ramp`` (a build: easiest first within each tier) or ``file`` (an imported
+        collection, played in its files' order)."""
+        manifest = self.manifest
+        imported = (manifest.get("seed_source") == "imported" or bool(manifest.get("sources"))
+                    or (manifest.get("generator") or {}).get("method") == "imported")
+        return "file" if imported else "ramp"
+
     def spec(self) -> dict:
         """The public numbers of the served set: counts and budgets, never layouts."""
         spec = self.manifest.get("spec") or {}
@@ -118,6 +127,8 @@ class ServedVersion:
             "levels_sha256": self.sha256,
             "seed_commitment": (self.manifest.get("seed_commitment") or {}).get("sha256"),
             "rotated_from": self.manifest.get("rotated_from"),
+            "order": self.order,
+            "public_seed": self.manifest.get("public_seed"),
         }
 
 
