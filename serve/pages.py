@@ -37,11 +37,9 @@ input{font:inherit;padding:.25rem .4rem}td.l,th.l{text-align:left}
 td[colspan]{text-align:left;color:#666}
 table.board{table-layout:fixed}table.board th{width:5.6rem}table.board th:nth-child(1){width:2rem}
 table.board th:nth-child(2){width:auto}table.board td:nth-child(2){overflow-wrap:anywhere}
-table.ranks th:nth-child(3){width:4.3rem}table.ranks th:nth-child(4){width:5.2rem}
-table.ranks th:nth-child(5){width:5.4rem}table.ranks th:nth-child(6){width:4.9rem}
-table.ranks th:nth-child(7){width:5.3rem}table.ranks th:nth-child(8){width:3.4rem}
-table.ranks th:nth-child(9){width:6rem}
-"""
+""" + "".join(  # a ranking's columns after the name (success ... date), each as wide as it needs
+    f"table.board:not(.line) th:nth-child({i}){{width:{w}rem}}"
+    for i, w in enumerate((4.3, 5.2, 5.4, 4.9, 5.3, 3.4, 6), start=3))
 
 
 def _page(title: str, body: str, scripts: tuple[str, ...] = ()) -> str:
@@ -187,8 +185,7 @@ def _board_table(board: dict, playable: bool) -> str:
     rnd = (f"<p class=round>{_round_state(board['version'], board['round'])}</p>"
            if board.get("round") else "")
     return (f"<h2>{game}version <code>{escape(board['version'])}</code>{play}</h2>{rnd}"
-            f"<div class=wrap><table class='board ranks'><tr><th>#</th><th>name</th>"
-            f"<th>success</th>"
+            f"<div class=wrap><table class=board><tr><th>#</th><th>name</th><th>success</th>"
             f"<th title='95% over draws of levels'>interval</th>"
             f"<th title='a paired test over the levels cannot tell it from the entry above'>"
             f"tied</th><th>efficiency</th><th>deadlocks</th><th>solved</th><th>date</th></tr>{rows}"
@@ -231,7 +228,7 @@ def _line_table(line: dict) -> str:
             "from one another links them by the names that played several; ability and its "
             "95% interval, beside the raw success on each version played.</p>"
             + (f"<ul>{notes}</ul>" if notes else "")
-            + f"<div class=wrap><table class=board><tr><th>#</th><th>name</th>{scale}"
+            + f"<div class=wrap><table class='board line'><tr><th>#</th><th>name</th>{scale}"
               f"<th>ability</th><th>interval</th><th class=l>raw success</th></tr>{rows}"
               "</table></div>")
 

@@ -315,9 +315,10 @@ def test_the_home_and_play_pages_say_what_the_set_is_and_in_which_order(data, tm
     imported collection's file order; every page has an icon, so no browser asks in vain."""
     from pathlib import Path
 
+    from serve_support import LEVELS
+
     from pipeline.importing import import_collection
     from pipeline.workers import Workers
-    from serve_support import LEVELS
 
     source = tmp_path / "mine.xsb"
     source.write_text("\n".join(LEVELS))
