@@ -151,9 +151,10 @@ class Report:
         return line
 
     def hidden_warning(self) -> str | None:
-        """For a hidden version: its report shows every level, so it stays with the
-        maintainer."""
-        if visibility(self.result.facts.manifest) == "public":
+        """For a hidden version with secret levels: its report shows every level, so it stays
+        with the maintainer (a public seed's levels anyone can redraw: no secret to keep)."""
+        manifest = self.result.facts.manifest
+        if visibility(manifest) == "public" or manifest.get("seed_source") == "public":
             return None
         return (f"HIDDEN: this report shows every level of the hidden version "
                 f"{self.result.facts.name}. It must not leave the maintainer: do not publish, "

@@ -414,7 +414,18 @@ def test_deadlock_figures_are_recomputed_from_the_boards(versions):
     assert (t["audit_dead_fraction"] - t["dead_fraction"].cast(pl.Float64)).abs().max() < 1e-6
 
 
+@pytest.fixture(scope="module")
+def secret(tmp_path_factory):
+    """A hidden version with a secret seed, audited: a round's set."""
+    root = tmp_path_factory.mktemp("secret")
+    build("s", datasets=root, spec=load_spec("tiny"), workers=Workers(show_progress=False))
+    result = CliRunner().invoke(main, ["audit", "s", "--datasets", str(root)])
+    assert result.exit_code == 0, result.output
+    return root, result.output
+
+
 def test_every_report_says_in_one_line_whether_the_version_is_fit_for_a_round(versions,
+                                                                                secret,
                                                                                 tmp_path):
     from pipeline.audit_report import Report
 
@@ -424,29 +435,30 @@ def test_every_report_says_in_one_line_whether_the_version_is_fit_for_a_round(ve
     tampered = _tampered(versions, tmp_path, lambda df: _set(df, 0, "max_steps", 999))
     assert Report(audit(tampered, "t")).fitness_line().startswith(
         "fit for a round: no (1 check(s) fail; it was built from the public seed 11")
-    root = tmp_path / "secret"
-    root.mkdir()
-    build("s", datasets=root, spec=load_spec("tiny"), workers=Workers(show_progress=False))
-    result = CliRunner().invoke(main, ["audit", "s", "--datasets", str(root)])
-    assert result.exit_code == 0, result.output
+    root, output = secret
     fit = "fit for a round: yes; no agent panel yet (sokoforge panel s adds it)"
-    assert result.output.splitlines()[3] == fit  # a fresh build's, as a rotation's has one
+    assert output.splitlines()[3] == fit  # a fresh build's, as a rotation's has one
     report = root / "s" / "report"
     assert f"**{fit}**" in (report / "report.md").read_text()
     assert f"fitness pass'>{fit}</p>" in (report / "report.html").read_text()
     assert json.loads((report / "checks.json").read_text())["fit_for_round"] is True
 
 
-def test_a_hidden_versions_report_warns_first_that_it_must_not_leave_the_maintainer(versions):
-    result = CliRunner().invoke(main, ["audit", "v1", "--datasets", str(versions)])
-    warning = ("HIDDEN: this report shows every level of the hidden version v1. It must not "
+def test_a_hidden_versions_report_warns_first_that_it_must_not_leave_the_maintainer(secret,
+                                                                                    versions):
+    root, output = secret
+    warning = ("HIDDEN: this report shows every level of the hidden version s. It must not "
                "leave the maintainer: do not publish, commit or send it before the round is "
                "over.")
-    assert result.output.splitlines()[1] == warning
-    report = versions / "v1" / "report"
+    assert output.splitlines()[1] == warning
+    report = root / "s" / "report"
     assert (report / "report.md").read_text().splitlines()[2] == f"> **{warning}**"
     html = (report / "report.html").read_text()
     assert html.index(f"<p class='warning'>{warning}</p>") < html.index("<nav>")
+    # levels anyone can redraw from a public seed (the demo's) hold no secret to keep
+    seeded = CliRunner().invoke(main, ["audit", "v1", "--datasets", str(versions)]).output
+    assert "HIDDEN" not in seeded and "class='warning'" not in (
+        versions / "v1" / "report" / "report.html").read_text()
 
 
 def test_grade_cut_and_band_labels_do_not_overlap_on_any_plot():

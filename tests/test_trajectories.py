@@ -251,8 +251,9 @@ def test_a_themed_spec_draws_each_level_in_its_own_theme_frame_for_frame(tmp_pat
 
 def test_the_card_opens_with_the_hubs_front_matter_and_datasets_reads_its_configs(written,
                                                                                   tmp_path):
-    import datasets
     import yaml
+
+    import datasets
 
     card = (written / "README.md").read_text()
     assert card.startswith("---\n")
