@@ -113,10 +113,12 @@ async def get_solution(request: web.Request, arena: Arena, key: None,
 
 
 async def script(request: web.Request) -> web.Response:
-    name = request.match_info["script"]
+    """A static file of the pages: a script (always revalidated) or the icon."""
+    name = request.match_info.get("script", FAVICON)
     body = resources.files("serve").joinpath("static", name).read_bytes()
-    response = reply_bytes(request, body, "application/javascript")
-    response.headers["Cache-Control"] = "no-cache"
+    icon = name == FAVICON
+    response = reply_bytes(request, body, "image/svg+xml" if icon else "application/javascript")
+    response.headers["Cache-Control"] = "max-age=86400" if icon else "no-cache"
     return response
 
 
@@ -124,17 +126,9 @@ HANDLERS = {"play_page": play_page, "scorecard_page": scorecard_page,
             "get_episode_replay": get_episode_replay, "get_solution": get_solution}
 
 
-async def favicon(request: web.Request) -> web.Response:
-    body = resources.files("serve").joinpath("static", FAVICON).read_bytes()
-    response = reply_bytes(request, body, "image/svg+xml")
-    response.headers["Cache-Control"] = "max-age=86400"
-    return response
-
-
 def add_scripts(app: web.Application) -> None:
     """The pages' scripts and icon, same origin (the pages' Content-Security-Policy allows no
     other); the icon also where a browser asks for one unprompted, ``/favicon.ico``."""
-    names = "|".join(s.replace(".", "\\.") for s in SCRIPTS)
+    names = "|".join(s.replace(".", "\\.") for s in (*SCRIPTS, FAVICON))
     app.router.add_get(f"/static/{{script:(?:{names})}}", script)
-    for path in (f"/static/{FAVICON}", "/favicon.ico"):
-        app.router.add_get(path, favicon)
+    app.router.add_get("/favicon.ico", script)
