@@ -42,7 +42,8 @@ class VersionMissing(InputError):
         near = difflib.get_close_matches(name, existing_versions(Path(datasets)), n=1,
                                          cutoff=0.6)
         hint = (f"did you mean {near[0]!r}?" if near
-                else "`sokoforge versions` lists the versions there")
+                else f"`sokoforge versions` lists those there, `make dataset VERSION={name}` "
+                     "builds it")
         super().__init__(f"no version {name!r} under {datasets}; {hint}")
         self.name = name
 

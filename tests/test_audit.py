@@ -224,7 +224,7 @@ def test_audit_of_a_missing_version_is_one_readable_line(versions):
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         f"Error: cannot audit nope: no version 'nope' under {versions}; `sokoforge versions` "
-        "lists the versions there"]
+        "lists those there, `make dataset VERSION=nope` builds it"]
 
 
 def _audit_one_line(root: Path, version: str = "t") -> str:

@@ -462,7 +462,7 @@ def test_verify_of_a_missing_version_says_so(tmp_path):
                                        "--datasets", str(tmp_path)])
     assert result.exit_code == 2  # unreadable input
     assert result.output == (f"Error: no version 'nope' under {tmp_path}; `sokoforge versions` "
-                             "lists the versions there\n")
+                             "lists those there, `make dataset VERSION=nope` builds it\n")
 
 
 def test_a_wrong_seed_stops_at_the_commitment_before_any_redraw(built, monkeypatch):
