@@ -148,8 +148,7 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
               help="Which served game to play (GET /api/spec lists them) [default: the first].")
 def play_command(url: str, name: str | None, key: str | None, agent_spec: str, parallel: int,
                  seed: int | None, game: str | None) -> None:
-    """Play a whole served game with an agent, close the scorecard, print the Score and, last,
-    the scorecard's page (its episodes' replays are watched there)."""
+    """Play a whole served game with an agent, close the scorecard, print the Score."""
     import asyncio
     import json
 
