@@ -44,7 +44,6 @@ from pipeline.version import (
     MANIFEST_FILE,
     REPORT_DIR,
     STAGES_DIR,
-    VersionMissing,
     open_version,
 )
 
@@ -139,12 +138,9 @@ class Comparison:
 
 def load_version(root: Path, version: str) -> VersionFacts:
     """Read a version, replay its levels through solver and planner, and collect the facts."""
-    try:
-        # a levels file that differs from the manifest is a failed check, not a refusal
-        opened = open_version(root, version, require_intact=False)
-    except VersionMissing:
-        opened = None
-    if opened is None or not opened.sha256:
+    # a levels file that differs from the manifest is a failed check, not a refusal
+    opened = open_version(root, version, require_intact=False)
+    if not opened.sha256:
         raise FileNotFoundError(f"version {version!r} not found under {root} "
                                 f"(needs {LEVELS_FILE} and {MANIFEST_FILE})")
     folder, manifest, spec = opened.folder, opened.manifest, opened.spec

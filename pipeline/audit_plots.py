@@ -19,13 +19,11 @@ import polars as pl
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from engine.levels import parse_xsb
 from engine.look import Look, frame, stored_look
-from pipeline.audit import (
-    Comparison,
-    VersionFacts,
-)
+from pipeline.audit import Comparison, VersionFacts, is_imported
 from pipeline.compute_curve import RULE_BUDGET
 from pipeline.difficulty import load_model
 from pipeline.reliability import curve, wilson_interval
@@ -56,30 +54,62 @@ def _png(fig: Figure) -> bytes:
 
 def _grade_lines(ax: Axes, vertical: bool = False) -> None:
     """The fixed grade cut points as dashed lines, each labelled with its value, and every
-    band between them named (grade 1 easiest to 5) at the plot's edge."""
+    band between them named (grade 1 easiest to 5) at the plot's edge; labels that would
+    collide (the first cuts sit close together) are moved apart, in points."""
     cuts = list(load_model().grade_cuts)
     edges = [0.0, *cuts, 1.0]
     line = ax.axvline if vertical else ax.axhline
     # label positions: along the axis in data units, across it in axes fractions
     where = ax.get_xaxis_transform() if vertical else ax.get_yaxis_transform()
-    for i, cut in enumerate(cuts):
+    for cut in cuts:
         line(cut, color="#777777", lw=0.9, ls="--", zorder=0)
-        if vertical:  # neighbouring cuts can sit close: labels alternate in height
-            ax.text(cut, 1.01 + 0.04 * (i % 2), f"{cut:.2g}", transform=where, ha="center",
-                    va="bottom", fontsize=7, color="#555555")
-        else:
-            ax.text(1.005, cut, f"{cut:.2g}", transform=where, ha="left", va="center",
-                    fontsize=7, color="#555555")
-    for g, (lo, hi) in enumerate(zip(edges, edges[1:], strict=False), start=1):
-        mid = (lo + hi) / 2
-        if vertical and hi - lo < 0.1:  # too narrow to name beside its neighbours
-            continue
-        if vertical:
-            ax.text(mid, 0.97, f"g{g}", transform=where, ha="center", va="top", fontsize=8,
+    mids = [(lo + hi) / 2 for lo, hi in zip(edges, edges[1:], strict=False)]
+    if vertical:  # neighbouring cuts' labels alternate in height, in points above the axes
+        for i, cut in enumerate(cuts):
+            ax.annotate(f"{cut:.2g}", (cut, 1.0), xycoords=where, xytext=(0, 2 + 9 * (i % 2)),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=7,
+                        color="#555555")
+        for g, (lo, hi) in enumerate(zip(edges, edges[1:], strict=False), start=1):
+            if hi - lo >= 0.1:  # a narrower band has no room for its name
+                ax.text(mids[g - 1], 0.97, f"g{g}", transform=where, ha="center", va="top",
+                        fontsize=8, color="#444444", fontweight="bold")
+        return
+    points = _points_per_unit(ax)
+    for cut, at in zip(cuts, _spread(cuts, 9 / points), strict=True):
+        ax.annotate(f"{cut:.2g}", (1.0, at), xycoords=where, xytext=(3, 0),
+                    textcoords="offset points", ha="left", va="center", fontsize=7,
+                    color="#555555")
+    for g, at in enumerate(_spread(mids, 10 / points), start=1):
+        ax.annotate(f"grade {g}", (1.0, at), xycoords=where, xytext=(32, 0),
+                    textcoords="offset points", ha="left", va="center", fontsize=8,
                     color="#444444", fontweight="bold")
-        else:
-            ax.text(1.035, mid, f"grade {g}", transform=where, ha="left", va="center",
-                    fontsize=8, color="#444444", fontweight="bold")
+
+
+def _points_per_unit(ax: Axes) -> float:
+    """Typographic points per data unit along the y axis (from the axes' size on the figure)."""
+    lo, hi = ax.get_ylim()
+    inches = ax.get_position().height * ax.get_figure().get_figheight()  # type: ignore[union-attr]
+    return inches * 72 / (hi - lo)
+
+
+def _spread(positions: list[float], gap: float) -> list[float]:
+    """``positions`` (ascending) moved up where needed so that no two are closer than ``gap``."""
+    out: list[float] = []
+    for p in positions:
+        out.append(p if not out else max(p, out[-1] + gap))
+    return out
+
+
+def _order(facts: VersionFacts) -> str:
+    """What the x axis of a plot by index is: a build's play order, or an import's file order."""
+    return "file order" if is_imported(facts.manifest) else "play order"
+
+
+def _whole_ticks(ax: Axes, x: bool = True, y: bool = True) -> None:
+    """Ticks only at whole numbers on the axes that count (levels, moves, play positions)."""
+    for axis, wanted in ((ax.xaxis, x), (ax.yaxis, y)):
+        if wanted:
+            axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _overlay(ax: Axes, comparison: Comparison | None, a: str, b: str,
@@ -101,9 +131,12 @@ def plot_optima(facts: VersionFacts, comparison: Comparison | None = None,
     t = facts.table
     fig = Figure(figsize=(11, 4.2))
     ax = fig.subplots()
-    x = t["index"].to_numpy()
-    ax.bar(x, t["band_hi"].to_numpy() - t["band_lo"].to_numpy() + 1,
-           bottom=t["band_lo"].to_numpy() - 0.5, width=0.8, color="#cccccc", label="slot band")
+    banded = t.filter(pl.col("band_lo").is_not_null() & pl.col("band_hi").is_not_null())
+    if banded.height:  # an imported collection has none: no bars, and no legend entry
+        ax.bar(banded["index"].to_numpy(),
+               banded["band_hi"].to_numpy() - banded["band_lo"].to_numpy() + 1,
+               bottom=banded["band_lo"].to_numpy() - 0.5, width=0.8, color="#cccccc",
+               label="slot band")
     for tier, part in t.group_by("tier", maintain_order=True):
         ok = part["planner_solved"].to_numpy()
         px, py = part["index"].to_numpy(), part["optimal_moves"].to_numpy()
@@ -111,9 +144,10 @@ def plot_optima(facts: VersionFacts, comparison: Comparison | None = None,
         ax.scatter(px[~ok], py[~ok], s=30, facecolors="none", edgecolors=_colour(tier[0]),
                    linewidths=1.4)
     _overlay(ax, comparison, facts.name, other, "optimal_moves")
-    ax.set_xlabel("play order (index); hollow = reference planner failed")
+    _whole_ticks(ax)
+    ax.set_xlabel(f"{_order(facts)} (index); hollow = reference planner failed")
     ax.set_ylabel("optimal moves")
-    ax.set_title(f"{facts.name}: optimal moves and slot bands")
+    ax.set_title(f"{facts.name}: optimal moves" + (" and slot bands" if banded.height else ""))
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=9, ncol=3)
     return _png(fig)
@@ -128,12 +162,17 @@ def plot_difficulty(facts: VersionFacts, comparison: Comparison | None = None,
     ax.set_ylim(-0.02, 1.02)
     _grade_lines(ax)
     for tier, part in t.group_by("tier", maintain_order=True):
-        ax.plot(part["index"].to_numpy(), part["difficulty"].to_numpy(), "o-", ms=4,
-                color=_colour(tier[0]), label=f"tier {tier[0]}")
+        x, y = part["index"].to_numpy(), part["difficulty"].to_numpy()
+        # a line joins levels played one after the other, never across another tier's
+        for n, run in enumerate(np.split(np.arange(x.size), np.flatnonzero(np.diff(x) != 1) + 1)):
+            ax.plot(x[run], y[run], "o-", ms=4, color=_colour(tier[0]),
+                    label=f"tier {tier[0]}" if n == 0 else None)
     _overlay(ax, comparison, facts.name, other, "difficulty")
-    ax.set_xlabel("play order (index); dashed lines: grade cut points")
+    _whole_ticks(ax, y=False)
+    ax.set_xlabel(f"{_order(facts)} (index); dashed lines: grade cut points")
     ax.set_ylabel(f"difficulty (P planner fails at {RULE_BUDGET} calls/step)")
-    ax.set_title(f"{facts.name}: difficulty along the ramp")
+    ax.set_title(f"{facts.name}: difficulty "
+                 + ("in file order" if is_imported(facts.manifest) else "along the ramp"))
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=9, ncol=3)
     return _png(fig)
@@ -148,7 +187,10 @@ def plot_histograms(facts: VersionFacts) -> bytes:
         opt = part["optimal_moves"].to_numpy()
         axes[0, col].hist(opt, bins=range(int(opt.min()), int(opt.max()) + 2),
                           color=_colour(tier[0]))
-        axes[0, col].set_title(f"tier {tier[0]} ({part.height} levels)")
+        axes[0, col].set_title(f"tier {tier[0]} ({part.height} level"
+                               f"{'s' if part.height > 1 else ''})")
+        _whole_ticks(axes[0, col])
+        _whole_ticks(axes[1, col], x=False)
         axes[0, col].set_xlabel("optimal moves")
         axes[1, col].hist(part["difficulty"].to_numpy(), bins=np.linspace(0, 1, 21),
                           color=_colour(tier[0]))
@@ -230,7 +272,7 @@ def plot_calibration(facts: VersionFacts, mine: dict[str, Any],
                       f"Brier {mine['brier']:.3f}")
     ax.set_xlabel("predicted difficulty (decile mean)")
     ax.set_ylabel("observed failure rate of the reference planner")
-    ax.set_title(f"{facts.name}: calibration of the difficulty model", pad=16)
+    ax.set_title(f"{facts.name}: calibration of the difficulty model", pad=22)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=8, bbox_to_anchor=(0.0, 0.93))
     return _png(fig)

@@ -26,6 +26,7 @@ from pipeline.audit import (
     AuditResult,
     Check,
     deadlock_summary,
+    is_imported,
     tier_summary,
 )
 from pipeline.audit_plots import (
@@ -57,6 +58,7 @@ from pipeline.equivalence import EQUIVALENCE_FILE, Equivalence
 from pipeline.hidden_files import fresh_folder, is_hidden, make_private, private_writes
 from pipeline.irt import IRT_FILE
 from pipeline.linking import LINE_FILE
+from pipeline.manifest import visibility
 from pipeline.panel import PANEL_FILE
 from pipeline.reliability import load_pool_curve
 
@@ -121,6 +123,43 @@ class Report:
         return (f"{r.facts.table.height} levels, game {game}; "
                 f"reference planner solves {solved}/{r.facts.table.height}; {verdict}"
                 f"{rotation}")
+
+    def round_fitness(self) -> tuple[bool, list[str]]:
+        """Whether the version may be a round's set, and why not: every check passes, its
+        levels are hidden and secret (no public seed redraws them), and a rotation was
+        accepted."""
+        r = self.result
+        manifest = r.facts.manifest
+        why = []
+        if not r.passed:
+            why.append(f"{len(r.failed)} check(s) fail")
+        if visibility(manifest) == "public":
+            why.append("it is public: its levels may be seen")
+        elif manifest.get("seed_source") == "public":
+            why.append(f"it was built from the public seed {manifest.get('public_seed')}: "
+                       "anyone can redraw its levels")
+        if self.rotation is not None and not self.rotation.accepted:
+            why.append(f"its rotation from {self.rotation.prev} was refused")
+        return not why, why
+
+    def fitness_line(self) -> str:
+        """The one-line verdict every report carries: fit for a round, yes or no (and why)."""
+        fit, why = self.round_fitness()
+        line = "fit for a round: " + ("yes" if fit else "no (" + "; ".join(why) + ")")
+        if fit and self.panel is None:
+            line += (f"; no agent panel yet (sokoforge panel {self.result.facts.name} adds "
+                     "it)")
+        return line
+
+    def hidden_warning(self) -> str | None:
+        """For a hidden version with secret levels: its report shows every level, so it stays
+        with the maintainer (a public seed's levels anyone can redraw: no secret to keep)."""
+        manifest = self.result.facts.manifest
+        if visibility(manifest) == "public" or manifest.get("seed_source") == "public":
+            return None
+        return (f"HIDDEN: this report shows every level of the hidden version "
+                f"{self.result.facts.name}. It must not leave the maintainer: do not publish, "
+                "commit or send it before the round is over.")
 
     def _model_note(self) -> str:
         model = load_model()
@@ -202,7 +241,9 @@ class Report:
 
     def markdown(self) -> str:
         r = self.result
-        out = [f"# {self._title()}", "", self._headline(), "", self._model_note(), "",
+        warning = self.hidden_warning()
+        out = [f"# {self._title()}", "", *([f"> **{warning}**", ""] if warning else []),
+               self._headline(), "", f"**{self.fitness_line()}**", "", self._model_note(), "",
                "## Version", "", "| field | value |", "| --- | --- |"]
         out += [f"| {k} | {v} |" for k, v in self.metadata]
         if self.rotation is not None:
@@ -305,7 +346,8 @@ class Report:
             sections.append(("move", _MOVE_HEADING.lstrip("# "),
                              f"<p>{html.escape(r.move.statement)}</p>"
                              + _html_table(r.move.table())))
-        sections.append(("plots", "Along the ramp",
+        sections.append(("plots", "In file order" if is_imported(r.facts.manifest)
+                         else "Along the ramp",
                          figure("optima.png") + figure("difficulty.png")))
         sections.append(("distributions", "Distributions per tier",
                          figure("histograms.png") + figure("pushes_slack.png")))
@@ -319,9 +361,14 @@ class Report:
         nav = " &middot; ".join(f"<a href='#{a}'>{html.escape(h)}</a>" for a, h, _ in sections)
         body = "".join(f"<section id='{a}'><h2>{html.escape(h)}</h2>{b}</section>"
                        for a, h, b in sections)
+        warning = self.hidden_warning()
+        fit = self.round_fitness()[0]
         head = (f"<h1>{html.escape(self._title())}</h1>"
-                f"<p class='head {'pass' if r.passed else 'fail'}'>"
+                + (f"<p class='warning'>{html.escape(warning)}</p>" if warning else "")
+                + f"<p class='head {'pass' if r.passed else 'fail'}'>"
                 f"{html.escape(self._headline())}</p>"
+                f"<p class='head fitness {'pass' if fit else 'fail'}'>"
+                f"{html.escape(self.fitness_line())}</p>"
                 f"<p class='note'>{html.escape(self._model_note())}</p><nav>{nav}</nav>")
         return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
                 f"<title>{html.escape(self._title())}</title><style>{_STYLE}</style></head>"
@@ -329,7 +376,9 @@ class Report:
 
     def summary(self) -> str:
         r = self.result
-        lines = [self._title(), self._headline(), ""]
+        warning = self.hidden_warning()
+        lines = [self._title(), *([warning] if warning else []), self._headline(),
+                 self.fitness_line(), ""]
         cols = ["tier", "levels", "crates", "opt min", "opt median", "opt max", "difficulty mean",
                 "grades 1-5", "planner solved"]
         lines += _text_table(self.tiers.select(cols))
@@ -352,6 +401,7 @@ class Report:
             "version": r.facts.name,
             "against": r.against.name if r.against else None,
             "passed": r.passed,
+            "fit_for_round": self.round_fitness()[0],
             "checks": [{"name": c.name, "passed": c.passed, "offenders": list(c.offenders),
                         "skipped": c.skipped or None} for c in r.checks],
         }, indent=2) + "\n"
@@ -429,7 +479,9 @@ _STYLE = ("body{font-family:sans-serif;max-width:1400px;margin:1em auto;padding:
           ".row figure{flex:0 1 640px}.row>div{flex:1 1 420px}"
           ".pass{color:#1a7f37}.skip{color:#8a6d00}.fail{color:#c62828}.head{font-size:16px;font-weight:bold}"
           ".note{font-size:13px;color:#555}nav{font-size:14px;margin:0.6em 0}"
-          "nav a{color:#1f5fa8}ul.notes li{color:#8a4b00}")
+          "nav a{color:#1f5fa8}ul.notes li{color:#8a4b00}"
+          ".warning{background:#fff3cd;border:2px solid #c62828;color:#7a1212;padding:0.5em "
+          "0.8em;font-weight:bold}")
 
 
 def _detail(check: Check) -> bool:

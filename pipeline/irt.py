@@ -31,7 +31,7 @@ from pipeline.errors import PipelineError
 from pipeline.logistic import sigmoid
 from pipeline.rank_metrics import spearman
 from pipeline.tables import write_text
-from pipeline.version import VersionMissing, open_version
+from pipeline.version import open_version
 
 IRT_FILE = "irt.json"
 ABILITY_SD = 1.0
@@ -170,10 +170,7 @@ def refit(datasets: Path, version: str, episodes: pl.DataFrame,
 
     Only the report folder is written: the version's levels and manifest never change.
     """
-    try:
-        opened = open_version(datasets, version)
-    except VersionMissing:
-        raise PipelineError(f"no finished version {version!r} under {datasets}") from None
+    opened = open_version(datasets, version)
     table = opened.levels()
     if episodes.height == 0:
         raise PipelineError(f"the store holds no played episode of a closed scorecard of "

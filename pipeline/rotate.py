@@ -59,7 +59,7 @@ from pipeline.slot_draws import Target, draw, draws_in_round
 from pipeline.solve import solve
 from pipeline.spec import Spec
 from pipeline.tables import read_parquet, sha256_file, write_parquet, write_text
-from pipeline.version import REPORT_DIR, STAGES_DIR, VersionMissing, open_version, version_ids
+from pipeline.version import REPORT_DIR, STAGES_DIR, open_version, version_ids
 from pipeline.workers import Workers
 from pipeline.write import play_order
 
@@ -112,12 +112,9 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     public (tests, demos). A refused or impossible rotation raises ``PipelineError`` and leaves
     neither the version, its build folder nor its secret behind.
     """
-    try:
-        # its levels are compared with the manifest by the audit that ends the rotation
-        prev_version = open_version(datasets, prev, require_intact=False)
-    except VersionMissing:
-        prev_version = None
-    if prev_version is None or not prev_version.sha256:
+    # its levels are compared with the manifest by the audit that ends the rotation
+    prev_version = open_version(datasets, prev, require_intact=False)
+    if not prev_version.sha256:
         raise InputError(f"no version {prev!r} to rotate from under {datasets}")
     if prev_version.imported:
         # its slots follow a file, not a spec's tiers and bands: nothing to match slot by slot

@@ -32,7 +32,7 @@ from typing import Any
 
 from pipeline.errors import InputError, PipelineError
 from pipeline.tables import write_text
-from pipeline.version import check_version_name
+from pipeline.version import VersionMissing, check_version_name
 
 ROUND_FILE = "round.json"
 STANDINGS_JSON = "standings.json"
@@ -182,7 +182,7 @@ def version_folder(datasets: Path, version: str) -> Path:
     check_version_name(version)
     folder = datasets / version
     if not (folder / "manifest.json").is_file():
-        raise InputError(f"no version {version!r} under {datasets}")
+        raise VersionMissing(datasets, version)
     return folder
 
 

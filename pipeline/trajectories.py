@@ -12,7 +12,8 @@ from __future__ import annotations
 
 __all__ = [
     "DEFAULT_MIX", "EPISODES_SCHEMA", "EpisodeLevel", "FORMAT", "FRAMES_SCHEMA", "KINDS",
-    "LEVELS_PER_LAYOUT", "LevelSource", "MAX_INSERTED", "Plan", "SHARD_EPISODES", "dataset_card",
+    "DEFAULT_LICENSE", "LEVELS_PER_LAYOUT", "LevelSource", "MAX_INSERTED", "Plan",
+    "SHARD_EPISODES", "dataset_card", "parse_license",
     "episode_actions", "fresh_levels", "make_shard", "parse_mix", "spec_source", "version_source",
     "write_trajectories",
 ]
@@ -20,6 +21,7 @@ __all__ = [
 import hashlib
 import io
 import json
+import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,6 +53,8 @@ from pipeline.workers import Workers
 
 KINDS = ("random", "solver", "perturbed")
 DEFAULT_MIX = (0.5, 0.3, 0.2)
+# the card's license unless one is given: the levels and their play are this tool's own output
+DEFAULT_LICENSE = "cc-by-4.0"
 SHARD_EPISODES = 256  # 256 episodes of at most 161 frames stay under 500 MB before compression
 LEVELS_PER_LAYOUT = 8  # fresh levels drawn from one layout's solvable set
 MAX_INSERTED = 3  # random actions a perturbed episode inserts, 1 to this many
@@ -107,6 +111,7 @@ class Plan:
     episodes: int
     mix: tuple[float, float, float] = DEFAULT_MIX
     shard_episodes: int = SHARD_EPISODES
+    license: str = DEFAULT_LICENSE  # the dataset card's, a Hugging Face Hub license id
 
     @property
     def shards(self) -> int:
@@ -352,7 +357,7 @@ def _write(plan: Plan, partial_dir: Path, workers: Workers) -> dict[str, Any]:
         "format": FORMAT, "kind": "trajectories", "source": plan.source.record,
         "seed": str(plan.seed), "episodes": plan.episodes,
         "mix": dict(zip(KINDS, plan.mix, strict=True)), "shard_episodes": plan.shard_episodes,
-        "look": plan.source.look,
+        "look": plan.source.look, "license": plan.license,
         "frame": {"height": SIZE, "width": SIZE, "channels": 3, "dtype": "uint8",
                   "layout": "row-major (height, width, RGB)"},
         "counts": totals, "shards": shards,
@@ -379,12 +384,13 @@ def dataset_card(manifest: dict[str, Any]) -> str:
         flag = f"--spec {source['spec']['name']}"
     mix = ",".join(str(v) for v in manifest["mix"].values())
     command = (f"sokoforge trajectories OUT {flag} --episodes {manifest['episodes']} --seed "
-               f"{manifest['seed']} --mix {mix} --shard-episodes {manifest['shard_episodes']}")
+               f"{manifest['seed']} --mix {mix} --shard-episodes {manifest['shard_episodes']}"
+               f" --license {manifest.get('license', DEFAULT_LICENSE)}")
     rows = "\n".join(f"| {k} | {c['episodes']} | {c['solved']} | {c['frames']} |"
                      for k, c in manifest["counts"].items())
     shards = "\n".join(f"| `{s[t]['file']}` | {s[t]['bytes']} | `{s[t]['sha256']}` |"
                        for s in manifest["shards"] for t in ("episodes", "frames"))
-    return f"""# Sokoban training trajectories
+    return f"""{_front_matter(manifest)}# Sokoban training trajectories
 
 {manifest['episodes']} episodes played on {origin}, each drawn in the `{manifest['look']}` look
 as 64x64 RGB frames (uint8, row-major height x width x RGB, 12,288 bytes a frame).
@@ -445,6 +451,38 @@ the interpreter).
 | --- | --- | --- |
 {shards}
 """
+
+
+def _front_matter(manifest: dict[str, Any]) -> str:
+    """The card's YAML header, which the Hugging Face Hub reads: the license, the size and
+    one configuration per table (frames, the default, and episodes)."""
+    frames = sum(c["frames"] for c in manifest["counts"].values())
+    size = next(name for bound, name in _SIZES if frames < bound)
+    configs = "".join(
+        f"- config_name: {table}\n  data_files:\n  - split: train\n    path: {table}/*.parquet\n"
+        + ("  default: true\n" if table == "frames" else "")
+        for table in ("frames", "episodes"))
+    return (f"---\nlicense: {manifest.get('license', DEFAULT_LICENSE)}\n"
+            "pretty_name: Sokoban training trajectories\n"
+            "task_categories:\n- reinforcement-learning\n"
+            "tags:\n- sokoban\n- trajectories\n- pixels\n"
+            f"size_categories:\n- {size}\n"
+            f"configs:\n{configs}---\n\n")
+
+
+# the Hub's size categories, by number of rows (frames)
+_SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
+          (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"),
+          (1_000_000_000, "100M<n<1B"), (float("inf"), "n>1T"))
+_LICENSE = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,63}$")
+
+
+def parse_license(text: str) -> str:
+    """``--license``: a Hugging Face Hub license id (``cc-by-4.0``, ``mit``, ``other``...)."""
+    if not _LICENSE.match(text):
+        raise InputError(f"--license {text[:40]!r}: expected a license id such as cc-by-4.0, "
+                         "mit or other (lower-case letters, digits, '.', '+', '-')")
+    return text
 
 
 def parse_mix(text: str) -> tuple[float, float, float]:

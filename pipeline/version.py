@@ -7,6 +7,7 @@ manifest's sha256, so nobody reads levels nobody committed to.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Sequence
@@ -34,7 +35,17 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 class VersionMissing(InputError):
-    """No finished version of that name (no manifest) under the datasets folder."""
+    """No finished version of that name (no manifest) under the datasets folder; the message,
+    the same for every command, names the closest existing version."""
+
+    def __init__(self, datasets: Path, name: str) -> None:
+        near = difflib.get_close_matches(name, existing_versions(Path(datasets)), n=1,
+                                         cutoff=0.6)
+        hint = (f"did you mean {near[0]!r}?" if near
+                else f"`sokoforge versions` lists those there, `make dataset VERSION={name}` "
+                     "builds it")
+        super().__init__(f"no version {name!r} under {datasets}; {hint}")
+        self.name = name
 
 
 class VersionAltered(InputError):
@@ -125,7 +136,7 @@ def open_version(datasets: Path, name: str, *, require_intact: bool = True,
     manifest_path, levels_path = folder / MANIFEST_FILE, folder / LEVELS_FILE
     if not manifest_path.is_file():
         if strict or not folder.is_dir():
-            raise VersionMissing(f"no version {name!r} under {datasets}")
+            raise VersionMissing(datasets, name)
         raise VersionAltered(f"{manifest_path} is missing: the version is unfinished or "
                              "damaged")
     manifest = read_manifest(manifest_path) if strict else _read_served_manifest(manifest_path)

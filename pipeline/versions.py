@@ -9,10 +9,11 @@ from __future__ import annotations
 
 __all__ = [
     "COLUMNS", "REVEAL_FILE", "Reveal", "audit_status", "read_reveal", "reveal", "revealable_seed",
-    "seed_status", "version_table",
+    "round_status", "seed_status", "version_table",
 ]
 
 import json
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,13 +22,14 @@ from typing import Any
 from pipeline import seeds
 from pipeline.errors import InputError, PipelineError
 from pipeline.manifest import IMPORTED
-from pipeline.rounds import iso, read_round
+from pipeline.rounds import iso, read_round, round_state
 from pipeline.serving import is_served
 from pipeline.tables import write_text
 from pipeline.version import LEVELS_FILE, REPORT_DIR, existing_versions, open_version
 
 REVEAL_FILE = "reveal.json"
-COLUMNS = ("version", "game", "levels", "created", "rotated from", "seed", "audit", "sha256")
+COLUMNS = ("version", "game", "levels", "created", "rotated from", "seed", "visibility", "round",
+           "audit", "sha256")
 
 
 def read_reveal(folder: Path) -> dict[str, Any] | None:
@@ -68,6 +70,25 @@ def audit_status(folder: Path) -> str:
     return "pass" if verdict.get("passed") is True else "FAIL"
 
 
+def round_status(folder: Path, now: float | None = None) -> str:
+    """``-`` (no round), ``open until T``, ``ended T, not closed`` (its time passed, ``round
+    close`` not run yet), ``closed T`` or ``published T`` (``pipeline.rounds.round_state``)."""
+    try:
+        rnd = read_round(folder)
+    except PipelineError:
+        return "unreadable"
+    state = round_state(rnd, time.time() if now is None else now)
+    if rnd is None:
+        return "-"
+    if state == "published":
+        return f"published {iso(rnd.published)}"
+    if state == "closed":
+        return f"closed {iso(rnd.closed)}"
+    if state == "over":
+        return f"ended {iso(rnd.closes)}, not closed"
+    return f"open until {iso(rnd.closes)}"
+
+
 def version_table(datasets: Path) -> list[dict[str, str]]:
     """One row per finished version, sorted by name, with the columns of ``COLUMNS``."""
     rows = []
@@ -88,7 +109,8 @@ def version_table(datasets: Path) -> list[dict[str, str]]:
             "version": name, "game": str(manifest.get("game", "?")),
             "levels": str(entry.get("rows", "?")), "created": str(manifest.get("created", "?")),
             "rotated from": manifest.get("rotated_from") or "-",
-            "seed": seed_status(folder, manifest), "audit": audit_status(folder),
+            "seed": seed_status(folder, manifest), "visibility": opened.visibility,
+            "round": round_status(folder), "audit": audit_status(folder),
             "sha256": digest})
     return rows
 

@@ -26,6 +26,7 @@ from serve.schema import BOOLEAN, INTEGER, STR, TEXT, Field, Route, arr, obj, st
 from serve.web import api_key, reply, reply_bytes
 
 SCRIPTS = ("board.js", "play.js", "scorecard.js")
+FAVICON = "favicon.svg"
 
 EPISODE_REPLAY = obj({"session_id": string(SESSION_ID), "game": TEXT, "version": TEXT,
                       "episode": INTEGER, "actions": string("[UDLR.|]*"), "solved": BOOLEAN,
@@ -84,7 +85,8 @@ async def play_page(request: web.Request, arena: Arena, key: None, args: dict) -
             "Only public games (practice sets and imported collections) can be played in the "
             "browser; a hidden benchmark game is played by agents through the API."), 404)
     return _html(request, pages.play({"name": entry.name, "version": entry.version.version,
-                                      "episodes": entry.episodes, "restarts": entry.restarts}))
+                                      "episodes": entry.episodes, "restarts": entry.restarts,
+                                      "order": entry.version.order}))
 
 
 async def scorecard_page(request: web.Request, arena: Arena, key: None,
@@ -111,10 +113,12 @@ async def get_solution(request: web.Request, arena: Arena, key: None,
 
 
 async def script(request: web.Request) -> web.Response:
-    name = request.match_info["script"]
+    """A static file of the pages: a script (always revalidated) or the icon."""
+    name = request.match_info.get("script", FAVICON)
     body = resources.files("serve").joinpath("static", name).read_bytes()
-    response = reply_bytes(request, body, "application/javascript")
-    response.headers["Cache-Control"] = "no-cache"
+    icon = name == FAVICON
+    response = reply_bytes(request, body, "image/svg+xml" if icon else "application/javascript")
+    response.headers["Cache-Control"] = "max-age=86400" if icon else "no-cache"
     return response
 
 
@@ -123,6 +127,8 @@ HANDLERS = {"play_page": play_page, "scorecard_page": scorecard_page,
 
 
 def add_scripts(app: web.Application) -> None:
-    """The pages' scripts, same origin (the pages' Content-Security-Policy allows no other)."""
-    names = "|".join(s.replace(".", "\\.") for s in SCRIPTS)
+    """The pages' scripts and icon, same origin (the pages' Content-Security-Policy allows no
+    other); the icon also where a browser asks for one unprompted, ``/favicon.ico``."""
+    names = "|".join(s.replace(".", "\\.") for s in (*SCRIPTS, FAVICON))
     app.router.add_get(f"/static/{{script:(?:{names})}}", script)
+    app.router.add_get("/favicon.ico", script)

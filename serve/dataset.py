@@ -25,7 +25,7 @@ from engine.levels import Level, LevelError, State, parse_xsb
 from engine.look import LOOKS, Look, LookError, Painter, painter, stored_look
 from pipeline.errors import InputError
 from pipeline.spec import version_look
-from pipeline.version import VersionMissing, open_version
+from pipeline.version import open_version
 from serve.framezip import Picture
 
 FORMATS = (1,)
@@ -91,6 +91,15 @@ class ServedVersion:
     def episodes(self) -> int:
         return len(self.levels)
 
+    @property
+    def order(self) -> str:
+        """``ramp`` (a build: easiest first within each tier) or ``file`` (an imported
+        collection, played in its files' order)."""
+        manifest = self.manifest
+        imported = (manifest.get("seed_source") == "imported" or bool(manifest.get("sources"))
+                    or (manifest.get("generator") or {}).get("method") == "imported")
+        return "file" if imported else "ramp"
+
     def spec(self) -> dict:
         """The public numbers of the served set: counts and budgets, never layouts."""
         spec = self.manifest.get("spec") or {}
@@ -119,6 +128,8 @@ class ServedVersion:
             "levels_sha256": self.sha256,
             "seed_commitment": (self.manifest.get("seed_commitment") or {}).get("sha256"),
             "rotated_from": self.manifest.get("rotated_from"),
+            "order": self.order,
+            "public_seed": self.manifest.get("public_seed"),
         }
 
 
@@ -126,10 +137,7 @@ def load_version(root: Path, version: str) -> ServedVersion:
     """Read and check ``root/version``, then precompute start states, images and solvable sets."""
     try:
         opened = open_version(Path(root), version, strict=False)
-    except VersionMissing:
-        raise DatasetError(f"no dataset version {version!r} in {root}: build it first "
-                           f"(make dataset VERSION={version})") from None
-    except InputError as e:
+    except InputError as e:  # VersionMissing too: its one wording, with the closest name
         raise DatasetError(str(e)) from None
     manifest, manifest_path = opened.manifest, opened.manifest_path
     look = version_look(manifest)

@@ -23,7 +23,7 @@ th:nth-child(2),td:nth-child(2){text-align:left}
 .wrap{overflow-x:auto}nav a{margin-right:1rem}
 .ok{color:#17692e;font-weight:600}.no{color:#a32020}.muted{color:#666}
 .tag{display:inline-block;background:#eef;border-radius:3px;padding:0 .35rem;margin-right:.3rem;
-font-size:14px}
+font-size:14px;white-space:nowrap}
 canvas.board{image-rendering:pixelated;image-rendering:crisp-edges;background:#111;
 border-radius:4px;width:min(448px,90vw);height:auto;aspect-ratio:1}
 canvas.goal{image-rendering:pixelated;width:128px;height:128px;border-radius:4px}
@@ -35,16 +35,19 @@ cursor:pointer}button:disabled{opacity:.5;cursor:default}
 .status{font-size:1.05rem;margin:.6rem 0}.message{min-height:1.5rem;font-weight:600}
 input{font:inherit;padding:.25rem .4rem}td.l,th.l{text-align:left}
 td[colspan]{text-align:left;color:#666}
-table.board{table-layout:fixed}table.board th{width:5.6rem}table.board th:nth-child(1){width:2.5rem}
-table.board th:nth-child(2){width:auto}
-"""
+table.board{table-layout:fixed}table.board th{width:5.6rem}table.board th:nth-child(1){width:2rem}
+table.board th:nth-child(2){width:auto}table.board td:nth-child(2){overflow-wrap:anywhere}
+""" + "".join(  # a ranking's columns after the name (success ... date), each as wide as it needs
+    f"table.board:not(.line) th:nth-child({i}){{width:{w}rem}}"
+    for i, w in enumerate((4.3, 5.2, 5.4, 4.9, 5.3, 3.4, 6), start=3))
 
 
 def _page(title: str, body: str, scripts: tuple[str, ...] = ()) -> str:
     tags = "".join(f"<script src='/static/{escape(s)}'></script>" for s in scripts)
     return (f"<!doctype html><html lang=en><head><meta charset=utf-8>"
             f"<meta name=viewport content='width=device-width,initial-scale=1'>"
-            f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>"
+            f"<title>{escape(title)}</title><link rel=icon href='/static/favicon.svg' "
+            f"type='image/svg+xml'><style>{STYLE}</style></head><body>"
             f"<nav><a href='/'>sokoforge</a><a href='/leaderboard'>leaderboard</a>"
             f"<a href='/api/docs'>API</a></nav>{body}{tags}</body></html>")
 
@@ -71,9 +74,9 @@ def landing(spec: dict, origin: str) -> str:
     body = f"""
 <h1>sokoforge: version{'s' if len(versions) > 1 else ''} {named}</h1>{_games(spec)}
 {_round_line(spec)}
-<p>Game <code>{escape(spec['game'])}</code>: {spec['episodes']} hidden Sokoban levels, played in
-order, easiest first. Agents see only 64x64 RGB renders of the board and of its goal; actions are
-0 up, 1 down, 2 left, 3 right.</p>
+<p>Game <code>{escape(spec['game'])}</code>: {spec['episodes']} {_what_set(spec)}, played
+{_ORDER[spec.get('order', 'ramp')]}. Agents see only 64x64 RGB renders of the board and of its
+goal; actions are 0 up, 1 down, 2 left, 3 right.</p>
 <p>Boards: <span id=boards>{escape(boards)}</span>.
 Look: <code id=look>{escape(look['name'])}</code> ({escape(drawn)}).</p>{_play_link(spec)}
 <h2>Connect</h2>
@@ -101,6 +104,21 @@ server), up to {limits['max_parallel']} episodes
 in parallel; a session expires after {limits['idle_minutes']:g} minutes idle.</p>
 """
     return _page(f"sokoforge {', '.join(versions)}", body)
+
+
+# how a set is played, by its ``order``: a build's ramp, or an imported collection's files
+_ORDER = {"ramp": "in order, easiest first", "file": "in the order of its files"}
+
+
+def _what_set(spec: dict) -> str:
+    """What the levels are, truthfully: public, from a public seed (anyone can redraw them,
+    though people do not see them here), or hidden."""
+    if spec.get("public"):
+        return "public Sokoban levels"
+    if spec.get("public_seed") is not None:
+        return (f"Sokoban levels drawn from the public seed {escape(str(spec['public_seed']))}"
+                " (not shown to people here)")
+    return "hidden Sokoban levels"
 
 
 def _round_line(spec: dict) -> str:
@@ -162,8 +180,8 @@ def _games(spec: dict) -> str:
 def _board_table(board: dict, playable: bool) -> str:
     """One version's ranking; each name links to its scorecard's page."""
     rows = "".join(
-        f"<tr><td>{e['rank']}</td><td><a href='/scorecards/{escape(e['scorecard_id'])}'>"
-        f"{escape(e['name'])}</a>{_browser_tag(e.get('source'))}</td>"
+        f"<tr><td>{e['rank']}</td><td><a href='/scorecards/{escape(e['scorecard_id'])}' "
+        f"title='{escape(e['name'])}'>{escape(e['name'])}</a>{_browser_tag(e.get('source'))}</td>"
         f"<td>{e['success_rate']:.2%}</td><td class=muted>{_interval(e)}</td>"
         f"<td>{_tie(e)}</td><td>{e['move_efficiency']:.3f}</td><td>{e['deadlock_rate']:.2%}</td>"
         f"<td>{e['solved']}/{e['episodes']}</td><td>{escape(e['submitted_at'] or '')[:10]}</td>"
@@ -220,7 +238,7 @@ def _line_table(line: dict) -> str:
             "from one another links them by the names that played several; ability and its "
             "95% interval, beside the raw success on each version played.</p>"
             + (f"<ul>{notes}</ul>" if notes else "")
-            + f"<div class=wrap><table class=board><tr><th>#</th><th>name</th>{scale}"
+            + f"<div class=wrap><table class='board line'><tr><th>#</th><th>name</th>{scale}"
               f"<th>ability</th><th>interval</th><th class=l>raw success</th></tr>{rows}"
               "</table></div>")
 
@@ -267,9 +285,9 @@ def play(game: dict) -> str:
 <h1>Play <code>{g['name']}</code> <span class=muted>version {g['version']}</span></h1>
 <div id=play data-game="{g['name']}" data-episodes="{g['episodes']}"
  data-restarts="{g['restarts']}">
-<p>{g['episodes']} levels, easiest first. Push every crate onto a goal within the step budget;
-a move into a wall still uses a step. Your run is scored and ranked like an agent's, marked
-<span class=tag>browser</span>.</p>
+<p>{g['episodes']} public levels, played {_ORDER[game.get('order', 'ramp')]}. Push every crate
+onto a goal within the step budget; a move into a wall still uses a step. Your run is scored
+and ranked like an agent's, marked <span class=tag>browser</span>.</p>
 <section id=who>
 <p>Your leaderboard name (leave it empty to play anonymously):
 <input id=name maxlength=40 autocomplete=nickname placeholder="name">

@@ -36,6 +36,7 @@ from pipeline.rounds import RoundBook
 from pipeline.serving import ServedVersions
 from serve.access_log import AccessLog
 from serve.app import build_app
+from serve.arc_wire import game_id
 from serve.connections import AcceptErrorLog, listen
 from serve.dataset import load_version
 from serve.games import Registry
@@ -95,7 +96,8 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
         levels = sum(g.episodes for g in games)
         named = ", ".join(f"{g.name} (version {g.version.version})" for g in games)
         about = (f"serving {levels} levels of {named} on http://{host}:"
-                 "{port} " + f"(loaded in {loaded:.2f} s, store {shown(db)}")
+                 "{port} " + f"(loaded in {loaded:.2f} s, store {shown(db)}{{end}}\n"
+                 + _addresses(games, f"http://{host}:{{port}}"))
         if access_log not in (None, "-"):
             try:  # refused here, once, rather than by each worker
                 open(access_log, "a").close()
@@ -111,6 +113,19 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
         claim_versions.release()
         if lock is not None:
             release(db, lock)
+
+
+def _addresses(games: Registry, base: str) -> str:
+    """The start-up lines after the first: where people and agents find what is served."""
+    lines = [("home", f"{base}/"), ("API docs", f"{base}/api/docs")]
+    lines += [(f"play {g.name}", f"{base}/play/{g.name}") for g in games if g.public]
+    ids = ", ".join(game_id(g.version.version) for g in games)
+    lines.append(("ARC face", f"ARC_BASE_URL={base} (game{'s' if len(games) > 1 else ''} "
+                              f"{ids})"))
+    return "\n".join(f"  {what + ':':<{_WIDTH}} {where}" for what, where in lines)
+
+
+_WIDTH = 16
 
 
 def _stopper(sig: int, stopped_by: list[int], stop: asyncio.Event) -> Callable[[], None]:
@@ -166,7 +181,8 @@ class Serving:
                 loop.add_signal_handler(sig, _stopper(sig, stopped_by, stop))
         # said once a stop signal is handled: whoever waits for this may signal right away
         if ready_fd is None:
-            print(about.replace("{port}", str(site.port)) + ")", file=sys.stderr, flush=True)
+            print(about.replace("{port}", str(site.port)).replace("{end}", ")"), file=sys.stderr,
+                  flush=True)
         else:
             os.write(ready_fd, b"ok")
             os.close(ready_fd)
@@ -277,7 +293,8 @@ def _supervise(served: Serving, host: str, port: int, workers: int, about: str) 
                 os.waitpid(child, 0)
         raise
     pids = " ".join(map(str, sorted(children)))
-    print(about.replace("{port}", str(port)) + f", workers {pids})", file=sys.stderr, flush=True)
+    print(about.replace("{port}", str(port)).replace("{end}", f", workers {pids})"),
+          file=sys.stderr, flush=True)
     while children:
         try:
             pid, status = os.wait()

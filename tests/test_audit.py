@@ -223,8 +223,8 @@ def test_audit_of_a_missing_version_is_one_readable_line(versions):
     result = CliRunner().invoke(main, ["audit", "nope", "--datasets", str(versions)])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        f"Error: version 'nope' not found under {versions} (needs levels.parquet and "
-        "manifest.json)"]
+        f"Error: cannot audit nope: no version 'nope' under {versions}; `sokoforge versions` "
+        "lists those there, `make dataset VERSION=nope` builds it"]
 
 
 def _audit_one_line(root: Path, version: str = "t") -> str:
@@ -412,3 +412,71 @@ def test_deadlock_figures_are_recomputed_from_the_boards(versions):
     # the build's grade stage computed the same figures its own way, stored beside the levels
     assert t["audit_first_push_traps"].to_list() == t["first_push_traps"].to_list()
     assert (t["audit_dead_fraction"] - t["dead_fraction"].cast(pl.Float64)).abs().max() < 1e-6
+
+
+@pytest.fixture(scope="module")
+def secret(tmp_path_factory):
+    """A hidden version with a secret seed, audited: a round's set."""
+    root = tmp_path_factory.mktemp("secret")
+    build("s", datasets=root, spec=load_spec("tiny"), workers=Workers(show_progress=False))
+    result = CliRunner().invoke(main, ["audit", "s", "--datasets", str(root)])
+    assert result.exit_code == 0, result.output
+    return root, result.output
+
+
+def test_every_report_says_in_one_line_whether_the_version_is_fit_for_a_round(versions,
+                                                                                secret,
+                                                                                tmp_path):
+    from pipeline.audit_report import Report
+
+    seeded = Report(audit(versions, "v1")).fitness_line()
+    assert seeded == ("fit for a round: no (it was built from the public seed 11: anyone can "
+                      "redraw its levels)")
+    tampered = _tampered(versions, tmp_path, lambda df: _set(df, 0, "max_steps", 999))
+    assert Report(audit(tampered, "t")).fitness_line().startswith(
+        "fit for a round: no (1 check(s) fail; it was built from the public seed 11")
+    root, output = secret
+    fit = "fit for a round: yes; no agent panel yet (sokoforge panel s adds it)"
+    assert output.splitlines()[3] == fit  # a fresh build's, as a rotation's has one
+    report = root / "s" / "report"
+    assert f"**{fit}**" in (report / "report.md").read_text()
+    assert f"fitness pass'>{fit}</p>" in (report / "report.html").read_text()
+    assert json.loads((report / "checks.json").read_text())["fit_for_round"] is True
+
+
+def test_a_hidden_versions_report_warns_first_that_it_must_not_leave_the_maintainer(secret,
+                                                                                    versions):
+    root, output = secret
+    warning = ("HIDDEN: this report shows every level of the hidden version s. It must not "
+               "leave the maintainer: do not publish, commit or send it before the round is "
+               "over.")
+    assert output.splitlines()[1] == warning
+    report = root / "s" / "report"
+    assert (report / "report.md").read_text().splitlines()[2] == f"> **{warning}**"
+    html = (report / "report.html").read_text()
+    assert html.index(f"<p class='warning'>{warning}</p>") < html.index("<nav>")
+    # levels anyone can redraw from a public seed (the demo's) hold no secret to keep
+    seeded = CliRunner().invoke(main, ["audit", "v1", "--datasets", str(versions)]).output
+    assert "HIDDEN" not in seeded and "class='warning'" not in (
+        versions / "v1" / "report" / "report.html").read_text()
+
+
+def test_grade_cut_and_band_labels_do_not_overlap_on_any_plot():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from pipeline.audit_plots import _grade_lines
+
+    for vertical, size in ((False, (11, 4.2)), (True, (3.2, 2.7)), (True, (7.2, 6))):
+        fig = Figure(figsize=size)
+        ax = fig.subplots()
+        ax.set_xlim(0, 1) if vertical else ax.set_ylim(-0.02, 1.02)
+        _grade_lines(ax, vertical)
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        boxes = [t.get_window_extent(renderer) for t in ax.texts]
+        assert len(boxes) >= 6
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                assert not a.overlaps(b), (vertical, size, a, b)

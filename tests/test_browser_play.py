@@ -44,6 +44,7 @@ def browser(profile: Path):
                  "--disable-sync", "--hide-scrollbars", f"--user-data-dir={profile}",
                  "--window-size=1100,1000"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, to read
     return webdriver.Chrome(options=options, service=Service(executable_path=DRIVER))
 
 
@@ -196,5 +197,50 @@ def test_a_hidden_games_replay_buttons_show_only_for_the_key_that_played_it(data
                 else:
                     time.sleep(1)  # the script has asked by now, and been told no
                     assert not any(b.is_displayed() for b in buttons())
+        finally:
+            driver.quit()
+
+
+def test_the_solution_on_show_follows_the_level_played_and_long_names_stay_in_their_cell(
+        data, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    rows = data["public"]
+    long_name = "W" * 40  # the longest name a key may have, with nowhere to break
+    with server(data["games"], tmp_path / "s.sqlite") as srv:
+        agent_run(srv.base, long_name, rows, 2)
+        driver = browser(tmp_path / "profile")
+        try:
+            text = lambda css: driver.find_element(By.CSS_SELECTOR, css).text  # noqa: E731
+            driver.get(f"{srv.base}/play/practice")
+            driver.find_element(By.ID, "begin").click()
+            until(lambda: text("#level") == "1", "level 1 on the page")
+            driver.find_element(By.ID, "show-solution").click()
+            until(lambda: text("#solution-title").startswith(
+                f"level 1: {rows[0]['optimal_moves']} moves"), "level 1's solution")
+            body = driver.find_element(By.TAG_NAME, "body")
+            body.send_keys(*(ARROWS[a] for a in lurd_to_actions(rows[0]["solution"])))
+            until(lambda: text("#level") == "2", "the next level after the solve")
+            until(lambda: text("#solution-title").startswith(
+                f"level 2: {rows[1]['optimal_moves']} moves"),
+                "the solution of the level now played")
+            capture(driver, tmp_path / "solution-follows.png")
+
+            driver.get(f"{srv.base}/leaderboard")
+            cell = driver.find_element(By.CSS_SELECTOR,
+                                       "table.board tr:nth-child(2) td:nth-child(2)")
+            name = cell.find_element(By.TAG_NAME, "a")
+            success = driver.find_element(By.CSS_SELECTOR,
+                                          "table.board tr:nth-child(2) td:nth-child(3)")
+            assert name.text == name.get_attribute("title") == long_name  # cut short to fit
+            right = name.rect["x"] + name.rect["width"]
+            assert right <= cell.rect["x"] + cell.rect["width"] <= success.rect["x"] + 1
+            capture(driver, tmp_path / "leaderboard-long-name.png")
+            # every page so far has an icon: the console shows no failed request
+            driver.get(f"{srv.base}/")
+            until(lambda: driver.execute_script("return document.readyState") == "complete",
+                  "the home page")
+            failed = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+            assert failed == []
         finally:
             driver.quit()

@@ -243,27 +243,36 @@ def _frames(path: Path) -> list[np.ndarray]:
         return [np.asarray(f.convert("RGB")) for f in ImageSequence.Iterator(image)]
 
 
-def test_render_animates_a_versions_stored_solution_step_by_step_in_its_look(tmp_path):
+def test_render_animates_a_versions_stored_solution_step_by_step_in_its_look_labelled(
+        tmp_path):
     import polars as pl
 
     from engine.levels import parse_xsb
     from engine.look import stored_look
     from pipeline.manifest import read_manifest
     from pipeline.spec import version_look
+    from sokoforge.cli.levels import labelled
 
     row = pl.read_parquet(DEMO / "levels.parquet").sort("index").row(5, named=True)
     level = parse_xsb(row["xsb"])
     drawn = painter(level, stored_look(version_look(read_manifest(DEMO / "manifest.json")), row))
     states = replay(level, row["solution"])
-    for name in ("solution.gif", "solution.png"):  # GIF, and an animated PNG
-        result = run("render", str(DEMO), "--index", "5", "--solution", "--scale", "1",
-                     "--gif", str(tmp_path / name))
+    moves = row["solution"]
+    # a version by its folder, or by its name under --datasets, as every command takes it
+    for name, given in (("solution.gif", [str(DEMO)]),
+                        ("solution.png", ["demo", "--datasets", str(DEMO.parent)])):
+        result = run("render", *given, "--index", "5", "--solution", "--scale", "1",
+                     "--gif", str(tmp_path / name))  # GIF, and an animated PNG
         assert result.exit_code == 0, result.output
         frames = _frames(tmp_path / name)
-        assert len(frames) == len(row["solution"]) + 1 == len(states)
+        assert len(frames) == len(moves) + 1 == len(states)
         for step, frame in enumerate(frames):
-            assert np.array_equal(frame[:, :64], drawn.frame(states[step], step)), (name, step)
-            assert np.array_equal(frame[:, 68:], drawn.goal())
+            assert np.array_equal(frame[:64, :64], drawn.frame(states[step], step)), (name, step)
+            assert np.array_equal(frame[:64, 68:], drawn.goal())
+            # beneath the boards, the level, the step and the move that led there
+            said = (f"level 6  step {step}/{len(moves)}  {moves[step - 1]}" if step else
+                    f"level 6  start  0/{len(moves)}") + ("  solved" if step == len(moves) else "")
+            assert np.array_equal(frame[64:], labelled(frame[:64], said)[64:]), (name, step)
         assert level.is_solved(states[-1])
 
 

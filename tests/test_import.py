@@ -261,6 +261,37 @@ def test_audit_of_an_import_passes_and_says_what_it_skipped(imported):
     assert sum(c["skipped"] is not None for c in checks["checks"]) == 3
 
 
+def test_audit_plots_of_an_import_show_file_order_with_whole_ticks_and_no_bands(imported,
+                                                                             monkeypatch):
+    """No empty "slot band" legend, integer play positions and counts, and a tier's line
+    never joining levels another tier's level stands between."""
+    import pipeline.audit_plots as plots
+    from pipeline.audit import load_version as audit_facts
+
+    facts = audit_facts(imported["root"], "mix")
+    assert facts.table["tier"].to_list() == [0, 1, 0, 2]  # tier 0 is not consecutive
+    figures = []
+    monkeypatch.setattr(plots, "_png", lambda fig: figures.append(fig) or b"")
+    plots.plot_optima(facts)
+    plots.plot_difficulty(facts)
+    plots.plot_histograms(facts)
+    optima, difficulty, histograms = (f.axes for f in figures)
+    labels = [t.get_text() for t in optima[0].get_legend().get_texts()]
+    assert labels == ["tier 0", "tier 1", "tier 2"] and not optima[0].patches
+    assert difficulty[0].get_title() == "mix: difficulty in file order"
+    assert optima[0].get_xlabel().startswith("file order")
+    for ax in (*optima, *difficulty, *histograms[:3]):
+        ticks = ax.get_xticks()
+        assert np.allclose(ticks, np.round(ticks)), (ax.get_title(), ticks)
+    for ax in histograms:
+        ticks = ax.get_yticks()
+        assert np.allclose(ticks, np.round(ticks)), ticks
+    for line in difficulty[0].get_lines():
+        x = line.get_xdata()
+        if line.get_marker() == "o":
+            assert len(x) < 2 or (np.diff(x) == 1).all(), x
+
+
 def test_audit_re_solves_a_level_with_the_bound_it_was_imported_with(tmp_path):
     # three crates across a 12x12 room: over five million states before the optimum, more
     # than the solver's default bound and within the solve stage's

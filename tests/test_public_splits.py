@@ -187,3 +187,29 @@ def test_a_public_spec_built_without_a_seed_publishes_the_one_it_drew(tmp_path):
     manifest = read_manifest(path / "manifest.json")
     assert manifest["seed_source"] == "public" and manifest["public_seed"].isdigit()
     assert not (tmp_path / ".secrets" / "w.seed").exists()
+
+
+def test_a_build_from_a_public_seed_says_it_is_hidden_unless_its_spec_is_public(tmp_path):
+    """A seed makes a build reproducible, a spec makes it public: build's last line and
+    ``versions`` say which, with the round's state where there is one."""
+    from click.testing import CliRunner
+
+    from pipeline.rounds import iso, open_round, parse_time
+    from sokoforge.cli import main
+
+    built = CliRunner().invoke(main, ["build", "h", "--spec", "tiny", "--seed", "11", "--quiet",
+                                      "--datasets", str(tmp_path)])
+    assert built.exit_code == 0, built.output
+    assert built.output.strip().splitlines()[-1].endswith(
+        "(hidden, though built from the public seed 11: its .gitignore keeps it out of git; a "
+        "public version comes from a public spec (--spec public/A) or import --public)")
+    assert (tmp_path / "h" / ".gitignore").is_file()
+    build("w", datasets=tmp_path, spec=spec_from_dict(_small("W", 8)), seed=7, workers=QUIET)
+    closes = parse_time("2100-01-01T00:00Z")
+    open_round(tmp_path, "h", closes)
+    listed = CliRunner().invoke(main, ["versions", "--datasets", str(tmp_path)]).output
+    header, *rows = listed.splitlines()
+    at = header.index("visibility")
+    assert header[at:].split()[:2] == ["visibility", "round"]
+    assert {r.split()[0]: r[at:].split()[:4] for r in rows} == {
+        "h": ["hidden", "open", "until", iso(closes)], "w": ["public", "-", "not", "audited"]}

@@ -403,7 +403,7 @@ def test_rotate_refusals_are_one_readable_line(rotated, tmp_path):
     datasets, _, _ = rotated
     runner = CliRunner()
     cases = [
-        (["rotate", "z", "--from", "nope"], "no version 'nope' to rotate from"),
+        (["rotate", "z", "--from", "nope"], "no version 'nope' under"),
         (["rotate", "r1", "--from", "demo"], "version r1 already exists"),
         (["rotate", "r2", "--from", "demo"], "version r2 already exists"),
         (["rotate", "z", "--from", "demo", "--exclude", str(tmp_path / "missing.xsb")],

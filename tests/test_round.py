@@ -480,7 +480,7 @@ def _agents(base: str, info: dict) -> dict:
     for name, seed in (("alice", "1"), ("bob", "2")):
         played = sokoforge("play", "--url", base, "--register", name, "--agent", "random",
                            "--seed", seed)
-        scores[name] = json.loads(played.stdout.split("\nreplay: ")[0])
+        scores[name] = json.loads(played.stdout.split("\nscorecard: ")[0])
         scores[name]["scorecard_id"] = played.stdout.split("/scorecards/")[1].strip()
     anon = Api(base)
     anon.key = anon.ok("GET", "/api/games/anonkey")["api_key"]

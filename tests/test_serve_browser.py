@@ -308,3 +308,44 @@ def test_a_public_levels_solution_is_shown_to_anyone_and_a_hidden_ones_to_no_one
             page = anyone.ok("GET", f"/scorecards/{card}")
             assert ("data-solution=" in page) == (game == "practice"), game
         assert "id=show-solution" in anyone.ok("GET", "/play/practice")
+
+
+def test_the_home_and_play_pages_say_what_the_set_is_and_in_which_order(data, tmp_path):
+    """Public or hidden (or drawn from a public seed, as the demo), and a build's ramp or an
+    imported collection's file order; every page has an icon, so no browser asks in vain."""
+    from pathlib import Path
+
+    from serve_support import LEVELS
+
+    from pipeline.importing import import_collection
+    from pipeline.workers import Workers
+
+    source = tmp_path / "mine.xsb"
+    source.write_text("\n".join(LEVELS))
+    root = tmp_path / "datasets"
+    root.mkdir()
+    import_collection("mine", [source], datasets=root, game="mine",
+                      workers=Workers(show_progress=False))
+    demo = load_version(Path(__file__).resolve().parent.parent / "datasets", "demo")
+    said = {}
+    for name, served in (("mine", load_version(root, "mine")), ("h1", data["h1"]),
+                         ("demo", demo)):
+        with server(Registry([served]), tmp_path / f"{name}.sqlite") as srv:
+            anyone = Api(srv.base)
+            said[name] = " ".join(anyone.call("GET", "/")[1].split())
+            if name == "mine":
+                said["play"] = " ".join(anyone.call("GET", "/play/mine")[1].split())
+                status, headers, icon = anyone.raw("GET", "/favicon.ico")
+                assert status == 200 and headers["Content-Type"] == "image/svg+xml"
+                assert icon.startswith(b"<svg") and anyone.raw(
+                    "GET", "/static/favicon.svg")[2] == icon
+    assert (f"{len(LEVELS)} public Sokoban levels, played in the order of its files"
+            in said["mine"])
+    assert f"{len(LEVELS)} public levels, played in the order of its files" in said["play"]
+    assert "easiest first" not in said["play"] and "hidden" not in said["mine"]
+    assert f"{len(LEVELS)} hidden Sokoban levels, played in order, easiest first" in said["h1"]
+    assert ("100 Sokoban levels drawn from the public seed 2026 (not shown to people here), "
+            "played in order, easiest first") in said["demo"]
+    assert "hidden Sokoban" not in said["demo"]
+    for page in said.values():
+        assert "<link rel=icon href='/static/favicon.svg' type='image/svg+xml'>" in page

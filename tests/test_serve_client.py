@@ -46,14 +46,14 @@ def srv(tmp_path_factory):
 
 
 @pytest.mark.parametrize("parallel", [1, 3])
-def test_play_command_with_a_module_class_agent_scores_what_the_agent_earns(srv, parallel):
+def test_play_command_scores_what_the_agent_earns_and_ends_with_the_scorecards_page(srv, parallel):
     result = CliRunner().invoke(main, [
         "play", "--url", srv.base + "/", "--register", f"knower {parallel}",
         "--agent", "serve_support:SolutionAgent", "--parallel", str(parallel)])
     assert result.exit_code == 0, result.output
-    score = json.loads(result.stdout.split("replay:")[0])
+    score = json.loads(result.stdout.split("scorecard:")[0])
     assert score["success_rate"] == 1.0 and score["move_efficiency"] == 1.0
-    assert f"replay: {srv.base}/api/replays/gs-" in result.stdout
+    assert "/api/replays/" not in result.stdout  # a page for people, not a JSON route
     page = result.stdout.strip().splitlines()[-1]
     assert page.startswith(f"scorecard: {srv.base}/scorecards/sc-")
     assert Api(srv.base).call("GET", page.split(srv.base)[1])[0] == 200
@@ -68,7 +68,7 @@ def test_play_command_with_an_existing_key_and_the_random_agent(srv):
     key = next(w for w in first.stderr.split() if w.startswith("lsk-"))
     again = runner.invoke(main, ["play", "--url", srv.base, "--key", key, "--agent", "random"])
     assert again.exit_code == 0, again.output
-    assert json.loads(again.stdout.split("replay:")[0])["episodes"] == 6
+    assert json.loads(again.stdout.split("scorecard:")[0])["episodes"] == 6
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -232,7 +232,7 @@ def test_play_command_plays_the_game_it_is_given_and_refuses_an_unserved_one(dat
         played = CliRunner().invoke(main, ["play", "--url", s.base, "--register", "second",
                                            "--game", "expert", "--seed", "3"])
         assert played.exit_code == 0, played.output
-        score = json.loads(played.stdout.split("replay:")[0])
+        score = json.loads(played.stdout.split("scorecard:")[0])
         assert score["episodes"] == len(data["expert"]) != len(data["rows"])
         assert f"episodes finished: {len(data['expert'])}/{len(data['expert'])}" in played.stderr
         board = Api(s.base).ok("GET", "/api/leaderboard?game=expert")

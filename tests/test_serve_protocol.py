@@ -277,7 +277,7 @@ def test_openapi_is_generated_from_the_declarations_that_validate(srv):
     # and nothing is served that is not declared, but the pages' static files
     unnamed = [r.canonical for r in srv.app.router.resources() if r.name is None]
     assert set(srv.app.router.named_resources()) == {r.operation for r in all_routes()}
-    assert unnamed == ["/api/docs/{asset}", "/static/{script}"]
+    assert unnamed == ["/api/docs/{asset}", "/static/{script}", "/favicon.ico"]
     act_schema = doc["paths"]["/api/sessions/{session_id}/act"]["post"]["requestBody"]
     action = act_schema["content"]["application/json"]["schema"]["properties"]["action"]
     assert action == {"type": "integer", "minimum": 0, "maximum": 3,

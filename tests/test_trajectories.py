@@ -247,3 +247,30 @@ def test_a_themed_spec_draws_each_level_in_its_own_theme_frame_for_frame(tmp_pat
             if r["action"] >= 0:
                 state = step(level, state, r["action"])[0]
         assert ep["goal"] == draw_goal(level, look).tobytes()
+
+
+def test_the_card_opens_with_the_hubs_front_matter_and_datasets_reads_its_configs(written,
+                                                                                  tmp_path):
+    import yaml
+
+    import datasets
+
+    card = (written / "README.md").read_text()
+    assert card.startswith("---\n")
+    header = yaml.safe_load(card.split("---\n")[1])
+    frames = pl.read_parquet(written / "frames" / "*.parquet").height
+    assert header["license"] == "cc-by-4.0" == json.loads(
+        (written / "manifest.json").read_text())["license"]
+    assert header["size_categories"] == ["n<1K" if frames < 1000 else "1K<n<10K"]
+    assert [(c["config_name"], c["data_files"], c.get("default", False))
+            for c in header["configs"]] == [
+        ("frames", [{"split": "train", "path": "frames/*.parquet"}], True),
+        ("episodes", [{"split": "train", "path": "episodes/*.parquet"}], False)]
+    assert "--license cc-by-4.0" in card
+    # the folder alone, as the Hub would read it: its configs name the tables
+    episodes = datasets.load_dataset(str(written), "episodes", split="train",
+                                     cache_dir=str(tmp_path / "hf"))
+    assert sorted(episodes["episode"]) == list(range(40))
+    refused = CliRunner().invoke(main, ["trajectories", str(tmp_path / "x"), "--spec", "tiny",
+                                        "--episodes", "1", "--seed", "1", "--license", "CC BY"])
+    assert refused.exit_code == 2 and "--license 'CC BY': expected a license id" in refused.output

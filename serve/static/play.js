@@ -30,8 +30,11 @@
       $("level").textContent = episodes;
       $("steps").textContent = f.episode.steps_used;
       $("budget").textContent = f.episode.max_steps;
+      hideSolution();
       return;
     }
+    // a solution on show follows the game to the level being played
+    if (solutionOf !== null && solutionOf !== f.episode.index) showSolution(f.episode.index);
     $("level").textContent = f.episode.index + 1;
     $("steps").textContent = f.episode.steps_used;
     $("budget").textContent = f.episode.max_steps;
@@ -158,11 +161,20 @@
   if ($("restart")) $("restart").addEventListener("click", () => enqueue(restart));
 
   // The current level's optimal solution, played on its own board beside the game (a public
-  // game's levels are public; the run goes on untouched).
-  let shown = null;
-  $("show-solution").addEventListener("click", async () => {
-    if (!frame || !frame.episode || frame.state !== "IN_PROGRESS") return;
-    const reply = await Soko.api("GET", `/api/solutions/${game}/${frame.episode.index}`);
+  // game's levels are public; the run goes on untouched), until the game moves on.
+  let shown = null;       // the timer of the solution's animation
+  let solutionOf = null;  // the level (episode index) whose solution is asked for or shown
+
+  function hideSolution() {
+    clearInterval(shown);
+    solutionOf = null;
+    $("solution").hidden = true;
+  }
+
+  async function showSolution(index) {
+    solutionOf = index;
+    const reply = await Soko.api("GET", `/api/solutions/${game}/${index}`);
+    if (solutionOf !== index) return;  // the game moved on meanwhile
     if (reply.status !== 200) { say(Soko.detail(reply)); return; }
     const s = reply.data;
     clearInterval(shown);
@@ -175,6 +187,11 @@
       at = at + 1 < s.sequence.length ? at + 1 : 0;
       Soko.draw($("solution-obs"), s.pictures[s.sequence[at]]);
     }, 300);
+  }
+
+  $("show-solution").addEventListener("click", () => {
+    if (!frame || !frame.episode || frame.state !== "IN_PROGRESS") return;
+    showSolution(frame.episode.index);
   });
   $("finish").addEventListener("click", () => { queue.length = 0; finish(); });
   $("begin").addEventListener("click", begin);

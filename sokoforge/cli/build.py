@@ -77,9 +77,24 @@ def _run(version: str, stages: tuple[str, ...], seed: str | None, spec_name: str
                        workers=workers, stages=stages,
                        select=select_stage if recorded_rotation(datasets, version) else None)
     if result.published:
-        click.echo(f"{version}: published at {result.path}")
+        click.echo(f"{version}: published at {result.path} ({built_visibility(datasets, version)})")
     else:
         click.echo(f"{version}: {', '.join(stages)} done in {result.path}")
+
+
+def built_visibility(datasets: Path, version: str) -> str:
+    """What a finished build is, said as the build ends: public (to be committed) or hidden
+    (kept out of git), since a seed given on the command line does not make it public."""
+    from pipeline.version import open_version
+
+    with refusals():
+        opened = open_version(datasets, version, require_intact=False)
+    if not opened.hidden:
+        return "public: git status shows it, to be committed"
+    seed = opened.manifest.get("public_seed")
+    given = f", though built from the public seed {seed}" if seed is not None else ""
+    return (f"hidden{given}: its .gitignore keeps it out of git; a public version comes from a "
+            "public spec (--spec public/A) or import --public")
 
 
 @click.command("build")
@@ -140,18 +155,14 @@ def verify_command(version: str, seed: str | None, jobs: int, datasets: Path) ->
     checked against their sha256 and imported again instead. Exits 0 when all of it holds,
     1 otherwise.
     """
-    from pipeline.build import check_version_name
-    from pipeline.manifest import IMPORTED, read_manifest
     from pipeline.seeds import parse_seed
     from pipeline.verify import verify
+    from pipeline.version import open_version
     from pipeline.workers import Workers
 
     workers = Workers(jobs=jobs, show_progress=False)
     with refusals():
-        check_version_name(version)
-        imported = read_manifest(datasets / version / "manifest.json").get(
-            "seed_source") == IMPORTED
-        if imported:
+        if open_version(datasets, version, require_intact=False).imported:
             if seed is not None:
                 raise CliError(f"{version} was imported: it has no seed; run without --seed", 2)
             _verify_import(version, datasets, workers)

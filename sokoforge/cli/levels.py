@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["read_drawn_levels", "read_levels", "render_command", "solve_command"]
+__all__ = ["labelled", "read_drawn_levels", "read_levels", "render_command", "solve_command"]
 
 import json
 import os
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import click
 import numpy as np
@@ -14,6 +16,7 @@ import numpy as np
 from engine.level_files import FileLevel, read_collection
 from engine.levels import Level, LevelError, parse_xsb
 from engine.look import SHARED, Look, LookError, Theme, painter, stored_look
+from sokoforge.cli.build import datasets_option
 from sokoforge.cli.errors import CliError, refusals
 
 
@@ -92,7 +95,7 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
 
 
 @click.command("render")
-@click.argument("file", type=str)
+@click.argument("source", metavar="VERSION|FILE", type=str)
 @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
               help="PNG file to write: the observation after --actions beside the goal.")
 @click.option("--gif", "--animation", "animation", default=None,
@@ -109,21 +112,23 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
 @click.option("--look", "look_name", type=click.Choice(["shared", "arc"]), default=None,
               help="Draw in this look [default: shared, or the version's own look].")
 @click.option("--theme", "theme_file", type=str, default=None,
-              help="A theme JSON file (the eleven fields of DESIGN.md) to draw in; a theme "
-                   "with noise_std > 0 draws its noise with key 0.")
+              help="A theme JSON file (its fields: docs/reference/spec.md, Themes) to draw "
+                   "in; a theme with noise_std > 0 draws its noise with key 0.")
 @click.option("--actions", "actions", type=str, default="",
               help="Moves to play first, in LURD letters (e.g. rrUl).")
 @click.option("--scale", type=click.IntRange(1, 16), default=4, show_default=True,
               help="Pixels per observation pixel, for people to look at.")
 @click.option("--frame-ms", type=click.IntRange(20, 5000), default=150, show_default=True,
               help="Milliseconds per step of an animation (its last frame stays 1 s).")
-def render_command(file: str, out: str | None, animation: str | None, solution: bool,
+@datasets_option
+def render_command(source: str, out: str | None, animation: str | None, solution: bool,
                    index: int, look_name: str | None, theme_file: str | None, actions: str,
-                   scale: int, frame_ms: int) -> None:
+                   scale: int, frame_ms: int, datasets: Path) -> None:
     """Write the 64x64 observation (after --actions) and the goal image side by side as PNG,
-    or (--gif) an animation of every step, e.g. of the level's solution (--solution).
+    or (--gif) an animation of every step, each frame labelled, e.g. of the level's solution.
 
-    FILE is an XSB file, or a version folder (datasets/VERSION), drawn in its own look.
+    VERSION is a version's name (under --datasets) or folder, drawn in its own look; FILE an
+    XSB file (- for standard input), drawn in the shared look.
     """
     from engine.rules import replay
 
@@ -143,9 +148,9 @@ def render_command(file: str, out: str | None, animation: str | None, solution: 
         raise CliError(f"cannot write {target}: no writable folder there", 2)
     if look_name is not None and theme_file is not None:
         raise CliError("--look and --theme exclude each other: a theme is its own look", 2)
-    levels, looks, solutions = read_drawn_levels(file)
+    levels, looks, solutions = read_drawn_levels(source, datasets)
     if index >= len(levels):
-        raise CliError(f"{file} holds {len(levels)} level(s); --index must be below that", 2)
+        raise CliError(f"{source} holds {len(levels)} level(s); --index must be below that", 2)
     level, look = levels[index], looks[index]
     if look_name is not None:
         look = Look(look_name)
@@ -160,7 +165,7 @@ def render_command(file: str, out: str | None, animation: str | None, solution: 
             raise CliError(f"--theme {theme_file}: {e}", 2) from None
         look = Look("themed", theme, 0)
     if solution:
-        actions = solutions[index] or _solve(level, file, index)
+        actions = solutions[index] or _solve(level, source, index)
     try:
         states = replay(level, actions)
     except ValueError as e:
@@ -181,25 +186,59 @@ def render_command(file: str, out: str | None, animation: str | None, solution: 
             matplotlib.image.imsave(out, shown, format="png")
             click.echo(f"wrote {out} ({shown.shape[1]}x{shown.shape[0]} px)")
             return
-        frames = [picture(i) for i in range(len(states))]
-        write_animation(target, frames, frame_ms)
+        steps = len(states) - 1
+        solved = level.is_solved(states[-1])
+
+        def label(first: int, last: int) -> str:
+            """What a frame shows: the level, the step(s) and the move(s) that led to it."""
+            if last == 0:
+                return f"level {index + 1}  start  0/{steps}"
+            which = f"step {first}" if first == last else f"steps {first}-{last}"
+            done = "  solved" if last == steps and solved else ""
+            return f"level {index + 1}  {which}/{steps}  {actions[first - 1:last]}{done}"
+
+        frames = write_animation(target, [picture(i) for i in range(len(states))], frame_ms,
+                                 label)
     except OSError as e:
         raise CliError(f"cannot write {target}: {e.strerror or e}", 1) from None
     click.echo(f"wrote {animation} ({len(frames)} frames of {frames[0].shape[1]}x"
                f"{frames[0].shape[0]} px, {len(states) - 1} steps)")
 
 
-def write_animation(path: str, frames: list[np.ndarray], frame_ms: int) -> None:
-    """``frames`` (RGB) as an animated GIF or, for a ``.png`` path, an animated PNG; each
-    shown ``frame_ms``, the last one 1 s, looping. A frame equal to the one before (a step
-    into a wall) lengthens that one instead."""
+def write_animation(path: str, frames: list[np.ndarray], frame_ms: int,
+                    label: Callable[[int, int], str] | None = None) -> list[np.ndarray]:
+    """``frames`` (RGB, one per step) as an animated GIF or, for a ``.png`` path, an animated
+    PNG; each shown ``frame_ms``, the last one 1 s, looping. A frame equal to the one before
+    (a step into a wall) lengthens that one instead. ``label(first, last)`` names the steps a
+    shown frame stands for, written on a strip beneath it. Returns the frames written."""
     from PIL import Image
 
-    images = [Image.fromarray(f) for f in frames]
-    durations = [frame_ms] * (len(images) - 1) + [1000]
+    runs: list[list[int]] = []  # [first, last] step of each shown frame
+    for i, frame in enumerate(frames):
+        if runs and np.array_equal(frame, frames[runs[-1][0]]):
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    shown = [frames[first] if label is None else labelled(frames[first], label(first, last))
+             for first, last in runs]
+    durations = [frame_ms * (last - first + 1) for first, last in runs]
+    durations[-1] = 1000
+    images = [Image.fromarray(f) for f in shown]
     kind = "PNG" if path.lower().endswith(".png") else "GIF"
     images[0].save(path, format=kind, save_all=True, append_images=images[1:],
                    duration=durations, loop=0, **({"optimize": False} if kind == "GIF" else {}))
+    return shown
+
+
+def labelled(picture: np.ndarray, text: str) -> np.ndarray:
+    """``picture`` above a white strip holding ``text`` in black, sized to the picture."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    size = max(10, picture.shape[0] // 12)
+    strip = Image.new("RGB", (picture.shape[1], size + size // 2), (255, 255, 255))
+    ImageDraw.Draw(strip).text((size // 4, size // 4), text, fill=(0, 0, 0),
+                               font=ImageFont.load_default(size=size))
+    return np.concatenate([picture, np.asarray(strip)], axis=0)
 
 
 def _solve(level: Level, file: str, index: int) -> str:
@@ -214,22 +253,29 @@ def _solve(level: Level, file: str, index: int) -> str:
 
 
 
-def read_drawn_levels(path: str) -> tuple[list[Level], list[Look], list[str | None]]:
-    """The levels of an XSB file (drawn shared) or of a version folder (in its stored looks),
-    with each level's stored solution (None for a file's)."""
-    from pathlib import Path
+_LEVEL_FILE_SUFFIXES = (".xsb", ".sok", ".txt")
 
+
+def read_drawn_levels(path: str, datasets: Path) -> tuple[list[Level], list[Look],
+                                                          list[str | None]]:
+    """The levels of an XSB file (drawn shared) or of a version, named (under ``datasets``)
+    or as a folder (in its stored looks), with each level's stored solution (None for a
+    file's). A name that is neither a file nor a folder is a version's."""
     from pipeline.version import open_version
 
     folder = Path(path)
-    if not folder.is_dir():
+    named = (not folder.exists() and path != "-" and os.sep not in path
+             and not path.lower().endswith(_LEVEL_FILE_SUFFIXES))
+    if named:
+        folder = datasets / path
+    elif not folder.is_dir():
         levels = []
         for board in read_levels(path):
             if board.level is None:
                 raise CliError(f"{board.name(path)}: {board.too_large}", 2)
             levels.append(board.level)
         return levels, [SHARED] * len(levels), [None] * len(levels)
-    with refusals(2, f"{path}: "):
+    with refusals(2, "" if named else f"{path}: "):  # a name's refusal says the name
         opened = open_version(folder.parent, folder.name, require_intact=False)
         table = opened.levels().sort("index")
     try:

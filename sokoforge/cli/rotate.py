@@ -58,7 +58,8 @@ def rotate_command(version: str, prev: str, exclude: tuple[Path, ...], seed: str
 @click.command("versions")
 @datasets_option
 def versions_command(datasets: Path) -> None:
-    """List every version: game, levels, created, rotated from, seed, audit, sha256."""
+    """List every version: game, levels, created, rotated from, seed, visibility (public or
+    hidden), its round's state, audit, sha256."""
     from pipeline.versions import COLUMNS, version_table
 
     with refusals():

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import click
 
 from sokoforge.cli.build import datasets_option
-from sokoforge.cli.errors import USAGE, CliError, Interrupted, run_interruptibly
+from sokoforge.cli.errors import USAGE, CliError, run_interruptibly
 
 DB_ENV = "SOKOFORGE_DB"
 
@@ -85,7 +85,9 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
     """Serve dataset versions, one game each, over the agent protocol (see /api/docs once
     running): sokoforge serve V1 [V2 ...].
 
-    Stops cleanly on SIGTERM (exit 0) or Ctrl-C (exit 130).
+    The start-up lines give the home page, the API docs, each public game's play page and
+    the ARC-AGI-3 face's base URL. Ctrl-C or SIGTERM is the normal stop: the server finishes
+    cleanly and exits 0 (after Ctrl-C with the one line "stopped").
     """
     from serve.app import public_url as parse_public_url
     from serve.dataset import DatasetError
@@ -128,8 +130,8 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
         raise CliError(f"cannot serve {shown!r}: {e}", 2) from None
     except StartError as e:
         raise CliError(str(e), 1) from None
-    if stopped_by == signal.SIGINT:  # Ctrl-C: stopped cleanly, but interrupted all the same
-        raise Interrupted()
+    if stopped_by == signal.SIGINT:  # Ctrl-C: the operator's normal stop, said in one line
+        click.echo("stopped (Ctrl-C)", err=True)
 
 
 @click.command("play")
@@ -166,5 +168,5 @@ def play_command(url: str, name: str | None, key: str | None, agent_spec: str, p
     except ClientError as e:
         raise CliError(str(e), 1) from None
     click.echo(json.dumps(outcome["score"], indent=2))
-    click.echo(f"replay: {outcome['replay_url']}")
-    click.echo(f"scorecard: {outcome['scorecard_url']}")  # its page, with the replay viewer
+    # the last line: the scorecard's page, which replays each episode
+    click.echo(f"scorecard: {outcome['scorecard_url']}")

@@ -32,11 +32,14 @@ from sokoforge.cli.progress_bar import terminal_progress
 @click.option("--backend", type=click.Choice(["loky", "dask"]), default="loky",
               show_default=True, help="Run on local processes or on a Dask cluster.")
 @click.option("--scheduler", default=None, help="Dask scheduler address (--backend dask).")
+@click.option("--license", "license_id", default="cc-by-4.0", show_default=True,
+              help="The dataset card's license, a Hugging Face Hub id (mit, other, ...).")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @datasets_option
 def trajectories_command(out: Path, spec_name: str | None, version: str | None, episodes: int,
                          seed: str, mix: str, shard_episodes: int, jobs: int, backend: str,
-                         scheduler: str | None, quiet: bool, datasets: Path) -> None:
+                         scheduler: str | None, license_id: str, quiet: bool,
+                         datasets: Path) -> None:
     """Play EPISODES episodes and write them to OUT: episodes/ and frames/ Parquet shards, a
     README.md dataset card and a manifest.json. The same seed writes the same bytes on any
     number of workers."""
@@ -44,6 +47,7 @@ def trajectories_command(out: Path, spec_name: str | None, version: str | None, 
     from pipeline.spec import load_spec
     from pipeline.trajectories import (
         Plan,
+        parse_license,
         parse_mix,
         spec_source,
         version_source,
@@ -58,7 +62,8 @@ def trajectories_command(out: Path, spec_name: str | None, version: str | None, 
     with refusals():
         source = (spec_source(load_spec(spec_name), datasets) if spec_name is not None
                   else version_source(datasets, str(version)))
-        plan = Plan(source, parse_seed(seed), episodes, parse_mix(mix), shard_episodes)
+        plan = Plan(source, parse_seed(seed), episodes, parse_mix(mix), shard_episodes,
+                    parse_license(license_id))
         manifest = write_trajectories(plan, out, Workers(
             jobs=jobs, backend=backend, scheduler=scheduler, show_progress=not quiet,
             display=terminal_progress))
