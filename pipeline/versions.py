@@ -80,9 +80,9 @@ def round_status(folder: Path, now: float | None = None) -> str:
     state = round_state(rnd, time.time() if now is None else now)
     if rnd is None:
         return "-"
-    if state == "published":
+    if rnd.published is not None:
         return f"published {iso(rnd.published)}"
-    if state == "closed":
+    if rnd.closed is not None:
         return f"closed {iso(rnd.closed)}"
     if state == "over":
         return f"ended {iso(rnd.closes)}, not closed"
