@@ -239,11 +239,12 @@ def test_versions_lists_each_version_with_its_origin_and_checksum(rotated):
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
     assert lines[0].split() == ["version", "game", "levels", "created", "rotated", "from",
-                                "seed", "audit", "sha256"]
+                                "seed", "visibility", "round", "audit", "sha256"]
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert set(rows) == {"demo", "r1", "r2"}
     assert rows["r1"][1:3] == ["tiny", "8"] and rows["r1"][4] == "demo"
     assert rows["demo"][4] == "-"
+    assert rows["r1"][7:9] == ["hidden", "-"]  # a rotation is hidden, with no round yet
     assert rows["r1"][-1] == _manifest(datasets, "r1")["files"]["levels.parquet"]["sha256"][:12]
 
 
