@@ -244,7 +244,7 @@ def test_versions_lists_each_version_with_its_origin_and_checksum(rotated):
     assert set(rows) == {"demo", "r1", "r2"}
     assert rows["r1"][1:3] == ["tiny", "8"] and rows["r1"][4] == "demo"
     assert rows["demo"][4] == "-"
-    assert rows["r1"][7:9] == ["hidden", "-"]  # a rotation is hidden, with no round yet
+    assert rows["r1"][6:8] == ["hidden", "-"]  # a rotation is hidden, with no round yet
     assert rows["r1"][-1] == _manifest(datasets, "r1")["files"]["levels.parquet"]["sha256"][:12]
 
 
