@@ -44,6 +44,7 @@ MIN_LINK_KEYS = 3  # names that played both versions, at least, to put them on o
 def version_line(datasets: Path, version: str) -> list[str]:
     """Every finished version connected to ``version`` by ``rotated_from``, oldest first
     (a version after the one it was rotated from, siblings by name)."""
+    open_version(datasets, version, require_intact=False)  # an unknown name: the one wording
     parent: dict[str, str | None] = {}
     for name in existing_versions(datasets):
         try:
@@ -51,8 +52,6 @@ def version_line(datasets: Path, version: str) -> list[str]:
                 "rotated_from")
         except PipelineError:
             continue
-    if version not in parent:
-        raise PipelineError(f"no finished version {version!r} under {datasets}")
     children: dict[str, list[str]] = {}
     for name, p in parent.items():
         if p is not None:

@@ -244,3 +244,72 @@ def test_the_solution_on_show_follows_the_level_played_and_long_names_stay_in_th
             assert failed == []
         finally:
             driver.quit()
+
+
+def test_the_pages_say_what_each_set_is_and_an_archived_board_links_its_final_standings(
+        tmp_path):
+    """In the browser, as people read them: an imported public collection is public and in file
+    order on its home and play pages, the demo is drawn from a public seed and not called
+    hidden, and a closed round's board (not served any more) links its standings' files, not
+    itself; the JSON link shows the standings its close wrote."""
+    import json
+
+    from selenium.webdriver.common.by import By
+    from serve_support import LEVELS
+
+    from pipeline.importing import import_collection
+    from pipeline.rounds import RoundBook, open_round
+    from pipeline.workers import Workers
+    from serve.standings import GRACE_SECONDS, close_round
+
+    root = tmp_path / "datasets"
+    root.mkdir()
+    source = tmp_path / "mine.xsb"
+    source.write_text("\n".join(LEVELS))
+    import_collection("mine", [source], datasets=root, game="mine",
+                      workers=Workers(show_progress=False))
+    rows = visible_version(root, "2026-12", "practice", None)["rows"]  # the round's hidden set
+    db = tmp_path / "s.sqlite"
+    closes = time.time() + 600
+    open_round(root, "2026-12", closes)
+    with server(Registry([load_version(root, "2026-12")]), db, rounds=RoundBook(root)) as srv:
+        agent_run(srv.base, "ann", rows, 2)
+    close_round(root, "2026-12", str(db), now=closes + GRACE_SECONDS)
+    demo = load_version(Path(__file__).resolve().parent.parent / "datasets", "demo")
+    driver = browser(tmp_path / "profile")
+    try:
+        text = lambda: " ".join(driver.find_element(By.TAG_NAME, "body").text.split())  # noqa: E731
+        with server(Registry([load_version(root, "mine")]), db,
+                    rounds=RoundBook(root)) as srv:
+            driver.get(f"{srv.base}/")
+            said = text()
+            assert f"{len(LEVELS)} public Sokoban levels, played in the order of its files" in said
+            assert "hidden" not in said and "easiest first" not in said
+            driver.get(f"{srv.base}/play/mine")
+            said = text()
+            assert f"{len(LEVELS)} public levels, played in the order of its files" in said
+            assert "easiest first" not in said
+            driver.get(f"{srv.base}/leaderboard?version=2026-12")
+            assert "The round of version 2026-12 is closed" in text()
+            assert [a.text for a in driver.find_elements(By.CSS_SELECTOR, "td a")] == ["ann"]
+            links = {a.text: a.get_attribute("href")
+                     for a in driver.find_elements(By.CSS_SELECTOR, "p.round a")}
+            assert links == {kind: f"{srv.base}/api/standings/2026-12{tail}" for kind, tail in (
+                ("JSON", ""), ("CSV", "/standings.csv"), ("sha256", "/standings.sha256"))}
+            for kind in ("CSV", "sha256"):
+                status, _, body = Api(srv.base).raw("GET", links[kind].removeprefix(srv.base))
+                name = "standings." + kind.lower()
+                assert status == 200 and body == (root / "2026-12" / name).read_bytes()
+            driver.find_element(By.LINK_TEXT, "JSON").click()
+            until(lambda: driver.current_url == links["JSON"], "the standings")
+            shown = json.loads(driver.find_element(By.TAG_NAME, "body").text)
+            assert shown == json.loads((root / "2026-12" / "standings.json").read_text())
+            assert [e["name"] for e in shown["entries"]] == ["ann"]
+        with server(Registry([demo]), tmp_path / "demo.sqlite") as srv:
+            driver.get(f"{srv.base}/")
+            said = text()
+            assert ("100 Sokoban levels drawn from the public seed 2026 (not shown to people "
+                    "here), played in order, easiest first") in said
+            assert "hidden" not in said
+    finally:
+        driver.quit()

@@ -4,6 +4,7 @@ unreadable input, 130 interrupted; each failure is one line on stderr."""
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ from pipeline.workers import Workers
 from sokoforge.cli import main
 
 QUIET = Workers(jobs=1, show_progress=False)
+REPOSITORY = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +69,15 @@ def test_usage_and_unreadable_input_exit_2_in_one_line(datasets, args, message):
     ["rotate", "r", "--from", "v11"], ["reveal", "v11"], ["serve", "v11", "--port", "0"],
     ["render", "v11", "--out", "x.png"], ["arc-export", "v11", "out"],
     ["trajectories", "out", "--from", "v11", "--episodes", "1", "--seed", "1"],
+    ["audit", "v1", "--against", "v11"], ["round", "open", "v11", "--closes", "2100-01-01"],
+    ["round", "status", "v11"], ["round", "close", "v11"], ["round", "publish", "v11"],
+    ["irt", "v11", "--db", "STORE"], ["irt", "v11", "--line", "--db", "STORE"],
 ])
-def test_every_command_names_the_closest_version_to_an_unknown_name_in_one_wording(datasets,
-                                                                                 args):
+def test_every_command_names_the_closest_version_to_an_unknown_name_in_one_wording(
+        datasets, tmp_path, args):
+    store = tmp_path / "s.sqlite"
+    sqlite3.connect(store).close()  # a store there, so that the name is what is refused
+    args = [str(store) if a == "STORE" else a for a in args]
     line = _one_line_exit([*args, "--datasets", str(datasets)], 2)
     assert line.endswith(f"no version 'v11' under {datasets}; did you mean 'v1'?"), line
 
@@ -122,8 +130,10 @@ def test_a_server_says_where_it_serves_and_stops_with_0_on_ctrl_c_in_one_line_an
     root = tmp_path / "root"
     root.mkdir()
     (root / "demo").symlink_to(datasets / "v1", target_is_directory=True)
-    proc = subprocess.Popen([_sokoforge(), "serve", "--datasets", str(root), "--db",
-                             str(tmp_path / "s.sqlite"), "--port", "0"],
+    (root / "public-W").symlink_to(REPOSITORY / "datasets" / "public-W",
+                                   target_is_directory=True)  # a public game: a play page
+    proc = subprocess.Popen([_sokoforge(), "serve", "demo", "public-W", "--datasets",
+                             str(root), "--db", str(tmp_path / "s.sqlite"), "--port", "0"],
                             stderr=subprocess.PIPE, text=True)
     try:
         started = ""
@@ -131,7 +141,7 @@ def test_a_server_says_where_it_serves_and_stops_with_0_on_ctrl_c_in_one_line_an
             started = proc.stderr.readline()
             assert started or proc.poll() is None, "the server did not start"
         base = started.split(" on ")[1].split(" ")[0]
-        where = [proc.stderr.readline().split() for _ in range(3)]
+        where = [proc.stderr.readline().split() for _ in range(4)]
         proc.send_signal(sig)
         rest = proc.communicate(timeout=60)[1]
     finally:
@@ -139,7 +149,9 @@ def test_a_server_says_where_it_serves_and_stops_with_0_on_ctrl_c_in_one_line_an
             proc.kill()
             proc.wait()
     assert where == [["home:", f"{base}/"], ["API", "docs:", f"{base}/api/docs"],
-                     ["ARC", "face:", f"ARC_BASE_URL={base}", "(game", "sokoban_v1)"]]
+                     ["play", "public-W:", f"{base}/play/public-W"],
+                     ["ARC", "face:", f"ARC_BASE_URL={base}", "(games",
+                      "sokoban_v1,", "sokoban_public_W)"]]
     assert proc.returncode == 0, rest
     assert [line for line in rest.splitlines() if not line[:4].isdigit()] == (  # not a log line
         [last] if last else [])
@@ -246,3 +258,28 @@ def test_readme_cli_table_names_every_command_with_options_it_has():
         assert required <= shown, f"{name}: the row omits {sorted(required - shown)}"
     # play needs a key or a name to register (one of the two, so neither is click-required)
     assert "--register NAME\\|--key KEY" in table
+
+
+def test_no_help_points_to_a_file_the_repository_does_not_have():
+    """Every document or repository path a --help names (``docs/...``, ``X.md``,
+    ``pipeline/...``) is there: help may not send a user to a file they cannot open."""
+    import re
+
+    import click
+
+    root = Path(__file__).resolve().parent.parent
+    commands = [("sokoforge", main)]
+    helps = []
+    while commands:
+        name, command = commands.pop()
+        with click.Context(command, info_name=name) as context:
+            helps.append((name, command.get_help(context)))
+        commands += [(f"{name} {sub}", c) for sub, c in getattr(command, "commands", {}).items()]
+    named = 0
+    for name, text in helps:
+        text = " ".join(text.split())  # a path that help wrapped onto two lines, joined
+        for path in re.findall(r"(?<![\w/.$])((?:docs|pipeline|serve|engine|scripts|"
+                               r"benchmarks|deploy)/[\w./-]*\w|[A-Z]\w*\.md)\b", text):
+            named += 1
+            assert (root / path).exists(), f"`{name} --help` names {path}, which is not there"
+    assert named >= 2  # the theme fields' page, the difficulty model: the check sees paths

@@ -276,6 +276,21 @@ def test_render_animates_a_versions_stored_solution_step_by_step_in_its_look_lab
         assert level.is_solved(states[-1])
 
 
+def test_render_takes_a_version_by_name_from_anywhere_as_the_readme_writes_it(tmp_path,
+                                                                             monkeypatch):
+    """`sokoforge render public-S --index 3 --solution --gif s.gif`, from a folder outside the
+    repository and with no --datasets: the name is read under the repository's datasets/."""
+    import polars as pl
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SOKOFORGE_DATASETS", raising=False)
+    result = run("render", "public-S", "--index", "3", "--solution", "--gif", "s.gif")
+    assert result.exit_code == 0, result.output
+    row = pl.read_parquet(DEMO.parent / "public-S" / "levels.parquet").sort("index").row(
+        3, named=True)
+    assert len(_frames(tmp_path / "s.gif")) == row["optimal_moves"] + 1
+
+
 def test_render_solves_a_level_file_to_animate_it_or_plays_given_actions(tmp_path):
     path = tmp_path / "levels.xsb"
     path.write_text(LEVELS)

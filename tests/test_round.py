@@ -26,6 +26,7 @@ from serve_support import Api, Process, play, server, write_dataset
 from pipeline import seeds
 from pipeline.errors import InputError, PipelineError
 from pipeline.hidden_files import GITIGNORE, keep_hidden_out_of_git
+from pipeline.publish import PUBLISHED_FILES
 from pipeline.rounds import (
     NOTICE_SECONDS,
     RECHECK_SECONDS,
@@ -422,7 +423,7 @@ def test_reveal_refuses_a_served_version_and_a_hidden_one_without_a_closed_round
 
 def test_publish_needs_a_closed_revealed_round_and_makes_the_version_a_public_practice_set(
         tmp_path):
-    from pipeline.publish import PUBLISHED_FILES, publish_round
+    from pipeline.publish import publish_round
     from pipeline.serving import ServedVersions
     from pipeline.versions import reveal
     from serve.dataset import load_version
@@ -564,6 +565,7 @@ def test_the_readmes_round_runbook_runs_as_written_through_publish(tmp_path):
         practice.ok("POST", f"/api/scorecards/{card}/games/2026-12/start")
         practice.ok("POST", f"/api/scorecards/{card}/close")  # a practice run, not ranked
         api = anyone.ok("GET", "/api/leaderboard?version=2026-12")
+        assert "2026-12" in anyone.ok("GET", "/play/2026-12")  # people may practise it too
     finally:
         if running is not None:
             running.stop()
@@ -586,7 +588,10 @@ def test_the_readmes_round_runbook_runs_as_written_through_publish(tmp_path):
         assert shown["success_interval"] == [kept["success_interval_lo"],
                                              kept["success_interval_hi"]]
     assert [e["scorecard_id"] for e in api["entries"]] == [e["scorecard_id"] for e in entries]
-    assert (folder / "report" / "panel.parquet").is_file()  # the runbook ran the panel
+    assert (folder / "report" / "panel.parquet").is_file()  # the runbook ran the panel ...
+    audited = outputs["sokoforge audit 2026-12"]
+    assert "fit for a round: yes" in audited and "no agent panel" not in audited
+    assert "## Agent panel" in (folder / "report" / "report.md").read_text()  # ... the audit too
     # the published folder, checked with the README's own lines, as anyone would
     published = {**env, "SEED": json.loads((folder / "manifest.json").read_text())[
         "public_seed"]}
@@ -594,8 +599,13 @@ def test_the_readmes_round_runbook_runs_as_written_through_publish(tmp_path):
         done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=published,
                               capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, (line, done.stdout, done.stderr)
+    listed = sokoforge("versions", "--datasets", str(datasets)).stdout
+    row = next(r for r in listed.splitlines() if r.startswith("2026-12 "))
+    assert " public " in row and f" published {iso(record.published)} " in row
+    # committed as the README says: the published files, under the repository's .gitignore
+    (tmp_path / ".gitignore").write_text((README.parent / ".gitignore").read_text())
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    for name in ("levels.parquet", "manifest.json", "standings.json", "reveal.json"):
-        ignored = subprocess.run(["git", "check-ignore", "-q", f"datasets/2026-12/{name}"],
-                                 cwd=tmp_path)
-        assert ignored.returncode == 1, name  # nothing keeps the published files out of git
+    subprocess.run(["git", "add", "datasets/2026-12"], cwd=tmp_path, check=True)
+    staged = subprocess.run(["git", "diff", "--cached", "--name-only"], cwd=tmp_path,
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(staged) == sorted(f"datasets/2026-12/{n}" for n in PUBLISHED_FILES)
