@@ -239,12 +239,30 @@ def test_versions_lists_each_version_with_its_origin_and_checksum(rotated):
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
     assert lines[0].split() == ["version", "game", "levels", "created", "rotated", "from",
-                                "seed", "audit", "sha256"]
+                                "seed", "visibility", "round", "audit", "sha256"]
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert set(rows) == {"demo", "r1", "r2"}
     assert rows["r1"][1:3] == ["tiny", "8"] and rows["r1"][4] == "demo"
     assert rows["demo"][4] == "-"
+    # r2's secret seed is revealed by another test of this module, or not yet
+    assert [rows[v][5] for v in ("demo", "r1")] == ["public", "public"]
+    assert rows["r2"][5] in ("committed", "revealed")
+    # A manifest that does not say public is hidden; none of the three has a round.
+    assert [rows[v][6:8] for v in ("demo", "r1", "r2")] == [["hidden", "-"]] * 3
     assert rows["r1"][-1] == _manifest(datasets, "r1")["files"]["levels.parquet"]["sha256"][:12]
+
+
+def test_versions_round_column_says_until_when_a_round_is_open(rotated, tmp_path):
+    datasets = tmp_path / "datasets"
+    datasets.mkdir()
+    shutil.copytree(rotated[0] / "r2", datasets / "r2")
+    opened = CliRunner().invoke(main, ["round", "open", "r2", "--closes",
+                                       "2099-01-02T03:04:05.678Z", "--datasets", str(datasets)])
+    assert opened.exit_code == 0, opened.output
+    out = CliRunner().invoke(main, ["versions", "--datasets", str(datasets)])
+    assert out.exit_code == 0, out.output
+    row = out.output.splitlines()[1].split()
+    assert row[6:10] == ["hidden", "open", "until", "2099-01-02T03:04:05.678Z"]
 
 
 def test_versions_flags_a_changed_file_and_lists_a_broken_manifest(demo, tmp_path):
