@@ -163,7 +163,11 @@ def test_closing_times_are_recorded_to_the_millisecond_and_a_finer_fraction_is_r
 
 @pytest.mark.parametrize("closes, says", [
     ("9999-12-31T23:59:59-12:00", "after 9999-12-31T23:59:59.999Z"),
+    ("0001-01-01T00:00:00+14:00", "before 0001-01-01T00:00:00.000Z"),
+    ("0001-01-01T00:00Z", "the closing time 0001-01-01T00:00:00.000Z is not in the future"),
     ("2099-01-01T00:00:00.1234567Z", "finer than a millisecond"),
+    ("2099-01-01 00:00:00.1234Z", "finer than a millisecond"),  # each form ISO 8601 allows
+    ("20990101T000000.1234Z", "finer than a millisecond"),
     ("tomorrow", "is not a time: give ISO 8601 such as 2026-12-31T23:59Z (UTC without a "
                  "zone), or now")])
 def test_a_closing_time_that_cannot_be_recorded_is_one_line_exit_2(tmp_path, closes, says):
