@@ -424,6 +424,23 @@ def test_reveal_refuses_a_served_version_and_a_hidden_one_without_a_closed_round
     assert reveal(tmp_path, "v").seed == SEED  # closed and no longer served
 
 
+def test_reveal_refuses_a_version_a_running_server_serves_until_it_stops(tmp_path):
+    secret_version(tmp_path, "v")
+    (tmp_path / "v" / "round.json").write_text(json.dumps(
+        Round("v", 100.0, 200.0, closed=300.0, standings_sha256="0" * 64).to_dict()))
+    served = Process(tmp_path, tmp_path / "s.sqlite", "--workers", "2", versions=("v",))
+    try:
+        done = sokoforge("reveal", "v", "--yes", "--datasets", str(tmp_path), code=1)
+        assert done.stderr.strip() == ("Error: a server on this machine is serving v: stop it "
+                                       "first; or pass --force to reveal it anyway")
+        assert str(SEED) not in done.stdout + done.stderr
+        assert not (tmp_path / "v" / "reveal.json").exists()
+    finally:
+        served.stop()
+    done = sokoforge("reveal", "v", "--yes", "--datasets", str(tmp_path))
+    assert done.stdout.strip() == str(SEED)
+
+
 def test_publish_needs_a_closed_revealed_round_and_makes_the_version_a_public_practice_set(
         tmp_path):
     from pipeline.publish import PUBLISHED_FILES, publish_round
