@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import IO
 
 from engine.index import StateSpaceTooLarge
 from pipeline import seeds
@@ -400,33 +401,51 @@ def build_lock(folder: BuildFolder) -> Iterator[None]:
     """Hold the version's build lock; a second concurrent build of it is refused.
 
     The lock file is removed when the build ends, well or badly (and ``.build`` with it when
-    empty); a lock taken on a file that a finishing build just removed is taken again.
+    empty), even when a stop (Ctrl-C, SIGTERM) comes while the lock is being taken; a lock
+    taken on a file that a finishing build just removed is taken again.
     """
     lock_dir = folder.datasets / ".build"
     path = lock_dir / f"{folder.version}.lock"
-    for _ in range(_LOCK_TRIES):
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            handle = open(path, "a")
-        except FileNotFoundError:
-            continue  # another build removed the empty .build meanwhile
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise PipelineError(f"another build of {folder.version} is running") from None
-        if _same_file(path, handle.fileno()):
-            break
-        handle.close()
-    else:
-        raise PipelineError(f"could not take the build lock {path}")
+    handle = None
     try:
+        for _ in range(_LOCK_TRIES):
+            lock_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                handle = open(path, "a")
+            except FileNotFoundError:
+                continue  # another build removed the empty .build meanwhile
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise PipelineError(f"another build of {folder.version} is running") from None
+            if _same_file(path, handle.fileno()):
+                break
+            handle.close()
+        else:
+            raise PipelineError(f"could not take the build lock {path}")
         yield
     finally:
-        path.unlink(missing_ok=True)
+        if handle is not None:
+            _release_lock(path, handle)
+            with contextlib.suppress(OSError):
+                lock_dir.rmdir()  # only when empty: other builds' folders and locks stay
+
+
+def _release_lock(path: Path, handle: IO[str]) -> None:
+    """Remove the lock file ``path`` unless another build holds it, then close ``handle``.
+
+    Taking the lock again (without waiting) succeeds when it is this build's, or when a stop
+    came before this build took it and no build holds it: either way the file is no one's."""
+    if handle.closed:
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if _same_file(path, handle.fileno()):
+            path.unlink(missing_ok=True)
+    except BlockingIOError:
+        pass  # another build's lock: it stays
+    finally:
         handle.close()
-        with contextlib.suppress(OSError):
-            lock_dir.rmdir()  # only when empty: other builds' folders and locks stay
 
 
 def _same_file(path: Path, fd: int) -> bool:

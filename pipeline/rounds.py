@@ -54,8 +54,9 @@ COLUMNS = ("rank", "name", "scorecard_id", "session_id", "submitted_at", "succes
            "success_interval_lo", "success_interval_hi", "indistinguishable_from_above",
            "paired_p_above", "solved", "episodes", "move_efficiency", "deadlock_rate",
            "avg_steps_solved", "total_actions", "source")
+_FIRST = datetime(1, 1, 1, tzinfo=UTC).timestamp()
 _LAST = datetime(9999, 12, 31, 23, 59, 59, 999000, UTC).timestamp()
-_FRACTION = re.compile(r"T\d\d:\d\d:\d\d[.,](\d+)")
+_FRACTION = re.compile(r"[.,](\d+)")  # an ISO 8601 time has no other '.' or ','
 
 
 def exact(ts: float) -> float:
@@ -66,20 +67,19 @@ def exact(ts: float) -> float:
 def iso(ts: float) -> str:
     """``ts`` in ISO 8601, UTC, to the millisecond (``2026-12-31T23:59:00.000Z``)."""
     ms = round(ts * 1000)
-    whole = datetime.fromtimestamp(ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{whole}.{ms % 1000:03d}Z"
+    whole = datetime.fromtimestamp(ms // 1000, UTC)
+    return f"{whole.year:04d}-{whole:%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
 
 
 def parse_time(text: str, now: float | None = None) -> float:
     """``now`` or an ISO 8601 time (``2026-12-31T23:59Z``; a time without a zone is UTC) as
     seconds since the epoch, to the millisecond; ``InputError`` otherwise (a finer fraction
-    is refused, not cut)."""
+    is refused, not cut, and so is a time outside the years 1-9999 in UTC)."""
     if text.strip().lower() == "now":
         return exact(time.time() if now is None else now)
     usage = (f"{text[:40]!r} is not a time: give ISO 8601 such as 2026-12-31T23:59Z (UTC "
              "without a zone), or now")
-    fraction = _FRACTION.search(text)
-    if fraction and fraction.group(1)[3:].strip("0"):
+    if any(f[3:].strip("0") for f in _FRACTION.findall(text)):
         raise InputError(f"{text[:40]!r} has a fraction of a second finer than a millisecond: "
                          "round times are kept to the millisecond (e.g. 23:59:59.125Z)")
     try:
@@ -91,6 +91,9 @@ def parse_time(text: str, now: float | None = None) -> float:
     ts = when.timestamp()
     if ts > _LAST:
         raise InputError(f"{text[:40]!r} is after 9999-12-31T23:59:59.999Z (UTC), the last "
+                         "time a round can record")
+    if ts < _FIRST:
+        raise InputError(f"{text[:40]!r} is before 0001-01-01T00:00:00.000Z (UTC), the first "
                          "time a round can record")
     return exact(ts)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 __all__ = ["BACKENDS", "R", "T", "Terminated", "Workers", "end_local_workers", "sigterm_raises"]
 
+import contextlib
 import logging
 import multiprocessing
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -57,7 +59,9 @@ def end_local_workers() -> None:
     wait for them to be gone: a stopped command must leave none computing."""
     children = multiprocessing.active_children()
     for child in children:
-        child.kill()
+        if child.pid is not None:  # the signal itself: loky's processes have no kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
     for child in children:
         child.join(_KILLED_WAIT)
 

@@ -441,7 +441,37 @@ def test_a_second_build_of_the_same_version_at_once_is_refused(tiny, tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         with pytest.raises(PipelineError, match="another build of vl is running"):
             build("vl", datasets=tmp_path, spec=tiny, seed=1, workers=QUIET)
+        assert (tmp_path / ".build" / "vl.lock").exists()  # the running build's lock stays
     assert not (tmp_path / ".build" / "vl").exists()
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_a_stop_while_the_build_lock_is_taken_leaves_no_lock_file(tmp_path, monkeypatch, taken):
+    """Ctrl-C arriving as the lock is taken (just after, or just before, the flock) or while
+    it is held: the lock file goes all the same, and the next build takes it."""
+    import fcntl
+
+    from pipeline.build import build_lock
+
+    real = fcntl.flock
+    calls = []
+
+    def stopped(fd, operation):
+        calls.append(operation)
+        if len(calls) == 1:
+            if taken:
+                real(fd, operation)
+            raise KeyboardInterrupt
+        return real(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", stopped)
+    with pytest.raises(KeyboardInterrupt), build_lock(BuildFolder(tmp_path, "v")):
+        raise AssertionError("the lock was not being taken")
+    assert not (tmp_path / ".build").exists()
+    monkeypatch.setattr(fcntl, "flock", real)
+    with pytest.raises(KeyboardInterrupt), build_lock(BuildFolder(tmp_path, "v")):
+        raise KeyboardInterrupt
+    assert not (tmp_path / ".build").exists()
 
 
 @pytest.mark.parametrize("name", ["../escape", ".hidden", "a/b", "", "x" * 65])

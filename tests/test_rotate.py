@@ -244,7 +244,9 @@ def test_versions_lists_each_version_with_its_origin_and_checksum(rotated):
     assert set(rows) == {"demo", "r1", "r2"}
     assert rows["r1"][1:3] == ["tiny", "8"] and rows["r1"][4] == "demo"
     assert rows["demo"][4] == "-"
-    assert [rows[v][5] for v in ("demo", "r1", "r2")] == ["public", "public", "committed"]
+    # r2's secret seed is revealed by another test of this module, or not yet
+    assert [rows[v][5] for v in ("demo", "r1")] == ["public", "public"]
+    assert rows["r2"][5] in ("committed", "revealed")
     # A manifest that does not say public is hidden; none of the three has a round.
     assert [rows[v][6:8] for v in ("demo", "r1", "r2")] == [["hidden", "-"]] * 3
     assert rows["r1"][-1] == _manifest(datasets, "r1")["files"]["levels.parquet"]["sha256"][:12]

@@ -164,7 +164,11 @@ def test_closing_times_are_recorded_to_the_millisecond_and_a_finer_fraction_is_r
 
 @pytest.mark.parametrize("closes, says", [
     ("9999-12-31T23:59:59-12:00", "after 9999-12-31T23:59:59.999Z"),
+    ("0001-01-01T00:00:00+14:00", "before 0001-01-01T00:00:00.000Z"),
+    ("0001-01-01T00:00Z", "the closing time 0001-01-01T00:00:00.000Z is not in the future"),
     ("2099-01-01T00:00:00.1234567Z", "finer than a millisecond"),
+    ("2099-01-01 00:00:00.1234Z", "finer than a millisecond"),  # each form ISO 8601 allows
+    ("20990101T000000.1234Z", "finer than a millisecond"),
     ("tomorrow", "is not a time: give ISO 8601 such as 2026-12-31T23:59Z (UTC without a "
                  "zone), or now")])
 def test_a_closing_time_that_cannot_be_recorded_is_one_line_exit_2(tmp_path, closes, says):
@@ -419,6 +423,23 @@ def test_reveal_refuses_a_served_version_and_a_hidden_one_without_a_closed_round
     finally:
         serving.release()
     assert reveal(tmp_path, "v").seed == SEED  # closed and no longer served
+
+
+def test_reveal_refuses_a_version_a_running_server_serves_until_it_stops(tmp_path):
+    secret_version(tmp_path, "v")
+    (tmp_path / "v" / "round.json").write_text(json.dumps(
+        Round("v", 100.0, 200.0, closed=300.0, standings_sha256="0" * 64).to_dict()))
+    served = Process(tmp_path, tmp_path / "s.sqlite", "--workers", "2", versions=("v",))
+    try:
+        done = sokoforge("reveal", "v", "--yes", "--datasets", str(tmp_path), code=1)
+        assert done.stderr.strip() == ("Error: a server on this machine is serving v: stop it "
+                                       "first; or pass --force to reveal it anyway")
+        assert str(SEED) not in done.stdout + done.stderr
+        assert not (tmp_path / "v" / "reveal.json").exists()
+    finally:
+        served.stop()
+    done = sokoforge("reveal", "v", "--yes", "--datasets", str(tmp_path))
+    assert done.stdout.strip() == str(SEED)
 
 
 def test_publish_needs_a_closed_revealed_round_and_makes_the_version_a_public_practice_set(

@@ -94,6 +94,16 @@ def test_a_body_that_is_not_its_content_encoding_is_a_400_with_a_json_detail(srv
     assert headers.get("Connection") == "close"  # the rest of the body is never read as a request
 
 
+@pytest.mark.parametrize("coding", ["gzip", "x-gzip"])
+def test_a_gzip_body_cut_short_or_trailed_by_more_is_a_400_at_once(srv, faults, coding):
+    whole = gzip.compress(b'{"name": "never-made"}')
+    for body in (whole[:-6], whole[:12], whole + b"more"):
+        began = time.monotonic()
+        status, _, answer = raw(srv.base, coded("/api/keys", coding, body))
+        assert time.monotonic() - began < 0.9  # every announced byte came: nothing to wait on
+        assert status == 400 and "Content-Encoding" in json.loads(answer)["detail"], answer
+
+
 def test_an_x_gzip_body_is_read_as_gzip(srv):
     status, _, answer = raw(srv.base, coded("/api/keys", "x-gzip",
                                             gzip.compress(b'{"name": "zipped-alias"}')))

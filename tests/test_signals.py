@@ -85,6 +85,30 @@ def assert_one_line_143(proc: subprocess.Popen, err: str, line: str) -> None:
     assert err.strip().splitlines()[-1] == line, err
 
 
+KILL_LOKY_WORKERS = """
+import multiprocessing, os, time
+from joblib.externals.loky import ProcessPoolExecutor
+from pipeline.workers import end_local_workers
+pool = ProcessPoolExecutor(max_workers=2)
+busy = pool.submit(time.sleep, 60)
+pool.submit(os.getpid).result(timeout=120)
+print(*[c.pid for c in multiprocessing.active_children()], flush=True)
+end_local_workers()
+"""
+
+
+def test_ending_local_workers_kills_loky_s_own_processes_at_once():
+    """loky's worker processes have no ``kill()``: they are ended by the signal itself, the
+    busy one and the idle one, whenever a stop finds them still listed."""
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", KILL_LOKY_WORKERS], capture_output=True,
+                          text=True, timeout=180, cwd=ROOT)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    workers = [int(p) for p in done.stdout.split()]
+    assert len(workers) == 2 and not [w for w in workers if running(w)]
+    assert time.monotonic() - began < 60  # not the busy worker's minute
+
+
 def test_sigterm_of_build_jobs_2_ends_its_workers_exits_143_and_the_build_resumes(tmp_path):
     datasets = tmp_path / "datasets"
     datasets.mkdir()

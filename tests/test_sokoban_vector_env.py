@@ -155,6 +155,17 @@ def test_a_version_holding_a_level_solved_at_its_start_is_refused_not_rewarded(
             gymnasium.make(ENV, version="pub", datasets=tmp_path)
 
 
+def test_only_integer_actions_0_to_3_are_taken_as_the_single_env_takes_them(datasets):
+    env = make_vec(datasets, 2, version="pub").unwrapped
+    env.reset(seed=0)
+    for bad in ([True, False], np.array([1.0, 2.0]), [0, 4], [-1, 0], [0], [[0, 1]], ["0", "1"]):
+        with pytest.raises(PipelineError, match="actions must be"):
+            env.step(bad)
+    for dtype in (np.int64, np.uint8, np.int32):
+        assert env.step(np.array([1, 3], dtype=dtype))[4]["steps"].tolist() == [1, 1]
+        env.reset(seed=0)
+
+
 def test_level_of_takes_a_sub_env_0_to_n_minus_1_only(datasets):
     env = make_vec(datasets, 2, version="pub").unwrapped
     _, info = env.reset(seed=0)
