@@ -43,7 +43,7 @@ from pipeline.review import (
     reference,
     review_scorecards,
 )
-from pipeline.tables import read_parquet, write_text
+from pipeline.tables import read_parquet, write_parquet, write_text
 from pipeline.version import Version, open_version
 from pipeline.workers import Workers
 from serve.episode import PLAYED, RESTART_GAME, RESTART_LEVEL
@@ -73,8 +73,9 @@ class ReviewReport:
 
 
 def _reference(version: Version) -> Reference:
-    """The version's reference: its levels and its panel (``report/panel.parquet`` when it
-    holds each episode's pushes, else the panel played here, which is deterministic)."""
+    """The version's reference: its levels and its panel (``report/panel.parquet``; when
+    there is none, or one written before pushes were kept, the panel is played here and
+    written there, the bytes ``sokoforge panel`` writes)."""
     levels = version.levels()
     path = version.report_dir / PANEL_FILE
     panel = read_parquet(path) if path.is_file() else None
@@ -83,6 +84,9 @@ def _reference(version: Version) -> Reference:
                  "no panel.parquet" if panel is None else "its panel.parquet has no pushes "
                  "(written before they were kept)")
         panel = panel_of_version(version, Workers(show_progress=False))
+        with private_writes(is_hidden(version.manifest)):
+            version.report_dir.mkdir(exist_ok=True)
+            write_parquet(panel, path)
     return reference(levels, panel)
 
 
