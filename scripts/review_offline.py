@@ -133,7 +133,8 @@ def main() -> None:
             pl.col("reachable_states").alias("state_space"))
         ref = review.reference(levels, pl.read_parquet(folder / "report" / PANEL_FILE))
 
-        def note(kind: str, rows: pl.DataFrame, *earlier: pl.DataFrame) -> None:
+        def note(kind: str, rows: pl.DataFrame, *earlier: pl.DataFrame,
+                 ref: review.Reference = ref) -> None:
             flagged, p = judged(rows, ref, earlier)
             flags[kind].append((flagged, p, int(rows["solved"].sum())))
 

@@ -342,3 +342,37 @@ def test_the_board_marks_a_needs_review_entry_once_a_review_ran_keeping_its_rank
         assert mine["review"]["verdict"] == "needs review"
         assert any("optimal pushes" in s for s in mine["review"]["evidence"])
         assert anyone.call("GET", f"/api/scorecards/{decoder}")[0] == 401
+
+
+def test_the_owners_scorecard_page_shows_the_review_evidence_and_no_one_elses(
+        demo, store, tmp_path):
+    import time
+
+    from selenium.webdriver.common.by import By
+    from test_browser_play import browser, until
+
+    from serve.dataset import load_version
+    from serve.review import review_store
+
+    datasets = tmp_path / "datasets"
+    shutil.copytree(demo / "demo", datasets / "demo")
+    review_store(datasets, "demo", str(store))
+    decoder = card_id("decoder")
+    with server(load_version(datasets, "demo"), store) as running:
+        driver = browser(tmp_path / "profile")
+        try:
+            shown = lambda: driver.find_element(By.ID, "review-evidence")  # noqa: E731
+            for key in (None, "key-planner", "key-decoder"):
+                driver.get(f"{running.base}/")
+                driver.execute_script("localStorage.clear();" if key is None else
+                                      f"localStorage.setItem('sokoforge.key', '{key}');")
+                driver.get(f"{running.base}/scorecards/{decoder}")
+                if key == "key-decoder":
+                    until(lambda: shown().is_displayed(), "the owner's evidence")
+                    items = shown().find_elements(By.TAG_NAME, "li")
+                    assert any("optimal pushes" in i.text for i in items)
+                else:
+                    time.sleep(1)  # the script has asked by now, and been told no
+                    assert not shown().is_displayed()
+        finally:
+            driver.quit()
