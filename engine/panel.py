@@ -19,8 +19,8 @@ counts n pushes further from the goals. Everything is deterministic per panel se
 from __future__ import annotations
 
 __all__ = [
-    "PANEL", "PANEL_BUDGETS", "PANEL_FAMILIES", "PanelAgent", "REFERENCE_AGENT",
-    "ROLLOUT_DEPTH", "breadth_kernel", "play", "play_panel", "rollout_kernel",
+    "PANEL", "PANEL_BUDGETS", "PANEL_FAMILIES", "PanelAgent", "PanelEpisode", "REFERENCE_AGENT",
+    "ROLLOUT_DEPTH", "breadth_kernel", "episode", "play", "play_panel", "rollout_kernel",
 ]
 
 from typing import NamedTuple
@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from engine.kernel_cache import njit
-from engine.levels import Level
+from engine.levels import Level, State
 from engine.planner import (
     _EMPTY,
     _FAR,
@@ -69,9 +69,10 @@ PANEL = tuple(PanelAgent(f, b) for f in PANEL_FAMILIES for b in PANEL_BUDGETS)
 
 @njit(cache=True)
 def breadth_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: int,
-                   n_crates: int, max_steps: int, budget: int) -> tuple[bool, int]:
+                   n_crates: int, max_steps: int, budget: int,
+                   actions: np.ndarray) -> tuple[bool, int]:
     """Play one episode with a breadth-first lookahead of ``budget`` calls per step; return
-    (solved, steps)."""
+    (solved, steps), the actions taken written to ``actions`` (int8, ``max_steps`` long)."""
     offs = action_offsets(width)
     gdist = push_distance(passable, goal, width)
     cap = budget + 8
@@ -120,6 +121,7 @@ def breadth_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key
         a = found if found >= 0 else best_first
         if a < 0:
             return False, steps
+        actions[steps] = a
         cur, _ = _successor(cur, a, passable, offs, n_crates)  # the environment's step
         steps += 1
 
@@ -135,9 +137,10 @@ def _random(state: np.ndarray) -> int:
 @njit(cache=True)
 def rollout_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: int,
                    n_crates: int, max_steps: int, budget: int, depth: int,
-                   seed: int) -> tuple[bool, int]:
+                   seed: int, actions: np.ndarray) -> tuple[bool, int]:
     """Play one episode with ``budget // depth`` random rollouts of ``depth`` calls per step;
-    return (solved, steps)."""
+    return (solved, steps), the actions taken written to ``actions`` (int8, ``max_steps``
+    long)."""
     offs = action_offsets(width)
     gdist = push_distance(passable, goal, width)
     v_keys, v_count = state_table(max_steps)
@@ -171,30 +174,50 @@ def rollout_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key
                     break
         if best_first < 0:
             return False, steps
+        actions[steps] = best_first
         cur, _ = _successor(cur, best_first, passable, offs, n_crates)  # the environment's step
         steps += 1
 
 
-def play(level: Level, max_steps: int, agent: PanelAgent, seed: int = 0) -> tuple[bool, int]:
-    """``(solved, steps)`` of ``agent`` playing ``level`` from its start within ``max_steps``.
+class PanelEpisode(NamedTuple):
+    """One agent's episode: solved or not, the steps it took and its actions (0-3)."""
 
-    Deterministic: the same level, agent and panel ``seed`` give the same episode (the
+    solved: bool
+    steps: int
+    actions: tuple[int, ...]
+
+
+def episode(level: Level, max_steps: int, agent: PanelAgent, seed: int = 0,
+            state: State | None = None) -> PanelEpisode:
+    """``agent``'s episode on ``level`` from ``state`` (default: its start) within
+    ``max_steps``, its actions included: the moves a client of the server would send.
+
+    Deterministic: the same level, state, agent and panel ``seed`` give the same episode (the
     seed draws the rollouts' moves; the searches break ties by a fixed order).
     """
     if agent.family not in PANEL_FAMILIES or agent.budget < CALLS_PER_EXPANSION:
         raise ValueError(f"unknown panel agent {agent}")
+    state = level.start if state is None else state
     passable, goal = board_arrays(level)
-    args = (passable, goal, level.width, state_key(level.start), level.n_crates,
-            int(max_steps))
+    args = (passable, goal, level.width, state_key(state), len(state.crates), int(max_steps))
+    actions = np.zeros(max(0, int(max_steps)), np.int8)
     if agent.family == "planner":
-        solved, steps, _, _ = plan_kernel(*args, agent.budget, HEURISTIC_WEIGHT, 0)
+        solved, steps, taken, _ = plan_kernel(*args, agent.budget, HEURISTIC_WEIGHT, 0)
+        actions[:steps] = taken
     elif agent.family == "greedy":
-        solved, steps = agent_kernel(*args, agent.budget // CALLS_PER_EXPANSION, True)
+        solved, steps = agent_kernel(*args, agent.budget // CALLS_PER_EXPANSION, True, actions)
     elif agent.family == "breadth":
-        solved, steps = breadth_kernel(*args, agent.budget)
+        solved, steps = breadth_kernel(*args, agent.budget, actions)
     else:
-        solved, steps = rollout_kernel(*args, agent.budget, ROLLOUT_DEPTH, int(seed))
-    return bool(solved), int(steps)
+        solved, steps = rollout_kernel(*args, agent.budget, ROLLOUT_DEPTH, int(seed), actions)
+    return PanelEpisode(bool(solved), int(steps), tuple(int(a) for a in actions[:steps]))
+
+
+def play(level: Level, max_steps: int, agent: PanelAgent, seed: int = 0) -> tuple[bool, int]:
+    """``(solved, steps)`` of ``agent`` playing ``level`` from its start within ``max_steps``
+    (``episode`` without its actions)."""
+    solved, steps, _ = episode(level, max_steps, agent, seed)
+    return solved, steps
 
 
 def play_panel(level: Level, max_steps: int, agents: tuple[PanelAgent, ...] = PANEL,

@@ -96,8 +96,10 @@ def count_visit(v_keys: np.ndarray, v_count: np.ndarray, key: int) -> None:
 
 @njit(cache=True)
 def agent_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: int,
-                 n_crates: int, max_steps: int, budget: int, greedy: bool) -> tuple[bool, int]:
-    """Play one episode; return (solved, steps)."""
+                 n_crates: int, max_steps: int, budget: int, greedy: bool,
+                 actions: np.ndarray) -> tuple[bool, int]:
+    """Play one episode; return (solved, steps), the actions taken written to ``actions``
+    (int8, at least ``max_steps`` long)."""
     offs = action_offsets(width)
     dist = box_distance(passable, goal, width)
     dead = corner_dead(passable, goal, width)
@@ -150,6 +152,7 @@ def agent_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: 
                     target = j
             if target < 0:
                 return False, steps
+        actions[steps] = n_first[target]
         cur, _ = _successor(cur, n_first[target], passable, offs, n_crates)
         steps += 1
 
@@ -161,5 +164,5 @@ def play_agent(level: Level, max_steps: int, agent: AgentSpec) -> bool:
     passable, goal = board_arrays(level)
     solved, _ = agent_kernel(passable, goal, level.width, state_key(level.start),
                              level.n_crates, int(max_steps), agent.budget,
-                             agent.kind == "greedy")
+                             agent.kind == "greedy", np.empty(int(max_steps), np.int8))
     return bool(solved)

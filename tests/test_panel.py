@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.levels import State, parse_xsb
-from engine.panel import PANEL, PANEL_BUDGETS, PANEL_FAMILIES, PanelAgent, play
+from engine.panel import PANEL, PANEL_BUDGETS, PANEL_FAMILIES, PanelAgent, episode, play
 from engine.planner import _successor, state_key
-from engine.rules import board_array, step_kernel
+from engine.rules import board_array, replay, step_kernel
 from pipeline.audit import audit
 from pipeline.audit_report import Report
 from pipeline.build import build
@@ -114,7 +114,8 @@ def test_panel_writes_one_row_per_level_and_agent_with_the_same_bytes_each_time(
     path = small / "small" / "report" / PANEL_FILE
     first = path.read_bytes()
     frame = pl.read_parquet(path)
-    assert frame.columns == ["index", "agent", "family", "budget", "solved", "steps"]
+    assert frame.columns == ["index", "agent", "family", "budget", "solved", "steps", "pushes"]
+    assert (frame.filter(pl.col("solved"))["pushes"] > 0).all()
     assert frame.height == LEVELS * len(PANEL)
     assert frame["agent"][:len(PANEL)].to_list() == [a.name for a in PANEL]
     assert set(frame["index"]) == set(range(LEVELS))
@@ -152,3 +153,24 @@ def test_the_audit_shows_the_panel_per_tier_and_keeps_its_file(small):
 def test_a_state_key_round_trips_through_the_panels_packing():
     state = State(9, (10, 17, 12))
     assert _key_state(state_key(state), 3) == (9, (10, 12, 17))
+
+
+def test_an_episodes_actions_replay_through_the_rules_to_its_outcome_from_any_state():
+    rows = _demo_rows().filter(pl.col("tier") >= 1)
+    for xsb, max_steps in zip(rows["xsb"], rows["max_steps"], strict=True):
+        level = parse_xsb(xsb)
+        for agent in PANEL:
+            played = episode(level, int(max_steps), agent, seed=1)
+            assert (played.solved, played.steps) == play(level, int(max_steps), agent, 1)
+            states = replay(level, "".join("udlr"[a] for a in played.actions))
+            assert len(played.actions) == played.steps
+            assert level.is_solved(states[-1]) == played.solved, agent
+    level = parse_xsb("#######\n#@    #\n# $ . #\n#     #\n#######")
+    moved = State(level.start.player + 1, level.start.crates)
+    solved = set()
+    for agent in PANEL:
+        played = episode(level, 30, agent, state=moved)
+        last = replay(level, "".join("udlr"[a] for a in played.actions), moved)[-1]
+        assert level.is_solved(last) == played.solved, agent
+        solved |= {agent.family} if played.solved else set()
+    assert "planner" in solved and "breadth" in solved
