@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -398,6 +399,12 @@ class Card(NamedTuple):
         return self.turn == len(self.entrant.scorecards) - 1
 
 
+def key_name(row: str) -> str:
+    """``row`` as a leaderboard name (letters, digits, ``_ . -`` and spaces, 40 at most)."""
+    name = re.sub(r"[^A-Za-z0-9_. -]", "", row.replace("/", " of "))
+    return re.sub(r" +", " ", name).strip()[:40].strip()
+
+
 async def register(url: str, name: str) -> str:
     """A new key named ``name``: how a key plays several scorecards of its own."""
     conn = Connection(url)
@@ -425,7 +432,7 @@ async def play_team(url: str, team: list[Entrant], prefix: str = "",
 
     async def one(entrant: Entrant) -> list[Card]:
         async with gate:
-            return await play_entrant(url, entrant, prefix + entrant.row)
+            return await play_entrant(url, entrant, key_name(prefix + entrant.row))
 
     played = await asyncio.gather(*(one(e) for e in team))
     return [card for cards in played for card in cards]
