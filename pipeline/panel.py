@@ -1,6 +1,7 @@
 """The agent panel played on a table of levels: outcome vectors, counts and panel.parquet.
 
-``sokoforge panel VERSION`` writes ``report/panel.parquet`` (one row per level and agent);
+``sokoforge panel VERSION`` writes ``report/panel.parquet`` (one row per level and agent, with
+the pushes each episode made, which the review compares a scorecard's pushes with);
 rotation matches slot by slot on the same outcome vectors (``pipeline.rotate``). The panel
 (``engine.panel``) is deterministic, so the file's bytes follow from the levels alone.
 """
@@ -8,19 +9,22 @@ rotation matches slot by slot on the same outcome vectors (``pipeline.rotate``).
 from __future__ import annotations
 
 __all__ = [
-    "PANEL_COLUMN", "PANEL_FILE", "PANEL_STEPS_COLUMN", "outcome_matrix", "panel_frame",
-    "panel_of_version", "play_table", "solved_counts", "with_outcomes", "write_panel",
+    "PANEL_COLUMN", "PANEL_FILE", "PANEL_STEPS_COLUMN", "PanelPlay", "outcome_matrix",
+    "panel_frame", "panel_of_version", "play_episodes", "play_table", "pushes_of",
+    "solved_counts", "with_outcomes", "write_panel",
 ]
 
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
 
-from engine.levels import parse_xsb
-from engine.panel import PANEL, PanelAgent, play_panel
+from engine.levels import Level, parse_xsb
+from engine.panel import PANEL, PanelAgent, episode, play_panel
+from engine.rules import board_array, step_on
 from pipeline.hidden_files import is_hidden, private_writes
 from pipeline.tables import write_parquet
 from pipeline.version import Version, open_version
@@ -31,9 +35,45 @@ PANEL_COLUMN = "panel"  # a table's per-level outcome vector (List[Boolean], one
 PANEL_STEPS_COLUMN = "panel_steps"  # ... and the steps each agent took (List[Int32])
 
 
+class PanelPlay(NamedTuple):
+    """Every agent's episode on every level: levels x agents arrays of solved, steps and the
+    pushes made."""
+
+    solved: np.ndarray
+    steps: np.ndarray
+    pushes: np.ndarray
+
+
 def _play(agents: tuple[PanelAgent, ...], seed: int, item: tuple[str, int]
           ) -> tuple[tuple[bool, ...], tuple[int, ...]]:
     return play_panel(parse_xsb(item[0]), int(item[1]), agents, seed)
+
+
+def pushes_of(level: Level, actions: Sequence[int]) -> int:
+    """How many of ``actions`` (moves 0-3 from the start) push a crate, by the rules."""
+    board, state, pushes = board_array(level), level.start, 0
+    for action in actions:
+        state, _, pushed = step_on(board, level.width, state, int(action))
+        pushes += pushed
+    return pushes
+
+
+def _play_pushes(agents: tuple[PanelAgent, ...], seed: int, item: tuple[str, int]
+                 ) -> tuple[tuple[bool, ...], tuple[int, ...], tuple[int, ...]]:
+    level = parse_xsb(item[0])
+    played = [episode(level, int(item[1]), agent, seed) for agent in agents]
+    return (tuple(p.solved for p in played), tuple(p.steps for p in played),
+            tuple(pushes_of(level, p.actions) for p in played))
+
+
+def play_episodes(table: pl.DataFrame, workers: Workers,
+                  agents: Sequence[PanelAgent] = PANEL, seed: int = 0) -> PanelPlay:
+    """``play_table`` with the pushes of every episode too."""
+    items = list(zip(table["xsb"].to_list(), table["max_steps"].to_list(), strict=True))
+    results = workers.map(partial(_play_pushes, tuple(agents), seed), items, label="panel")
+    shape = (len(items), len(agents))
+    return PanelPlay(*(np.array([r[k] for r in results], dtype=dtype).reshape(shape)
+                       for k, dtype in enumerate((bool, np.int64, np.int64))))
 
 
 def play_table(table: pl.DataFrame, workers: Workers,
@@ -66,11 +106,12 @@ def outcome_matrix(table: pl.DataFrame) -> np.ndarray:
 
 
 def panel_frame(indices: Sequence[int], solved: np.ndarray, steps: np.ndarray,
-                agents: Sequence[PanelAgent] = PANEL) -> pl.DataFrame:
+                agents: Sequence[PanelAgent] = PANEL,
+                pushes: np.ndarray | None = None) -> pl.DataFrame:
     """The long table: one row per level and agent (index, agent, family, budget, solved,
-    steps), by level then agent in panel order."""
+    steps and, when given, pushes), by level then agent in panel order."""
     n, k = solved.shape
-    return pl.DataFrame({
+    frame = pl.DataFrame({
         "index": pl.Series(np.repeat(np.asarray(indices, dtype=np.int16), k), dtype=pl.Int16),
         "agent": [a.name for a in agents] * n,
         "family": [a.family for a in agents] * n,
@@ -78,13 +119,17 @@ def panel_frame(indices: Sequence[int], solved: np.ndarray, steps: np.ndarray,
         "solved": solved.ravel(),
         "steps": pl.Series(steps.ravel(), dtype=pl.Int32),
     })
+    if pushes is None:
+        return frame
+    return frame.with_columns(pl.Series("pushes", pushes.ravel(), dtype=pl.Int32))
 
 
 def panel_of_version(version: Version, workers: Workers) -> pl.DataFrame:
-    """Play the whole panel on every level of ``version``: the long table."""
+    """Play the whole panel on every level of ``version``: the long table, pushes included."""
     levels = version.levels(["index", "xsb", "max_steps"]).sort("index")
-    solved, steps = play_table(levels, workers)
-    return panel_frame(levels["index"].to_list(), solved, steps)
+    played = play_episodes(levels, workers)
+    return panel_frame(levels["index"].to_list(), played.solved, played.steps, PANEL,
+                       played.pushes)
 
 
 def write_panel(datasets: Path, name: str, workers: Workers) -> Path:

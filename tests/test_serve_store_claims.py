@@ -215,3 +215,30 @@ def test_a_session_is_loaded_from_its_stored_snapshot_not_replayed_from_step_0(d
         conn.execute("UPDATE episodes SET actions='UUU' WHERE session_id=? AND idx=0", (gid,))
     with server(data["served"], db) as s:
         assert Api(s.base, client.key).ok("GET", f"/api/sessions/{gid}") == seen
+
+
+def test_actions_played_through_workers_keep_when_they_arrived(data, tmp_path):
+    """Each stored action's time, read back from the store, falls between the moment its
+    request left the client and the moment its answer came back, whichever worker took it."""
+    from serve.stores import read_store
+
+    db = tmp_path / "times.sqlite"
+    first = Process(data["root"], db, "--workers", "2")
+    windows = []
+    try:
+        client, _, gid = played(first.base, 0)
+        for i in range(12):
+            sent = time.time()
+            client.ok("POST", f"/api/sessions/{gid}/act", {"action": i % 4})
+            windows.append((sent, time.time()))
+    finally:
+        first.stop()
+
+    async def read(store):
+        record, _ = await store.session(gid)
+        return record.created, (await store.action_times([gid]))[gid]
+
+    created, times = read_store(str(db), read)
+    assert len(times) == len(windows) == 12
+    for ms, (sent, answered) in zip(times, windows, strict=True):
+        assert sent - 0.002 <= created + ms / 1000 <= answered + 0.002

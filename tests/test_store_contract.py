@@ -396,3 +396,68 @@ def test_stored_actions_missing_from_a_session_fail_the_integrity_check(location
         with pytest.raises(StoreError, match="1 session"):
             await store.integrity("the store")
     run(location, check)
+
+
+def test_each_stored_action_keeps_when_it_arrived_in_order_from_any_store(location):
+    """Arrival times (ms since the session's start) come back one per stored action, in
+    order, whichever store wrote them; a refused write leaves no time behind."""
+    async def body(a, b):
+        await opened_session(a, "k1", 1)
+        await opened_session(a, "k2", 1)
+        times = [0, 40, 41, 7_200_000]
+        for seq, ms in enumerate(times):
+            store = (a, b)[seq % 2]
+            write = step("gs-k1-1", seq, "w0" if seq == 0 else "A", "A", seq + 1)
+            await store.write(replace(write, ms=ms))
+        with pytest.raises(StaleSession):
+            await b.write(replace(step("gs-k1-1", 0, "w0", "B", 1), ms=99))
+        await b.write(replace(step("gs-k2-1", 0, "w0", "A", 1), ms=None))
+        got = await b.action_times(["gs-k1-1", "gs-k2-1", "gs-unknown"])
+        assert got == {"gs-k1-1": times, "gs-k2-1": [None], "gs-unknown": []}
+        assert await a.action_times([]) == {}
+    run(location, body, stores=2)
+
+
+def write_previous_schema(location: str) -> None:
+    """A store as the servers before arrival times wrote it (SQLite schema 4, PostgreSQL 3),
+    holding one session with two stored actions."""
+    rows = ["INSERT INTO keys VALUES ('k1', 'old', 'old', 0)",
+            "INSERT INTO sessions (id, scorecard_id, key_hash, game, version, parallel, state, "
+            "created, last_active, seq, writer) VALUES ('gs-old', 'sc-old', 'k1', 'standard', "
+            "'v1', 1, 'IN_PROGRESS', 1, 2, 2, 'w')",
+            "INSERT INTO episodes (session_id, idx, done, solved, deadlocked, steps, actions) "
+            "VALUES ('gs-old', 0, false, false, false, 2, 'UD')",
+            "INSERT INTO actions VALUES ('gs-old', 1, 0, 0, 1.5)",
+            "INSERT INTO actions VALUES ('gs-old', 2, 0, 1, 2.0)"]
+    if location.startswith("postgresql"):
+        from serve.stores.postgres import MIGRATIONS
+        previous = 3
+        script = ["CREATE TABLE schema_version (version integer NOT NULL)"]
+        for version in range(1, previous + 1):
+            script += [MIGRATIONS[version], f"INSERT INTO schema_version VALUES ({version})"]
+        rows.insert(1, "INSERT INTO scorecards (id, key_hash, name, games, opened) VALUES "
+                       "('sc-old', 'k1', 'old', '{\"standard\": \"v1\"}', 1)")
+        execute(location, ";\n".join(script + rows))
+        return
+    from serve.stores.sqlite_file import MIGRATIONS as SQLITE_MIGRATIONS
+    from serve.stores.sqlite_file import SCHEMA
+    with sqlite3.connect(location) as conn:
+        conn.executescript(SCHEMA)
+        for version in range(2, 5):
+            conn.executescript(SQLITE_MIGRATIONS[version])
+        conn.executescript("INSERT INTO meta VALUES ('schema', '4'), ('acked', '0');"
+                           "INSERT INTO scorecards (id, key_hash, name, version, game, opened, "
+                           "games) VALUES ('sc-old', 'k1', 'old', 'v1', 'standard', 1, "
+                           "'{\"standard\": \"v1\"}');" + ";".join(rows))
+
+
+def test_a_store_written_before_arrival_times_loads_and_its_actions_have_none(location):
+    write_previous_schema(location)
+
+    async def body(store):
+        assert await store.action_times(["gs-old"]) == {"gs-old": [None, None]}
+        assert await store.steps("gs-old", 9) == [(0, 0), (0, 1)]
+        await store.write(replace(step("gs-old", 2, "w", "A", 3), ms=1500))
+        assert await store.action_times(["gs-old"]) == {"gs-old": [None, None, 1500]}
+        assert await store.miscounted() == 0
+    run(location, body)

@@ -53,9 +53,11 @@ class Session(Run):
         return self.entry.version
 
     def write(self, at: float, action: int, episode: int, rows: tuple[EpisodeRecord, ...],
-              state: str | None) -> Write:
-        """The conditional write of this copy's next change, and the copy moved past it."""
-        w = Write(self.id, self.seq, self.writer, self.own, at, action, episode, rows, state)
+              state: str | None, arrived: float | None = None) -> Write:
+        """The conditional write of this copy's next change, whose request arrived at
+        ``arrived`` (default ``at``), and the copy moved past it."""
+        ms = max(0, round(((at if arrived is None else arrived) - self.record.created) * 1000))
+        w = Write(self.id, self.seq, self.writer, self.own, at, action, episode, rows, state, ms)
         self.seq, self.writer, self.last_active = self.seq + 1, self.own, at
         return w
 

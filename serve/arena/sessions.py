@@ -177,6 +177,7 @@ class Sessions:
 
         ``answer`` renders the session as this action left it, before the write is awaited:
         another action on the session may be played meanwhile, and must not show in it."""
+        arrived = self.clock()  # stored with the action, for a review of its timing
         session = await self.cache.session(key, session_id)
         for _ in range(RETRIES):
             if step is not None:
@@ -198,7 +199,8 @@ class Sessions:
                 run.obs = self.cache.images.picture(run)
             self.cache.show(session)
             ended = session.state if session.state != IN_PROGRESS else None
-            write = session.write(self.clock(), action, index, (record_of(run),), ended)
+            write = session.write(self.clock(), action, index, (record_of(run),), ended,
+                                  arrived)
             answered = answer(session, outcome)
             if await self._commit(session, write):
                 if ended:
@@ -226,6 +228,7 @@ class Sessions:
         else, where the game allows it, every episode again. Returns ``answer`` of the session
         as the restart left it and of what was restarted (``level`` or ``game``); numbered
         ``step``, as ``act``."""
+        arrived = self.clock()
         session = await self.cache.session(key, session_id)
         for _ in range(RETRIES):
             if step is not None:
@@ -255,13 +258,13 @@ class Sessions:
                 run = session.episodes[index]
                 run.obs = self.cache.images.picture(run)
                 write = session.write(self.clock(), RESTART_LEVEL, index, (record_of(run),),
-                                      None)
+                                      None, arrived)
             else:
                 session.restart_game()
                 self.cache.show(session)
                 write = session.write(self.clock(), RESTART_GAME, -1,
                                       tuple(record_of(r) for r in session.episodes),
-                                      IN_PROGRESS)
+                                      IN_PROGRESS, arrived)
             answered = answer(session, scope)
             if await self._commit(session, write):
                 self.cache.keep(session)

@@ -109,8 +109,9 @@ class EpisodeRecord:
 @dataclass(frozen=True)
 class Write:
     """One conditional write of a session: accepted only if the stored ``seq`` is ``expected``
-    and the stored writer ``expected_writer``; it stores ``action`` (a stored step), the
-    ``episodes`` rows it changed, ``writer`` and maybe a new session state."""
+    and the stored writer ``expected_writer``; it stores ``action`` (a stored step) with
+    ``ms``, when its request arrived (server clock, integer milliseconds since the session's
+    ``created``), the ``episodes`` rows it changed, ``writer`` and maybe a new session state."""
 
     session_id: str
     expected: int
@@ -121,6 +122,7 @@ class Write:
     episode: int
     episodes: tuple[EpisodeRecord, ...]
     session_state: str | None = None
+    ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -212,6 +214,12 @@ class Store(ABC):
     async def steps(self, session_id: str, upto: int) -> list[tuple[int, int]]:
         """The ``(episode, action)`` of a session's stored actions 1 to ``upto``, in order (all
         there are, when fewer): what a session's play replays to answer a repeated step."""
+
+    @abstractmethod
+    async def action_times(self, session_ids: list[str]) -> dict[str, list[int | None]]:
+        """When each stored action of each session arrived: per session id, one entry per
+        stored action in ``seq`` order, its ``Write.ms`` (None for an action stored before
+        stores kept times); an unknown session has none."""
 
     @abstractmethod
     async def write(self, write: Write) -> None:

@@ -37,7 +37,7 @@ from serve.stores.interface import (
     Write,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA_LOCK = 0x50C0F0E  # advisory lock ids: one for migrations, one for session creation
 SESSIONS_LOCK = 0x50C0F0F
 POOL_SIZE = 16
@@ -84,6 +84,10 @@ ALTER TABLE scorecards ADD COLUMN meta text;
     3: """
 ALTER TABLE sessions ADD COLUMN address text NOT NULL DEFAULT '';
 CREATE INDEX sessions_address ON sessions (address, state);
+""",
+    # when each action arrived (ms since its session's start); older ones have none
+    4: """
+ALTER TABLE actions ADD COLUMN ms integer;
 """,
 }
 
@@ -275,13 +279,24 @@ class PostgresStore(Store):
             rows = await conn.fetch(sql.numbered(sql.STEPS), session_id, upto)
         return [(r[0], r[1]) for r in rows]
 
+    async def action_times(self, session_ids: list[str]) -> dict[str, list[int | None]]:
+        async with self._conn() as conn:
+            rows = await conn.fetch("SELECT session_id, ms FROM actions WHERE session_id = "
+                                    "ANY($1::text[]) ORDER BY session_id, seq", session_ids)
+        times: dict[str, list[int | None]] = {sid: [] for sid in session_ids}
+        for r in rows:
+            times[r[0]].append(r[1])
+        return times
+
     async def write(self, write: Write) -> None:
         """One statement, so one round trip and its own transaction: the compare-and-set of
-        the session row ($1-$6) and, only where it held, the action row and episode rows."""
+        the session row ($1-$6) and, only where it held, the action row (with its arrival, $16)
+        and episode rows."""
         cas, args = sql.conditional_write(write)
         statement = (
             f"WITH s AS ({sql.numbered(cas)} RETURNING id), "
-            "a AS (INSERT INTO actions SELECT $4, $5 + 1, $7, $8, $2 FROM s), "
+            "a AS (INSERT INTO actions (session_id, seq, episode, action, at, ms) "
+            "SELECT $4, $5 + 1, $7, $8, $2, $16 FROM s), "
             "e AS (UPDATE episodes AS ep SET done = u.done, solved = u.solved, "
             "deadlocked = u.deadlocked, steps = u.steps, actions = u.actions, "
             "snapshot = u.snapshot FROM s, unnest($9::integer[], $10::boolean[], "
@@ -294,7 +309,8 @@ class PostgresStore(Store):
             stored = await conn.fetchval(
                 statement, *args, write.episode, write.action, [e.index for e in rows],
                 [e.done for e in rows], [e.solved for e in rows], [e.deadlocked for e in rows],
-                [e.steps for e in rows], [e.actions for e in rows], [e.snapshot for e in rows])
+                [e.steps for e in rows], [e.actions for e in rows], [e.snapshot for e in rows],
+                write.ms)
         if stored != 1:
             raise StaleSession(write.session_id)
 

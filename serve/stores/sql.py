@@ -7,9 +7,9 @@ gives. Only statements whose text is the same on both live here.
 from __future__ import annotations
 
 __all__ = [
-    "ANONYMOUS", "BROWSER", "CARD", "CLOSE_SESSION", "EPISODES", "EXPIRE", "HEAD",
-    "INSERT_STANDING", "LIVE", "LIVE_OF_KEY", "MISCOUNTED", "SESSION", "STEPS", "VERSIONS",
-    "WRITE_EPISODE",
+    "ACTION_TIMES", "ANONYMOUS", "BROWSER", "CARD", "CLOSE_SESSION", "EPISODES", "EXPIRE",
+    "HEAD", "INSERT_ACTION", "INSERT_STANDING", "LIVE", "LIVE_OF_KEY", "MISCOUNTED", "SESSION",
+    "STEPS", "VERSIONS", "WRITE_EPISODE",
     "card_record", "conditional_write", "episode_rows", "leaderboard", "numbered", "played_episode",
     "played_episodes", "standing", "standing_rows",
 ]
@@ -28,6 +28,9 @@ WRITE_EPISODE = ("UPDATE episodes SET done=?, solved=?, deadlocked=?, steps=?, a
 CARD = "SELECT id, key_hash, name, games, opened, closed, result, source, meta FROM scorecards"
 HEAD = "SELECT seq, writer, state, last_active FROM sessions WHERE id=?"
 STEPS = "SELECT episode, action FROM actions WHERE session_id=? AND seq<=? ORDER BY seq"
+INSERT_ACTION = ("INSERT INTO actions (session_id, seq, episode, action, at, ms) "
+                 "VALUES (?,?,?,?,?,?)")
+ACTION_TIMES = "SELECT ms FROM actions WHERE session_id=? ORDER BY seq"
 LIVE_OF_KEY = ("SELECT count(*) FROM sessions WHERE key_hash=? AND state='IN_PROGRESS' "
                "AND last_active>=?")
 LIVE = "SELECT count(*) FROM sessions WHERE state='IN_PROGRESS' AND last_active>=?"

@@ -396,6 +396,12 @@ class SQLiteStore(Store):
             return [tuple(r) for r in conn.execute(sql.STEPS, (session_id, upto))]
         return await self._call(job, guarded=False)
 
+    async def action_times(self, session_ids: list[str]) -> dict[str, list[int | None]]:
+        def job(conn: sqlite3.Connection) -> dict[str, list[int | None]]:
+            return {sid: [r[0] for r in conn.execute(sql.ACTION_TIMES, (sid,))]
+                    for sid in session_ids}
+        return await self._call(job, guarded=False)
+
     async def write(self, write: Write) -> None:
         cas, args = sql.conditional_write(write)
 
@@ -404,8 +410,8 @@ class SQLiteStore(Store):
             # holds, (session, seq) is new, so the action row cannot collide
             if conn.execute(cas, args).rowcount != 1:
                 raise StaleSession(write.session_id)
-            conn.execute("INSERT INTO actions VALUES (?,?,?,?,?)", (
-                write.session_id, write.expected + 1, write.episode, write.action, write.at))
+            conn.execute(sql.INSERT_ACTION, (write.session_id, write.expected + 1, write.episode,
+                                             write.action, write.at, write.ms))
             self._write_episodes(conn, write.session_id, write.episodes)
         await self._call(job, guarded=False)
 

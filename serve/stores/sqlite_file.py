@@ -26,7 +26,7 @@ from serve.stores.interface import (
     miscounted_error,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_SECONDS = 30.0
 ORPHAN_SECONDS = 5.0  # how long a start waits for the workers of a dead server to end
 
@@ -95,6 +95,10 @@ ALTER TABLE scorecards ADD COLUMN meta TEXT;
     4: """
 ALTER TABLE sessions ADD COLUMN address TEXT NOT NULL DEFAULT '';
 CREATE INDEX sessions_address ON sessions (address, state);
+""",
+    # 4 -> 5: when each action arrived (ms since its session's start); older ones have none
+    5: """
+ALTER TABLE actions ADD COLUMN ms INTEGER;
 """,
 }
 

@@ -23,6 +23,7 @@ from sokoforge.cli.irt import irt_command
 from sokoforge.cli.levels import render_command, solve_command
 from sokoforge.cli.panel import panel_command
 from sokoforge.cli.pipeline_log import show_pipeline_log
+from sokoforge.cli.review import review_command
 from sokoforge.cli.rotate import reveal_command, rotate_command, versions_command
 from sokoforge.cli.rounds import round_group
 from sokoforge.cli.serve import play_command, serve_command
@@ -70,6 +71,7 @@ main.add_command(audit_command)
 main.add_command(panel_command)
 main.add_command(calibrate_command)
 main.add_command(irt_command)
+main.add_command(review_command)
 main.add_command(rotate_command)
 main.add_command(versions_command)
 main.add_command(reveal_command)
