@@ -51,12 +51,12 @@ def sokoforge(*args: str) -> str:
 
 
 def version_of(seed: int, cache: Path) -> str:
-    """The hidden version of ``seed`` in ``cache``, built with its panel unless there."""
+    """The hidden version of ``seed`` in ``cache`` (built unless there), its panel played
+    again (seconds, the same bytes for the same code: a cached one may predate a column)."""
     version = f"redteam-s{seed}"
-    if not (cache / version / "report" / "panel.parquet").exists():
-        if not (cache / version / "manifest.json").exists():
-            sokoforge("build", version, "--seed", str(seed), "--datasets", str(cache), "--quiet")
-        sokoforge("panel", version, "--datasets", str(cache), "--quiet")
+    if not (cache / version / "manifest.json").exists():
+        sokoforge("build", version, "--seed", str(seed), "--datasets", str(cache), "--quiet")
+    sokoforge("panel", version, "--datasets", str(cache), "--quiet")
     return version
 
 
@@ -133,8 +133,17 @@ def table(runs: dict[int, list[dict]]) -> list[str]:
     return out
 
 
+def signals(line: dict | None) -> str:
+    """A review line's signals in one line: name value (reference, p)."""
+    if not line:
+        return "no review line"
+    return "; ".join(f"{g['name']} {g['value']} (reference {g['reference']}, p {g['p_value']})"
+                     for g in line.get("signals", []))
+
+
 def surprises(runs: dict[int, list[dict]]) -> list[str]:
-    """Each judged cheater card not flagged and each honest card flagged, with its signals."""
+    """Each judged cheater card not flagged and each honest card within the rule flagged,
+    with the signals the review saw."""
     out = []
     for seed, cards in runs.items():
         for card in cards:
@@ -142,10 +151,9 @@ def surprises(runs: dict[int, list[dict]]) -> list[str]:
             wrong = ((card["kind"] == "cheater" and v != "needs review")
                      or (card["kind"] == "honest" and v != "consistent"))
             if card["judged"] and wrong:
-                line = card.get("review") or {}
-                out.append(f"seed {seed} {card['row']} ({card['kind']}): {v}; success "
-                           f"{card['score']['success_rate']:.2f}; signals "
-                           f"{json.dumps(line.get('signals'), sort_keys=True)}")
+                out.append(f"seed {seed} {card['row']} ({card['kind']}, success "
+                           f"{card['score']['success_rate']:.2f}): {v}; "
+                           f"{signals(card.get('review'))}")
     return out
 
 

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from engine.levels import MAX_SIDE, Level, LevelError, State
+from engine.levels import MAX_SIDE, Level, LevelError, State, _dihedral
 from engine.look import (
     BOX,
     BOX_ON_GOAL,
@@ -293,24 +293,52 @@ class ThrottledDecoder(DetourDecoder):
 
 # ---------------------------------------------------------------------------- honest agents
 
+class Turned(NamedTuple):
+    """A level under one of its 8 rotations and reflections, and the way back for actions."""
+
+    level: Level
+    back: tuple[int, ...]  # the original action of each action on the turned board
+
+
+def turn(level: Level, symmetry: int) -> Turned:
+    """``level`` (its start the state shown) under symmetry ``symmetry`` (0-7, 0 the identity,
+    in ``engine.levels``' order): the same game, the agent's ties broken in other directions."""
+    cells = _dihedral(np.arange(level.height * level.width).reshape(level.height, level.width))
+    where = cells[symmetry]  # where[r, c]: the original cell shown at (r, c)
+    place = {int(cell): i for i, cell in enumerate(where.ravel())}
+    state = State(place[level.start.player], tuple(sorted(place[c] for c in level.start.crates)))
+    turned = Level(where.shape[0], where.shape[1], level.walls.ravel()[where],
+                   level.goals.ravel()[where], state)
+    back = []
+    for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):  # up, down, left, right on the turned
+        r0, c0 = divmod(int(where[1, 1]), level.width)
+        r1, c1 = divmod(int(where[1 + dr, 1 + dc]), level.width)
+        back.append(((-1, 0), (1, 0), (0, -1), (0, 1)).index((r1 - r0, c1 - c0)))
+    return Turned(turned, tuple(back))
+
+
 class PanelPlayer(Scripted):
     """A panel agent (family and budget in dynamics calls per step) on the decoded board: the
-    moves ``engine.panel.episode`` makes from the state shown; random moves once it is stuck."""
+    moves ``engine.panel.episode`` makes from the state shown; random moves once it is stuck.
+    With a ``symmetry`` other than 0 it plays the board turned (``turn``): an honest agent of
+    the same family and budget that is not the panel's own, its ties broken otherwise."""
 
-    def __init__(self, agent: PanelAgent, seed: int) -> None:
+    def __init__(self, agent: PanelAgent, seed: int, symmetry: int = 0) -> None:
         super().__init__(seed)
-        self.agent, self.seed = agent, seed
+        self.agent, self.seed, self.symmetry = agent, seed, symmetry
 
     def plan(self, level: Level, first: bool) -> list[int]:
-        return list(episode(level, HORIZON, self.agent, self.seed).actions)
+        turned = turn(level, self.symmetry)
+        actions = episode(turned.level, HORIZON, self.agent, self.seed).actions
+        return [turned.back[a] for a in actions]
 
 
 class EpsilonPlayer(PanelPlayer):
     """A panel agent that takes a random move instead of its own with probability ``eps``,
     and plans again from where that move led."""
 
-    def __init__(self, agent: PanelAgent, seed: int, eps: float) -> None:
-        super().__init__(agent, seed)
+    def __init__(self, agent: PanelAgent, seed: int, eps: float, symmetry: int = 0) -> None:
+        super().__init__(agent, seed, symmetry)
         self.eps = eps
 
     def act(self, obs: np.ndarray, goal: np.ndarray, action_history: list[int]) -> int:
@@ -335,8 +363,14 @@ class Entrant(NamedTuple):
     scorecards: tuple[Factory, ...]
 
 
-def _panel(family: str, budget: int, seed: int) -> Factory:
-    return lambda: PanelPlayer(PanelAgent(family, budget), seed)
+def _panel(family: str, budget: int, seed: int, symmetry: int) -> Factory:
+    return lambda: PanelPlayer(PanelAgent(family, budget), seed, symmetry)
+
+
+def _symmetry(seed: int, i: int) -> int:
+    """A turn other than the identity for the ``i``-th honest agent of run ``seed``: none of
+    them is the panel's own agent, which the review compares with."""
+    return 1 + (seed + i) % 7
 
 
 THROTTLE_SHARES = (2 / 3, 1 / 2, 1 / 3)  # the throttled decoders' easier shares of the levels
@@ -347,7 +381,9 @@ def entrants(seed: int, public: Path, families: tuple[str, ...] = (
         over: tuple[int, ...] = (1024,)) -> list[Entrant]:
     """The whole red team for one run ``seed``: the cheaters (a throttled decoder per share of
     ``THROTTLE_SHARES``, its bound read off the ``public`` version), the honest families at
-    ``budgets`` (and at the ``over`` budgets), an epsilon-greedy planner and random play."""
+    ``budgets`` (and at the ``over`` budgets), an epsilon-greedy planner and random play.
+    Every honest panel agent plays the board turned (``_symmetry``), so it is a member of its
+    family that the version's panel does not hold."""
     s = seed * 1000
     weak = PanelAgent("planner", 64)
     team = [
@@ -361,14 +397,17 @@ def entrants(seed: int, public: Path, families: tuple[str, ...] = (
         team.append(Entrant(f"throttled decoder, easier {_fraction(share)}", "cheater",
                             (partial(ThrottledDecoder, s + 6 + i, bound, weak),)))
     for budget in budgets:
-        team += [Entrant(f"{f}-{budget}", "honest", (_panel(f, budget, s + 10),))
-                 for f in families]
+        team += [Entrant(f"{f}-{budget}", "honest",
+                         (_panel(f, budget, s + 10, _symmetry(seed, i)),))
+                 for i, f in enumerate(families)]
+    eps = _symmetry(seed, len(families))
     team += [Entrant("epsilon-greedy planner-256", "honest",
-                     (lambda: EpsilonPlayer(PanelAgent("planner", 256), s + 20, 0.1),)),
+                     (lambda: EpsilonPlayer(PanelAgent("planner", 256), s + 20, 0.1, eps),)),
              Entrant("random", "honest", (lambda: RandomAgent(s + 21),))]
     for budget in over:
-        team += [Entrant(f"{f}-{budget}", "over", (_panel(f, budget, s + 30),))
-                 for f in families]
+        team += [Entrant(f"{f}-{budget}", "over",
+                         (_panel(f, budget, s + 30, _symmetry(seed, i)),))
+                 for i, f in enumerate(families)]
     return team
 
 

@@ -20,6 +20,7 @@ from red_team import (
     detour,
     optimal,
     play_team,
+    turn,
     with_detours,
 )
 from serve_support import LEVELS, server
@@ -143,3 +144,16 @@ def test_the_review_flags_the_decoder_and_the_replay_and_passes_the_honest_agent
     assert verdicts == {"decoder": "needs review", "probe then replay": "needs review",
                         "planner-256": "consistent"}, {
         row: lines[card.scorecard_id]["evidence"] for row, card in reviewed["cards"].items()}
+
+
+def test_a_turned_board_is_the_same_game_and_its_moves_turn_back():
+    for text in _demo()["xsb"].to_list()[::9] + [LEVELS[4].strip("\n")]:
+        level = parse_xsb(text)
+        assert turn(level, 0).level == level and turn(level, 0).back == (0, 1, 2, 3)
+        for symmetry in range(1, 8):
+            turned = turn(level, symmetry)
+            solution = optimal(turned.level)
+            assert len(solution) == len(optimal(level))
+            back = [turned.back[a] for a in solution]
+            end = replay(level, actions_to_lurd(level, level.start, back))[-1]
+            assert level.is_solved(end), (text, symmetry)
