@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,7 @@ from engine.panel import PanelAgent, episode
 from engine.rules import actions_to_lurd, board_array, replay, step_on
 from pipeline.build import build
 from pipeline.panel import PANEL_FILE, write_panel
-from pipeline.spec import load_spec
+from pipeline.spec import spec_from_dict
 from pipeline.workers import Workers
 from serve.client import RandomAgent
 from serve.dataset import load_version
@@ -39,6 +40,8 @@ from sokoforge.cli import main
 
 DEMO = Path(__file__).resolve().parent.parent / "datasets" / "demo"
 VERSION = "red"
+SPECS = Path(__file__).resolve().parent.parent / "pipeline" / "specs"
+LEVELS_PER_TIER = 8
 
 
 def _demo() -> pl.DataFrame:
@@ -107,20 +110,30 @@ def test_a_panel_player_on_the_decoded_frames_plays_the_panels_episode():
             assert level.is_solved(state) == panel.solved or not panel.solved
 
 
+def _hard_game():
+    """The standard game's two hardest tiers, a few levels each: where the panel within the
+    rule stops solving, or stops pushing optimally, so a few levels tell a solver apart."""
+    data = tomllib.loads((SPECS / "standard.toml").read_text())
+    data["name"] = "hard"
+    data["tiers"] = [{**tier, "levels": LEVELS_PER_TIER} for tier in data["tiers"][2:]]
+    return spec_from_dict(data)
+
+
 @pytest.fixture(scope="module")
 def reviewed(tmp_path_factory):
-    """A small version of the tiny game with its panel, served on a fresh store, and a small
-    red team played through it: the store, and each entrant's judged scorecard."""
+    """A small version of the standard game's hardest tiers with its panel, served on a fresh
+    store, and a small red team played through it: the store, and each judged scorecard."""
     datasets = tmp_path_factory.mktemp("datasets")
     quiet = Workers(show_progress=False)
-    build(VERSION, datasets=datasets, spec=load_spec("tiny"), seed=3, workers=quiet)
+    build(VERSION, datasets=datasets, spec=_hard_game(), seed=3, workers=quiet)
     write_panel(datasets, VERSION, quiet)
     db = tmp_path_factory.mktemp("db") / "store.sqlite"
     honest = PanelAgent("planner", 256)
     team = [Entrant("decoder", "cheater", (lambda: Decoder(1),)),
             Entrant("probe then replay", "cheater", (lambda: RandomAgent(2),
                                                       lambda: Decoder(3))),
-            Entrant("planner-256", "honest", (lambda: PanelPlayer(honest, 0),))]
+            Entrant("planner-256", "honest", (lambda: PanelPlayer(honest, 0),)),
+            Entrant("planner-256 turned", "honest", (lambda: PanelPlayer(honest, 0, 3),))]
     with server(load_version(datasets, VERSION), db, keys_per_address_per_day=1000) as running:
         cards = asyncio.run(play_team(running.base, team, prefix="red "))
     return {"datasets": datasets, "db": db,
@@ -134,7 +147,7 @@ def test_the_honest_player_over_http_solves_what_the_panel_solved(reviewed):
     assert reviewed["cards"]["decoder"].score["move_efficiency"] == 1.0
 
 
-def test_the_review_flags_the_decoder_and_the_replay_and_passes_the_honest_agent(reviewed):
+def test_the_review_flags_the_decoder_and_the_replay_and_passes_honest_agents(reviewed):
     out = CliRunner().invoke(main, ["review", VERSION, "--db", str(reviewed["db"]),
                                     "--datasets", str(reviewed["datasets"]), "--json"])
     assert out.exit_code == 0, out.output
@@ -142,8 +155,11 @@ def test_the_review_flags_the_decoder_and_the_replay_and_passes_the_honest_agent
     verdicts = {row: lines[card.scorecard_id]["verdict"]
                 for row, card in reviewed["cards"].items()}
     assert verdicts == {"decoder": "needs review", "probe then replay": "needs review",
-                        "planner-256": "consistent"}, {
+                        "planner-256": "consistent", "planner-256 turned": "consistent"}, {
         row: lines[card.scorecard_id]["evidence"] for row, card in reviewed["cards"].items()}
+    flags = {row: {g["name"] for g in lines[card.scorecard_id]["signals"] if g["flags"]}
+             for row, card in reviewed["cards"].items()}
+    assert "hard_optimal" in flags["decoder"] and "replay" in flags["probe then replay"]
 
 
 def test_a_turned_board_is_the_same_game_and_its_moves_turn_back():
