@@ -7,7 +7,8 @@ drawing the board again), as a world model would; what it does next is what sets
 
 Cheaters search the decoded board without limit (``engine.solver.solve``) and replay the
 optimal solution: plainly (``Decoder``), with detours that push nothing and a quarter of the
-levels given up (``DetourDecoder``), only on the easier two thirds (or half, or third) by the
+levels given up (``DetourDecoder``), with one wasted push first so that no level is solved
+in its optimal pushes (``PaddedDecoder``), only on the easier two thirds (or half, or third) by the
 decoded level's state count, playing a weak honest agent on the rest (``ThrottledDecoder``),
 or on a second scorecard of a key whose first one played at random ("probe then replay").
 
@@ -259,6 +260,60 @@ class DetourDecoder(Scripted):
         return wander(level, level.start, self.rng)
 
 
+def walks(level: Level, state: State) -> dict[int, list[int]]:
+    """The shortest walk (pushing nothing) to every cell the player can reach from ``state``."""
+    paths = {state.player: []}
+    queue = [state.player]
+    for cell in queue:
+        here = State(cell, state.crates)
+        for a in range(4):
+            nxt = cell + delta(a, level.width)
+            if nxt not in paths and _free(level, here, a):
+                paths[nxt] = paths[cell] + [a]
+                queue.append(nxt)
+    return paths
+
+
+def openings(level: Level, state: State) -> Iterator[tuple[list[int], State]]:
+    """Every way to go on from ``state`` with one push: a walk, then the push, and where it
+    leads."""
+    board = board_array(level)
+    for cell, path in walks(level, state).items():
+        for a in range(4):
+            after, _, pushed = step_on(board, level.width, State(cell, state.crates), a)
+            if pushed:
+                yield path + [a], after
+
+
+class PaddedDecoder(Scripted):
+    """The cheat that hides its optimal pushes: an opening of one push (two where one will
+    not do) chosen so that the optimal solution after it takes more pushes in all than the
+    level's optimum, then that solution, the shortest such; every level is solved, push-
+    optimally only where no opening of two pushes allows otherwise."""
+
+    def plan(self, level: Level, first: bool) -> list[int]:
+        best = solve(level)
+        if best.solution is None or best.pushes is None or not first:
+            return optimal(level)
+        starts = [([], level.start, 0)]
+        for _ in range(2):
+            padded, grown = None, []
+            for before, state, pushes in starts:
+                for opening, after in openings(level, state):
+                    rest = solve(level, after)
+                    if rest.solution is None or rest.pushes is None:
+                        continue
+                    grown.append((before + opening, after, pushes + 1))
+                    plan = before + opening + lurd_to_actions(rest.solution)
+                    if (pushes + 1 + rest.pushes > best.pushes
+                            and (padded is None or len(plan) < len(padded))):
+                        padded = plan
+            if padded is not None:
+                return padded
+            starts = grown
+        return lurd_to_actions(best.solution)
+
+
 class ThrottledDecoder(DetourDecoder):
     """The cheat throttled by difficulty: solved with detours only when the decoded level's
     search is among the easier share (``states`` expanded by the solver at most, a quantile
@@ -389,6 +444,7 @@ def entrants(seed: int, public: Path, families: tuple[str, ...] = (
     team = [
         Entrant("decoder", "cheater", (lambda: Decoder(s + 1),)),
         Entrant("detour decoder", "cheater", (lambda: DetourDecoder(s + 2),)),
+        Entrant("push-padded decoder", "cheater", (lambda: PaddedDecoder(s + 3),)),
         Entrant("probe then replay", "cheater", (lambda: RandomAgent(s + 4),
                                                   lambda: Decoder(s + 5))),
     ]

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from red_team import (
     Decoder,
     Entrant,
+    PaddedDecoder,
     PanelPlayer,
     decode,
     detour,
@@ -173,3 +174,16 @@ def test_a_turned_board_is_the_same_game_and_its_moves_turn_back():
             back = [turned.back[a] for a in solution]
             end = replay(level, actions_to_lurd(level, level.start, back))[-1]
             assert level.is_solved(end), (text, symmetry)
+
+
+def test_the_padded_decoder_solves_every_level_nearly_always_with_more_pushes_than_needed():
+    decoder, padded = PaddedDecoder(0), []
+    rows = _demo()[::6]
+    for text, pushes, budget in zip(rows["xsb"], rows["optimal_pushes"], rows["max_steps"],
+                                    strict=True):
+        level = parse_xsb(text)
+        plan = decoder.plan(level, first=True)
+        lurd = actions_to_lurd(level, level.start, plan)
+        assert level.is_solved(replay(level, lurd)[-1]) and len(plan) <= budget
+        padded.append(sum(ch.isupper() for ch in lurd) > pushes)
+    assert sum(padded) >= 0.9 * len(padded)  # a level whose every opening is optimal is kept
