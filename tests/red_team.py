@@ -143,7 +143,8 @@ def _geometry(obs: np.ndarray, goal: np.ndarray) -> Geometry:
 class Scripted:
     """An agent that reads the state off each frame and plays a script of actions planned
     from it (``plan``); a frame that is not the state the script expected is planned again,
-    and an empty plan falls back on ``idle`` (one action)."""
+    a script played out is followed by ``more`` (by default planned again), and an empty
+    plan falls back on ``idle`` (one action)."""
 
     def __init__(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
@@ -156,14 +157,19 @@ class Scripted:
     def act(self, obs: np.ndarray, goal: np.ndarray, action_history: list[int]) -> int:
         level = decode(obs, goal)
         state = level.start
-        if state != self.expect or not self.script:
+        if state != self.expect:
             self.script = self.plan(level, first=not action_history)
+        elif not self.script:
+            self.script = self.more(level)
         action = self.script.pop(0) if self.script else self.idle(level)
         self.expect = step_on(board_array(level), level.width, state, action)[0]
         return int(action)
 
     def plan(self, level: Level, first: bool) -> list[int]:
         raise NotImplementedError
+
+    def more(self, level: Level) -> list[int]:
+        return self.plan(level, first=False)
 
     def idle(self, level: Level) -> int:
         return int(self.rng.integers(4))
@@ -342,6 +348,9 @@ class ThrottledDecoder(DetourDecoder):
             return self.honest.plan(level, first)
         return super().plan(level, first)
 
+    def more(self, level: Level) -> list[int]:
+        return self.honest.more(level) if self.honest is not None else super().more(level)
+
     def idle(self, level: Level) -> int:
         return int(self.rng.integers(4)) if self.honest is not None else super().idle(level)
 
@@ -376,16 +385,36 @@ class PanelPlayer(Scripted):
     """A panel agent (family and budget in dynamics calls per step) on the decoded board: the
     moves ``engine.panel.episode`` makes from the state shown; random moves once it is stuck.
     With a ``symmetry`` other than 0 it plays the board turned (``turn``): an honest agent of
-    the same family and budget that is not the panel's own, its ties broken otherwise."""
+    the same family and budget that is not the panel's own, its ties broken otherwise.
+
+    Its episode is computed a doubling horizon at a time (1, 2, 4... steps, each run a prefix
+    of the next), so it thinks about as long before each action as a step of the agent does,
+    not the whole episode's search before the first one (what the review's timing reads)."""
 
     def __init__(self, agent: PanelAgent, seed: int, symmetry: int = 0) -> None:
         super().__init__(seed)
         self.agent, self.seed, self.symmetry = agent, seed, symmetry
+        self.turned: Turned | None = None
+        self.horizon = self.given = 0
+        self.cut = False
 
     def plan(self, level: Level, first: bool) -> list[int]:
-        turned = turn(level, self.symmetry)
-        actions = episode(turned.level, HORIZON, self.agent, self.seed).actions
-        return [turned.back[a] for a in actions]
+        self.turned, self.horizon, self.given = turn(level, self.symmetry), 1, 0
+        return self._next()
+
+    def more(self, level: Level) -> list[int]:
+        if not self.cut:
+            return self.plan(level, first=False)  # stuck: plan afresh from here
+        self.horizon = min(2 * self.horizon, HORIZON)
+        return self._next()
+
+    def _next(self) -> list[int]:
+        if self.turned is None:
+            return []
+        played = episode(self.turned.level, self.horizon, self.agent, self.seed)
+        self.cut = played.steps == self.horizon < HORIZON and not played.solved
+        fresh, self.given = played.actions[self.given:], played.steps
+        return [self.turned.back[a] for a in fresh]
 
 
 class EpsilonPlayer(PanelPlayer):

@@ -100,7 +100,8 @@ def test_a_panel_player_on_the_decoded_frames_plays_the_panels_episode():
     for text, max_steps in zip(rows["xsb"], rows["max_steps"], strict=True):
         level = parse_xsb(text)
         drawn, board = painter(level), board_array(level)
-        for agent in (PanelAgent("planner", 64), PanelAgent("breadth", 256)):
+        for agent in (PanelAgent("planner", 64), PanelAgent("greedy", 256),
+                      PanelAgent("breadth", 256), PanelAgent("rollout", 1024)):
             player, state, history = PanelPlayer(agent, 0), level.start, []
             player.reset()
             while len(history) < max_steps and not level.is_solved(state):
