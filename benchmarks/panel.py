@@ -2,7 +2,9 @@
 
 A first run warms the numba cache (not reported); then the command runs on one worker and on
 two, side by side, each in a new process (interpreter start and imports included), and every
-agent's time on the 100 levels is measured in this process, one agent after another.
+agent's time on the 100 levels is measured in this process, one agent after another; last,
+what counting each episode's pushes (panel.parquet's ``pushes``, replayed through the rules)
+adds, beside the panel without it.
 
     .venv/bin/python benchmarks/panel.py [--jobs 1 2]
 """
@@ -25,7 +27,9 @@ import polars as pl  # noqa: E402
 
 from engine.levels import parse_xsb  # noqa: E402
 from engine.panel import PANEL, play  # noqa: E402
+from pipeline.panel import play_episodes, play_table  # noqa: E402
 from pipeline.tables import sha256_file  # noqa: E402
+from pipeline.workers import Workers  # noqa: E402
 
 TARGET_SECONDS = 60.0
 DEMO = ROOT / "datasets" / "demo"
@@ -72,6 +76,15 @@ def main() -> None:
     if len(walls) > 1:
         a, b = min(walls), max(walls)
         print(f"speed-up {b} jobs vs {a}: {walls[a] / walls[b]:.2f}x")
+    quiet = Workers(show_progress=False)
+    began = time.process_time()
+    play_table(table, quiet)
+    bare = time.process_time() - began
+    began = time.process_time()
+    play_episodes(table, quiet)
+    counted = time.process_time() - began
+    print(f"solved and steps: {bare:.2f} cpu s; with each episode's pushes: {counted:.2f} "
+          f"cpu s ({counted / bare:.2f}x)")
     best = min(walls.values())
     print(f"best: {best:.2f} s (target <= {TARGET_SECONDS:.0f} s on 2 cores: "
           f"{'met' if best <= TARGET_SECONDS else 'NOT met'})")

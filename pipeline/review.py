@@ -137,7 +137,10 @@ def _push_optimal(solved: pl.Expr, steps: pl.Expr, pushes: pl.Expr) -> pl.Expr:
 def reference(levels: pl.DataFrame, panel: pl.DataFrame) -> Reference:
     """The ``Reference`` of a version from its levels (``LEVEL_SCHEMA``'s columns) and its
     panel (``report/panel.parquet``: index, agent, budget, solved, steps, pushes)."""
-    lv = levels.select(list(LEVEL_SCHEMA)).cast(LEVEL_SCHEMA)  # type: ignore[arg-type]
+    lv = levels.with_columns(pl.lit(None).alias(c) for c in LEVEL_SCHEMA
+                             if c not in levels.columns)  # older versions lack some columns
+    lv = lv.select(list(LEVEL_SCHEMA)).cast(LEVEL_SCHEMA)  # type: ignore[arg-type]
+    lv = lv.with_columns(pl.col("difficulty").clip(0.0, 1.0))
     p = panel.select("index", "agent", "budget", "solved", "steps", "pushes").cast(
         {"index": pl.Int64}).join(lv, on="index")
     p = p.with_columns(po=_push_optimal(pl.col("solved"), pl.col("steps"), pl.col("pushes")),
@@ -313,7 +316,7 @@ def timing(rows: pl.DataFrame, ref: Reference) -> Signal:
     """Whether the time before an episode's first action grows with its level's state space
     (Spearman), as a search before play does; timing is easy to fake, so it never votes."""
     timed = (rows.filter(pl.col("played") & pl.col("think_ms").is_not_null())
-             .join(ref.levels, on="index"))
+             .join(ref.levels, on="index").filter(pl.col("reachable_states").is_not_null()))
     if timed.height < 5:
         return Signal("timing", 0.0, 0.0, None, False,
                       "time to an episode's first action against its level's state space",
@@ -325,7 +328,8 @@ def timing(rows: pl.DataFrame, ref: Reference) -> Signal:
     z = rho * math.sqrt(timed.height - 1)  # the rank correlation's null spread, 1/sqrt(n-1)
     p = 0.5 * math.erfc(z / math.sqrt(2))
     pace = timed["pace_ms"].drop_nulls()
-    burst = (f"; then {float(pace.median()):.0f} ms between actions" if pace.len() else "")
+    burst = (f"; then {float(np.median(pace.to_numpy())):.0f} ms between actions"
+             if pace.len() else "")
     return Signal("timing", rho, 0.0, p, False,
                   "time to an episode's first action against its level's state space "
                   "(Spearman); never the only evidence",

@@ -49,11 +49,13 @@ NOTICE_SECONDS = 2.0 * RECHECK_SECONDS + 0.5
 CACHED_ROUNDS = 1024
 # The standing's columns, in the CSV's order; ``success_interval`` splits into lo and hi. A
 # row is exactly these keys (``write_standings`` checks): a new column is one more name here
-# and one more key in ``serve.standings.standing_row``.
+# and one more key in ``serve.standings.standing_row``. ``review`` is the fair-play review's
+# verdict on the row's scorecard (``consistent`` or ``needs review``; empty if it played
+# nothing to review), which ``round close`` runs: a flag, the ranking is unchanged.
 COLUMNS = ("rank", "name", "scorecard_id", "session_id", "submitted_at", "success_rate",
            "success_interval_lo", "success_interval_hi", "indistinguishable_from_above",
            "paired_p_above", "solved", "episodes", "move_efficiency", "deadlock_rate",
-           "avg_steps_solved", "total_actions", "source")
+           "avg_steps_solved", "total_actions", "source", "review")
 _LAST = datetime(9999, 12, 31, 23, 59, 59, 999000, UTC).timestamp()
 _FRACTION = re.compile(r"T\d\d:\d\d:\d\d[.,](\d+)")
 

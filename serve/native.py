@@ -112,10 +112,15 @@ _PROGRESS = obj({"session_id": maybe(TEXT), "state": TEXT, "episodes": INTEGER},
 # where a scorecard was played from and what its client attached when opening it
 ATTACHED = {"source": maybe(string("browser")), "tags": arr(TEXT), "source_url": maybe(TEXT),
             "opaque": {"nullable": True}}
+# the fair-play review's verdict on a scorecard (``sokoforge review``; a mark, not a removal)
+VERDICT = string("consistent|needs review")
+REVIEW = {**obj({"version": TEXT, "verdict": VERDICT}, {"evidence": arr(TEXT)}, nullable=True),
+          "description": "the fair-play review's verdict once one has run (else null), with "
+                         "its evidence for the key that played the scorecard"}
 SCORECARD = obj({"scorecard_id": string(SCORECARD_ID), "name": TEXT, "version": TEXT,
                  "opened_at": maybe(TEXT), "closed": BOOLEAN, "closed_at": maybe(TEXT),
                  "games": {"type": "object", "additionalProperties": _PROGRESS},
-                 "score": maybe(SCORE)}, ATTACHED)
+                 "score": maybe(SCORE)}, {**ATTACHED, "review": REVIEW})
 RESULT = obj({**SCORE["properties"], "scorecard_id": string(SCORECARD_ID), "name": TEXT,
               "version": TEXT, "closed": BOOLEAN,
               "games": {"type": "object", "additionalProperties": SCORE}},
@@ -138,8 +143,14 @@ LEADERBOARD = obj({"version": TEXT, "served_version": TEXT, "versions": arr(TEXT
                            f"above, on the same levels: {PAIRED_METHOD} (null for the first)"},
                        "paired_p_above": {**maybe(NUMBER),
                                           "description": "that test's p-value"}},
-                       {"source": maybe(TEXT)}))},
-                  {"game": maybe(TEXT), "served": MAP, "precision": MAP})
+                       {"source": maybe(TEXT),
+                        "review": {**maybe(VERDICT), "description": (
+                            "the fair-play review's verdict on this scorecard (null before a "
+                            "review has run, or when it did not judge it): a flag for a "
+                            "person to look, the ranking unchanged")}}))},
+                  {"game": maybe(TEXT), "served": MAP, "precision": MAP,
+                   "reviewed": {**BOOLEAN, "description": "whether a fair-play review of the "
+                                "version has run (sokoforge review, round close)"}})
 LINE = obj({"version": TEXT, "game": TEXT, "versions": arr(TEXT), "scales": arr(arr(TEXT)),
             "links": arr(obj({"a": TEXT, "b": TEXT, "keys": INTEGER, "linked": BOOLEAN})),
             "notes": arr(TEXT), "model": TEXT,

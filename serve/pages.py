@@ -181,7 +181,8 @@ def _board_table(board: dict, playable: bool) -> str:
     """One version's ranking; each name links to its scorecard's page."""
     rows = "".join(
         f"<tr><td>{e['rank']}</td><td><a href='/scorecards/{escape(e['scorecard_id'])}' "
-        f"title='{escape(e['name'])}'>{escape(e['name'])}</a>{_browser_tag(e.get('source'))}</td>"
+        f"title='{escape(e['name'])}'>{escape(e['name'])}</a>{_browser_tag(e.get('source'))}"
+        f"{_review_tag(e.get('review'))}</td>"
         f"<td>{e['success_rate']:.2%}</td><td class=muted>{_interval(e)}</td>"
         f"<td>{_tie(e)}</td><td>{e['move_efficiency']:.3f}</td><td>{e['deadlock_rate']:.2%}</td>"
         f"<td>{e['solved']}/{e['episodes']}</td><td>{escape(e['submitted_at'] or '')[:10]}</td>"
@@ -214,6 +215,13 @@ def _tie(entry: dict) -> str:
         return ""
     return (f"<span class=tag title='paired test over the levels against the entry above: "
             f"p = {entry['paired_p_above']:.2f}'>&asymp; above</span>")
+
+
+def _review_tag(verdict: str | None) -> str:
+    """The mark of an entry the fair-play review says needs a person's look (kept ranked)."""
+    return (" <span class='tag flag' title='the fair-play review found play that needs a "
+            "look (a flag, not a verdict: the ranking is unchanged)'>needs review</span>"
+            if verdict == "needs review" else "")
 
 
 def _browser_tag(source: str | None) -> str:
@@ -259,7 +267,9 @@ def leaderboard(boards: list[dict], playable: frozenset[str] = frozenset(),
             "played on the play page. The interval is where the success rate lies, at 95%, "
             "over other draws of the levels; <span class=tag>&asymp; above</span> marks an "
             "entry that a paired test over the levels cannot tell apart from the one above "
-            "it (exact McNemar, p &ge; 0.05).</p>"
+            "it (exact McNemar, p &ge; 0.05); <span class='tag flag'>needs review</span> "
+            "an entry the fair-play review flags for a person to look at (its ranking "
+            "unchanged).</p>"
             + "".join(_board_table(b, b.get("game") in playable
                                    and b["version"] == b["served"].get(b["game"]))
                       for b in boards)
@@ -352,6 +362,20 @@ def _score(score: dict | None) -> str:
             f"{score['total_actions']} actions.</p>")
 
 
+def _review(review: dict | None, scorecard_id: str) -> str:
+    """A scorecard's fair-play verdict; its evidence is filled in by the page's script for
+    the key that played it."""
+    if review is None:
+        return ""
+    return (f"<p>Fair-play review of <code>{escape(review['version'])}</code>: "
+            f"<b>{escape(review['verdict'])}</b>{_review_tag(review['verdict'])}</p>"
+            f"<section id=review-evidence data-scorecard='{escape(scorecard_id)}' hidden>"
+            "<h2>Review evidence</h2>"
+            "<p class=muted>Shown to the key that played this scorecard: each signal against "
+            "what an honest agent within 256 dynamics calls a step would show. It triages for "
+            "a person's look and proves nothing.</p><ul></ul></section>")
+
+
 def scorecard(view: dict) -> str:
     """A scorecard's page: its tags, Score and each game's per-episode outcomes, with a
     replay viewer (``serve/static/scorecard.js``) for the episodes one may watch."""
@@ -386,6 +410,7 @@ def scorecard(view: dict) -> str:
 <p>by <b>{escape(view['name'])}</b>, opened {escape(view['opened_at'] or '')}, {state}
 {('<br>' + tags) if tags else ''}</p>{source}
 {_score(view['score'])}
+{_review(view.get('review'), view['scorecard_id'])}
 {games}
 <section id=replay hidden><h2>Replay <span id=replay-title></span></h2>
 <div class=boards><canvas id=replay-obs class=board width=64 height=64></canvas>

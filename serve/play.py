@@ -18,6 +18,7 @@ from serve.arena.images import ImageCache
 from serve.arena.keys import Keys
 from serve.arena.leaderboard import Leaderboard
 from serve.arena.replays import Replays
+from serve.arena.reviews import Reviews
 from serve.arena.rounds import Rounds
 from serve.arena.scorecards import Scorecards
 from serve.arena.sessions import Sessions
@@ -53,6 +54,7 @@ class Arena:
         self.scorecards = Scorecards(self.cache, self.rounds)
         self.replays = Replays(self.games, store, self.images, self.cache.cutoff)
         self.standings = Leaderboard(self.games, store, self.rounds)
+        self.reviews = Reviews(self.games, self.rounds)  # the fair-play review's marks
 
     @property
     def version(self) -> ServedVersion:
@@ -86,7 +88,8 @@ class Arena:
         return await self.scorecards.open(key, source, meta)
 
     async def scorecard_view(self, key: KeyRecord, scorecard_id: str) -> dict[str, Any]:
-        return await self.scorecards.view(key, scorecard_id)
+        view = await self.scorecards.view(key, scorecard_id)
+        return {**view, "review": self.reviews.of(view, evidence=True)}  # the owner's own
 
     async def close(self, key: KeyRecord, scorecard_id: str) -> dict[str, Any]:
         return await self.scorecards.close(key, scorecard_id)
@@ -116,7 +119,8 @@ class Arena:
         return await self.replays.replay(session_id, viewer)
 
     async def scorecard_outcomes(self, scorecard_id: str) -> dict[str, Any]:
-        return await self.replays.scorecard_outcomes(scorecard_id)
+        view = await self.replays.scorecard_outcomes(scorecard_id)
+        return {**view, "review": self.reviews.of(view, evidence=False)}
 
     async def replay_frames(self, session_id: str, episode: int,
                             viewer: KeyRecord | None) -> dict[str, Any]:
@@ -131,4 +135,4 @@ class Arena:
 
     async def leaderboard(self, version: str | None, limit: int = 100,
                           game: str | None = None) -> dict[str, Any]:
-        return await self.standings.standings(version, limit, game)
+        return self.reviews.mark(await self.standings.standings(version, limit, game))

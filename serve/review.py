@@ -13,7 +13,8 @@ from __future__ import annotations
 
 __all__ = [
     "REVIEW_JSON", "REVIEW_MD", "ReviewReport", "episode_row", "read_review", "review_marks",
-    "review_report", "review_store", "review_version", "scorecard_evidence", "write_review",
+    "review_report", "review_store", "review_version", "scorecard_evidence", "scorecard_play",
+    "store_reviews", "write_review",
 ]
 
 import json
@@ -33,7 +34,6 @@ from pipeline.hidden_files import is_hidden, private_writes
 from pipeline.panel import PANEL_FILE, panel_of_version
 from pipeline.review import (
     FALSE_FLAG_RATE,
-    LEVEL_SCHEMA,
     PLAY_SCHEMA,
     THRESHOLD,
     VOTING,
@@ -43,7 +43,7 @@ from pipeline.review import (
     reference,
     review_scorecards,
 )
-from pipeline.tables import read_parquet, write_text
+from pipeline.tables import read_parquet, write_parquet, write_text
 from pipeline.version import Version, open_version
 from pipeline.workers import Workers
 from serve.episode import PLAYED, RESTART_GAME, RESTART_LEVEL
@@ -73,9 +73,10 @@ class ReviewReport:
 
 
 def _reference(version: Version) -> Reference:
-    """The version's reference: its levels and its panel (``report/panel.parquet`` when it
-    holds each episode's pushes, else the panel played here, which is deterministic)."""
-    levels = version.levels(list(LEVEL_SCHEMA))
+    """The version's reference: its levels and its panel (``report/panel.parquet``; when
+    there is none, or one written before pushes were kept, the panel is played here and
+    written there, the bytes ``sokoforge panel`` writes)."""
+    levels = version.levels()
     path = version.report_dir / PANEL_FILE
     panel = read_parquet(path) if path.is_file() else None
     if panel is None or "pushes" not in panel.columns:
@@ -83,6 +84,9 @@ def _reference(version: Version) -> Reference:
                  "no panel.parquet" if panel is None else "its panel.parquet has no pushes "
                  "(written before they were kept)")
         panel = panel_of_version(version, Workers(show_progress=False))
+        with private_writes(is_hidden(version.manifest)):
+            version.report_dir.mkdir(exist_ok=True)
+            write_parquet(panel, path)
     return reference(levels, panel)
 
 
@@ -111,9 +115,9 @@ def episode_row(level: Level, max_steps: int, record: EpisodeRecord,
 def _pace(times: Sequence[tuple[int | None, int | None]]) -> tuple[float | None, float | None]:
     """The wait before an episode's first action and the median wait between its later ones,
     from ``(ms of the action before, ms of this action)`` pairs (None where unknown)."""
-    if not times or times[0][1] is None:
+    first_before, first = times[0] if times else (None, None)
+    if first is None:
         return None, None
-    first_before, first = times[0]
     think = float(first - (first_before or 0))
     gaps = [b - a for a, b in times[1:] if a is not None and b is not None]
     return think, float(statistics.median(gaps)) if gaps else None
@@ -134,7 +138,7 @@ def _episode_times(steps: list[tuple[int, int]], ms: list[int | None]
     return out
 
 
-async def _play_of(store: Store, scorecard_id: str, version: str,
+async def scorecard_play(store: Store, scorecard_id: str, version: str,
                    levels: dict[int, tuple[Level, int]]) -> ScorecardPlay | None:
     """One closed scorecard's levels as played on ``version`` (None: not closed there)."""
     card = await store.scorecard(scorecard_id)
@@ -157,13 +161,17 @@ async def _play_of(store: Store, scorecard_id: str, version: str,
 async def review_version(datasets: Path, version: str, store: Store) -> list[ScorecardReview]:
     """The review of every closed scorecard that played ``version`` in ``store``, in the
     order they opened (``pipeline.review.review_scorecards``)."""
-    opened = open_version(datasets, version)
-    ref = _reference(opened)
+    opened = _open(datasets, version)
     table = opened.levels(["index", "xsb", "max_steps"])
     levels = {int(i): (parse_xsb(x), int(m)) for i, x, m in table.iter_rows()}
     cards = list(dict.fromkeys(e.scorecard_id for e in await store.played_episodes(version)))
-    plays = [p for c in cards if (p := await _play_of(store, c, version, levels)) is not None]
-    return review_scorecards(plays, ref)
+    plays = [p for c in cards if (p := await scorecard_play(store, c, version, levels)) is not None]
+    return review_scorecards(plays, _reference(opened)) if plays else []
+
+
+def _open(datasets: Path, version: str) -> Version:
+    """The version as served: its levels intact, its manifest read as the server reads it."""
+    return open_version(datasets, version, strict=False)
 
 
 def review_report(version: str, reviews: Sequence[ScorecardReview]) -> dict[str, Any]:
@@ -199,7 +207,7 @@ def write_review(datasets: Path, version: str, reviews: Sequence[ScorecardReview
                  ) -> tuple[Path, Path]:
     """Write ``report/review.json`` and ``report/review.md`` of ``version``: for a hidden
     version its owner's alone (0600, under the version's ``.gitignore``)."""
-    opened = open_version(datasets, version, require_intact=False)
+    opened = open_version(datasets, version, require_intact=False, strict=False)
     report = review_report(version, reviews)
     paths = opened.report_dir / REVIEW_JSON, opened.report_dir / REVIEW_MD
     with private_writes(is_hidden(opened.manifest)):
@@ -209,17 +217,22 @@ def write_review(datasets: Path, version: str, reviews: Sequence[ScorecardReview
     return paths
 
 
-def review_store(datasets: Path, version: str, db: str) -> ReviewReport:
-    """``review_version`` over the store at ``db`` (a SQLite file or a PostgreSQL URL), its
-    report written; ``InputError`` for an unknown version or a store that is not there or
-    cannot be read (unreadable input)."""
-    open_version(datasets, version)  # an unknown version is refused before the store is read
+def store_reviews(datasets: Path, version: str, db: str) -> list[ScorecardReview]:
+    """``review_version`` over the store at ``db`` (a SQLite file or a PostgreSQL URL), nothing
+    written; ``InputError`` for an unknown version or a store that is not there or cannot be
+    read (unreadable input)."""
+    _open(datasets, version)  # an unknown version is refused before the store is read
     if not is_postgres(db) and not Path(db).is_file():
         raise InputError(f"no store at {db}: give the server's --db")
     try:
-        reviews = read_store(db, lambda store: review_version(datasets, version, store))
+        return read_store(db, lambda store: review_version(datasets, version, store))
     except StoreError as e:
         raise InputError(str(e)) from None
+
+
+def review_store(datasets: Path, version: str, db: str) -> ReviewReport:
+    """``store_reviews`` with its report written (``write_review``)."""
+    reviews = store_reviews(datasets, version, db)
     return ReviewReport(version, reviews, write_review(datasets, version, reviews))
 
 

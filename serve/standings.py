@@ -1,5 +1,6 @@
 """A round's close: its final standings read from the server's store, written beside the
-version's manifest with their sha256 (``pipeline.rounds`` keeps the record and the files).
+version's manifest with their sha256 (``pipeline.rounds`` keeps the record and the files),
+each row with the fair-play review's verdict (``serve.review``, whose report it writes).
 
 Here, not in ``pipeline``, because it reads the store (``serve.stores``) and ranks as the
 leaderboard does (``serve.ranking_precision``). The standings are what the board of a version
@@ -33,6 +34,7 @@ from pipeline.rounds import (
     write_standings,
 )
 from pipeline.tables import read_parquet
+from serve.review import store_reviews, write_review
 from serve.stores import Standing, Store
 
 # Seconds ``close`` waits past the closing time before reading the store, for the requests a
@@ -75,7 +77,9 @@ def close_round(datasets: Path, version: str, db: str, now: float | None = None,
     if closes + grace > now:
         sleep(closes + grace - now)
     tiers = read_parquet(folder / "levels.parquet", ["index", "tier"]).sort("index")["tier"]
-    rows = standings(db, version, closes, tiers.to_list())
+    reviews = store_reviews(datasets, version, db)
+    rows = standings(db, version, closes, tiers.to_list(),
+                     {r.scorecard_id: r.verdict for r in reviews})
     files = standings_bytes(version, rows)
     digest = hashlib.sha256(files[STANDINGS_SHA256]).hexdigest()
     if current.closed is not None and digest != current.standings_sha256:
@@ -84,6 +88,7 @@ def close_round(datasets: Path, version: str, db: str, now: float | None = None,
             f"{current.standings_sha256}; the store {db} now ranks otherwise ({digest}): the "
             "recorded standings stand (give the store the round was closed from)")
     written = write_standings(folder, files)
+    write_review(datasets, version, reviews)  # report/review.json, which the boards mark by
     closed = exact(max(now, closes) if told is not None else time.time())  # when written
     rnd = current if current.closed is not None else Round(
         version, current.opened, closes, closed, digest)
@@ -104,9 +109,11 @@ def _check_store(db: str) -> None:
         raise PipelineError(str(e)) from None
 
 
-def standing_row(rank: int, s: Standing, mark: dict[str, Any]) -> dict[str, Any]:
+def standing_row(rank: int, s: Standing, mark: dict[str, Any],
+                 review: str | None = None) -> dict[str, Any]:
     """One row of the standings, its keys ``pipeline.rounds.COLUMNS`` in order: a scorecard's
-    ``Standing`` and its precision ``mark`` (``RankingPrecision.annotate``'s)."""
+    ``Standing``, its precision ``mark`` (``RankingPrecision.annotate``'s) and the review's
+    verdict on it."""
     r = s.result
     interval = mark.get("success_interval") or [None, None]
     row = {
@@ -118,16 +125,17 @@ def standing_row(rank: int, s: Standing, mark: dict[str, Any]) -> dict[str, Any]
         "paired_p_above": mark.get("paired_p_above"), "solved": r["solved"],
         "episodes": r["episodes"], "move_efficiency": r["move_efficiency"],
         "deadlock_rate": r["deadlock_rate"], "avg_steps_solved": r["avg_steps_solved"],
-        "total_actions": r["total_actions"], "source": s.source}
+        "total_actions": r["total_actions"], "source": s.source, "review": review}
     return {k: row[k] for k in COLUMNS}
 
 
-def standings(db: str, version: str, closes: float,
-              tiers: list[int] | None = None) -> list[dict[str, Any]]:
+def standings(db: str, version: str, closes: float, tiers: list[int] | None = None,
+              verdicts: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Each named player's best scorecard on ``version`` closed before ``closes``, ranked,
     from the store ``db`` (a SQLite file or a PostgreSQL URL). Each row has the leaderboard's
     precision: the success interval over draws of levels (strata: ``tiers``, each level's in
-    play order) and whether a paired test tells it from the row above."""
+    play order) and whether a paired test tells it from the row above; and the review's
+    verdict on its scorecard from ``verdicts`` (by scorecard id)."""
     from serve.ranking_precision import RankingPrecision
     from serve.stores import StoreError, read_store
 
@@ -143,5 +151,5 @@ def standings(db: str, version: str, closes: float,
         ranked, marks = read_store(db, read)
     except StoreError as e:  # a damaged store, a refused connection: said, not a traceback
         raise PipelineError(str(e)) from None
-    return [standing_row(rank, s, mark)
+    return [standing_row(rank, s, mark, (verdicts or {}).get(s.scorecard_id))
             for rank, (s, mark) in enumerate(zip(ranked, marks, strict=True), 1)]

@@ -148,7 +148,9 @@ FOLDER = {
     "sources/": "imported: the source files, kept for `verify`",
     "stages/": "the build's stage outputs (not committed)",
     "report/": "the audit's report, `checks.json`, `equivalence.json` of a rotation, "
-               "`irt.json`, `people.md` (not committed)",
+               "`irt.json`, `people.md`, `panel.parquet` (each panel agent's solved, steps "
+               "and pushes per level), `review.json` and `review.md` of `sokoforge review` "
+               "(not committed)",
     "reveal.json": "the revealed seed and the commitment it opens",
     "round.json": "the round: opened, closes, closed, the standings' sha256",
     "standings.json": "the round's final standings",

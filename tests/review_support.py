@@ -16,6 +16,7 @@ import polars as pl
 
 from engine import episode as core
 from engine.levels import parse_xsb
+from serve.arena.keys import hash_key
 from serve.episode import PLAYED
 from serve.stores import (
     EpisodeRecord,
@@ -31,11 +32,18 @@ DAY = "2026-12-01"
 T0 = 1_900_000_000.0
 
 
+def card_id(word: str) -> str:
+    """A scorecard id as the server makes them (``sc-`` and 24 hex digits), from a word."""
+    import hashlib
+
+    return "sc-" + hashlib.sha256(word.encode()).hexdigest()[:24]
+
+
 @dataclass
 class Card:
-    """One scorecard to store: its key and name, and per level (in play order) the letters
-    ``UDLR.`` it plays (an episode left unfinished waits out its budget), with ``think_ms``
-    before each episode's first action and ``pace_ms`` between the others."""
+    """One scorecard to store: its API key (stored hashed) and name, and per level (in play
+    order) the letters ``UDLR.|`` it plays (an episode left unfinished waits out its budget),
+    with ``think_ms`` before each episode's first action and ``pace_ms`` between the others."""
 
     card_id: str
     key: str
@@ -50,15 +58,16 @@ def levels_of(folder: Path) -> pl.DataFrame:
     return pl.read_parquet(folder / "levels.parquet").sort("index")
 
 
-async def _put(store, version: str, levels: pl.DataFrame, card: Card) -> None:
-    games = {"g": version}
-    if await store.find_key(card.key) is None:
-        await store.create_key(KeyRecord(card.key, card.name), "addr", DAY, 10_000)
-    await store.open_scorecard(ScorecardRecord(card.card_id, card.key, card.name, games,
+async def _put(store, version: str, name: str, levels: pl.DataFrame, card: Card) -> None:
+    games = {name: version}
+    key = hash_key(card.key)
+    if await store.find_key(key) is None:
+        await store.create_key(KeyRecord(key, card.name), "addr", DAY, 10_000)
+    await store.open_scorecard(ScorecardRecord(card.card_id, key, card.name, games,
                                                card.opened), DAY, 10_000)
-    sid = f"gs-{card.card_id}"
+    sid = "gs-" + card.card_id.removeprefix("sc-")
     rows = list(levels.iter_rows(named=True))
-    await store.create_session(SessionRecord(sid, card.card_id, card.key, "g", version, 1,
+    await store.create_session(SessionRecord(sid, card.card_id, key, name, version, 1,
                                              "IN_PROGRESS", card.opened, card.opened, 0, "w"),
                                len(rows), 10_000, 10_000, card.opened - 60)
     seq, ms, records = 0, 0, []
@@ -69,7 +78,10 @@ async def _put(store, version: str, levels: pl.DataFrame, card: Card) -> None:
         for n, letter in enumerate(letters + "." * int(row["max_steps"])):
             if game.over:
                 break
-            game, _ = core.step(game, PLAYED.index(letter))
+            if letter == "|":  # a level restart: no step used
+                game = core.restart(game)
+            else:
+                game, _ = core.step(game, PLAYED.index(letter))
             played += letter
             ms += (card.think_ms[i] if i < len(card.think_ms) else 100) if n == 0 else card.pace_ms
             record = EpisodeRecord(i, game.over, game.solved, False, game.steps, played)
@@ -87,23 +99,26 @@ async def _put(store, version: str, levels: pl.DataFrame, card: Card) -> None:
              if solved else 0.0,
              "deadlock_rate": 0.0, "total_actions": sum(r.steps for r in records)}
     result = {**score, "scorecard_id": card.card_id, "name": card.name, "version": version,
-              "closed": True, "games": {"g": score}, "session_ids": {"g": sid},
-              "versions": {"g": version}}
+              "closed": True, "games": {name: score}, "session_ids": {name: sid},
+              "versions": {name: version}}
     await store.close_scorecard(card.card_id, card.opened + ms / 1000 + 1, result,
                                 [Final(sid, seq, tuple(records))])
 
 
 def put_scorecards(location: str, folder: Path, cards: Sequence[Card]) -> None:
-    """Store ``cards``, each played on the version in ``folder``, in the store at
-    ``location`` (made if need be)."""
+    """Store ``cards``, each played on the version in ``folder`` (as its manifest's game), in
+    the store at ``location`` (made if need be)."""
+    import json
+
     levels = levels_of(folder)
+    game = json.loads((folder / "manifest.json").read_text())["game"]
 
     async def main() -> None:
         store = open_store(location)
         await store.start()
         try:
             for card in cards:
-                await _put(store, folder.name, levels, card)
+                await _put(store, folder.name, game, levels, card)
         finally:
             await store.close()
     asyncio.run(main())

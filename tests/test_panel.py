@@ -114,7 +114,8 @@ def test_panel_writes_one_row_per_level_and_agent_with_the_same_bytes_each_time(
     path = small / "small" / "report" / PANEL_FILE
     first = path.read_bytes()
     frame = pl.read_parquet(path)
-    assert frame.columns == ["index", "agent", "family", "budget", "solved", "steps"]
+    assert frame.columns == ["index", "agent", "family", "budget", "solved", "steps", "pushes"]
+    assert (frame.filter(pl.col("solved"))["pushes"] > 0).all()
     assert frame.height == LEVELS * len(PANEL)
     assert frame["agent"][:len(PANEL)].to_list() == [a.name for a in PANEL]
     assert set(frame["index"]) == set(range(LEVELS))

@@ -268,6 +268,46 @@ def test_closing_twice_gives_the_same_bytes_and_refuses_a_store_that_ranks_other
     assert {n: (folder / n).read_bytes() for n in names} == first
 
 
+def test_the_standings_carry_each_rows_review_verdict_and_the_close_writes_the_review(
+        tmp_path):
+    """The close runs the fair-play review: a decoder replaying the optimal solutions is
+    ranked first and marked ``needs review``, the reference planner ``consistent``."""
+    import shutil
+
+    from review_support import T0, Card, card_id, levels_of, put_scorecards, solutions
+
+    from engine.levels import parse_xsb
+    from engine.panel import PanelAgent, episode
+    from pipeline.rounds import COLUMNS
+    from serve.standings import close_round
+
+    demo = Path(__file__).resolve().parent.parent / "datasets" / "demo"
+    (tmp_path / "v").mkdir()
+    for name in ("levels.parquet", "manifest.json"):
+        shutil.copy(demo / name, tmp_path / "v" / name)
+    levels = levels_of(tmp_path / "v")
+    planner = ["".join("UDLR"[a] for a in episode(parse_xsb(x), int(m),
+                                                  PanelAgent("planner", 256)).actions)
+               for x, m in zip(levels["xsb"], levels["max_steps"], strict=True)]
+    db = tmp_path / "s.sqlite"
+    put_scorecards(str(db), tmp_path / "v", [
+        Card(card_id("dec"), "key-1", "decoder", solutions(tmp_path / "v")),
+        Card(card_id("plan"), "key-2", "planner", planner, opened=T0 + 5)])
+    open_round(tmp_path, "v", closes=T0 + 3600, now=T0 - 1)
+    done = close_round(tmp_path, "v", str(db), now=T0 + 7200)
+    assert COLUMNS[-1] == "review"
+    assert [(r["name"], r["review"]) for r in done.rows] == [
+        ("decoder", "needs review"), ("planner", "consistent")]  # a flag: the rank stands
+    rows = list(csv.DictReader((tmp_path / "v" / "standings.csv").open()))
+    assert [r["review"] for r in rows] == ["needs review", "consistent"]
+    report = json.loads((tmp_path / "v" / "report" / "review.json").read_text())
+    assert {c["scorecard_id"]: c["verdict"] for c in report["scorecards"]} == {
+        card_id("dec"): "needs review", card_id("plan"): "consistent"}
+    first = (tmp_path / "v" / "standings.sha256").read_bytes()
+    close_round(tmp_path, "v", str(db), now=T0 + 7300)  # again: the same bytes
+    assert (tmp_path / "v" / "standings.sha256").read_bytes() == first
+
+
 @pytest.mark.parametrize("store", ["missing.sqlite", "garbage.sqlite"])
 def test_a_close_that_cannot_open_its_store_changes_nothing(tmp_path, store):
     write_dataset(tmp_path, "v")
@@ -586,6 +626,9 @@ def test_the_readmes_round_runbook_runs_as_written_through_publish(tmp_path):
         assert shown["success_interval"] == [kept["success_interval_lo"],
                                              kept["success_interval_hi"]]
     assert [e["scorecard_id"] for e in api["entries"]] == [e["scorecard_id"] for e in entries]
+    assert {e["review"] for e in entries} <= {"consistent", "needs review"}  # reviewed
+    assert info["final"]["reviewed"] is True and [e["review"] for e in info["final"][
+        "entries"]] == [e["review"] for e in entries]
     assert (folder / "report" / "panel.parquet").is_file()  # the runbook ran the panel
     # the published folder, checked with the README's own lines, as anyone would
     published = {**env, "SEED": json.loads((folder / "manifest.json").read_text())[

@@ -66,6 +66,21 @@
       t.querySelectorAll("button[data-episode]").forEach((b) => { b.hidden = false; });
     }
   });
+  // The fair-play review's evidence, for the key that played this scorecard only.
+  const evidence = $("review-evidence");
+  if (evidence && Soko.key()) {
+    Soko.api("GET", `/api/scorecards/${evidence.dataset.scorecard}`).then((reply) => {
+      const review = reply.status === 200 && reply.data ? reply.data.review : null;
+      if (!review || !review.evidence) return;
+      const list = evidence.querySelector("ul");
+      review.evidence.forEach((sentence) => {
+        const item = document.createElement("li");
+        item.textContent = sentence;
+        list.appendChild(item);
+      });
+      evidence.hidden = false;
+    });
+  }
   $("replay-first").addEventListener("click", () => { stop(); showStep(0); });
   $("replay-prev").addEventListener("click", () => { stop(); showStep(at - 1); });
   $("replay-next").addEventListener("click", () => { stop(); showStep(at + 1); });

@@ -1,0 +1,378 @@
+"""The fair-play review: its statistics are exact, it flags a decoder that plays optimal
+solutions (plain, detouring and giving up, or replaying what a key probed), passes the panel's
+own agents within the rule, counts moves and pushes by replaying the stored actions, writes
+its report (a hidden version's its owner's alone), and the boards mark what it flags."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import stat
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from review_support import T0, Card, card_id, levels_of, put_scorecards, solutions
+from serve_support import Api, server
+
+from engine.levels import parse_xsb
+from engine.panel import PANEL, PanelAgent, episode
+from pipeline.hidden_files import GITIGNORE, keep_hidden_out_of_git
+from pipeline.panel import PANEL_FILE, panel_of_version, pushes_of
+from pipeline.review import (
+    PLAY_SCHEMA,
+    RULE_BUDGET,
+    THRESHOLD,
+    ScorecardPlay,
+    ability,
+    at_least,
+    reference,
+    review_scorecard,
+    review_scorecards,
+)
+from pipeline.version import open_version
+from pipeline.workers import Workers
+from sokoforge.cli import main
+
+DEMO = Path(__file__).resolve().parent.parent / "datasets" / "demo"
+
+
+def _letters(actions) -> str:
+    return "".join("UDLR"[a] for a in actions)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """A datasets folder holding the demo (100 levels of the standard game) and its panel."""
+    datasets = tmp_path_factory.mktemp("datasets")
+    folder = datasets / "demo"
+    folder.mkdir()
+    for name in ("levels.parquet", "manifest.json"):
+        shutil.copy(DEMO / name, folder / name)
+    (folder / "report").mkdir()
+    panel_of_version(open_version(datasets, "demo"), Workers(show_progress=False)).write_parquet(
+        folder / "report" / PANEL_FILE)
+    return datasets
+
+
+@pytest.fixture(scope="module")
+def ref(demo):
+    return reference(levels_of(demo / "demo"), pl.read_parquet(demo / "demo" / "report" /
+                                                              PANEL_FILE))
+
+
+def _rows(levels: pl.DataFrame, plays: list[str]) -> pl.DataFrame:
+    """A scorecard's rows for letters played per level (as the store replay makes them)."""
+    from engine import episode as core
+    from serve.episode import PLAYED
+
+    out = []
+    for row, letters in zip(levels.iter_rows(named=True), plays, strict=True):
+        game = core.begin(parse_xsb(row["xsb"]), int(row["max_steps"]))
+        moves = pushes = 0
+        for letter in letters + "." * int(row["max_steps"]):
+            if game.over:
+                break
+            game, step = core.step(game, PLAYED.index(letter))
+            moves, pushes = moves + step.moved, pushes + step.pushed
+        out.append({"index": row["index"], "played": True, "solved": game.solved,
+                    "steps": game.steps, "moves": moves, "pushes": pushes, "restarts": 0,
+                    "think_ms": None, "pace_ms": None})
+    return pl.DataFrame(out, schema=PLAY_SCHEMA)
+
+
+def _play(name: str, rows: pl.DataFrame, opened: float = T0, key: str = "") -> ScorecardPlay:
+    return ScorecardPlay(f"sc-{name}", key or name, name, opened, opened + 1, rows)
+
+
+def _agent(levels: pl.DataFrame, agent: PanelAgent, seed: int) -> list[str]:
+    return [_letters(episode(parse_xsb(x), int(m), agent, seed).actions)
+            for x, m in zip(levels["xsb"], levels["max_steps"], strict=True)]
+
+
+# -- the statistics ------------------------------------------------------------------------------
+
+def test_the_tail_is_the_exact_binomial_and_poisson_binomial_tail():
+    for n, q in ((10, 0.05), (40, 0.3), (7, 0.9)):
+        for k in range(n + 2):
+            exact = sum(math.comb(n, j) * q ** j * (1 - q) ** (n - j) for j in range(k, n + 1))
+            assert at_least(k, [q] * n) == pytest.approx(exact, rel=1e-9, abs=1e-300)
+    chances = [0.1, 0.5, 0.8]
+    both = 0.1 * 0.5 * 0.8
+    two = both + 0.1 * 0.5 * 0.2 + 0.1 * 0.5 * 0.8 / 0.5 * 0.5 + 0.9 * 0.5 * 0.8
+    assert at_least(3, chances) == pytest.approx(both)
+    assert at_least(2, chances) == pytest.approx(two)
+    assert at_least(0, chances) == 1.0 and at_least(4, chances) == 0.0
+
+
+def test_the_ability_fit_gives_an_agent_its_own_expected_count():
+    base = np.linspace(0.05, 0.95, 40)
+    for solved in (3, 20, 37):
+        theta = ability(base, solved)
+        shifted = 1 / (1 + np.exp(-(np.log(base / (1 - base)) + theta)))
+        assert shifted.sum() == pytest.approx(solved, abs=1e-6)
+    assert ability(base, 5) < ability(base, 10)
+
+
+def test_the_reference_marks_the_frontier_and_the_hard_levels_from_the_panel_within_the_rule(
+        demo, ref):
+    panel = pl.read_parquet(demo / "demo" / "report" / PANEL_FILE)
+    assert {"pushes"} <= set(panel.columns)
+    within = panel.filter(pl.col("budget") <= RULE_BUDGET)
+    unsolved = set(within.group_by("index").agg(pl.col("solved").any()).filter(
+        ~pl.col("solved"))["index"].to_list())
+    assert set(ref.levels.filter(pl.col("frontier"))["index"].to_list()) == unsolved
+    assert unsolved <= set(ref.levels.filter(pl.col("hard"))["index"].to_list())
+    assert 0 < ref.hard_rate < 0.2
+
+
+def test_a_panel_episodes_pushes_are_those_the_rules_count():
+    level = parse_xsb("#######\n#@    #\n# $ . #\n#     #\n#######")
+    played = episode(level, 30, PanelAgent("planner", 256))
+    assert played.solved and pushes_of(level, played.actions) == 2
+
+
+# -- verdicts on a small red team ------------------------------------------------------------------
+
+def test_a_decoder_playing_optimal_solutions_needs_review_for_its_hard_optimal_levels(demo, ref):
+    levels = levels_of(demo / "demo")
+    review = review_scorecard(_play("decoder", _rows(levels, solutions(demo / "demo"))), ref)
+    assert review.verdict == "needs review"
+    flags = [s.name for s in review.signals if s.flags]
+    assert "hard_optimal" in flags
+    assert review.evidence[0].startswith(f"{int(ref.levels['hard'].sum())} of the ")
+
+
+def test_a_decoder_that_detours_and_gives_up_a_quarter_is_still_flagged(demo, ref):
+    levels = levels_of(demo / "demo")
+    rng = np.random.default_rng(5)
+    plays = []
+    for solution in solutions(demo / "demo"):
+        if rng.random() < 0.25:
+            plays.append("")  # given up: the budget waited out
+        else:
+            cut = int(rng.integers(0, len(solution)))
+            plays.append(solution[:cut] + "." * int(rng.integers(1, 4)) + solution[cut:])
+    review = review_scorecard(_play("detours", _rows(levels, plays)), ref)
+    assert review.verdict == "needs review"
+    assert {"hard_optimal", "frontier"} <= {s.name for s in review.signals if s.flags}
+    detours = next(s for s in review.signals if s.name == "detours")
+    assert not detours.votes and "no-op" in detours.evidence
+
+
+def test_the_panels_agents_within_the_rule_are_consistent_on_another_seed(demo, ref):
+    levels = levels_of(demo / "demo")
+    for agent in (a for a in PANEL if a.budget <= RULE_BUDGET):
+        review = review_scorecard(_play(agent.name, _rows(levels, _agent(levels, agent, 7))),
+                                  ref)
+        assert review.verdict == "consistent", (agent, review.evidence)
+        assert all(s.p_value is None or s.p_value >= THRESHOLD for s in review.signals
+                   if s.votes)
+
+
+def test_replaying_optimal_solutions_of_levels_a_key_only_probed_is_flagged_by_replay(demo, ref):
+    levels = levels_of(demo / "demo")
+    rng = np.random.default_rng(2)
+    probe = ["".join(rng.choice(list("UDLR"), 12)) for _ in range(levels.height)]
+    cards = [_play("probe", _rows(levels, probe), T0, "k"),
+             _play("again", _rows(levels, solutions(demo / "demo")), T0 + 10, "k")]
+    reviews = {r.scorecard_id: r for r in review_scorecards(cards, ref)}
+    replay = next(s for s in reviews["sc-again"].signals if s.name == "replay")
+    assert replay.flags and replay.value > 80
+    assert reviews["sc-probe"].verdict == "consistent"
+    # an honest agent playing the same way twice replays nothing it had only probed
+    plan = _rows(levels, _agent(levels, PanelAgent("planner", 256), 0))
+    twice = review_scorecards([_play("p1", plan, T0, "h"), _play("p2", plan, T0 + 10, "h")],
+                              ref)
+    assert [r.verdict for r in twice] == ["consistent", "consistent"]
+    assert next(s for s in twice[1].signals if s.name == "replay").value == 0
+
+
+def test_timing_alone_never_flags_a_scorecard(demo, ref):
+    levels = levels_of(demo / "demo")
+    rows = _rows(levels, _agent(levels, PanelAgent("planner", 256), 0)).with_columns(
+        think_ms=(levels["reachable_states"].cast(pl.Float64).log() * 100),
+        pace_ms=pl.lit(5.0))
+    review = review_scorecard(_play("slow-starter", rows), ref)
+    timing = next(s for s in review.signals if s.name == "timing")
+    assert timing.value > 0.99 and timing.p_value < THRESHOLD and not timing.flags
+    assert review.verdict == "consistent"
+
+
+# -- from the store: sokoforge review ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def store(demo):
+    """A store holding a decoder, the panel's reference planner, and a key that probes then
+    replays, all on the demo."""
+    levels = levels_of(demo / "demo")
+    rng = np.random.default_rng(1)
+    db = demo.parent / "store.sqlite"
+    think = [int(20 + 40 * math.log(r)) for r in levels["reachable_states"]]
+    put_scorecards(str(db), demo / "demo", [
+        Card(card_id("decoder"), "key-decoder", "decoder", solutions(demo / "demo"),
+             think_ms=think),
+        Card(card_id("planner"), "key-planner", "planner",
+             _agent(levels, PanelAgent("planner", 256), 0), opened=T0 + 1),
+        Card(card_id("probe"), "key-prober", "prober",
+             ["".join(rng.choice(list("UDLR."), 10)) + "|" for _ in range(levels.height)],
+             opened=T0 + 2),
+        Card(card_id("replay"), "key-prober", "prober", solutions(demo / "demo"), opened=T0 + 3000),
+    ])
+    return db
+
+
+def test_sokoforge_review_prints_one_json_object_per_scorecard_and_writes_its_report(
+        demo, store):
+    out = CliRunner().invoke(main, ["review", "demo", "--db", str(store), "--datasets",
+                                    str(demo), "--json"])
+    assert out.exit_code == 0, out.output
+    lines = [json.loads(line) for line in out.output.splitlines()]
+    assert [(x["scorecard_id"], x["verdict"]) for x in lines] == [
+        (card_id("decoder"), "needs review"), (card_id("planner"), "consistent"),
+        (card_id("probe"), "consistent"), (card_id("replay"), "needs review")]
+    assert all(isinstance(s, str) for x in lines for s in x["evidence"])
+    report = json.loads((demo / "demo" / "report" / "review.json").read_text())
+    assert report["needs_review"] == 2 and report["threshold"] == THRESHOLD
+    assert [c["scorecard_id"] for c in report["scorecards"]] == [x["scorecard_id"]
+                                                                 for x in lines]
+    markdown = (demo / "demo" / "report" / "review.md").read_text()
+    assert f"| `{card_id('replay')}` | prober | needs review |" in markdown
+    for name in ("hard_optimal", "frontier", "replay", "person_fit", "detours", "timing"):
+        assert f"**{name}**" in markdown
+    replayed = next(x for x in lines if x["scorecard_id"] == card_id("replay"))
+    assert any(s["name"] == "replay" and s["flags"] for s in replayed["signals"])
+    decoder = next(x for x in lines if x["scorecard_id"] == card_id("decoder"))
+    timing = next(s for s in decoder["signals"] if s["name"] == "timing")
+    assert timing["value"] > 0.9 and not timing["flags"]  # its think times grow, never voting
+    text = CliRunner().invoke(main, ["review", "demo", "--db", str(store), "--datasets",
+                                     str(demo)])
+    assert text.exit_code == 0 and "4 closed scorecard(s), 2 need review" in text.output
+
+
+def test_the_store_replay_counts_moves_pushes_no_ops_and_restarts_of_each_episode(demo, store):
+    from serve.review import scorecard_play
+    from serve.stores import read_store
+
+    levels = {int(i): (parse_xsb(x), int(m)) for i, x, m in
+              levels_of(demo / "demo").select("index", "xsb", "max_steps").iter_rows()}
+    def play(word: str):
+        return read_store(str(store), lambda s: scorecard_play(s, card_id(word), "demo", levels))
+
+    probe, decoder = play("probe"), play("decoder")
+    optimal = levels_of(demo / "demo")
+    rows = decoder.rows.join(optimal.select("index", "optimal_moves", "optimal_pushes"),
+                             on="index")
+    assert (rows["moves"] == rows["optimal_moves"]).all()
+    assert (rows["pushes"] == rows["optimal_pushes"]).all() and rows["solved"].all()
+    assert decoder.rows["think_ms"].to_list()[:3] == [
+        int(20 + 40 * math.log(r)) for r in optimal["reachable_states"][:3]]
+    assert (decoder.rows["pace_ms"] == 20).all()
+    noops = probe.rows["steps"] - probe.rows["moves"]
+    assert (noops > 0).any() and (probe.rows["restarts"] <= 1).all()
+
+
+def test_review_of_an_unknown_version_or_a_store_that_is_not_there_is_one_line_exit_2(
+        demo, store, tmp_path):
+    for args, says in ((["dmeo", "--db", str(store)], "did you mean 'demo'?"),
+                       (["demo", "--db", str(tmp_path / "none.sqlite")], "no store at"),
+                       (["demo", "--db", str(demo / "demo" / "manifest.json")],
+                        "cannot review demo")):
+        out = CliRunner().invoke(main, ["review", *args, "--datasets", str(demo)])
+        assert out.exit_code == 2, out.output
+        assert out.output.strip().splitlines()[-1].startswith("Error: cannot review ")
+        assert says in out.output and "Traceback" not in out.output
+
+
+def test_a_hidden_versions_review_stays_its_owners_and_out_of_git(demo, store, tmp_path):
+    datasets = tmp_path / "datasets"
+    shutil.copytree(demo / "demo", datasets / "hid")
+    manifest = json.loads((datasets / "hid" / "manifest.json").read_text())
+    manifest.update(visibility="hidden", version="hid")
+    (datasets / "hid" / "manifest.json").write_text(json.dumps(manifest))
+    keep_hidden_out_of_git(datasets / "hid", manifest)
+    (datasets / "hid" / "report" / "review.json").unlink(missing_ok=True)
+    from serve.review import review_store
+
+    done = review_store(datasets, "hid", str(store))
+    assert done.reviews == []  # the store played demo, not hid
+    for path in done.files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        assert path.parent.parent == datasets / "hid"
+    assert (datasets / "hid" / GITIGNORE).read_text().strip().endswith("*")
+
+
+# -- the boards mark it -------------------------------------------------------------------------
+
+def test_the_board_marks_a_needs_review_entry_once_a_review_ran_keeping_its_rank_and_the_owner_sees_why(  # noqa: E501
+        demo, store, tmp_path):
+    from serve.dataset import load_version
+
+    datasets = tmp_path / "datasets"
+    shutil.copytree(demo / "demo", datasets / "demo")
+    db = tmp_path / "store.sqlite"
+    shutil.copy(store, db)
+    (datasets / "demo" / "report" / "review.json").unlink(missing_ok=True)
+    with server(load_version(datasets, "demo"), db) as running:
+        anyone = Api(running.base)
+        before = anyone.ok("GET", "/api/leaderboard")
+        assert before["reviewed"] is False
+        assert {e["review"] for e in before["entries"]} == {None}
+        out = CliRunner().invoke(main, ["review", "demo", "--db", str(db), "--datasets",
+                                        str(datasets)])
+        assert out.exit_code == 0, out.output
+        after = anyone.ok("GET", "/api/leaderboard")
+        assert after["reviewed"] is True
+        assert [e["scorecard_id"] for e in after["entries"]] == [
+            e["scorecard_id"] for e in before["entries"]]  # a flag, not a removal
+        marks = {e["name"]: e["review"] for e in after["entries"]}
+        assert marks["decoder"] == "needs review" and marks["planner"] == "consistent"
+        page = anyone.ok("GET", "/leaderboard")
+        assert page.count(">needs review</span>") == 1 + sum(
+            v == "needs review" for v in marks.values())  # the legend, and each entry
+        decoder = card_id("decoder")
+        card = anyone.ok("GET", f"/scorecards/{decoder}")
+        assert "<b>needs review</b>" in card and "id=review-evidence" in card
+        assert "of the 39 levels" not in card  # the evidence is the owner's to read
+        owner = Api(running.base, "key-decoder")
+        mine = owner.ok("GET", f"/api/scorecards/{decoder}")
+        assert mine["review"]["verdict"] == "needs review"
+        assert any("optimal pushes" in s for s in mine["review"]["evidence"])
+        assert anyone.call("GET", f"/api/scorecards/{decoder}")[0] == 401
+
+
+def test_the_owners_scorecard_page_shows_the_review_evidence_and_no_one_elses(
+        demo, store, tmp_path):
+    import time
+
+    from selenium.webdriver.common.by import By
+    from test_browser_play import browser, until
+
+    from serve.dataset import load_version
+    from serve.review import review_store
+
+    datasets = tmp_path / "datasets"
+    shutil.copytree(demo / "demo", datasets / "demo")
+    review_store(datasets, "demo", str(store))
+    decoder = card_id("decoder")
+    with server(load_version(datasets, "demo"), store) as running:
+        driver = browser(tmp_path / "profile")
+        try:
+            shown = lambda: driver.find_element(By.ID, "review-evidence")  # noqa: E731
+            for key in (None, "key-planner", "key-decoder"):
+                driver.get(f"{running.base}/")
+                driver.execute_script("localStorage.clear();" if key is None else
+                                      f"localStorage.setItem('sokoforge.key', '{key}');")
+                driver.get(f"{running.base}/scorecards/{decoder}")
+                if key == "key-decoder":
+                    until(lambda: shown().is_displayed(), "the owner's evidence")
+                    items = shown().find_elements(By.TAG_NAME, "li")
+                    assert any("optimal pushes" in i.text for i in items)
+                else:
+                    time.sleep(1)  # the script has asked by now, and been told no
+                    assert not shown().is_displayed()
+        finally:
+            driver.quit()
