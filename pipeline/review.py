@@ -110,12 +110,15 @@ class Reference(NamedTuple):
     within the rule solves it), ``hard`` (none within the rule solves it push-optimally),
     ``straight`` (the panel's chance of playing it in exactly its optimal moves).
     ``hard_rate``: how often one panel agent within the rule is push-optimal where the others
-    are not (left out in turn), the honest rate on a hard level.
+    are not (left out in turn), the honest rate on a hard level. ``best_within``: the share
+    of the levels the best panel agent within the rule solves, the most an honest agent is
+    taken to solve when its chances on the frontier are judged.
     """
 
     levels: pl.DataFrame
     hard_rate: float
     agents: int
+    best_within: float = 1.0
 
 
 def _num(x: float) -> float | int:
@@ -161,7 +164,10 @@ def reference(levels: pl.DataFrame, panel: pl.DataFrame) -> Reference:
     model = 1.0 - lv["difficulty"].fill_null(0.5).to_numpy()
     base = sigmoid((_logit(share) + _logit(model)) / 2)
     lv = lv.drop("share").with_columns(pl.Series("base", base))
-    return Reference(lv, _hard_rate(within), agents)
+    best = (within.group_by("agent").agg(pl.col("solved").mean())["solved"].max()
+            if within.height else None)
+    return Reference(lv, _hard_rate(within), agents,
+                     1.0 if best is None else float(best))  # type: ignore[arg-type]
 
 
 def _hard_rate(within: pl.DataFrame) -> float:
@@ -211,12 +217,17 @@ def ability(base: np.ndarray, solved: int) -> float:
     return (lo + hi) / 2
 
 
-def solve_chances(rows: pl.DataFrame, ref: Reference) -> pl.DataFrame:
+def solve_chances(rows: pl.DataFrame, ref: Reference, within_rule: bool = False
+                  ) -> pl.DataFrame:
     """The played levels of ``rows`` joined with the reference, each with ``chance``: its
-    chance of being solved by an honest agent of the scorecard's overall success."""
+    chance of being solved by an honest agent of the scorecard's overall success (with
+    ``within_rule``, of no more than the best panel agent's within the rule)."""
     played = rows.filter(pl.col("played")).join(ref.levels, on="index")
     base = played["base"].to_numpy()
-    theta = ability(base, int(played["solved"].sum()))
+    solved = int(played["solved"].sum())
+    if within_rule:
+        solved = min(solved, round(ref.best_within * played.height))
+    theta = ability(base, solved)
     return played.with_columns(pl.Series("chance", sigmoid(_logit(base) + theta)))
 
 
@@ -237,16 +248,18 @@ def hard_optimal(rows: pl.DataFrame, ref: Reference) -> Signal:
 
 def frontier(rows: pl.DataFrame, ref: Reference) -> Signal:
     """Successes on the levels no panel agent within the rule solves, against what an agent of
-    the scorecard's overall success is expected to get there."""
-    played = solve_chances(rows, ref).filter(pl.col("frontier"))
+    the scorecard's overall success (at most the best panel agent's within the rule: more is
+    already beyond what the rule is known to reach) is expected to get there."""
+    played = solve_chances(rows, ref, within_rule=True).filter(pl.col("frontier"))
     k = int(played["solved"].sum())
     expected = float(played["chance"].sum())
     p = at_least(k, played["chance"].to_numpy())
     return Signal("frontier", k, expected, p, True,
                   "successes on levels no panel agent within 256 calls a step solves, against "
-                  "an agent of the same overall success",
+                  "an agent of the same overall success, at most the best panel agent's",
                   f"{k} of the {played.height} levels no panel agent within the rule solves "
-                  f"were solved; an agent of this overall success would solve {expected:.1f} "
+                  f"were solved; an agent of this overall success (at most the best panel "
+                  f"agent's within the rule, {ref.best_within:.0%}) would solve {expected:.1f} "
                   f"(p = {p:.2g}){_levels(played.filter(pl.col('solved')))}")
 
 

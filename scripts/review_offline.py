@@ -70,11 +70,12 @@ def epsilon(levels: pl.DataFrame, agent: PanelAgent | None, eps: float, seed: in
 
 
 def decoder(levels: pl.DataFrame, seed: int, detours: int = 0, give_up: float = 0.0,
-            share: float = 1.0, by: str = "difficulty", weak: pl.DataFrame | None = None
-            ) -> pl.DataFrame:
+            share: float = 1.0, by: str = "difficulty", weak: pl.DataFrame | None = None,
+            padded: bool = False) -> pl.DataFrame:
     """A decoder replaying optimal solutions with up to ``detours`` pairs of moves that push
     nothing, giving up a share ``give_up`` at random, and solving only the easiest ``share``
-    of the levels by ``by`` (``weak``'s play on the rest)."""
+    of the levels by ``by`` (``weak``'s play on the rest); ``padded``: one wasted push and its
+    moves first, so that no level is solved in its optimal pushes or moves."""
     rng = np.random.default_rng(seed)
     key = levels[by].cast(pl.Float64)
     cut = key.quantile(share) if share < 1 else np.inf
@@ -86,8 +87,8 @@ def decoder(levels: pl.DataFrame, seed: int, detours: int = 0, give_up: float = 
         elif rng.random() < give_up:
             rows.append(_row(i, False, int(m), int(m), 0))
         else:
-            extra = min(2 * int(rng.integers(0, detours + 1)), int(m) - om)
-            rows.append(_row(i, True, om + extra, om + extra, op))
+            extra = min(2 * int(rng.integers(0, detours + 1)) + 4 * padded, int(m) - om)
+            rows.append(_row(i, True, om + extra, om + extra, op + padded))
     return pl.DataFrame(rows)
 
 
@@ -153,8 +154,11 @@ def main() -> None:
             note("random play", probe)
             note("decoder", decoder(levels, seed))
             note("decoder, detours, a quarter given up", decoder(levels, seed, 4, 0.25))
+            note("decoder, a wasted push first", decoder(levels, seed, padded=True))
             note("decoder, easier two thirds, weak on the rest",
                  decoder(levels, seed, 4, share=2 / 3, weak=weak))
+            note("the same with a wasted push first",
+                 decoder(levels, seed, 4, share=2 / 3, weak=weak, padded=True))
             note("random probe, then the solutions", decoder(levels, seed), probe)
         known = ref.levels.filter(~pl.col("hard"))["index"].to_list()  # the panel's results
         note("decoder of the levels the panel solves in optimal pushes",

@@ -163,6 +163,18 @@ def test_a_decoder_that_detours_and_gives_up_a_quarter_is_still_flagged(demo, re
     assert not detours.votes and "no-op" in detours.evidence
 
 
+def test_a_decoder_that_wastes_a_push_on_every_level_is_flagged_by_the_frontier(demo, ref):
+    levels = levels_of(demo / "demo")
+    rows = _rows(levels, solutions(demo / "demo")).with_columns(  # one wasted push, 4 moves
+        pl.col("pushes") + 1, pl.col("steps") + 4, pl.col("moves") + 4)
+    review = review_scorecard(_play("padded", rows), ref)
+    signals = {s.name: s for s in review.signals}
+    assert signals["hard_optimal"].value == 0 and not signals["hard_optimal"].flags
+    assert signals["frontier"].flags and review.verdict == "needs review"
+    # judged as no stronger than the best panel agent within the rule, not as a perfect one
+    assert signals["frontier"].reference < 0.5 * signals["frontier"].value
+
+
 def test_the_panels_agents_within_the_rule_are_consistent_on_another_seed(demo, ref):
     levels = levels_of(demo / "demo")
     for agent in (a for a in PANEL if a.budget <= RULE_BUDGET):
