@@ -112,9 +112,16 @@ def verdict(card: dict) -> str:
     return "missing" if line is None else str(line["verdict"])
 
 
+def voting_p(card: dict) -> float:
+    """The smallest p-value of the card's voting signals (1 when none has one)."""
+    line = card.get("review") or {}
+    ps = [g["p_value"] for g in line.get("signals", []) if g["votes"] and g["p_value"] is not None]
+    return min(ps, default=1.0)
+
+
 def table(runs: dict[int, list[dict]]) -> list[str]:
-    """One markdown row per agent: flagged / seeds, and its mean success rate and move
-    efficiency over the seeds."""
+    """One markdown row per agent: flagged / seeds, its mean success rate and move efficiency
+    over the seeds, and the smallest voting p-value the review saw on any of its cards."""
     rows: dict[str, list[dict]] = defaultdict(list)
     for cards in runs.values():
         for card in cards:
@@ -122,14 +129,16 @@ def table(runs: dict[int, list[dict]]) -> list[str]:
                 rows[card["row"]].append(card)
     kinds = {"cheater": "cheater", "honest": "honest, within the rule",
              "over": "honest, 1,024 calls (over the rule)"}
-    out = ["| agent | kind | flagged `needs review` | rate | success rate | move efficiency |",
-           "| --- | --- | --- | --- | --- | --- |"]
+    out = ["| agent | kind | flagged `needs review` | rate | success rate | move efficiency "
+           "| smallest voting p |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for row, cards in rows.items():
         flagged = sum(verdict(c) == "needs review" for c in cards)
         success = sum(c["score"]["success_rate"] for c in cards) / len(cards)
         efficiency = sum(c["score"].get("move_efficiency") or 0.0 for c in cards) / len(cards)
+        smallest = min(voting_p(c) for c in cards)
         out.append(f"| {row} | {kinds[cards[0]['kind']]} | {flagged}/{len(cards)} | "
-                   f"{flagged / len(cards):.2f} | {success:.2f} | {efficiency:.2f} |")
+                   f"{flagged / len(cards):.2f} | {success:.2f} | {efficiency:.2f} | "
+                   f"{smallest:.2g} |")
     return out
 
 
