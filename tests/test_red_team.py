@@ -109,7 +109,7 @@ def test_a_panel_player_on_the_decoded_frames_plays_the_panels_episode():
                 state = step_on(board, level.width, state, history[-1])[0]
             panel = episode(level, int(max_steps), agent)
             assert history[:panel.steps] == list(panel.actions), agent
-            assert level.is_solved(state) == panel.solved or not panel.solved
+            assert level.is_solved(state) or not panel.solved  # solved as the panel solved it
 
 
 def _hard_game():
