@@ -3,8 +3,9 @@
 For each seed: builds a hidden version of the standard game from that seed with its panel
 (``sokoforge build``, ``sokoforge panel``; kept and reused with ``--cache DIR``), serves it
 (``sokoforge serve`` on a free port, a fresh store), plays every agent of the red team
-(``tests/red_team.py``: four cheaters, the panel's families at 64 and 256 dynamics calls a
-step, an epsilon-greedy planner, random play, and the families at 1,024 calls) through
+(``tests/red_team.py``: the plain, detouring, push-padded and throttled decoders and a
+probe-then-replay key; the panel's families at 64 and 256 dynamics calls a step on turned
+boards, an epsilon-greedy planner, random play, and the families at 1,024 calls) through
 HTTP, stops the server and runs ``sokoforge review VERSION --json`` on the store. Prints one
 row per agent: the seeds on which its scorecard was flagged ``needs review``, and its
 success rate; then every cheater the review missed and every honest agent it flagged, with
