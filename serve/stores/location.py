@@ -24,11 +24,12 @@ def is_postgres(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
 
 
-def open_store(location: str, synchronous: str = "NORMAL") -> Store:
-    """The store at ``location``: a PostgreSQL URL, or else a SQLite file path."""
+def open_store(location: str, synchronous: str = "NORMAL", locked_fd: int | None = None) -> Store:
+    """The store at ``location``: a PostgreSQL URL, or else a SQLite file path (whose file,
+    when the server claimed it, is the one open as ``locked_fd``)."""
     if is_postgres(location):
         return PostgresStore(location)
-    return SQLiteStore(location, synchronous)
+    return SQLiteStore(location, synchronous, locked_fd)
 
 
 def shown(location: str) -> str:
