@@ -15,8 +15,8 @@ Every commit that changed something also raises a counter kept twice: in the dat
 commits than that file says were acknowledged lost the end of its write-ahead log (deleted,
 damaged, or not synced before a power loss under ``synchronous=NORMAL``): the claim refuses it.
 Checkpoints copy the log into the database every second without blocking the writer, and a
-commit that leaves the log past ``WAL_RESET_BYTES`` empties it before the next transaction, so
-it stays under ``WAL_BOUND_BYTES`` at any load.
+commit that leaves the log past ``WAL_RESET_BYTES`` has it start again from its beginning before
+the next transaction, so it stays under ``WAL_BOUND_BYTES`` at any load.
 
 Before each batch the thread checks that the path still names the file the server locked
 (``StoreFile``). Once it does not (deleted, replaced, truncated), and whenever the disk refuses
@@ -65,12 +65,10 @@ from serve.stores.sqlite_file import BUSY_SECONDS, StoreFile, acked_path, migrat
 
 log = logging.getLogger("sokoforge.serve.store")
 MAX_BATCH = 1024
-CHECKPOINT_SECONDS = 1.0  # the longest the log goes without being copied into the database
-WAL_CHECK_SECONDS = 0.02  # how often the checkpoints look at the log's size
-PASSIVE_BYTES = 1024 * 1024  # the log's growth that has it copied at once
-WAL_RESET_BYTES = 4 * 1024 * 1024  # a commit leaving the log past this empties it at once
+CHECKPOINT_SECONDS = 1.0  # how often the log is copied into the database in the background
+WAL_RESET_BYTES = 4 * 1024 * 1024  # a commit leaving the log past this restarts it at once
 WAL_BOUND_BYTES = 8 * 1024 * 1024  # the log never passes this (unless a reader outside holds it)
-RESET_BUSY_MS = 200  # how long emptying the log waits for a reader outside the server
+RESET_BUSY_MS = 200  # how long restarting the log waits for a reader outside the server
 RESET_BACKOFF = (0.02, 2.0)  # after a reader held it: the first and the longest wait to retry
 # a test hook: the store holds at most this many pages (PRAGMA max_page_count), so a test
 # fills it as a full disk would
@@ -113,9 +111,9 @@ class SQLiteStore(Store):
         self._failing: str | None = None  # the last fault logged, until a batch commits
         self._seen = threading.Lock()  # a problem of the path is logged once, by one thread
         self._checkpointing = threading.Lock()  # one checkpoint at a time in this process
-        self._reset_after = 0.0  # when emptying the log is tried again after a reader held it
+        self._reset_after = 0.0  # when restarting the log is tried again after a reader held it
         self._backoff = RESET_BACKOFF[0]
-        self._full = False  # a batch failed on a full disk since the log was last emptied
+        self._full = False  # a batch failed on a full disk since the log was last truncated
 
     # -- the database thread ------------------------------------------------------------
     async def start(self) -> None:
@@ -145,24 +143,16 @@ class SQLiteStore(Store):
             self._thread = None
 
     def _checkpoints(self) -> None:
-        """Copy the log into the database without blocking the writer, while the path still
-        names the store's file: once it grew by ``PASSIVE_BYTES`` since the last copy, and at
-        least every ``CHECKPOINT_SECONDS``; so the writer's ``_bound_wal`` finds little left to
-        copy when it empties the log."""
+        """Copy the log into the database every ``CHECKPOINT_SECONDS`` without blocking the
+        writer, while the path still names the store's file."""
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                timeout=BUSY_SECONDS)
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        copied, last = 0, time.monotonic()
-        while not self._stop_checkpoints.wait(WAL_CHECK_SECONDS):
+        while not self._stop_checkpoints.wait(CHECKPOINT_SECONDS):
             if self._problem():
                 break
-            size = self._wal_bytes()
-            copied = min(copied, size)  # emptied since
-            if size - copied < PASSIVE_BYTES and time.monotonic() - last < CHECKPOINT_SECONDS:
-                continue
             with self._checkpointing, contextlib.suppress(sqlite3.Error):
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            copied, last = size, time.monotonic()
         if not self._problem():
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
@@ -183,18 +173,22 @@ class SQLiteStore(Store):
         except FileNotFoundError:
             return 0
 
-    def _bound_wal(self, conn: sqlite3.Connection, force: bool = False) -> None:
+    def _bound_wal(self, conn: sqlite3.Connection, full: bool = False) -> None:
         """After a commit, while no writer of this server is in a transaction (the caller
-        holds their turns): empty a log grown past ``WAL_RESET_BYTES``. A reader outside the
-        server may delay it, never for longer than ``RESET_BUSY_MS``; then it is tried again
-        after a wait that doubles up to ``RESET_BACKOFF[1]``. ``force``: whatever its size."""
-        if not force and (time.monotonic() < self._reset_after
-                          or self._wal_bytes() <= WAL_RESET_BYTES):
+        holds their turns): have a log grown past ``WAL_RESET_BYTES`` start again from its
+        beginning (a ``RESTART`` checkpoint; the file is cut back to that size as it does).
+        After a ``full`` disk, whatever its size, and truncated, to give its space back.
+
+        A reader outside the server may delay it, never for longer than ``RESET_BUSY_MS``;
+        then it is tried again after a wait that doubles up to ``RESET_BACKOFF[1]``."""
+        if not full and (time.monotonic() < self._reset_after
+                         or self._wal_bytes() <= WAL_RESET_BYTES):
             return
         conn.execute(f"PRAGMA busy_timeout={RESET_BUSY_MS}")
         try:
             with self._checkpointing:  # after this process's own copy, if one is under way
-                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                busy = conn.execute(f"PRAGMA wal_checkpoint({'TRUNCATE' if full else 'RESTART'})"
+                                    ).fetchone()[0]
         except sqlite3.Error:
             busy = 1  # a full disk: the commits stay in the log, which they fit in
         finally:
@@ -266,9 +260,9 @@ class SQLiteStore(Store):
                 return
             committed = self._run_transaction(conn, batch)
             if committed or self._full:
-                # after a full disk, the log is emptied at once: the space it frees may be
+                # after a full disk, the log is truncated at once: the space it frees may be
                 # what the next writes need
-                self._bound_wal(conn, force=not committed)
+                self._bound_wal(conn, full=not committed)
                 self._full = False
         finally:
             fcntl.flock(self._turns, fcntl.LOCK_UN)
