@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from serve.stores.interface import Store, StoreError
+from serve.stores.interface import Store, StoreError, StoreUnavailable
 from serve.stores.postgres import PostgresStore
 from serve.stores.sqlite import SQLiteStore
 
@@ -77,6 +77,8 @@ def read_store[T](location: str, read: Callable[[Store], Awaitable[T]]) -> T:
 
     try:
         return asyncio.run(run())
+    except StoreUnavailable as e:  # said as the server says it: which store, then why
+        raise StoreError(f"cannot read the store {shown(location)}: {e}") from None
     except StoreError:
         raise
     except Exception as e:  # a database driver's own errors (unreachable, refused, damaged)

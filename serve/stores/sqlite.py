@@ -64,6 +64,7 @@ from serve.stores.interface import (
 from serve.stores.sqlite_file import BUSY_SECONDS, StoreFile, acked_path, migrate
 
 log = logging.getLogger("sokoforge.serve.store")
+log.addHandler(logging.NullHandler())  # said by a server's log; a command says it in its one line
 MAX_BATCH = 1024
 CHECKPOINT_SECONDS = 1.0  # how often the log is copied into the database in the background
 WAL_RESET_BYTES = 4 * 1024 * 1024  # a commit leaving the log past this restarts it at once
