@@ -198,7 +198,8 @@ def source_of(rev: str, tmp: Path) -> Path:
     """The package source of git revision ``rev``, unpacked into ``tmp`` (for ``before``)."""
     out = tmp / "before-src"
     out.mkdir()
-    archive = subprocess.run(["git", "archive", rev, "engine", "pipeline", "serve"], cwd=ROOT,
+    archive = subprocess.run(["git", "archive", rev, "engine", "pipeline", "serve", "sokoforge"],
+                             cwd=ROOT,
                              capture_output=True, check=False)
     if archive.returncode != 0:
         raise SystemExit(f"git archive {rev}: {archive.stderr.decode().strip()}")

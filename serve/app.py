@@ -27,6 +27,7 @@ from serve.arena.errors import NotFound
 from serve.limits import ConnectionLimits
 from serve.play import Arena
 from serve.schema import MAP, TEXT, Route, obj, openapi
+from serve.stores import StoreUnavailable
 from serve.web import (
     ARENA,
     CONNECTIONS,
@@ -46,11 +47,11 @@ EXPIRY_SWEEP_SECONDS = 30.0
 PAGE_ROUTES = (
     Route("openapi", "GET", "/api/openapi.json", "This schema.", tag="documentation",
           responses={200: "the OpenAPI document"},
-          bodies={200: obj({"openapi": TEXT, "info": MAP, "paths": MAP})}),
+          bodies={200: obj({"openapi": TEXT, "info": MAP, "paths": MAP})}, store=False),
     Route("docs", "GET", "/api/docs", "An interactive page built from the schema.",
-          tag="documentation", json_response=False, responses={200: "HTML"}),
+          tag="documentation", json_response=False, responses={200: "HTML"}, store=False),
     Route("landing", "GET", "/", "What is served and how to connect.", tag="pages",
-          json_response=False, responses={200: "HTML"}),
+          json_response=False, responses={200: "HTML"}, store=False),
     Route("leaderboard_page", "GET", "/leaderboard", "The leaderboard as an HTML table.",
           tag="pages", json_response=False,
           query=native.LEADERBOARD_QUERY,
@@ -145,7 +146,9 @@ async def _lifetime(app: web.Application):
     async def sweep() -> None:
         while True:
             await asyncio.sleep(EXPIRY_SWEEP_SECONDS)
-            await arena.expire_idle()
+            # a store that cannot be written now (said in the log) is swept again later
+            with contextlib.suppress(StoreUnavailable):
+                await arena.expire_idle()
 
     task = asyncio.create_task(sweep())
     yield

@@ -48,9 +48,10 @@ from serve.schema import (
     obj,
     string,
 )
-from serve.stores import ANONYMOUS, KeyRecord
+from serve.stores import ANONYMOUS, KeyRecord, StoreUnavailable
 from serve.web import (
     ARENA,
+    STORE_UNAVAILABLE,
     client_ip,
     closes_connection,
     http_status,
@@ -115,7 +116,7 @@ _route = partial(Route, tag=TAG, error_schema="ArcError", invalid_status=400)
 
 ROUTES = (
     _route("arc_games", "GET", "/api/games", "ARC-AGI-3: the games served (one per version).",
-           responses={200: "list of game objects"}, bodies={200: arr(GAME)}),
+           responses={200: "list of game objects"}, bodies={200: arr(GAME)}, store=False),
     _route("arc_anonkey", "GET", "/api/games/anonkey",
            "ARC-AGI-3: a new key under an anonymous name (anon-...): it plays, but a round's "
            "standings leave it out, and anonymous keys have their own daily allowance per "
@@ -126,7 +127,7 @@ ROUTES = (
            head=False),  # a GET that creates a key: a HEAD must not
     _route("arc_game", "GET", "/api/games/{game_id}", "ARC-AGI-3: one game by full or base id.",
            params=(_GAME_ID,), responses={200: "the game object", 404: "unknown game"},
-           bodies={200: GAME}),
+           bodies={200: GAME}, store=False),
     _route("arc_open", "POST", "/api/scorecard/open",
            "ARC-AGI-3: open a scorecard (tags, source_url and opaque are kept and shown with "
            "it; competition_mode is accepted and ignored).", auth=True,
@@ -379,6 +380,8 @@ def bind(app: web.Application, route: Route, handler: Callable[..., Awaitable[An
             return _refusal(request, w.ArcError(409, w.ROUND_CLOSED_ERROR, e.detail))
         except StepAhead as e:
             return _refusal(request, w.ArcError(409, w.STEP_AHEAD_ERROR, e.detail))
+        except StoreUnavailable as e:
+            return _refusal(request, w.ArcError.from_status(STORE_UNAVAILABLE, str(e)))
         except PlayError as e:
             response = _refusal(request, w.ArcError.from_status(http_status(e), e.detail,
                                                                 not_found),

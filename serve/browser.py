@@ -43,7 +43,8 @@ ROUTES = (
     Route("play_page", "GET", "/play/{game}",
           "Play a public game in the browser (a hidden game is refused).", tag="pages",
           params=(Field("game", STR, "the game's name", pattern=GAME_NAME, refers_to="game"),),
-          json_response=False, responses={200: "HTML", 404: "HTML: unknown or hidden game"}),
+          json_response=False, responses={200: "HTML", 404: "HTML: unknown or hidden game"},
+          store=False),
     Route("scorecard_page", "GET", "/scorecards/{scorecard_id}",
           "A scorecard's page: tags, Score, per-episode outcomes and a replay viewer.",
           tag="pages", json_response=False,
@@ -68,7 +69,7 @@ ROUTES = (
                         pattern="[0-9]{1,6}", refers_to="episode")),
           responses={200: "the pictures, the goal and the step sequence",
                      404: "unknown or hidden game, or no such level"},
-          bodies={200: SOLUTION_REPLAY}),
+          bodies={200: SOLUTION_REPLAY}, store=False),
 )
 
 

@@ -338,22 +338,22 @@ ROUTES = (
           query=(LEADERBOARD_QUERY[1],),
           responses={200: "the linked abilities", 404: "no fit of the line (or an unknown game)",
                      422: "bad game"},
-          bodies={200: LINE}),
+          bodies={200: LINE}, store=False),
     Route("get_standings", "GET", "/api/standings/{version}",
           "A closed round's final standings, as `sokoforge round close` wrote them "
           "(standings.json): each named player's best scorecard closed in time, ranked.",
           params=(_VERSION,),
           responses={200: "the standings", 404: "no closed round of that version",
                      422: "bad version name"},
-          bodies={200: STANDINGS}),
+          bodies={200: STANDINGS}, store=False),
     Route("get_standings_file", "GET", "/api/standings/{version}/{file}",
           "A file of a closed round's final standings: standings.json, standings.csv, or "
           "standings.sha256 (their digests: `sha256sum -c` checks the other two beside it).",
           params=(_VERSION, _STANDINGS_FILE), json_response=False,
           responses={200: "the file", 404: "no closed round of that version",
-                     422: "bad version name or file name"}),
+                     422: "bad version name or file name"}, store=False),
     Route("get_spec", "GET", "/api/spec", "The live numbers of the served set, read from the data.",
-          responses={200: "the spec"}, bodies={200: SPEC}),
+          responses={200: "the spec"}, bodies={200: SPEC}, store=False),
 )
 
 

@@ -11,7 +11,8 @@ server and its workers own it; a PostgreSQL store may be shared by several serve
 
 from __future__ import annotations
 
-__all__ = ["MalformedRequests", "READY_SECONDS", "Serving", "StartError", "serve_forever"]
+__all__ = ["MalformedRequests", "READY_SECONDS", "Serving", "StartError", "StopError",
+           "serve_forever"]
 
 import asyncio
 import contextlib
@@ -68,6 +69,11 @@ class StartError(SokoforgeError, RuntimeError):
     """The store could not be opened or the address not bound; the message says which."""
 
 
+class StopError(SokoforgeError, RuntimeError):
+    """The server stopped but could not leave its store as a clean stop does (its file was
+    replaced under it, its disk is full); the message says what was kept, and where."""
+
+
 def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: str, port: int,
                   limits: Limits, synchronous: str = "NORMAL", public: str | None = None,
                   connections: ConnectionLimits | None = None, workers: int = 1,
@@ -105,14 +111,24 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
                 raise StartError(f"cannot write the access log {access_log}: "
                                  f"{e.strerror or e}") from None
         served = Serving(games, db, synchronous, limits, public, connections, access_log,
-                         RoundBook(Path(root)))
+                         RoundBook(Path(root)), None if lock is None else lock.fd)
         if workers == 1:
-            return asyncio.run(served.run(host, port, about))
-        return _supervise(served, host, port, workers, about)
-    finally:
+            stopped_by = asyncio.run(served.run(host, port, about))
+        else:
+            stopped_by = _supervise(served, host, port, workers, about)
+    except BaseException:
         claim_versions.release()
         if lock is not None:
+            with contextlib.suppress(StoreError):  # the fault that ended it is the one said
+                release(db, lock)
+        raise
+    claim_versions.release()
+    if lock is not None:
+        try:
             release(db, lock)
+        except StoreError as e:
+            raise StopError(f"stopped; {e}") from None
+    return stopped_by
 
 
 def _addresses(games: Registry, base: str) -> str:
@@ -148,13 +164,14 @@ class Serving:
     connections: ConnectionLimits | None
     access_log: str | None = None
     rounds: RoundBook | None = None
+    store_fd: int | None = None  # the lock on the SQLite file claimed, shared by the workers
 
     async def run(self, host: str, port: int, about: str, ready_fd: int | None = None) -> int:
         """One serving process: its own store connection and app, until SIGINT or SIGTERM
         (returned). A worker (``ready_fd``) shares the port and reports readiness on it."""
         asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
-        arena = Arena(self.games, open_store(self.db, self.synchronous), self.limits,
-                      rounds=self.rounds)
+        arena = Arena(self.games, open_store(self.db, self.synchronous, self.store_fd),
+                      self.limits, rounds=self.rounds)
         app = build_app(arena, self.public, self.connections,
                         AccessLog(self.access_log) if self.access_log else None)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)

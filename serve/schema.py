@@ -157,6 +157,7 @@ class Route:
     params: tuple[Field, ...] = ()  # the path's {parameters}, each a string of a known shape
     bodies: dict[int, dict] = field(default_factory=dict)  # JSON schema of each 2xx answer
     invalid_status: int = 422  # the status of a body or query that breaks its declaration
+    store: bool = True  # it reads or writes the store, so a store that cannot be used is a 503
     # what a 2xx answer leads to: link name -> (operation, {path parameter: JSON pointer into
     # the answer}), so a client (or a fuzzer) can follow ids from one call to the next
     links: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
@@ -278,7 +279,9 @@ _AUTO_STATUS = {400: "a body that is not what its Content-Encoding says, or that
                      "non-finite number (NaN, Infinity, 1e999)",
                 401: "missing or unknown key", 404: "nothing served under this path",
                 408: "the body did not arrive in time", 413: "request body too large",
-                415: "a body in a Content-Encoding other than gzip (or x-gzip)"}
+                415: "a body in a Content-Encoding other than gzip (or x-gzip)",
+                503: "the store cannot be used now (its disk full or failing, its file replaced "
+                     "under the server): the detail says which, and nothing was changed"}
 
 
 def _responses(r: Route) -> dict[int, str]:
@@ -297,6 +300,8 @@ def _responses(r: Route) -> dict[int, str]:
                        "breaks its declaration")
     if r.query:
         out.setdefault(r.invalid_status, "a query parameter that breaks its declaration")
+    if r.store:
+        out.setdefault(503, _AUTO_STATUS[503])
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "ARENA", "BODY_CODINGS", "BodyTooSlow", "CONNECTIONS", "CodingRefused", "GZIP_MIN_BYTES",
     "HTTP_STATUS", "Handler", "KEY_NAME", "MAX_BODY", "PAGE_HEADERS", "ROUTER_PATHS",
+    "STORE_UNAVAILABLE",
     "accepts_gzip", "api_key", "bind", "body_coding", "client_ip", "error", "errors_as_json",
     "gunzipped", "http_status", "identified", "inputs", "refusal_detail", "register", "reply",
     "reply_bytes", "router_paths",
@@ -43,6 +44,7 @@ from serve.arena.errors import (
 from serve.limits import ConnectionLimits, Network, client_address
 from serve.play import Arena
 from serve.schema import Invalid, NotFinite, Route, Unknown
+from serve.stores import StoreUnavailable
 
 log = logging.getLogger("sokoforge.serve")
 GZIP_MIN_BYTES = 1024
@@ -163,6 +165,9 @@ HTTP_STATUS: dict[type[PlayError], int] = {
     UnsupportedMedia: 415, Unprocessable: 422, Limited: 429, Unavailable: 503}
 
 
+STORE_UNAVAILABLE = 503  # the store cannot take or give anything now (its disk, its file)
+
+
 def http_status(refusal: PlayError) -> int:
     """The HTTP status of a refusal: its kind's, or its nearest parent kind's (400 for any)."""
     for kind in type(refusal).__mro__:
@@ -204,6 +209,8 @@ async def errors_as_json(request: web.Request, handler: Callable) -> web.StreamR
         if closes_connection(e):
             response.force_close()
         return response
+    except StoreUnavailable as e:
+        return error(request, STORE_UNAVAILABLE, str(e))
     except Unknown as e:
         return error(request, 404, str(e))
     except Invalid as e:

@@ -461,3 +461,50 @@ def test_a_store_written_before_arrival_times_loads_and_its_actions_have_none(lo
         assert await store.action_times(["gs-old"]) == {"gs-old": [None, None, 1500]}
         assert await store.miscounted() == 0
     run(location, body)
+
+
+def fill_up(location: str, monkeypatch) -> None:
+    """Make the store's disk full from now on: on SQLite the test hook that caps its pages at
+    those it has (as a full disk would), on PostgreSQL a trigger that fails every insert with
+    the server's own disk-full error (SQLSTATE 53100)."""
+    if not location.startswith("postgresql"):
+        from serve.stores.sqlite import MAX_PAGES_ENV
+        monkeypatch.setenv(MAX_PAGES_ENV, "1")
+        return
+    execute(location, """
+        CREATE FUNCTION no_space() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+            RAISE EXCEPTION 'could not extend file: No space left on device'
+                USING ERRCODE = 'disk_full';
+        END $$;
+        CREATE TRIGGER no_space BEFORE INSERT ON actions FOR EACH ROW EXECUTE FUNCTION no_space();
+        CREATE TRIGGER no_space BEFORE INSERT ON keys FOR EACH ROW EXECUTE FUNCTION no_space();
+        CREATE TRIGGER no_space BEFORE INSERT ON scorecards FOR EACH ROW
+            EXECUTE FUNCTION no_space();""")
+
+
+def test_a_full_disk_refuses_writes_as_unavailable_and_changes_nothing(location, monkeypatch):
+    """Actions, keys and scorecards on a full disk raise ``StoreUnavailable`` saying so (the
+    server's 503), each changing nothing; what is stored still reads back."""
+    from serve.stores import StoreUnavailable
+
+    run(location, opened_session)
+    fill_up(location, monkeypatch)
+
+    async def body(store):
+        stored = 0
+        with pytest.raises(StoreUnavailable, match="disk is full"):
+            for _ in range(5000):
+                await store.write(step("gs-k1-1", stored, "w0" if stored == 0 else "A", "A",
+                                       stored + 1))
+                stored += 1
+        assert (await store.head("gs-k1-1"))[0] == stored
+        assert len((await store.action_times(["gs-k1-1"]))["gs-k1-1"]) == stored
+        assert await store.miscounted() == 0
+        with pytest.raises(StoreUnavailable, match="disk is full"):
+            for n in range(5000):
+                await store.create_key(KeyRecord(f"h{n}", f"name{n}"), "addr", DAY, 10**6)
+        with pytest.raises(StoreUnavailable, match="disk is full"):
+            for n in range(5000):
+                await store.open_scorecard(card(n + 10, "k1"), DAY, 10**6)
+        assert (await store.scorecard("sc-k1-1")).key_hash == "k1"
+    run(location, body)

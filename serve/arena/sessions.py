@@ -39,6 +39,7 @@ from serve.stores import (
     StaleSession,
     StoreConflict,
     StoreLimit,
+    StoreUnavailable,
     Write,
 )
 
@@ -124,8 +125,11 @@ class Sessions:
         except StaleSession:
             self.cache.drop(session.id)
             return False
-        except Exception:
+        except Exception as e:
             self.cache.drop(session.id)
+            if isinstance(e, StoreUnavailable):  # it says what to do
+                raise Unavailable(f"the action could not be stored and was not played: "
+                                  f"{e}") from None
             raise Unavailable("the action could not be stored and was not played; "
                               "retry it") from None
         return True

@@ -17,6 +17,7 @@ from serve.stores.interface import (
     StoreConflict,
     StoreError,
     StoreLimit,
+    StoreUnavailable,
     Write,
     miscounted_error,
 )
@@ -26,6 +27,7 @@ from serve.stores.sql import ANONYMOUS
 __all__ = [
     "ANONYMOUS", "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "ScorecardRecord",
     "SessionRecord",
-    "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit", "Write",
-    "is_postgres", "miscounted_error", "open_store", "read_store", "shown",
+    "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit",
+    "StoreUnavailable", "Write", "is_postgres", "miscounted_error", "open_store", "read_store",
+    "shown",
 ]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 __all__ = [
     "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "ScorecardRecord", "SessionRecord",
-    "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit", "Write",
-    "miscounted_error",
+    "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit",
+    "StoreUnavailable", "Write", "miscounted_error",
 ]
 
 from abc import ABC, abstractmethod
@@ -24,6 +24,12 @@ from engine.errors import SokoforgeError
 
 class StoreError(SokoforgeError):
     """The store cannot be used (damaged, locked, of a newer schema); the message says why."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot take or give anything now, and the request changed nothing: its disk
+    is full or failing, or the path no longer names the file the server locked (deleted,
+    replaced, truncated). The message names the problem; the web layer answers 503 with it."""
 
 
 class StoreConflict(SokoforgeError):

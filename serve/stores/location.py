@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from serve.stores.interface import Store, StoreError
+from serve.stores.interface import Store, StoreError, StoreUnavailable
 from serve.stores.postgres import PostgresStore
 from serve.stores.sqlite import SQLiteStore
 
@@ -24,11 +24,12 @@ def is_postgres(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
 
 
-def open_store(location: str, synchronous: str = "NORMAL") -> Store:
-    """The store at ``location``: a PostgreSQL URL, or else a SQLite file path."""
+def open_store(location: str, synchronous: str = "NORMAL", locked_fd: int | None = None) -> Store:
+    """The store at ``location``: a PostgreSQL URL, or else a SQLite file path (whose file,
+    when the server claimed it, is the one open as ``locked_fd``)."""
     if is_postgres(location):
         return PostgresStore(location)
-    return SQLiteStore(location, synchronous)
+    return SQLiteStore(location, synchronous, locked_fd)
 
 
 def shown(location: str) -> str:
@@ -76,6 +77,8 @@ def read_store[T](location: str, read: Callable[[Store], Awaitable[T]]) -> T:
 
     try:
         return asyncio.run(run())
+    except StoreUnavailable as e:  # said as the server says it: which store, then why
+        raise StoreError(f"cannot read the store {shown(location)}: {e}") from None
     except StoreError:
         raise
     except Exception as e:  # a database driver's own errors (unreachable, refused, damaged)

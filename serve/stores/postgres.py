@@ -5,7 +5,8 @@ it durable before the request is answered. Sessions are created under a transact
 advisory lock so the limits on sessions in flight hold across every server; actions are
 compare-and-set updates of the session row, so two servers cannot both play one step. The
 server creates and migrates the schema itself (the ``schema_version`` table) and refuses a
-schema newer than it reads.
+schema newer than it reads. A database that cannot take a request now (its disk full, short of
+resources, shutting down, unreachable) raises ``StoreUnavailable`` saying which.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from serve.stores.interface import (
     StoreConflict,
     StoreError,
     StoreLimit,
+    StoreUnavailable,
     Write,
 )
 
@@ -139,7 +141,7 @@ class PostgresStore(Store):
         """A pooled connection, for one statement (its own transaction)."""
         if self._pool is None:
             raise RuntimeError("the store is not started")
-        return self._pool.acquire()
+        return _Connection(self._pool)
 
     def _tx(self) -> Any:
         """A pooled connection in a transaction: ``async with self._tx() as conn``."""
@@ -347,25 +349,68 @@ class PostgresStore(Store):
         return [sql.played_episode(r) for r in rows]
 
 
+def unavailable(e: BaseException) -> StoreUnavailable | None:
+    """``e`` as ``StoreUnavailable`` when it is the database's state and not the request's
+    fault (SQLSTATE class 53, insufficient resources, 53100 a full disk; class 08 and 57P0x, a
+    lost or shutting connection; a socket's error), else None."""
+    state = getattr(e, "sqlstate", None) or ""
+    if state == "53100":
+        return StoreUnavailable(f"the PostgreSQL store's disk is full ({e}): nothing was "
+                                "stored; free space on its server")
+    if state.startswith("53"):
+        return StoreUnavailable(f"the PostgreSQL store is short of resources ({e}): nothing "
+                                "was stored; retry")
+    if (state.startswith("08") or state.startswith("57P0") or isinstance(
+            e, (OSError, asyncpg.ConnectionDoesNotExistError))):
+        return StoreUnavailable(f"the PostgreSQL store cannot be reached ({e}): nothing was "
+                                "stored; retry")
+    return None
+
+
+class _Connection:
+    """A connection from the pool, released on exit; a fault of the database's state leaves
+    as ``StoreUnavailable``."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def __aenter__(self) -> asyncpg.Connection:
+        try:
+            self.conn = await self.pool.acquire()
+        except Exception as e:
+            raise unavailable(e) or e from None
+        return self.conn
+
+    async def __aexit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        await self.pool.release(self.conn)
+        fault = unavailable(exc) if exc is not None else None
+        if fault is not None:
+            raise fault from None
+
+
 async def _unchanged(conn: asyncpg.Connection) -> None:
     """A connection goes back to the pool as it is: the store never changes session state
     (no settings, listeners or session locks), so the default reset's round trip is saved."""
 
 
 class _Transaction:
-    """A connection from the pool with a transaction open on it, both released on exit."""
+    """A connection from the pool with a transaction open on it, both released on exit; a
+    fault of the database's state leaves as ``StoreUnavailable``."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
 
     async def __aenter__(self) -> asyncpg.Connection:
-        self.conn = await self.pool.acquire()
+        try:
+            self.conn = await self.pool.acquire()
+        except Exception as e:
+            raise unavailable(e) or e from None
         self.tx = self.conn.transaction()
         try:
             await self.tx.start()
-        except BaseException:
+        except BaseException as e:
             await self.pool.release(self.conn)
-            raise
+            raise unavailable(e) or e from None
         return self.conn
 
     async def __aexit__(self, kind: Any, exc: Any, tb: Any) -> None:
@@ -374,5 +419,10 @@ class _Transaction:
                 await self.tx.commit()
             else:
                 await self.tx.rollback()
+        except Exception as e:
+            raise unavailable(e) or e from None
         finally:
             await self.pool.release(self.conn)
+        fault = unavailable(exc) if exc is not None else None
+        if fault is not None:
+            raise fault from None

@@ -14,18 +14,25 @@ Every commit that changed something also raises a counter kept twice: in the dat
 ``acked``) and, once committed, in ``<db>.acked`` beside it. A database that holds fewer
 commits than that file says were acknowledged lost the end of its write-ahead log (deleted,
 damaged, or not synced before a power loss under ``synchronous=NORMAL``): the claim refuses it.
-Checkpoints copy the log into the database every second without blocking the writer, and a log
-past ``WAL_RESET_BYTES`` is emptied between two transactions, so it stays bounded under load.
+Checkpoints copy the log into the database every second without blocking the writer, and a
+commit that leaves the log past ``WAL_RESET_BYTES`` has it start again from its beginning before
+the next transaction, so it stays under ``WAL_BOUND_BYTES`` at any load.
+
+Before each batch the thread checks that the path still names the file the server locked
+(``StoreFile``). Once it does not (deleted, replaced, truncated), and whenever the disk refuses
+(full, failing), requests get ``StoreUnavailable`` naming the problem, which is logged once.
 """
 
 from __future__ import annotations
 
-__all__ = ["CHECKPOINT_SECONDS", "MAX_BATCH", "SQLiteStore"]
+__all__ = ["CHECKPOINT_SECONDS", "MAX_BATCH", "MAX_PAGES_ENV", "SQLiteStore", "WAL_BOUND_BYTES",
+           "WAL_RESET_BYTES"]
 
 import asyncio
 import contextlib
 import fcntl
 import json
+import logging
 import math
 import os
 import queue
@@ -49,16 +56,27 @@ from serve.stores.interface import (
     Standing,
     Store,
     StoreConflict,
+    StoreError,
     StoreLimit,
+    StoreUnavailable,
     Write,
 )
-from serve.stores.sqlite_file import BUSY_SECONDS, acked_path, migrate
+from serve.stores.sqlite_file import BUSY_SECONDS, StoreFile, acked_path, migrate
 
+log = logging.getLogger("sokoforge.serve.store")
+log.addHandler(logging.NullHandler())  # said by a server's log; a command says it in its one line
 MAX_BATCH = 1024
-CHECKPOINT_SECONDS = 1.0
-WAL_CHECK_SECONDS = 0.25  # how often the log's size is looked at
-WAL_RESET_BYTES = 8 * 1024 * 1024  # a log past this is truncated between two transactions
-RESET_BUSY_MS = 200  # how long a truncation waits for a reader outside the server
+CHECKPOINT_SECONDS = 1.0  # how often the log is copied into the database in the background
+WAL_RESET_BYTES = 4 * 1024 * 1024  # a commit leaving the log past this restarts it at once
+WAL_BOUND_BYTES = 8 * 1024 * 1024  # the log never passes this (unless a reader outside holds it)
+RESET_BUSY_MS = 200  # how long restarting the log waits for a reader outside the server
+RESET_BACKOFF = (0.02, 2.0)  # after a reader held it: the first and the longest wait to retry
+# a test hook: the store holds at most this many pages (PRAGMA max_page_count), so a test
+# fills it as a full disk would
+MAX_PAGES_ENV = "SOKOFORGE_STORE_MAX_PAGES"
+# the SQLite result codes whose failure is the disk's or the file's, not the request's
+_FULL, _IOERR, _BUSY, _LOCKED, _CORRUPT, _CANTOPEN, _NOTADB = 13, 10, 5, 6, 11, 14, 26
+_NOTHING_MORE = "this server stores nothing more until it is restarted on its store"
 
 
 _STOP = object()
@@ -78,7 +96,10 @@ def _settle(outcomes: list[tuple[asyncio.Future, bool, Any]]) -> None:
 class SQLiteStore(Store):
     """``Store`` on one SQLite file; all database work runs on one thread, in batches."""
 
-    def __init__(self, path: str | Path, synchronous: str = "NORMAL") -> None:
+    def __init__(self, path: str | Path, synchronous: str = "NORMAL",
+                 locked_fd: int | None = None) -> None:
+        """``locked_fd``: the server's lock on the file (``StoreLock.fd``), whose file the
+        path must go on naming; without it, the file the path names at start."""
         if synchronous.upper() not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be FULL or NORMAL, got {synchronous!r}")
         self.path = str(path)
@@ -86,6 +107,14 @@ class SQLiteStore(Store):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._turns: int | None = None  # the lock file writers of several processes share
+        self._locked_fd = locked_fd
+        self._file: StoreFile | None = None
+        self._failing: str | None = None  # the last fault logged, until a batch commits
+        self._seen = threading.Lock()  # a problem of the path is logged once, by one thread
+        self._checkpointing = threading.Lock()  # one checkpoint at a time in this process
+        self._reset_after = 0.0  # when restarting the log is tried again after a reader held it
+        self._backoff = RESET_BACKOFF[0]
+        self._full = False  # a batch failed on a full disk since the log was last truncated
 
     # -- the database thread ------------------------------------------------------------
     async def start(self) -> None:
@@ -115,26 +144,29 @@ class SQLiteStore(Store):
             self._thread = None
 
     def _checkpoints(self) -> None:
-        """Copy the log into the database now and then, without blocking the writer; empty a
-        log grown past ``WAL_RESET_BYTES`` between two transactions."""
+        """Copy the log into the database every ``CHECKPOINT_SECONDS`` without blocking the
+        writer, while the path still names the store's file."""
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                timeout=BUSY_SECONDS)
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        turns = (None if self.path == ":memory:" else
-                 os.open(acked_path(self.path), os.O_RDWR | os.O_CREAT, 0o644))
-        next_passive = time.monotonic() + CHECKPOINT_SECONDS
-        while not self._stop_checkpoints.wait(WAL_CHECK_SECONDS):
+        while not self._stop_checkpoints.wait(CHECKPOINT_SECONDS):
+            if self._problem():
+                break
+            with self._checkpointing, contextlib.suppress(sqlite3.Error):
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        if not self._problem():
             with contextlib.suppress(sqlite3.Error):
-                if time.monotonic() >= next_passive:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                    next_passive = time.monotonic() + CHECKPOINT_SECONDS
-                if turns is not None and self._wal_bytes() > WAL_RESET_BYTES:
-                    self._reset_wal(conn, turns)
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        self._close(conn)
+
+    def _close(self, conn: sqlite3.Connection) -> None:
+        """Close a connection; when the path no longer names the store's file (checked again
+        now), without the checkpoint SQLite makes on closing, which would write the log into
+        the file the path names."""
+        if self._problem():
+            with contextlib.suppress(sqlite3.Error):
+                conn.setconfig(sqlite3.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, True)
         conn.close()
-        if turns is not None:
-            os.close(turns)
 
     def _wal_bytes(self) -> int:
         try:
@@ -142,18 +174,31 @@ class SQLiteStore(Store):
         except FileNotFoundError:
             return 0
 
-    @staticmethod
-    def _reset_wal(conn: sqlite3.Connection, turns: int) -> None:
-        """Checkpoint the whole log and truncate it while no writer of this server is in a
-        transaction (they take turns on ``turns``); a reader outside the server may delay it,
-        never for longer than ``RESET_BUSY_MS``."""
-        fcntl.flock(turns, fcntl.LOCK_EX)
+    def _bound_wal(self, conn: sqlite3.Connection, full: bool = False) -> None:
+        """After a commit, while no writer of this server is in a transaction (the caller
+        holds their turns): have a log grown past ``WAL_RESET_BYTES`` start again from its
+        beginning (a ``RESTART`` checkpoint; the file is cut back to that size as it does).
+        After a ``full`` disk, whatever its size, and truncated, to give its space back.
+
+        A reader outside the server may delay it, never for longer than ``RESET_BUSY_MS``;
+        then it is tried again after a wait that doubles up to ``RESET_BACKOFF[1]``."""
+        if not full and (time.monotonic() < self._reset_after
+                         or self._wal_bytes() <= WAL_RESET_BYTES):
+            return
+        conn.execute(f"PRAGMA busy_timeout={RESET_BUSY_MS}")
         try:
-            conn.execute(f"PRAGMA busy_timeout={RESET_BUSY_MS}")
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            with self._checkpointing:  # after this process's own copy, if one is under way
+                busy = conn.execute(f"PRAGMA wal_checkpoint({'TRUNCATE' if full else 'RESTART'})"
+                                    ).fetchone()[0]
+        except sqlite3.Error:
+            busy = 1  # a full disk: the commits stay in the log, which they fit in
         finally:
             conn.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
-            fcntl.flock(turns, fcntl.LOCK_UN)
+        if busy:
+            self._reset_after = time.monotonic() + self._backoff
+            self._backoff = min(2 * self._backoff, RESET_BACKOFF[1])
+        else:
+            self._backoff = RESET_BACKOFF[0]
 
     def _run(self, ready: Future) -> None:
         try:
@@ -168,8 +213,15 @@ class SQLiteStore(Store):
             # a log emptied by a checkpoint is cut back to this size when writing restarts
             conn.execute(f"PRAGMA journal_size_limit={WAL_RESET_BYTES}")
             migrate(conn, self.path)
-            self._turns = (None if self.path == ":memory:" else
-                           os.open(acked_path(self.path), os.O_RDWR | os.O_CREAT, 0o644))
+            if os.environ.get(MAX_PAGES_ENV):  # never below the pages the store has
+                conn.execute(f"PRAGMA max_page_count={int(os.environ[MAX_PAGES_ENV])}")
+            if self.path != ":memory:":
+                self._turns = os.open(acked_path(self.path), os.O_RDWR | os.O_CREAT, 0o644)
+                self._file = StoreFile(self.path, self._locked_fd if self._locked_fd is not None
+                                       else os.open(self.path, os.O_RDONLY))
+                problem = self._file.check()
+                if problem:  # the path names another file than the server locked
+                    raise StoreError(f"{problem}; restart the server")
         except Exception as e:
             ready.set_exception(e)
             return
@@ -187,9 +239,11 @@ class SQLiteStore(Store):
                 batch = [j for j in batch if j is not _STOP]
             if batch:
                 self._run_batch(conn, batch)
-        conn.close()
+        self._close(conn)
         if self._turns is not None:
             os.close(self._turns)
+        if self._file is not None and self._locked_fd is None:
+            os.close(self._file.fd)
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list) -> None:
         if self._turns is None:
@@ -199,11 +253,66 @@ class SQLiteStore(Store):
         # hands over at once; SQLite's own busy handler would sleep and poll instead
         fcntl.flock(self._turns, fcntl.LOCK_EX)
         try:
-            self._run_transaction(conn, batch)
+            problem = self._problem()
+            if problem:
+                refusal = StoreUnavailable(f"{problem}; {_NOTHING_MORE}")
+                self._loop.call_soon_threadsafe(_settle, [(fut, False, refusal)
+                                                          for _, fut, _ in batch])
+                return
+            committed = self._run_transaction(conn, batch)
+            if committed or self._full:
+                # after a full disk, the log is truncated at once: the space it frees may be
+                # what the next writes need
+                self._bound_wal(conn, full=not committed)
+                self._full = False
         finally:
             fcntl.flock(self._turns, fcntl.LOCK_UN)
 
-    def _run_transaction(self, conn: sqlite3.Connection, batch: list) -> None:
+    def _problem(self) -> str | None:
+        """What is wrong with the store's path (``StoreFile.check``), logged once."""
+        if self._file is None:
+            return None
+        with self._seen:
+            had = self._file.problem
+            problem = self._file.check()
+            if problem and had is None:
+                log.error("%s; %s", problem, _NOTHING_MORE)
+        return problem
+
+    def _said(self, why: str) -> None:
+        if why != self._failing:
+            log.error("%s", why)
+            self._failing = why
+
+    def _fault(self, e: Exception) -> Exception:
+        """``e`` as the request sees it: a failure of the disk or the file (SQLite's full,
+        I/O, busy, damaged) is ``StoreUnavailable`` saying which, logged once."""
+        if not isinstance(e, sqlite3.DatabaseError) or isinstance(
+                e, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
+            return e
+        code = (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF
+        if code == _FULL:
+            self._full = True
+            why = (f"the store's disk is full ({e}): nothing was stored; free space on the "
+                   f"disk of {self.path}")
+        elif code == _IOERR:
+            why = f"the store's disk failed a read or write ({e}): nothing was stored"
+        elif code in (_BUSY, _LOCKED):
+            why = f"the store is busy ({e}): nothing was stored; retry"
+        elif code in (_CORRUPT, _NOTADB):
+            why = f"the store {self.path} is damaged ({e}): restore it from a backup"
+        elif code == _CANTOPEN:
+            why = f"the store {self.path} cannot be opened ({e})"
+        else:
+            why = f"the store cannot be used ({e})"
+        problem = self._problem()
+        if problem:
+            return StoreUnavailable(f"{problem}; {_NOTHING_MORE}")
+        self._said(why)
+        return StoreUnavailable(why)
+
+    def _run_transaction(self, conn: sqlite3.Connection, batch: list) -> bool:
+        """Run ``batch`` in one transaction and answer each job; whether it committed."""
         outcomes: list[tuple[asyncio.Future, bool, Any]] = []
         acked = None
         try:
@@ -216,10 +325,14 @@ class SQLiteStore(Store):
                 try:
                     value = fn(conn)
                 except Exception as e:
+                    # SQLite may have undone the whole transaction (a full disk), and a job
+                    # without a savepoint may have done half its work: the batch fails whole
+                    if isinstance(e, sqlite3.Error) and not (guarded and conn.in_transaction):
+                        raise
                     if guarded:
                         conn.execute("ROLLBACK TO job")
                         conn.execute("RELEASE job")
-                    outcomes.append((fut, False, e))
+                    outcomes.append((fut, False, self._fault(e)))
                 else:
                     if guarded:
                         conn.execute("RELEASE job")
@@ -232,13 +345,18 @@ class SQLiteStore(Store):
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
-            outcomes = [(fut, False, e) for _, fut, _ in batch]
-            acked = None
+            fault = self._fault(e)
+            self._loop.call_soon_threadsafe(_settle, [(fut, False, fault)
+                                                      for _, fut, _ in batch])
+            return False
         if acked is not None and self._turns is not None:
             # after the commit, before any answer: the mark never runs ahead of the store
             with contextlib.suppress(OSError):
                 os.pwrite(self._turns, f"{int(acked[0]):020d}\n".encode(), 0)
+        if acked is not None:
+            self._failing = None  # a write went through: a fault seen again is logged again
         self._loop.call_soon_threadsafe(_settle, outcomes)  # one wake-up per batch
+        return True
 
     async def _call(self, fn: Callable[[sqlite3.Connection], Any], guarded: bool = True) -> Any:
         """Queue ``fn`` for the database thread and wait until its transaction committed;

@@ -1,23 +1,31 @@
 """One server's claim on a SQLite store file: its lock, its checks and its schema.
 
 ``claim`` is what one server does before any of its processes opens the file: an exclusive
-lock on the file itself (whatever name it is reached by), the integrity check, the count of
-acknowledged commits kept in ``<db>.acked``, and the schema brought up to date. ``release``
-empties the write-ahead log and gives the file up.
+lock on the path (whatever file it names) and on the file itself (whatever name it is reached
+by), the integrity check, the count of acknowledged commits kept in ``<db>.acked``, and the
+schema brought up to date. ``StoreFile`` tells, with one ``stat``, whether the path still names
+the file locked; ``release`` empties the write-ahead log into that file, and only that file,
+and gives it up.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "BUSY_SECONDS", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "StoreLock", "acked_path", "claim",
-    "lock_holder", "migrate", "release",
+    "BUSY_SECONDS", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "StoreFile", "StoreLock",
+    "acked_path", "claim", "kept_path", "lock_holder", "migrate", "release",
 ]
 
 import contextlib
+import errno
 import fcntl
+import hashlib
 import os
+import shutil
+import socket
 import sqlite3
+import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import serve.stores.sql as sql
@@ -120,55 +128,152 @@ def migrate(conn: sqlite3.Connection, path: str) -> None:
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('acked', '0')")
 
 
+class StoreFile:
+    """Whether ``path`` still names the file open as ``fd`` (the one the server locked), as it
+    was: one ``stat`` of the path against the file's identity and the largest size seen (a
+    store file never shrinks while served). Once a problem is seen it stays: the server's
+    processes then write nothing more, into that file or the one the path names now."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        st = os.fstat(fd)
+        self.path, self.fd = path, fd
+        self.identity = (st.st_dev, st.st_ino)
+        self.size = st.st_size
+        self.problem: str | None = None
+
+    def check(self) -> str | None:
+        """What is wrong with the path (deleted, replaced, truncated), None while nothing is."""
+        if self.problem is None:
+            self.problem = self._look()
+        return self.problem
+
+    def _look(self) -> str | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return f"the store file {self.path} was deleted (or moved away) while served"
+        except OSError as e:
+            return f"the store file {self.path} cannot be looked at ({e.strerror or e})"
+        if (st.st_dev, st.st_ino) != self.identity:
+            return (f"the store file {self.path} was replaced while served (the path names "
+                    "another file now)")
+        if st.st_size < self.size:
+            return (f"the store file {self.path} was truncated while served (from "
+                    f"{self.size} to {st.st_size} bytes)")
+        self.size = max(self.size, st.st_size)
+        return None
+
+
 class StoreLock:
-    """The one server (with its workers) of a store: an exclusive ``flock`` on the database
-    file itself, so every name of the file (a hard link, a symlink, another mount) meets
-    the same lock; forked workers inherit it, and it ends with the last of them."""
+    """The one server (with its workers) of a store: a lock on the path (an abstract Unix
+    socket named after the resolved path, so it holds whatever file the path names later) and
+    an exclusive ``flock`` on the database file itself, so every name of the file (a hard
+    link, a symlink, another mount) meets the same lock. Forked workers inherit both, and they
+    end with the last of them; neither leaves a file behind."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.fd: int | None = None
+        self.named: socket.socket | None = None
+        self.file: StoreFile | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.named = _wait_for(lambda: _bind_path(self.path), lambda: _path_holder(self.path),
+                               self.path)
         try:
-            self._lock(fd)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except BaseException:
+            self.release()
+            raise
+        try:
+            _wait_for(lambda: _flock(fd), lambda: lock_holder(fd), self.path)
             links = os.fstat(fd).st_nlink
             if links > 1:
                 raise StoreError(
                     f"the store {self.path} has {links} names (hard links): SQLite keeps its "
                     "write-ahead log by name, so each name would have its own log; remove "
                     "the other names and serve the file by one")
+            self.file = StoreFile(self.path, fd)
+            problem = self.file.check()  # replaced between the open and the lock
+            if problem:
+                raise StoreError(f"{problem}; start again")
         except BaseException:
             os.close(fd)
+            self.release()
             raise
         self.fd = fd
-
-    def _lock(self, fd: int) -> None:
-        """Take the lock, waiting a moment for the workers of a server that died (they end
-        with it); else refuse, naming the holder."""
-        deadline = time.monotonic() + ORPHAN_SECONDS
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                owner = lock_holder(fd)
-                alive = owner is None or _alive(owner)
-                if alive or time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
-        if alive:
-            raise StoreError(f"the store {self.path} is in use by the server of pid "
-                             f"{owner or 'unknown'}: one server (with its workers) per store "
-                             "file, whatever its name; stop it or give this one another --db")
-        raise StoreError(f"the store {self.path} is still held by processes the server of pid "
-                         f"{owner}, which is gone, started: stop them, then start again")
 
     def release(self) -> None:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+        if self.named is not None:
+            self.named.close()
+            self.named = None
+
+
+def _flock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _path_name(path: str) -> bytes:
+    """The abstract socket name (no file) that stands for the resolved ``path``."""
+    digest = hashlib.sha256(os.path.realpath(path).encode(errors="surrogateescape"))
+    return b"\0sokoforge-store-" + digest.hexdigest()[:48].encode()
+
+
+def _bind_path(path: str) -> socket.socket | None:
+    """The path's lock, taken (a listening socket, whose listener's pid a second server
+    reads), or None while another process holds it."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(_path_name(path))
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            return None
+        raise
+    sock.listen(socket.SOMAXCONN)
+    return sock
+
+
+def _path_holder(path: str) -> int | None:
+    """The pid of the server holding the path's lock (the process that listens on it)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(_path_name(path))
+            creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                     struct.calcsize("3i"))
+        except OSError:
+            return None
+    pid = struct.unpack("3i", creds)[0]
+    return pid or None
+
+
+def _wait_for[T](take: Callable[[], T], holder: Callable[[], int | None], path: str) -> T:
+    """``take()`` once it gives the lock (truthy), waiting a moment for the workers of a server
+    that died (they end with it); else refuse, naming the holder."""
+    deadline = time.monotonic() + ORPHAN_SECONDS
+    while True:
+        taken = take()
+        if taken:
+            return taken
+        owner = holder()
+        alive = owner is None or _alive(owner)
+        if alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    if alive:
+        raise StoreError(f"the store {path} is in use by the server of pid "
+                         f"{owner or 'unknown'}: one server (with its workers) per store "
+                         "file, whatever its name; stop it or give this one another --db")
+    raise StoreError(f"the store {path} is still held by processes the server of pid "
+                     f"{owner}, which is gone, started: stop them, then start again")
 
 
 def lock_holder(fd: int) -> int | None:
@@ -217,10 +322,10 @@ def _acked(path: str) -> int | None:
 def claim(path: str) -> StoreLock:
     """Lock the store file for this server, check it and bring its schema up to date.
 
-    Refuses (``StoreError``) a file another server holds (by any name), a write-ahead log
-    whose database is gone, a database holding fewer commits than were acknowledged (the end
-    of its log was lost), a failing ``PRAGMA quick_check``, and stored actions that disagree
-    with the sessions' counts. A refusal by the lock creates no file.
+    Refuses (``StoreError``) a path or a file another server holds (by any name), a
+    write-ahead log whose database is gone, a database holding fewer commits than were
+    acknowledged (the end of its log was lost), a failing ``PRAGMA quick_check``, and stored
+    actions that disagree with the sessions' counts. A refusal by the lock creates no file.
     """
     if path == ":memory:":
         raise StoreError("a store shared by processes must be a file")
@@ -245,6 +350,10 @@ def claim(path: str) -> StoreLock:
                 raise miscounted_error(path, miscounted)
         finally:
             conn.close()
+        assert lock.file is not None
+        problem = lock.file.check()  # and the size it has now, which it never goes below
+        if problem:
+            raise StoreError(f"{problem}; start again")
     except (sqlite3.Error, OSError, ValueError) as e:
         lock.release()
         raise StoreError(f"cannot open the store {path}: {e}") from None
@@ -254,15 +363,63 @@ def claim(path: str) -> StoreLock:
     return lock
 
 
+def kept_path(path: str) -> str:
+    """Where a server saves what it stored when its file was deleted or replaced under it."""
+    return f"{path}.kept-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+
+
 def release(path: str, lock: StoreLock) -> None:
     """Empty the write-ahead log into the database (every process of the server has closed
-    it) and give up the store."""
+    it) and give up the store.
+
+    Only into the file the server locked: when the path no longer names it, or it shrank,
+    ``StoreError`` says so, after the log was kept from the file the path names now. A file
+    deleted or replaced is copied with its log to ``kept_path``, so nothing acknowledged is
+    lost; the log of a truncated one is left as it is (the next start refuses the pair).
+    A log that cannot be copied (a full disk) stays beside the store, which applies it when
+    next opened: ``StoreError`` says so.
+    """
     try:
-        conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_SECONDS)
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.close()
+        problem = lock.file.check() if lock.file is not None else None
+        if problem is not None:
+            raise StoreError(_set_aside(path, lock, problem))
+        try:
+            with contextlib.closing(sqlite3.connect(path, isolation_level=None,
+                                                    timeout=BUSY_SECONDS)) as conn:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error as e:
+            raise StoreError(f"the write-ahead log {path}-wal could not be copied into the "
+                             f"store at stop ({e}): it is kept beside it, and applied when "
+                             "the store is next opened") from None
     finally:
         lock.release()
+
+
+def _set_aside(path: str, lock: StoreLock, problem: str) -> str:
+    """Keep the log of the locked file from the file ``path`` names now; returns what was
+    done, for the one line the server ends with."""
+    said = f"{problem}: nothing was written after it was seen"
+    wal = Path(path + "-wal")
+    if problem.startswith(f"the store file {path} was truncated"):
+        return (f"{said}, and its write-ahead log {wal} is left as it is (restore the store "
+                "from a backup)")
+    kept = kept_path(path)
+    try:
+        assert lock.fd is not None
+        with os.fdopen(os.dup(lock.fd), "rb") as source, open(kept, "xb") as copy:
+            source.seek(0)
+            shutil.copyfileobj(source, copy)
+    except OSError as e:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(kept)
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(wal, f"{kept}.wal")  # not "-wal": never applied to another file
+        return (f"{said}; what it stored could not be saved ({e.strerror or e}): its "
+                f"write-ahead log is kept as {kept}.wal, away from the file now at {path}")
+    with contextlib.suppress(FileNotFoundError):
+        os.replace(wal, kept + "-wal")
+    return (f"{said}; what this server stored is kept in {kept} (with its log), and the "
+            f"file now at {path} was left untouched")
 
 
 def _check_files(path: str) -> None:

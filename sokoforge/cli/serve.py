@@ -87,12 +87,14 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
 
     The start-up lines give the home page, the API docs, each public game's play page and
     the ARC-AGI-3 face's base URL. Ctrl-C or SIGTERM is the normal stop: the server finishes
-    cleanly and exits 0 (after Ctrl-C with the one line "stopped").
+    cleanly and exits 0 (after Ctrl-C with the one line "stopped"); a store it could not leave
+    as a clean stop does (its file replaced under it, a full disk) ends it with exit 1 and one
+    line saying what was kept.
     """
     from serve.app import public_url as parse_public_url
     from serve.dataset import DatasetError
     from serve.limits import ConnectionLimits, Limits, parse_networks
-    from serve.run import StartError, serve_forever
+    from serve.run import StartError, StopError, serve_forever
 
     for option, value in (("--idle-minutes", idle_minutes), ("--header-timeout", header_timeout),
                           ("--body-timeout", body_timeout), ("--idle-timeout", idle_timeout)):
@@ -128,7 +130,7 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
     except DatasetError as e:
         shown = names[0] if len(names) == 1 else " ".join(names)
         raise CliError(f"cannot serve {shown!r}: {e}", 2) from None
-    except StartError as e:
+    except (StartError, StopError) as e:
         raise CliError(str(e), 1) from None
     if stopped_by == signal.SIGINT:  # Ctrl-C: the operator's normal stop, said in one line
         click.echo("stopped (Ctrl-C)", err=True)
