@@ -122,18 +122,15 @@ def test_validation_agents_solve_an_easy_level_and_fail_a_dead_one():
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
-    """A tiny game built with measured compute_to_solve, in a datasets folder of its own: its
-    one- and two-crate tiers (grades 1 to 4), as a rotation climbs the ladder on hundreds of
-    candidates and three-crate ones climb to its top (nine tenths of the time)."""
+    """A two-tier tiny game (grades 1 to 4) built with measured compute_to_solve, in a datasets
+    folder of its own (a rotation climbs the ladder on a few hundred candidates)."""
+    from spec_support import two_tier_tiny
+
     from pipeline.build import build
-    from pipeline.spec import load_spec, spec_from_dict
     from pipeline.workers import Workers
 
-    data = load_spec("tiny").to_dict()
-    data["compute"] = "measured"
-    data["tiers"] = data["tiers"][:2]
     datasets = tmp_path_factory.mktemp("measured")
-    build("m1", datasets=datasets, spec=spec_from_dict(data), seed=4,
+    build("m1", datasets=datasets, spec=two_tier_tiny(compute="measured"), seed=4,
           workers=Workers(show_progress=False))
     return datasets
 
