@@ -186,6 +186,7 @@ def test_audit_replays_the_ladder_and_names_a_tampered_compute(measured, tmp_pat
     assert check.offenders[0].startswith("level 2: compute_to_solve")
 
 
+@pytest.mark.slow
 def test_a_measured_version_rotates_matched_on_measured_compute(measured, tmp_path):
     import shutil
 

@@ -35,6 +35,8 @@ from pipeline.versions import REVEAL_FILE, version_table
 from pipeline.workers import Workers
 from sokoforge.cli import main
 
+pytestmark = pytest.mark.slow  # every test here takes seconds
+
 QUIET = Workers(show_progress=False)
 SPEC = two_tier_tiny()  # the demo's game; the chain of rotations plays the whole tiny game
 
