@@ -18,8 +18,8 @@ TEST_STAMP := $(VENV)/.installed-test
 SERVED := $(if $(filter command line environment,$(origin VERSION)),$(VERSION),demo public-W)
 export NUMBA_CACHE_DIR := $(CURDIR)/.numba_cache
 
-.PHONY: install install-test chromium postgres nginx test lint dataset audit rotate serve bench \
-	clean-cache
+.PHONY: install install-test chromium postgres nginx test check lint dataset audit rotate serve \
+	bench clean-cache
 
 # the project alone (what dataset, audit, rotate and serve need); the tests add their extras
 install: $(STAMP)
@@ -69,11 +69,22 @@ $(TEST_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(TEST_STAMP)
 
+# pytest on one worker per core (pytest-xdist), each handed a whole module at a time (its
+# module fixtures built once), the costliest modules first (tests/conftest.py); here rather
+# than in pyproject's addopts, so that a plain `pytest tests/test_x.py` runs in one process.
+PARALLEL := -n auto --dist loadfile --no-loadscope-reorder
+
 # The tests need Debian's chromium, PostgreSQL and nginx too; the other targets need the venv
 # alone.
 test: install-test chromium postgres nginx
 	$(PY) -m engine.warmup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PARALLEL)
+
+# The edit-test loop: ruff, then every test not marked slow (under a minute).
+check: install-test chromium postgres nginx
+	$(VENV)/bin/ruff check engine pipeline serve sokoforge sokoforge_gym tests benchmarks scripts
+	$(PY) -m engine.warmup
+	$(PY) -m pytest -q $(PARALLEL) -m "not slow"
 
 # ruff on everything; mypy on the packages (pyproject's [tool.mypy]: untyped bodies checked too).
 lint: install-test

@@ -1,13 +1,14 @@
 """Compile every numba kernel once into the on-disk cache (``make test`` runs this first).
 
-Solving and enumerating one small level reaches every kernel of the engine.
+Solving, enumerating, playing (the panel) and drawing (frames and the vector env's boards,
+with pixel noise) one small level reaches every kernel of the engine.
 """
 
 from __future__ import annotations
 
 __all__ = ["main"]
 
-from engine.levels import parse_xsb
+from engine.levels import Level, parse_xsb
 
 _LEVEL = """
 #######
@@ -26,9 +27,10 @@ def main() -> None:
     from engine.episode import Game
     from engine.ladder import climb
     from engine.optimal_paths import optimal_paths
+    from engine.panel import play_panel
     from engine.planner import plan, push_lower_bound
     from engine.reachable import push_reachable_stats, reachable_stats
-    from engine.reverse import solvable_set
+    from engine.reverse import optimal_actions, solvable_set
     from engine.rules import replay
     from engine.solver import solve
     from engine.validation_agents import VALIDATION_AGENTS, play_agent
@@ -49,6 +51,44 @@ def main() -> None:
     play_agent(level, 3 * (result.moves or 10), VALIDATION_AGENTS[0])
     push_lower_bound(level)
     optimal_paths(level)
+    optimal_actions(sset)
+    play_panel(level, 3 * (result.moves or 10))
+    _draw(level, result.solution or "")
+
+
+def _draw(level: Level, solution: str) -> None:
+    """Play ``solution`` as frames (``engine.frames``) and as one board of the vector env's
+    kernels (begin, step, restart), in a noisy look: every drawing kernel."""
+    import numpy as np
+
+    from engine.frames import TileAtlas, play
+    from engine.look import Look, draw_theme
+    from engine.render import SIZE
+    from engine.rules import lurd_to_actions
+    from engine.vector import (
+        BoardSlots,
+        begin_boards,
+        frames_of,
+        new_episodes,
+        new_outcomes,
+        restart_boards,
+        step_boards,
+    )
+
+    look = Look("themed", draw_theme(np.random.default_rng(0), noise=True), noise_key=1)
+    atlas = TileAtlas.for_level(level, look)
+    actions = lurd_to_actions(solution)
+    play(atlas, np.asarray(actions, dtype=np.int64))
+    slots = BoardSlots(1)
+    slots.put(0, atlas.board_tiles(), max_steps=len(actions) + 1, index=0)
+    boards, episodes = slots.flat, new_episodes(1, slots.arrays.start_crates.shape[1])
+    obs, goal = (frames_of(np.zeros((1, SIZE * SIZE * 3), np.uint8)) for _ in range(2))
+    out, every = new_outcomes(1), np.ones(1, np.bool_)
+    episodes.over[:] = True
+    begin_boards(every, boards, episodes, 1, obs, goal, out)
+    for action in actions:
+        step_boards(np.array([action], np.int64), boards, episodes, 1, obs, goal, out)
+    restart_boards(every, boards, episodes, 1, obs, goal, out)
 
 
 if __name__ == "__main__":

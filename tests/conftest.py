@@ -1,10 +1,26 @@
 """Fixtures shared by test modules: a throw-away PostgreSQL server, started once per run; the
-test levels served as version t1 (``data``) and a server of them (``srv``), once per module."""
+test levels served as version t1 (``data``) and a server of them (``srv``), once per module.
+And the order of a run: the modules with the most slow tests first."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from postgres_support import Cluster
+
+SLOW_WEIGHT = 20  # for the order of modules, a test marked slow counts as this many others
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules with the most slow tests first (a stable sort: each module's tests stay
+    together, in pytest-randomly's order). ``make test`` hands whole modules to its workers in
+    this order, so the long ones start at once and the short ones even out the end."""
+    weight: Counter = Counter()
+    for item in items:
+        weight[item.path] += SLOW_WEIGHT if item.get_closest_marker("slow") else 1
+    items.sort(key=lambda item: -weight[item.path])
 
 
 @pytest.fixture(scope="session")

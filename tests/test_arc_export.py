@@ -201,6 +201,7 @@ def test_offline_game_wins_on_the_stored_solutions_with_the_server_frames(export
 
 @pytest.mark.parametrize("version, reset_share", [(VERSION, 0.02), ("rnone", 0.1),
                                                   ("rlevel", 0.1)])
+@pytest.mark.slow
 def test_random_play_with_resets_answers_as_the_server_to_the_end(exported, servers,
                                                                   practice_versions, tmp_path,
                                                                   version, reset_share):
@@ -252,6 +253,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_listen_and_serve_plays_the_export_and_records_it(exported, tmp_path):
     """The toolkit's own local server (as the ARC Prize harness runs submissions) plays the
     export to WIN for the toolkit's own client, and writes the run's recording."""

@@ -164,6 +164,7 @@ def test_a_level_moved_to_another_tier_fails_the_crates_check(versions, tmp_path
     assert _failed(root) == {CRATES}
 
 
+@pytest.mark.slow
 def test_audit_command_writes_a_self_contained_report_and_exits_zero(versions):
     result = CliRunner().invoke(main, ["audit", "v2", "--against", "v1",
                                        "--datasets", str(versions)])
@@ -184,6 +185,7 @@ def test_audit_command_writes_a_self_contained_report_and_exits_zero(versions):
         assert (versions / "v2" / "report" / name).read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_audit_against_rounds_with_panels_states_each_agents_move_and_keeps_them(
         versions, tmp_path):
     root = tmp_path / "datasets"
@@ -207,6 +209,7 @@ def test_audit_against_rounds_with_panels_states_each_agents_move_and_keeps_them
     assert (root / "v2" / "report" / "line.json").read_text() == "{}"
 
 
+@pytest.mark.slow
 def test_audit_command_lists_failures_and_exits_one(versions, tmp_path):
     root = _tampered(versions, tmp_path, lambda df: _set(df, 3, "max_steps", 999))
     result = CliRunner().invoke(main, ["audit", "t", "--datasets", str(root)])
@@ -250,6 +253,7 @@ def test_audit_of_a_corrupt_table_or_manifest_is_one_readable_line(versions, tmp
     assert "missing field 'version'" in _audit_one_line(root)
 
 
+@pytest.mark.slow
 def test_report_renders_whole_in_headless_chromium_with_plots_and_levels(versions, tmp_path):
     import subprocess
     import sys
@@ -298,6 +302,7 @@ def test_a_longer_legal_solution_fails_only_the_replay_check_as_not_optimal(vers
         f"level 1: {row['optimal_moves'] + 2} moves, optimum is {row['optimal_moves']}",)
 
 
+@pytest.mark.slow
 def test_audit_against_itself_is_refused_in_one_line_and_touches_no_report(versions):
     CliRunner().invoke(main, ["audit", "v1", "--datasets", str(versions)])
     before = {p.name: p.read_bytes() for p in (versions / "v1" / "report").iterdir()}
@@ -358,6 +363,7 @@ def test_comparison_overlays_by_tier_and_slot_not_play_order(other_spec):
     assert comparison.slots.height == a.table.height
 
 
+@pytest.mark.slow
 def test_a_failed_report_leaves_the_previous_one_whole(versions, monkeypatch):
     from pipeline import audit_report
 
@@ -385,6 +391,7 @@ def test_a_failed_report_leaves_the_previous_one_whole(versions, monkeypatch):
                 if p.name.startswith(".") and p.name != ".gitignore"]  # a hidden version's
 
 
+@pytest.mark.slow
 def test_report_holds_deadlocks_calibration_metadata_legend_and_grade_labels(versions):
     CliRunner().invoke(main, ["audit", "v1", "--datasets", str(versions)])
     html = (versions / "v1" / "report" / "report.html").read_text()
@@ -424,6 +431,7 @@ def secret(tmp_path_factory):
     return root, result.output
 
 
+@pytest.mark.slow
 def test_every_report_says_in_one_line_whether_the_version_is_fit_for_a_round(versions,
                                                                                 secret,
                                                                                 tmp_path):

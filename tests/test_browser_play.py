@@ -21,6 +21,8 @@ from engine.rules import lurd_to_actions
 from serve.dataset import load_version
 from serve.games import Registry
 
+pytestmark = pytest.mark.slow  # every test here takes seconds
+
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 
 

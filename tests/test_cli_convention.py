@@ -124,6 +124,7 @@ def _sokoforge() -> str:
     return str(Path(sys.executable).parent / "sokoforge")  # the installed console script
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, last", [(signal.SIGINT, "stopped (Ctrl-C)"), (signal.SIGTERM, None)])
 def test_a_server_says_where_it_serves_and_stops_with_0_on_ctrl_c_in_one_line_and_on_sigterm(
         datasets, tmp_path, sig, last):

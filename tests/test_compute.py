@@ -122,15 +122,15 @@ def test_validation_agents_solve_an_easy_level_and_fail_a_dead_one():
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
-    """A tiny game built with measured compute_to_solve, in a datasets folder of its own."""
+    """A two-tier tiny game (grades 1 to 4) built with measured compute_to_solve, in a datasets
+    folder of its own (a rotation climbs the ladder on a few hundred candidates)."""
+    from spec_support import two_tier_tiny
+
     from pipeline.build import build
-    from pipeline.spec import load_spec, spec_from_dict
     from pipeline.workers import Workers
 
-    data = load_spec("tiny").to_dict()
-    data["compute"] = "measured"
     datasets = tmp_path_factory.mktemp("measured")
-    build("m1", datasets=datasets, spec=spec_from_dict(data), seed=4,
+    build("m1", datasets=datasets, spec=two_tier_tiny(compute="measured"), seed=4,
           workers=Workers(show_progress=False))
     return datasets
 
@@ -186,6 +186,7 @@ def test_audit_replays_the_ladder_and_names_a_tampered_compute(measured, tmp_pat
     assert check.offenders[0].startswith("level 2: compute_to_solve")
 
 
+@pytest.mark.slow
 def test_a_measured_version_rotates_matched_on_measured_compute(measured, tmp_path):
     import shutil
 

@@ -100,6 +100,7 @@ def _clients(log: Path) -> list[str]:
     return [json.loads(line)["client"] for line in log.read_text().splitlines()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trusted", [True, False])
 def test_behind_nginx_limits_count_the_client_nginx_names_only_when_trusted(tmp_path, trusted):
     write_dataset(tmp_path / "datasets", "t1")

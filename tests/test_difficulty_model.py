@@ -157,6 +157,7 @@ def test_features_stage_leaves_scoring_to_the_model(pool):
     assert "difficulty" not in table.columns and "compute_to_solve" not in table.columns
 
 
+@pytest.mark.slow
 def test_calibrate_command_writes_a_model_and_reports_its_figures(tmp_path):
     from click.testing import CliRunner
 

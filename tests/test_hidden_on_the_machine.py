@@ -51,6 +51,7 @@ def datasets(tmp_path_factory) -> Path:
     return public_and_hidden(tmp_path_factory.mktemp("datasets"), 4)
 
 
+@pytest.mark.slow
 def test_a_built_hidden_version_its_panel_and_its_audit_are_its_owner_s_alone(datasets):
     assert (datasets / "hid" / "stages").is_dir()
     assert (datasets / "hid" / "levels.parquet").is_file()

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from serve_support import Process
+
+pytestmark = pytest.mark.slow  # every test here takes seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 # -P: the checkout's code (its compiled kernels cached), whatever the working directory

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from click.testing import CliRunner
 from serve_support import Api, server
 
@@ -46,6 +47,7 @@ def test_solve_rates_count_only_the_levels_a_person_stepped_in():
     assert rates[0].rate == 0.5
 
 
+@pytest.mark.slow
 def test_the_audit_shows_how_people_fared_on_each_level_and_leaves_agents_out(tmp_path):
     root = tmp_path / "datasets"
     (root / "demo").mkdir(parents=True)

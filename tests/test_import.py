@@ -248,6 +248,7 @@ def test_deadlocks_on_a_board_too_large_for_a_solvable_set_are_judged_with_proof
     assert big.is_dead(cornered)
 
 
+@pytest.mark.slow
 def test_audit_of_an_import_passes_and_says_what_it_skipped(imported):
     root = imported["root"]
     result = run("audit", "mix", "--datasets", str(root))
@@ -292,6 +293,7 @@ def test_audit_plots_of_an_import_show_file_order_with_whole_ticks_and_no_bands(
             assert len(x) < 2 or (np.diff(x) == 1).all(), x
 
 
+@pytest.mark.slow
 def test_audit_re_solves_a_level_with_the_bound_it_was_imported_with(tmp_path):
     # three crates across a 12x12 room: over five million states before the optimum, more
     # than the solver's default bound and within the solve stage's

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 _PROBE = """
@@ -27,6 +29,7 @@ print(json.dumps({"environ_kept": ours() == before,
 """
 
 
+@pytest.mark.slow
 def test_importing_every_package_leaves_the_environment_and_matplotlib_alone(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
     out = subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, env=env, check=True,

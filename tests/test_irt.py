@@ -155,6 +155,7 @@ def test_fit_on_exact_probabilities_keeps_levels_everyone_solves_finite():
     assert theta[0] < theta[1] < theta[2]
 
 
+@pytest.mark.slow
 def test_irt_command_reports_and_the_audit_shows_the_section(filled):
     datasets, db = filled
     result = CliRunner().invoke(main, ["irt", "demo", "--db", str(db), "--datasets",

@@ -168,6 +168,7 @@ def test_irt_line_without_any_closed_scorecard_refuses_in_one_line(line):
     assert len(result.output.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_irt_line_on_a_postgresql_store_links_what_it_links_on_sqlite(line, postgres, tmp_path):
     datasets, db = line
     url = postgres.database()

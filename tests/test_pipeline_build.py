@@ -113,6 +113,7 @@ def test_no_canonical_id_or_wall_layout_repeats_within_a_version(built):
     assert len(set(layouts)) == df.height
 
 
+@pytest.mark.slow
 def test_two_workers_give_the_same_bytes_as_one(built, tiny, tmp_path):
     datasets, path = built
     other = build("v1", datasets=tmp_path, spec=tiny, seed=SEED, workers=QUIET2).path
@@ -178,6 +179,7 @@ def test_resume_with_another_seed_or_spec_is_refused(tiny, tmp_path):
         build("v1", datasets=tmp_path, spec=load_spec("standard"), workers=QUIET)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("after", ["generate", "solve"])
 def test_build_killed_mid_way_finishes_with_the_same_bytes(built, tmp_path, after):
     reference = sha256_file(built[1] / "levels.parquet")

@@ -80,16 +80,19 @@ def test_the_first_published_demo_verifies_without_recorded_origins(first_demo):
     assert outcome.earlier_model and "earlier difficulty model" in outcome.notes[0]
 
 
-def test_a_version_graded_by_an_earlier_model_still_fails_on_a_changed_solution(first_demo):
-    manifest = json.loads((first_demo / "demo" / "manifest.json").read_text())
-    path = first_demo / "demo" / "levels.parquet"
+def test_a_version_graded_by_an_earlier_model_still_fails_on_a_changed_solution(first_demo,
+                                                                                tmp_path):
+    datasets = tmp_path / "datasets"  # a copy: the other tests read the demo unchanged
+    shutil.copytree(first_demo / "demo", datasets / "demo")
+    manifest = json.loads((datasets / "demo" / "manifest.json").read_text())
+    path = datasets / "demo" / "levels.parquet"
     levels = pl.read_parquet(path)
     row = levels.row(0, named=True)
     altered = row["solution"].swapcase()
     levels = levels.with_columns(pl.when(pl.col("index") == 0).then(pl.lit(altered))
                                  .otherwise(pl.col("solution")).alias("solution"))
     levels.write_parquet(path)
-    outcome = verify("demo", int(manifest["public_seed"]), datasets=first_demo)
+    outcome = verify("demo", int(manifest["public_seed"]), datasets=datasets)
     assert not outcome.ok and not outcome.earlier_model
     assert any(f"tier {row['tier']} slot {row['slot']}: the rebuilt solution differs" in p
                for p in outcome.problems)

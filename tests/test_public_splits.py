@@ -168,6 +168,7 @@ def test_committed_public_versions_share_no_level_with_any_hidden_version():
             assert not pub_ids & hid_ids, f"{pub} shares levels with {hid}"
 
 
+@pytest.mark.slow
 def test_a_ten_by_ten_five_crate_level_is_re_solved_past_the_default_bound():
     """Its solvable set fits the generator's bound, and the solve stage must then re-solve it
     (it needs just under 20 million stored states, past the old fixed bound)."""

@@ -47,6 +47,7 @@ def test_a_version_from_before_looks_is_served_in_the_shared_look(tmp_path):
     assert base64.b64decode(frame["observation"]["goal"]) == drawn.goal().tobytes()
 
 
+@pytest.mark.slow
 def test_a_version_from_before_looks_audits(tmp_path):
     shutil.copytree(PUBLISHED / DEMO_2026_11, tmp_path / DEMO_2026_11)
     result = CliRunner().invoke(main, ["audit", DEMO_2026_11, "--datasets", str(tmp_path)])
@@ -84,6 +85,7 @@ def november(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_a_version_from_before_compute_to_solve_audits_clean_with_its_old_columns(november):
     from pipeline.audit import audit
     from pipeline.audit_report import Report

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from serve_support import Api, Process
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +37,7 @@ def recipe(target: str) -> list[str]:
     return done.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_the_readmes_quick_start_goes_from_a_fresh_clone_to_a_played_game(tmp_path):
     from sokoforge.cli import main
 

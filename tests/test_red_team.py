@@ -142,6 +142,7 @@ def reviewed(tmp_path_factory):
             "cards": {c.entrant.row: c for c in cards if c.judged}}
 
 
+@pytest.mark.slow
 def test_the_honest_player_over_http_solves_what_the_panel_solved(reviewed):
     panel = pl.read_parquet(reviewed["datasets"] / VERSION / "report" / PANEL_FILE)
     expected = panel.filter(pl.col("agent") == "planner-256")["solved"].sum()
@@ -149,6 +150,7 @@ def test_the_honest_player_over_http_solves_what_the_panel_solved(reviewed):
     assert reviewed["cards"]["decoder"].score["move_efficiency"] == 1.0
 
 
+@pytest.mark.slow
 def test_the_review_flags_the_decoder_and_the_replay_and_passes_honest_agents(reviewed):
     out = CliRunner().invoke(main, ["review", VERSION, "--db", str(reviewed["db"]),
                                     "--datasets", str(reviewed["datasets"]), "--json"])

@@ -356,6 +356,7 @@ def test_the_board_marks_a_needs_review_entry_once_a_review_ran_keeping_its_rank
         assert anyone.call("GET", f"/api/scorecards/{decoder}")[0] == 401
 
 
+@pytest.mark.slow
 def test_the_owners_scorecard_page_shows_the_review_evidence_and_no_one_elses(
         demo, store, tmp_path):
     import time

@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from spec_support import two_tier_tiny
 from test_hidden_on_the_machine import assert_private
 
 from engine.levels import canonical_id, parse_xsb
@@ -34,7 +35,10 @@ from pipeline.versions import REVEAL_FILE, version_table
 from pipeline.workers import Workers
 from sokoforge.cli import main
 
+pytestmark = pytest.mark.slow  # every test here takes seconds
+
 QUIET = Workers(show_progress=False)
+SPEC = two_tier_tiny()  # the demo's game; the chain of rotations plays the whole tiny game
 
 
 def _levels(datasets: Path, version: str) -> pl.DataFrame:
@@ -47,9 +51,9 @@ def _manifest(datasets: Path, version: str) -> dict:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    """A demo version of the tiny spec (8 levels in 3 tiers), public seed."""
+    """A demo version of the tiny spec's first two tiers (6 levels), public seed."""
     datasets = tmp_path_factory.mktemp("datasets")
-    build("demo", datasets=datasets, spec=load_spec("tiny"), seed=11, workers=QUIET)
+    build("demo", datasets=datasets, spec=SPEC, seed=11, workers=QUIET)
     return datasets
 
 
@@ -91,7 +95,7 @@ def _slot_pairs(old: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
 @pytest.mark.parametrize(("prev", "new"), [("demo", "r1"), ("r1", "r2")])
 def test_rotation_matches_every_slot_of_the_version_it_replaces(rotated, prev, new):
     datasets, _, _ = rotated
-    spec = load_spec("tiny")
+    spec = SPEC
     old, fresh = _levels(datasets, prev), _levels(datasets, new)
     assert fresh.height == old.height == spec.n_levels
     pairs = _slot_pairs(old, fresh)
@@ -143,7 +147,7 @@ def test_equivalence_report_agrees_with_the_parquet_files(rotated):
     assert (counts["prev"], counts["new"]) == (solved(old), solved(new))
     assert abs(counts["prev"] - counts["new"]) <= allowed_gap(old.height) == 1
     printed = "\n".join(first.equivalence.lines())
-    assert f"demo {counts['prev']}/8, r1 {counts['new']}/8" in printed
+    assert f"demo {counts['prev']}/6, r1 {counts['new']}/6" in printed
 
 
 def test_rotation_writes_the_audit_against_the_previous_version(rotated):
@@ -168,8 +172,10 @@ def test_rotation_verdict_is_a_section_of_the_report_and_survives_a_new_audit(ro
         first.equivalence.to_dict()
 
 
-def test_secret_rotation_keeps_its_seed_private_until_revealed(rotated):
-    datasets, _, out = rotated
+def test_secret_rotation_keeps_its_seed_private_until_revealed(rotated, tmp_path):
+    # the reveal records the seed: on a copy, as the other tests see r2's seed committed
+    shutil.copytree(rotated[0], tmp_path / "datasets")
+    datasets, out = tmp_path / "datasets", rotated[2]
     path = secret_path(datasets, "r2")
     seed = path.read_text().strip()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -242,7 +248,7 @@ def test_versions_lists_each_version_with_its_origin_and_checksum(rotated):
                                 "seed", "visibility", "round", "audit", "sha256"]
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert set(rows) == {"demo", "r1", "r2"}
-    assert rows["r1"][1:3] == ["tiny", "8"] and rows["r1"][4] == "demo"
+    assert rows["r1"][1:3] == ["tiny", "6"] and rows["r1"][4] == "demo"
     assert rows["demo"][4] == "-"
     # r2's secret seed is revealed by another test of this module, or not yet
     assert [rows[v][5] for v in ("demo", "r1")] == ["public", "public"]
@@ -307,7 +313,7 @@ def test_rotation_bytes_depend_neither_on_workers_nor_on_an_interruption(rotated
     datasets, first, _ = rotated
     again = _fresh_copy(datasets, tmp_path)
     # Stopped after generate (as if killed), then resumed on two workers.
-    build("r1", datasets=again, spec=load_spec("tiny"), seed=21, workers=QUIET,
+    build("r1", datasets=again, spec=SPEC, seed=21, workers=QUIET,
           stages=("generate",),
           rotation={"from": "demo", "excluded_files": [], "excluded_ids": []})
     assert (again / ".build" / "r1" / "stages" / "generate.parquet").is_file()
@@ -509,7 +515,7 @@ def test_ctrl_c_after_a_match_exits_130_leaving_a_resumable_build_and_no_lock(ro
 
 def test_a_rotation_in_progress_takes_its_select_from_the_rotation_not_the_spec(demo, tmp_path):
     datasets = _fresh_copy(demo, tmp_path)
-    build("r9", datasets=datasets, spec=load_spec("tiny"), seed=21, workers=QUIET,
+    build("r9", datasets=datasets, spec=SPEC, seed=21, workers=QUIET,
           stages=("generate",),
           rotation={"from": "demo", "excluded_files": [], "excluded_ids": []})
     with pytest.raises(PipelineError, match="in progress is a rotation of demo: its select"):

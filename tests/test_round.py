@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from serve_support import Api, Process, play, server, write_dataset
+from spec_support import two_tier_tiny_file
 
 from pipeline import seeds
 from pipeline.errors import InputError, PipelineError
@@ -558,10 +559,11 @@ def _agents(base: str, info: dict) -> dict:
 @pytest.mark.slow
 def test_the_readmes_round_runbook_runs_as_written_through_publish(tmp_path):
     """Each line of the README's runbook as written, in a folder laid out as the repository
-    (datasets/ beside the store), with the `tiny` spec for builds and closing times an hour
-    ahead; `... &` serves in the background until `kill %1`."""
+    (datasets/ beside the store), with the `tiny` spec's first two tiers for builds and closing
+    times an hour ahead; `... &` serves in the background until `kill %1`."""
     datasets = tmp_path / "datasets"
     datasets.mkdir()
+    spec = two_tier_tiny_file(tmp_path)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "sokoforge").write_text(
@@ -577,7 +579,7 @@ def test_the_readmes_round_runbook_runs_as_written_through_publish(tmp_path):
         for line in runbook():
             command = re.sub(r"--closes \S+", f"--closes {closes}", line)
             if command.startswith(("sokoforge build ", "sokoforge rotate ")):
-                command += " --spec tiny --quiet" if "build" in command else " --quiet"
+                command += f" --spec {spec} --quiet" if "build" in command else " --quiet"
             if command.endswith("&"):  # a server, in the background
                 args = shlex.split(command.rstrip("&"))[2:]
                 db = args[args.index("--db") + 1]

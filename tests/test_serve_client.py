@@ -245,6 +245,7 @@ def _stderr_line_with(proc: subprocess.Popen, text: str, seconds: float) -> None
             line = proc.stderr.readline()
 
 
+@pytest.mark.slow
 def test_play_ends_on_ctrl_c_at_any_moment_with_130_and_one_line_within_2_s(srv):
     """SIGINT at random moments of real play: an action pending a little (answers 30 ms late)
     or for good (answers 60 s late), or none; to the process, or to one of its threads (the

@@ -50,6 +50,7 @@ def status_and_body(raw: bytes) -> tuple[int, dict]:
 SLOW = ConnectionLimits(header_seconds=0.5, body_seconds=0.5, idle_seconds=0.5)
 
 
+@pytest.mark.slow
 def test_an_idle_connection_is_closed_after_the_idle_timeout(data, tmp_path):
     with server(data["served"], tmp_path / "s.sqlite", connections=SLOW) as s:
         sock = connect(s.base)
@@ -121,6 +122,7 @@ def _low_descriptor_limit() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
 
 
+@pytest.mark.slow
 def test_running_out_of_descriptors_logs_a_few_lines_and_the_server_recovers(data, tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     log = tmp_path / "server.log"

@@ -57,6 +57,7 @@ def test_an_idle_time_that_is_not_a_number_is_refused(tmp_path):
     assert len(result.output.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_kill_9_mid_session_then_restart_finishes_with_the_uninterrupted_score(data, tmp_path):
     rows = data["rows"]
     with server(data["served"], tmp_path / "calm.sqlite") as s:

@@ -134,6 +134,7 @@ def test_a_body_in_a_coding_not_taken_is_a_415_at_once_on_both_faces(srv, faults
     b"Transfer-Encoding: chunked\r\n\r\n5\r\nab",
     b"Content-Length: 500\r\nContent-Encoding: gzip\r\n\r\nab",
     b"Content-Length: 500\r\nContent-Encoding: deflate\r\n\r\nabcdefgh"])
+@pytest.mark.slow
 def test_a_get_whose_announced_body_never_arrives_leaves_no_traceback(srv, faults, announced):
     host, port = srv.base.removeprefix("http://").split(":")
     for hold in (0.1, 1.5):  # the client leaves before, or after, the server stops waiting
@@ -170,6 +171,7 @@ def answers_until_closed(base: str, parts: list[bytes | float], seconds: float) 
     return re.findall(rb"HTTP/1\.1 \d{3} [A-Za-z ]+", got)
 
 
+@pytest.mark.slow
 def test_a_413_or_a_body_408_is_the_one_answer_on_its_connection(srv):
     head = b"POST /api/keys HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
     too_large = head + b"Content-Length: 100000\r\n\r\n"

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import polars as pl
 import pytest
-from serve_support import Api
+from serve_support import Api, server
 
 from engine.rules import lurd_to_actions
 from pipeline.linking import LINE_FILE, link_line
@@ -52,8 +52,14 @@ def test_every_score_carries_its_interval_on_both_faces_and_the_pages(srv, data)
     assert f"95% interval {lo:.0%}&ndash;100%" in page
 
 
-def test_leaderboard_marks_entries_a_paired_test_cannot_tell_from_the_one_above(srv, data):
-    rows = data["rows"]
+def test_leaderboard_marks_entries_a_paired_test_cannot_tell_from_the_one_above(data, tmp_path):
+    with server(data["served"], tmp_path / "board.sqlite", keys_per_address_per_day=1000) as srv:
+        _marks(srv, data["rows"])
+
+
+def _marks(srv, rows: list[dict]) -> None:
+    """On a board of its own: solver, then nobody, then nearly between them."""
+    _play(_agent(srv, "solver"), rows, len(rows))
     _play(_agent(srv, "nobody"), rows, 0)
     board = Api(srv.base).ok("GET", "/api/leaderboard")
     names = [e["name"] for e in board["entries"]]
@@ -80,7 +86,7 @@ def test_leaderboard_marks_entries_a_paired_test_cannot_tell_from_the_one_above(
     assert page.count("&asymp; above</span></td>") == 2 and "interval</th>" in page
 
 
-def test_the_line_leaderboard_shows_linked_abilities_once_irt_wrote_them(srv, data):
+def test_the_line_leaderboard_shows_linked_abilities_once_irt_wrote_them(srv, data, request):
     client = Api(srv.base)
     status, body = client.call("GET", "/api/leaderboard/line")
     assert status == 404 and "sokoforge irt t1 --line" in body["detail"]
@@ -93,6 +99,7 @@ def test_the_line_leaderboard_shows_linked_abilities_once_irt_wrote_them(srv, da
     folder = data["root"] / "t1" / "report"
     folder.mkdir(exist_ok=True)
     (folder / LINE_FILE).write_text(json.dumps(report))
+    request.addfinalizer((folder / LINE_FILE).unlink)  # the module's other boards have no line
     line = client.ok("GET", "/api/leaderboard/line")
     assert line["version"] == "t1" and line["versions"] == ["t0", "t1"]
     assert [e["rank"] for e in line["entries"]] == [1, 2, 3, 4, 5]

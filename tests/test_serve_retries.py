@@ -147,6 +147,7 @@ class CountingAgent(RandomAgent):
         return super().act(obs, goal, action_history)
 
 
+@pytest.mark.slow
 def test_play_through_a_proxy_that_drops_answers_scores_as_an_unbroken_run(srv, capsys):
     """The proxy closes the connection after the server answered an act, one time in four:
     the client sends the same step again, and nothing is played twice."""

@@ -15,6 +15,8 @@ from serve_support import Api, Process, play, server, write_dataset
 
 from serve.dataset import load_version
 
+pytestmark = pytest.mark.slow  # every test here takes seconds
+
 SCORE = ("episodes", "solved", "success_rate", "move_efficiency", "avg_steps_solved",
          "deadlock_rate", "total_actions")
 

@@ -30,6 +30,7 @@ def srv(data, tmp_path_factory):
         yield running
 
 
+@pytest.mark.slow
 def test_schemathesis_finds_no_failure_with_every_check_on(srv, tmp_path):
     key = Api(srv.base).ok("POST", "/api/keys", {"name": "fuzzer"}, status=201)["api_key"]
     report = tmp_path / "junit.xml"

@@ -55,6 +55,7 @@ def after_a_server(data, db, actions: int, killed: bool = True):
     return db
 
 
+@pytest.mark.slow
 def test_a_second_server_on_one_store_refuses_to_start_naming_the_first_ones_pid(data,
                                                                                tmp_path):
     db = tmp_path / "one.sqlite"
@@ -70,6 +71,7 @@ def test_a_second_server_on_one_store_refuses_to_start_naming_the_first_ones_pid
     second.stop()
 
 
+@pytest.mark.slow
 def test_a_deleted_database_whose_wal_is_left_is_refused(data, tmp_path):
     db = after_a_server(data, tmp_path / "main.sqlite", 10)
     db.unlink()
@@ -78,6 +80,7 @@ def test_a_deleted_database_whose_wal_is_left_is_refused(data, tmp_path):
     assert not db.exists() or db.stat().st_size == 0  # nothing was started on an empty store
 
 
+@pytest.mark.slow
 def test_a_cleanly_stopped_store_without_a_wal_starts(data, tmp_path):
     db = after_a_server(data, tmp_path / "clean.sqlite", 5, killed=False)
     assert not (tmp_path / "clean.sqlite-wal").exists()
@@ -92,6 +95,7 @@ def test_stored_actions_that_disagree_with_the_sessions_records_are_refused(data
     assert "damaged" in line and "1 session(s)" in line
 
 
+@pytest.mark.slow
 def test_a_store_failing_its_integrity_check_is_refused(data, tmp_path):
     db = after_a_server(data, tmp_path / "pages.sqlite", 30, killed=False)
     with sqlite3.connect(db) as conn:

@@ -21,6 +21,8 @@ import pytest
 from serve_support import Api, Process
 from test_serve_store_claims import played
 
+pytestmark = pytest.mark.slow  # every test here takes seconds
+
 
 def refused(data, db) -> str:
     """Start ``sokoforge serve`` on ``db``: it must refuse in one line, exit code 1, in time

@@ -97,6 +97,7 @@ end_local_workers()
 """
 
 
+@pytest.mark.slow
 def test_ending_local_workers_kills_loky_s_own_processes_at_once():
     """loky's worker processes have no ``kill()``: they are ended by the signal itself, the
     busy one and the idle one, whenever a stop finds them still listed."""
@@ -109,6 +110,7 @@ def test_ending_local_workers_kills_loky_s_own_processes_at_once():
     assert time.monotonic() - began < 60  # not the busy worker's minute
 
 
+@pytest.mark.slow
 def test_sigterm_of_build_jobs_2_ends_its_workers_exits_143_and_the_build_resumes(tmp_path):
     datasets = tmp_path / "datasets"
     datasets.mkdir()
@@ -124,6 +126,7 @@ def test_sigterm_of_build_jobs_2_ends_its_workers_exits_143_and_the_build_resume
     assert (datasets / "t1" / "levels.parquet").is_file()
 
 
+@pytest.mark.slow
 def test_sigterm_of_rotate_jobs_2_ends_its_workers_exits_143_leaving_a_resumable_build(
         tmp_path):
     from pipeline.build import build
@@ -141,6 +144,7 @@ def test_sigterm_of_rotate_jobs_2_ends_its_workers_exits_143_leaving_a_resumable
     assert not (datasets / ".build" / "r1.lock").exists() and not (datasets / "r1").exists()
 
 
+@pytest.mark.slow
 def test_sigterm_of_panel_jobs_2_ends_its_workers_and_writes_nothing(tmp_path):
     datasets = tmp_path / "datasets"
     datasets.mkdir()
@@ -151,6 +155,7 @@ def test_sigterm_of_panel_jobs_2_ends_its_workers_and_writes_nothing(tmp_path):
     assert not (datasets / "demo" / "report" / "panel.parquet").exists()
 
 
+@pytest.mark.slow
 def test_sigterm_of_the_rotation_sweep_stops_it_while_its_workers_are_busy(tmp_path):
     proc, err, _ = terminated_while_busy(
         [sys.executable, str(ROOT / "scripts" / "rotation_sweep.py"), "--spec", "tiny",

@@ -182,6 +182,7 @@ def test_a_hidden_version_is_refused_unless_the_caller_allows_it(datasets):
     assert env.reset(seed=0)[0]["obs"].shape == (2, 64, 64, 3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_a_spec_s_fresh_levels_are_drawn_ahead_by_seed_and_drawn_as_the_look_does(datasets,
                                                                                   mode):
@@ -261,6 +262,7 @@ def test_an_unknown_autoreset_mode_is_refused(datasets):
     assert env.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
 
 
+@pytest.mark.slow
 def test_a_sub_env_s_fresh_levels_depend_on_the_seed_and_its_index_alone(datasets):
     # sub-env k's j-th level: level k % 8 of the group j drawn from the seed of its block of 8,
     # whatever the number of sub-envs, the workers, or the order the levels are taken in
@@ -284,6 +286,7 @@ def test_a_sub_env_s_fresh_levels_depend_on_the_seed_and_its_index_alone(dataset
         many.close()
 
 
+@pytest.mark.slow
 def test_a_spec_sub_env_holds_a_few_kilobytes_besides_its_pictures(datasets):
     n = 16
     env = make_vec(datasets, n, spec="tiny", copy=False)

@@ -53,6 +53,7 @@ def _files(folder: Path) -> dict[str, bytes]:
             if p.is_file()}
 
 
+@pytest.mark.slow
 def test_same_seed_gives_the_same_bytes_on_two_workers_and_on_dask(datasets, written,
                                                                     tmp_path):
     plan = Plan(version_source(datasets, "pub"), seed=9, episodes=40, shard_episodes=16)
