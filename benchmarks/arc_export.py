@@ -79,7 +79,7 @@ def main() -> None:
     from arc_agi import Arcade, OperationMode
     from arcengine import ActionInput, GameAction
 
-    from serve.arc_export import export_arc_game
+    from serve.arc.arc_export import export_arc_game
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)

@@ -27,9 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.build import STAGES  # noqa: E402
 from pipeline.spec import load_spec  # noqa: E402
-from pipeline.tables import sha256_file  # noqa: E402
+from pipeline.stages.build import STAGES  # noqa: E402
+from pipeline.versions.tables import sha256_file  # noqa: E402
 
 TARGET_SECONDS = 2.0
 
@@ -38,12 +38,12 @@ _RUNNER = """
 import json, sys, time
 began = time.perf_counter()
 from pathlib import Path
-from pipeline.build import build
+from pipeline.stages.build import build
 from pipeline.spec import load_spec, spec_from_dict
 from sokoforge.cli import skip_last_collection
 skip_last_collection()  # as the sokoforge command does
 from pipeline.workers import Workers
-from pipeline.panel import write_panel
+from pipeline.difficulty.panel import write_panel
 import pipeline.rotate as rotation
 datasets, spec_json, seed, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 spec = spec_from_dict(json.loads(spec_json))

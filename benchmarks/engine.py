@@ -30,10 +30,10 @@ sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
 
 from oracle import oracle_solve  # noqa: E402
 
-from engine.deadlock import dead_squares  # noqa: E402
 from engine.levels import Level, State  # noqa: E402
-from engine.reverse import solvable_set  # noqa: E402
-from engine.solver import solve  # noqa: E402
+from engine.search.deadlock import dead_squares  # noqa: E402
+from engine.search.reverse import solvable_set  # noqa: E402
+from engine.search.solver import solve  # noqa: E402
 
 # crates, wall density, shortest and longest optimal length of the tier (DESIGN.md)
 TIERS = ((1, 0.10, 4, 20), (2, 0.12, 9, 30), (3, 0.14, 13, 38), (4, 0.18, 17, 46))

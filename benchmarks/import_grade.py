@@ -15,13 +15,13 @@ from pathlib import Path
 # Run as a script, this file's folder comes first on sys.path and would hide the packages.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
 
-from engine.index import DenseIndex, StateSpaceTooLarge  # noqa: E402
 from engine.levels import parse_xsb, to_xsb  # noqa: E402
-from engine.optimal_paths import MAX_COUNTED_STATES, optimal_paths  # noqa: E402
-from engine.reachable import push_reachable_stats  # noqa: E402
-from engine.reverse import MAX_SET_INDEX, solvable_set  # noqa: E402
-from engine.solver import solve  # noqa: E402
-from pipeline.grade import BOUNDED_SET_INDEX, grade_group_within_limits  # noqa: E402
+from engine.search.index import DenseIndex, StateSpaceTooLarge  # noqa: E402
+from engine.search.optimal_paths import MAX_COUNTED_STATES, optimal_paths  # noqa: E402
+from engine.search.reachable import push_reachable_stats  # noqa: E402
+from engine.search.reverse import MAX_SET_INDEX, solvable_set  # noqa: E402
+from engine.search.solver import solve  # noqa: E402
+from pipeline.stages.grade import BOUNDED_SET_INDEX, grade_group_within_limits  # noqa: E402
 
 
 def room(side: int, crates: int) -> str:

@@ -22,10 +22,10 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import polars as pl  # noqa: E402
 
-from engine.ladder import climb  # noqa: E402
+from engine.agents.ladder import climb  # noqa: E402
+from engine.agents.planner import plan  # noqa: E402
 from engine.levels import parse_xsb  # noqa: E402
-from engine.planner import plan  # noqa: E402
-from pipeline.difficulty import score_levels  # noqa: E402
+from pipeline.difficulty.difficulty import score_levels  # noqa: E402
 
 
 def _timed(fn) -> float:

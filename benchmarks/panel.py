@@ -25,10 +25,10 @@ sys.path.insert(0, str(ROOT))
 
 import polars as pl  # noqa: E402
 
+from engine.agents.panel import PANEL, play  # noqa: E402
 from engine.levels import parse_xsb  # noqa: E402
-from engine.panel import PANEL, play  # noqa: E402
-from pipeline.panel import play_episodes, play_table  # noqa: E402
-from pipeline.tables import sha256_file  # noqa: E402
+from pipeline.difficulty.panel import play_episodes, play_table  # noqa: E402
+from pipeline.versions.tables import sha256_file  # noqa: E402
 from pipeline.workers import Workers  # noqa: E402
 
 TARGET_SECONDS = 60.0

@@ -20,10 +20,10 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import polars as pl  # noqa: E402
 
+from engine.agents.planner import plan  # noqa: E402
 from engine.levels import parse_xsb  # noqa: E402
-from engine.optimal_paths import optimal_paths  # noqa: E402
-from engine.planner import plan  # noqa: E402
-from engine.solver import solve  # noqa: E402
+from engine.search.optimal_paths import optimal_paths  # noqa: E402
+from engine.search.solver import solve  # noqa: E402
 
 
 def _best_of(repeat: int, fn) -> float:

@@ -1,6 +1,6 @@
 """Render time per frame for each look, as the server draws: one painter per level made at load,
 then a frame per action (RGB, and the ARC face's palette indices), beside the renderer it
-replaced (``engine.render.render``, the 16-colour picture served before looks existed).
+replaced (``engine.pictures.render.render``, the 16-colour picture served before looks existed).
 
 Frames are drawn for the states of random walks on real levels: ``datasets/VERSION`` (8x8),
 and the shared environment's reference boards (6x6 to 15x15, kept in tests/fixtures/).
@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
 from engine.levels import Level, State, parse_xsb  # noqa: E402
-from engine.look import ARC, SHARED, Look, draw_theme, painter  # noqa: E402
-from engine.render import render  # noqa: E402
+from engine.pictures.look import ARC, SHARED, Look, draw_theme, painter  # noqa: E402
+from engine.pictures.render import render  # noqa: E402
 from engine.rules import step  # noqa: E402
 
 
@@ -107,7 +107,8 @@ def main() -> None:
         for look in arc_faces:
             print(f"{name:<22} {look:<13} {best[look]:>10.1f} {best['arc:' + look]:>9.1f}"
                   f" {best[look] / best['before']:>9.2f}x")
-    print("before = engine.render.render (the 16-colour picture served before looks existed);"
+    print("before = engine.pictures.render.render (the 16-colour picture served before looks "
+          "existed);"
           " vs before = RGB frame time / before's")
 
 

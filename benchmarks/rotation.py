@@ -47,19 +47,19 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.panel import PANEL, PANEL_FAMILIES, PanelAgent  # noqa: E402
-from pipeline import matching  # noqa: E402
-from pipeline.build import build  # noqa: E402
-from pipeline.equivalence import allowed_gap, planner_solved  # noqa: E402
-from pipeline.generate import generate  # noqa: E402
-from pipeline.grade import grade  # noqa: E402
-from pipeline.matching import MatchError, PanelRule, match, targets  # noqa: E402
-from pipeline.panel import play_table  # noqa: E402
+from engine.agents.panel import PANEL, PANEL_FAMILIES, PanelAgent  # noqa: E402
+from pipeline.difficulty.panel import play_table  # noqa: E402
 from pipeline.rotate import MAX_ENLARGEMENTS, draw_targets  # noqa: E402
+from pipeline.scores import matching  # noqa: E402
+from pipeline.scores.equivalence import allowed_gap, planner_solved  # noqa: E402
+from pipeline.scores.matching import MatchError, PanelRule, match, targets  # noqa: E402
 from pipeline.seeds import ENLARGE  # noqa: E402
-from pipeline.slot_draws import draw  # noqa: E402
-from pipeline.solve import solve  # noqa: E402
 from pipeline.spec import load_spec  # noqa: E402
+from pipeline.stages.build import build  # noqa: E402
+from pipeline.stages.generate import generate  # noqa: E402
+from pipeline.stages.grade import grade  # noqa: E402
+from pipeline.stages.slot_draws import draw  # noqa: E402
+from pipeline.stages.solve import solve  # noqa: E402
 from pipeline.workers import Workers  # noqa: E402
 
 PROFILE_BUDGETS = (16, 32, 64, 128, 256, 512, 1024)

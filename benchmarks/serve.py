@@ -177,8 +177,8 @@ def with_look(root: Path, version: str, look: str, tmp: Path) -> tuple[Path, str
     import polars as pl
 
     from pipeline.spec import spec_from_dict
-    from pipeline.tables import sha256_file, write_parquet
-    from pipeline.write import level_looks
+    from pipeline.stages.write import level_looks
+    from pipeline.versions.tables import sha256_file, write_parquet
 
     name, noise = look.removesuffix("+noise"), look.endswith("+noise")
     folder = tmp / "looks" / look / version

@@ -4,7 +4,7 @@ and when the episode is over.
 Shaped like Gymnasium's functional envs: ``begin`` gives an immutable ``Episode``, ``step`` the
 next one with its ``StepResult``, ``restart`` the level's start with the steps used kept.
 ``episode_over`` is the one definition of the end (solved, or the budget used): the Python core
-calls it and so do the numba kernels of ``engine.vector``. ``Game`` holds the current
+calls it and so do the numba kernels of ``engine.pictures.vector``. ``Game`` holds the current
 ``Episode`` for callers that act on one object.
 """
 

@@ -2,9 +2,10 @@
 
 numba checks only a kernel's own file, so a kernel that inlines a helper changed in another
 file would otherwise run stale machine code: a folder per hash of all the engine's sources
-rules that out. Only this package's kernels are located so (``NUMBA_CACHE_DIR``, when set,
-is the base folder); the process's environment and other code's caching are left alone.
-Kernel modules take ``njit`` from here, which puts the locator in place before any kernel.
+(its subpackages' too) rules that out. Only this package's kernels are located so
+(``NUMBA_CACHE_DIR``, when set, is the base folder); the process's environment and other code's
+caching are left alone. Kernel modules take ``njit`` from here, which puts the locator in place
+before any kernel.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ ENGINE = Path(__file__).resolve().parent
 def cache_dir() -> Path:
     """``NUMBA_CACHE_DIR`` (else the repository's ``.numba_cache``) / the sources' hash."""
     digest = hashlib.sha256()
-    for path in sorted(ENGINE.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted(ENGINE.rglob("*.py")):
+        digest.update(path.relative_to(ENGINE).as_posix().encode() + b"\0" + path.read_bytes())
     base = Path(os.environ.get("NUMBA_CACHE_DIR") or ENGINE.parent / ".numba_cache")
     tag = digest.hexdigest()[:12]
     return base if base.name == tag else base / tag
@@ -44,7 +45,7 @@ class EngineCacheLocator(UserProvidedCacheLocator):
 
     @classmethod
     def from_function(cls, py_func: Any, py_file: str) -> Any:
-        if Path(py_file).resolve().parent != ENGINE:
+        if ENGINE not in Path(py_file).resolve().parents:
             return None
         # the file-backed locator's checks, without the user locator's NUMBA_CACHE_DIR test
         return super(UserProvidedCacheLocator, cls).from_function(py_func, py_file)

@@ -23,17 +23,17 @@ _LEVEL = """
 def main() -> None:
     import numpy as np
 
-    from engine.deadlock import dead_squares, is_frozen_dead
+    from engine.agents.ladder import climb
+    from engine.agents.panel import play_panel
+    from engine.agents.planner import plan, push_lower_bound
+    from engine.agents.validation_agents import VALIDATION_AGENTS, play_agent
     from engine.episode import Game
-    from engine.ladder import climb
-    from engine.optimal_paths import optimal_paths
-    from engine.panel import play_panel
-    from engine.planner import plan, push_lower_bound
-    from engine.reachable import push_reachable_stats, reachable_stats
-    from engine.reverse import optimal_actions, solvable_set
     from engine.rules import replay
-    from engine.solver import solve
-    from engine.validation_agents import VALIDATION_AGENTS, play_agent
+    from engine.search.deadlock import dead_squares, is_frozen_dead
+    from engine.search.optimal_paths import optimal_paths
+    from engine.search.reachable import push_reachable_stats, reachable_stats
+    from engine.search.reverse import optimal_actions, solvable_set
+    from engine.search.solver import solve
 
     level = parse_xsb(_LEVEL)
     result = solve(level)
@@ -57,15 +57,14 @@ def main() -> None:
 
 
 def _draw(level: Level, solution: str) -> None:
-    """Play ``solution`` as frames (``engine.frames``) and as one board of the vector env's
+    """Play ``solution`` as frames (``engine.pictures.frames``) and as one board of the vector env's
     kernels (begin, step, restart), in a noisy look: every drawing kernel."""
     import numpy as np
 
-    from engine.frames import TileAtlas, play
-    from engine.look import Look, draw_theme
-    from engine.render import SIZE
-    from engine.rules import lurd_to_actions
-    from engine.vector import (
+    from engine.pictures.frames import TileAtlas, play
+    from engine.pictures.look import Look, draw_theme
+    from engine.pictures.render import SIZE
+    from engine.pictures.vector import (
         BoardSlots,
         begin_boards,
         frames_of,
@@ -74,6 +73,7 @@ def _draw(level: Level, solution: str) -> None:
         restart_boards,
         step_boards,
     )
+    from engine.rules import lurd_to_actions
 
     look = Look("themed", draw_theme(np.random.default_rng(0), noise=True), noise_key=1)
     atlas = TileAtlas.for_level(level, look)

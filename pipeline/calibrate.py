@@ -6,7 +6,7 @@ The fit pool gives the curves' shared slope and the ridge regression predicting
 compute_to_solve from grade features. The held-out pool, which shares no level with it, is
 played by two disjoint sets of tie-break seeds (test-retest of compute_to_solve beside the
 same figure for today's single-run label) and by a second, independent agent family
-(``engine.validation_agents``) whose failures compute_to_solve should predict beyond what
+(``engine.agents.validation_agents``) whose failures compute_to_solve should predict beyond what
 optimal length does, within each crate tier.
 """
 
@@ -26,21 +26,27 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.ladder import LADDER_BUDGETS, LADDER_SEEDS, SOLVED_RUNS_TO_STOP
+from engine.agents.ladder import LADDER_BUDGETS, LADDER_SEEDS, SOLVED_RUNS_TO_STOP
+from engine.agents.planner import HEURISTIC_WEIGHT, PLANNER_BUDGET, plan
+from engine.agents.validation_agents import VALIDATION_AGENTS, AgentSpec, play_agent
 from engine.levels import parse_xsb
-from engine.planner import HEURISTIC_WEIGHT, PLANNER_BUDGET, plan
-from engine.validation_agents import VALIDATION_AGENTS, AgentSpec, play_agent
-from pipeline.compute import ladder_counts
-from pipeline.compute_curve import HIGHEST, compute_grade, fit_locations, fit_slope, grade_rule
-from pipeline.difficulty import FEATURES, UNIT, DifficultyModel, transformed
+from pipeline.difficulty.compute import ladder_counts
+from pipeline.difficulty.compute_curve import (
+    HIGHEST,
+    compute_grade,
+    fit_locations,
+    fit_slope,
+    grade_rule,
+)
+from pipeline.difficulty.difficulty import FEATURES, UNIT, DifficultyModel, transformed
+from pipeline.difficulty.rank_metrics import roc_auc, spearman
+from pipeline.difficulty.reliability import curve
 from pipeline.errors import PipelineError
-from pipeline.generate import generate
-from pipeline.grade import grade_features
-from pipeline.rank_metrics import roc_auc, spearman
-from pipeline.reliability import curve
-from pipeline.solve import solve
 from pipeline.spec import Spec, spec_from_dict
-from pipeline.tables import read_parquet
+from pipeline.stages.generate import generate
+from pipeline.stages.grade import grade_features
+from pipeline.stages.solve import solve
+from pipeline.versions.tables import read_parquet
 from pipeline.workers import Workers
 
 POOL_SEED = 20261201

@@ -2,10 +2,10 @@
 
 ``rotate`` runs the ordinary build with a fresh seed and PREV's spec; its select stage is
 ``matched_select``, which solves and grades the candidates, enlarges the pool with targeted
-draws (``pipeline.slot_draws``) a bounded number of times until every level of PREV has its
-match, and refuses the version unless it is as hard (see ``pipeline.equivalence``). The agent
-panel (``pipeline.panel``) plays PREV and the candidates a slot could take: slots are matched
-on its outcome vectors too, and each agent's solved count is held within the spec's
+draws (``pipeline.stages.slot_draws``) a bounded number of times until every level of PREV has its
+match, and refuses the version unless it is as hard (see ``pipeline.scores.equivalence``). The agent
+panel (``pipeline.difficulty.panel``) plays PREV and the candidates a slot could take: slots are
+matched on its outcome vectors too, and each agent's solved count is held within the spec's
 ``panel_tolerance``. Nothing of a refused rotation is left behind. Slots are matched on
 ``compute_to_solve``: measured by the ladder when the spec says so, else predicted; a PREV
 graded before compute_to_solve existed is regraded by the predictor.
@@ -27,24 +27,22 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from engine.agents.panel import PANEL
 from engine.level_files import read_collection
 from engine.levels import LevelError, canonical_id
-from engine.panel import PANEL
-from pipeline.build import BuildFolder, Plan, StageRun, build
-from pipeline.compute import with_measured_compute
-from pipeline.difficulty import MODEL_PATH, scores_from_compute
-from pipeline.equivalence import (
+from pipeline.difficulty.compute import with_measured_compute
+from pipeline.difficulty.difficulty import MODEL_PATH, scores_from_compute
+from pipeline.difficulty.panel import PANEL_COLUMN, PANEL_FILE, PANEL_STEPS_COLUMN, write_panel
+from pipeline.difficulty.panel import with_outcomes as with_panel
+from pipeline.errors import InputError, PipelineError
+from pipeline.scores.equivalence import (
     EQUIVALENCE_FILE,
     Equivalence,
     allowed_gap,
     compare,
     planner_solved,
 )
-from pipeline.errors import InputError, PipelineError
-from pipeline.generate import CANDIDATE_SCHEMA
-from pipeline.grade import grade, with_predicted_compute
-from pipeline.hidden_files import is_hidden, private_writes
-from pipeline.matching import (
+from pipeline.scores.matching import (
     OPTIMUM_TOLERANCE,
     MatchError,
     PanelRule,
@@ -52,16 +50,18 @@ from pipeline.matching import (
     panel_matrix,
     targets,
 )
-from pipeline.panel import PANEL_COLUMN, PANEL_FILE, PANEL_STEPS_COLUMN, write_panel
-from pipeline.panel import with_outcomes as with_panel
 from pipeline.seeds import ENLARGE
-from pipeline.slot_draws import Target, draw, draws_in_round
-from pipeline.solve import solve
 from pipeline.spec import Spec
-from pipeline.tables import read_parquet, sha256_file, write_parquet, write_text
-from pipeline.version import REPORT_DIR, STAGES_DIR, open_version, version_ids
+from pipeline.stages.build import BuildFolder, Plan, StageRun, build
+from pipeline.stages.generate import CANDIDATE_SCHEMA
+from pipeline.stages.grade import grade, with_predicted_compute
+from pipeline.stages.slot_draws import Target, draw, draws_in_round
+from pipeline.stages.solve import solve
+from pipeline.stages.write import play_order
+from pipeline.versions.hidden_files import is_hidden, private_writes
+from pipeline.versions.tables import read_parquet, sha256_file, write_parquet, write_text
+from pipeline.versions.version import REPORT_DIR, STAGES_DIR, open_version, version_ids
 from pipeline.workers import Workers
-from pipeline.write import play_order
 
 MAX_ENLARGEMENTS = 5  # rounds of extra candidates for the unmatched slots before giving up
 DIFFICULTY_TOLERANCE = 1e-6
@@ -334,8 +334,8 @@ def _report(datasets: Path, new: str, prev: str, path: Path, workers: Workers
     The figures are those the select stage accepted; an audit that cannot run is reported as
     a failed check rather than hiding them.
     """
-    from pipeline.audit import audit
-    from pipeline.audit_report import Report
+    from pipeline.audit.audit import audit
+    from pipeline.audit.audit_report import Report
 
     text = (path / STAGES_DIR / EQUIVALENCE_FILE).read_text()
     figures = Equivalence.from_dict(json.loads(text))

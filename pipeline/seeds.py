@@ -28,7 +28,7 @@ START = 1
 THEME = 2
 
 # Kinds of draw, recorded in each candidate's origin. The generate stage keys its draws by
-# (tier, slot, attempt); a targeted draw (``pipeline.slot_draws``) by (kind, round, tier,
+# (tier, slot, attempt); a targeted draw (``pipeline.stages.slot_draws``) by (kind, round, tier,
 # layout, attempt), a longer key, so no two draws ever share a stream.
 GENERATED = 0
 ENLARGE = 2  # rotation: more candidates for a slot of PREV left unmatched

@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from engine.levels import MAX_CRATES, MAX_SIDE
-from engine.look import LOOKS
+from engine.pictures.look import LOOKS
 from pipeline.errors import InputError
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 METHODS = ("goal_first", "scatter")
 VISIBILITIES = ("hidden", "public")
 # Where a version's compute_to_solve comes from: the grade features' regression, or the
-# compute ladder played on every selected level (pipeline.compute).
+# compute ladder played on every selected level (pipeline.difficulty.compute).
 COMPUTE_SOURCES = ("predicted", "measured")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
                "budget", "tiers", "look", "noise", "compute", "restarts", "visibility",
@@ -86,8 +86,8 @@ class Spec:
     budget_multiple: int
     budget_floor: int
     tiers: tuple[Tier, ...]
-    # How levels are drawn (engine.look.LOOKS); specs written before looks existed omit both
-    # fields and mean the shared look without noise.
+    # How levels are drawn (engine.pictures.look.LOOKS); specs written before looks existed omit
+    # both fields and mean the shared look without noise.
     look: str = "shared"
     noise: bool = False
     compute: str = "predicted"

@@ -34,21 +34,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.frames import FRAME_BYTES, TileAtlas, draw_goal, play
-from engine.index import StateSpaceTooLarge
 from engine.levels import Level, canonical_id, parse_xsb, to_xsb
-from engine.look import SHARED, Look, draw_theme, stored_look
-from engine.render import SIZE
-from engine.reverse import optimal_actions, solvable_set
+from engine.pictures.frames import FRAME_BYTES, TileAtlas, draw_goal, play
+from engine.pictures.look import SHARED, Look, draw_theme, stored_look
+from engine.pictures.render import SIZE
 from engine.rules import lurd_to_actions
-from engine.solver import solve as forward_solve
+from engine.search.index import StateSpaceTooLarge
+from engine.search.reverse import optimal_actions, solvable_set
+from engine.search.solver import solve as forward_solve
 from pipeline.errors import InputError, PipelineError
-from pipeline.generate import SCATTER_MAX_STATES, draw_start
-from pipeline.layouts import goal_layout, scatter_level
 from pipeline.seeds import derived_rng, noise_key
 from pipeline.spec import Spec, Tier
-from pipeline.tables import fsync_path, write_text
-from pipeline.version import existing_versions, open_version, version_ids
+from pipeline.stages.generate import SCATTER_MAX_STATES, draw_start
+from pipeline.stages.layouts import goal_layout, scatter_level
+from pipeline.versions.tables import fsync_path, write_text
+from pipeline.versions.version import existing_versions, open_version, version_ids
 from pipeline.workers import Workers
 
 KINDS = ("random", "solver", "perturbed")

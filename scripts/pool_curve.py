@@ -13,9 +13,9 @@ import tempfile
 from pathlib import Path
 
 from pipeline.calibrate import held_out_pool, pool_curve
-from pipeline.difficulty import load_model
+from pipeline.difficulty.difficulty import load_model
+from pipeline.difficulty.reliability import POOL_CURVE_PATH, save_pool_curve
 from pipeline.errors import PipelineError
-from pipeline.reliability import POOL_CURVE_PATH, save_pool_curve
 from pipeline.spec import load_spec
 from pipeline.workers import Workers
 

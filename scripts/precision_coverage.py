@@ -13,7 +13,7 @@ import argparse
 
 import numpy as np
 
-from pipeline.simulated_agents import LevelPopulation, interval_coverage, line_check
+from pipeline.scores.simulated_agents import LevelPopulation, interval_coverage, line_check
 
 POPULATIONS = {
     "standard tiers (25, 25, 30, 20)": LevelPopulation(),

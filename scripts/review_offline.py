@@ -1,6 +1,6 @@
 """Measure the fair-play review offline, as the README's Fair play section quotes it.
 
-Scores simulated agents' episodes directly with ``pipeline.review`` (no server, no store) on
+Scores simulated agents' episodes directly with ``pipeline.scores.review`` (no server, no store) on
 the demo and on standard builds of the given seeds (built with their panel into ``--cache``
 unless there): honest agents within the rule (the panel's families at 64 and 256 calls a step
 on the boards turned three ways, epsilon-greedy variants, random play), the families at
@@ -24,10 +24,10 @@ import numpy as np
 import polars as pl
 
 from engine import episode as core
+from engine.agents.panel import PANEL, PanelAgent, episode
 from engine.levels import parse_xsb, symmetries
-from engine.panel import PANEL, PanelAgent, episode
-from pipeline import review
-from pipeline.panel import PANEL_FILE, pushes_of
+from pipeline.difficulty.panel import PANEL_FILE, pushes_of
+from pipeline.scores import review
 
 ROOT = Path(__file__).resolve().parent.parent
 SOKOFORGE = [sys.executable, "-c", "from sokoforge.cli import main; main()"]

@@ -17,9 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.build import build  # noqa: E402
 from pipeline.errors import PipelineError  # noqa: E402
 from pipeline.spec import load_spec  # noqa: E402
+from pipeline.stages.build import build  # noqa: E402
 from pipeline.workers import Workers  # noqa: E402
 
 

@@ -20,15 +20,17 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from serve import arc, browser, native, pages
-from serve.access_log import AccessLog
-from serve.access_log import middleware as access_middleware
+from serve import native
+from serve.arc import arc
 from serve.arena.errors import NotFound
+from serve.browser import browser, pages
 from serve.limits import ConnectionLimits
 from serve.play import Arena
-from serve.schema import MAP, TEXT, Route, obj, openapi
 from serve.stores import StoreUnavailable
-from serve.web import (
+from serve.web.access_log import AccessLog
+from serve.web.access_log import middleware as access_middleware
+from serve.web.schema import MAP, TEXT, Route, obj, openapi
+from serve.web.web import (
     ARENA,
     CONNECTIONS,
     MAX_BODY,
@@ -107,7 +109,7 @@ def build_app(arena: Arena, public: str | None = None,
     so is ``access_log`` (one JSON line per request) when given.
 
     ``public`` is the base URL the pages give (default: the listening address);
-    ``connections`` the read deadlines and per-address cap that ``serve.connections`` applies.
+    ``connections`` the read deadlines and per-address cap that ``serve.web.connections`` applies.
     """
     # ARC-AGI-3 clients join base URL and path verbatim: a base ending in '/' asks for
     # '//api/...', which is redirected (308: method and body kept) to the merged path

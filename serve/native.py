@@ -25,13 +25,14 @@ from typing import Any
 from aiohttp import web
 
 from pipeline.precision import METHOD, PAIRED_METHOD
-from pipeline.rounds import STANDINGS_JSON
-from serve import framezip
+from pipeline.versions.rounds import STANDINGS_JSON
 from serve.arena.cache import Session
-from serve.episode import IN_PROGRESS, EpisodeRun, Outcome
-from serve.framezip import Picture
+from serve.games import framezip
+from serve.games.episode import IN_PROGRESS, EpisodeRun, Outcome
+from serve.games.framezip import Picture
 from serve.play import Arena
-from serve.schema import (
+from serve.stores import KeyRecord
+from serve.web.schema import (
     ANY,
     BOOLEAN,
     INT,
@@ -49,8 +50,7 @@ from serve.schema import (
     obj,
     string,
 )
-from serve.stores import KeyRecord
-from serve.web import (
+from serve.web.web import (
     accepts_gzip,
     api_key,
     client_ip,

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from pipeline.rounds import RoundBook
+from pipeline.versions.rounds import RoundBook
 from serve.arena.cache import Session, SessionCache
 from serve.arena.images import ImageCache
 from serve.arena.keys import Keys
@@ -22,9 +22,9 @@ from serve.arena.reviews import Reviews
 from serve.arena.rounds import Rounds
 from serve.arena.scorecards import Scorecards
 from serve.arena.sessions import Sessions
-from serve.dataset import ServedVersion
-from serve.episode import Outcome
-from serve.games import Registry
+from serve.games.dataset import ServedVersion
+from serve.games.episode import Outcome
+from serve.games.games import Registry
 from serve.limits import Limits
 from serve.stores import KeyRecord, ScorecardRecord, Store
 

@@ -33,17 +33,17 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from engine.errors import SokoforgeError
-from pipeline.rounds import RoundBook
-from pipeline.serving import ServedVersions
-from serve.access_log import AccessLog
+from pipeline.versions.rounds import RoundBook
+from pipeline.versions.serving import ServedVersions
 from serve.app import build_app
-from serve.arc_wire import game_id
-from serve.connections import AcceptErrorLog, listen
-from serve.dataset import load_version
-from serve.games import Registry
+from serve.arc.arc_wire import game_id
+from serve.games.dataset import load_version
+from serve.games.games import Registry
 from serve.limits import ConnectionLimits, Limits
 from serve.play import Arena
 from serve.stores import StoreError, is_postgres, open_store, shown
+from serve.web.access_log import AccessLog
+from serve.web.connections import AcceptErrorLog, listen
 
 log = logging.getLogger("sokoforge.serve")
 READY_SECONDS = 120.0

@@ -19,9 +19,9 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from engine.frames import TileAtlas
-from engine.look import Look
-from engine.vector import BoardTiles
+from engine.pictures.frames import TileAtlas
+from engine.pictures.look import Look
+from engine.pictures.vector import BoardTiles
 from pipeline.spec import Spec
 from pipeline.trajectories import LEVELS_PER_LAYOUT, EpisodeLevel, fresh_levels
 

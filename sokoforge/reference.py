@@ -55,7 +55,7 @@ SPEC_FIELDS = {
                         "agent's solved count before it is refused"),
 }
 
-# A theme's fields (engine.look.Theme): the colours and switches a look draws with.
+# A theme's fields (engine.pictures.look.Theme): the colours and switches a look draws with.
 THEME = {
     "floor": "floor cells, and the canvas around the board",
     "floor_alt": "the checker's other floor colour",
@@ -211,7 +211,7 @@ def spec_page() -> str:
                      for f, (t, m) in SPEC_FIELDS.items())
     from dataclasses import MISSING, fields
 
-    from engine.look import SHARED_THEME, Theme
+    from engine.pictures.look import SHARED_THEME, Theme
 
     theme = {f.name: f for f in fields(Theme)}
     _check(set(theme), set(THEME), "theme fields")
@@ -250,9 +250,9 @@ with is part of the board.
 
 
 def levels_page() -> str:
-    from pipeline.importing import IMPORT_COLUMNS
-    from pipeline.manifest import IMPORTED
-    from pipeline.write import LEVEL_COLUMNS
+    from pipeline.stages.importing import IMPORT_COLUMNS
+    from pipeline.stages.write import LEVEL_COLUMNS
+    from pipeline.versions.manifest import IMPORTED
 
     _check(set(LEVEL_COLUMNS) | set(IMPORT_COLUMNS), set(COLUMNS), "levels.parquet columns")
     types = {**LEVEL_COLUMNS, **IMPORT_COLUMNS}

@@ -19,8 +19,8 @@ from gymnasium import spaces
 
 from engine.episode import Episode, UnplayableLevel, begin, check_playable
 from engine.episode import step as play
-from engine.look import Painter, painter
-from engine.render import SIZE
+from engine.pictures.look import Painter, painter
+from engine.pictures.render import SIZE
 from engine.rules import check_move
 from pipeline.errors import PipelineError
 from pipeline.spec import Spec, load_spec
@@ -112,9 +112,9 @@ def open_source(version: str | None, spec: str | Path | Spec | None,
                 datasets: str | Path | None, allow_hidden: bool) -> LevelSource:
     """The levels an environment plays: a public version's (a hidden one only with
     ``allow_hidden``) or a spec's fresh ones; ``datasets`` found as every command finds it
-    (``pipeline.datasets_folder``: the argument, $SOKOFORGE_DATASETS, the repository's)."""
-    from pipeline.datasets_folder import datasets_folder
+    (``pipeline.versions.datasets_folder``: the argument, $SOKOFORGE_DATASETS, the repository's)."""
     from pipeline.trajectories import spec_source, version_source
+    from pipeline.versions.datasets_folder import datasets_folder
 
     if (version is None) == (spec is None):
         raise PipelineError("give exactly one of version=... and spec=...")

@@ -2,7 +2,7 @@
 
 ``gymnasium.make_vec("sokoforge/Sokoban-v0", num_envs=N, vectorization_mode=
 "vector_entry_point", version=... | spec=...)`` builds it. Every step is one
-``engine.vector.step_boards`` call over all N boards; the pictures are the single env's,
+``engine.pictures.vector.step_boards`` call over all N boards; the pictures are the single env's,
 byte for byte. A sub-env resets on the step after its episode ends (``AutoresetMode.NEXT_STEP``,
 the default) or in that same step (``autoreset_mode=AutoresetMode.SAME_STEP``).
 """
@@ -19,9 +19,9 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from engine.frames import TileAtlas
-from engine.render import SIZE
-from engine.vector import (
+from engine.pictures.frames import TileAtlas
+from engine.pictures.render import SIZE
+from engine.pictures.vector import (
     BoardSlots,
     begin_boards,
     frames_of,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.build import build
 from pipeline.spec import load_spec, spec_from_dict
+from pipeline.stages.build import build
 from pipeline.workers import Workers
 
 QUIET = Workers(show_progress=False)

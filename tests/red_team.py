@@ -5,14 +5,14 @@ observation and the goal image and nothing else. Each one first reads the board 
 frame (``decode``: two pixels per cell of the shared look, one in each picture, checked by
 drawing the board again), as a world model would; what it does next is what sets it apart.
 
-Cheaters search the decoded board without limit (``engine.solver.solve``) and replay the
+Cheaters search the decoded board without limit (``engine.search.solver.solve``) and replay the
 optimal solution: plainly (``Decoder``), with detours that push nothing and a quarter of the
 levels given up (``DetourDecoder``), with one wasted push first so that no level is solved
 in its optimal pushes (``PaddedDecoder``), only on the easier two thirds (or half, or third) by the
 decoded level's state count, playing a weak honest agent on the rest (``ThrottledDecoder``),
 or on a second scorecard of a key whose first one played at random ("probe then replay").
 
-Honest agents keep the benchmark's rule: the panel's families (``engine.panel``) at a budget
+Honest agents keep the benchmark's rule: the panel's families (``engine.agents.panel``) at a budget
 of dynamics calls per step (``PanelPlayer``), the same with an epsilon of random moves
 (``EpsilonPlayer``), and random play. A panel agent is deterministic, so its whole episode is
 computed at the episode's first frame and replayed, the moves it would make step by step; a
@@ -31,8 +31,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from engine.agents.panel import PanelAgent, episode
 from engine.levels import MAX_SIDE, Level, LevelError, State, _dihedral
-from engine.look import (
+from engine.pictures.look import (
     BOX,
     BOX_ON_GOAL,
     FLOOR,
@@ -44,9 +45,8 @@ from engine.look import (
     WALL,
     painter,
 )
-from engine.panel import PanelAgent, episode
 from engine.rules import board_array, delta, lurd_to_actions, step_on
-from engine.solver import solve
+from engine.search.solver import solve
 from serve.client import Connection, RandomAgent, play
 
 log = logging.getLogger(__name__)
@@ -383,7 +383,7 @@ def turn(level: Level, symmetry: int) -> Turned:
 
 class PanelPlayer(Scripted):
     """A panel agent (family and budget in dynamics calls per step) on the decoded board: the
-    moves ``engine.panel.episode`` makes from the state shown; random moves once it is stuck.
+    moves ``engine.agents.panel.episode`` makes from the state shown; random moves once it is stuck.
     With a ``symmetry`` other than 0 it plays the board turned (``turn``): an honest agent of
     the same family and budget that is not the panel's own, its ties broken otherwise.
 

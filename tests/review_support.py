@@ -17,7 +17,7 @@ import polars as pl
 from engine import episode as core
 from engine.levels import parse_xsb
 from serve.arena.keys import hash_key
-from serve.episode import PLAYED
+from serve.games.episode import PLAYED
 from serve.stores import (
     EpisodeRecord,
     Final,

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.levels import canonical_id, parse_xsb, to_xsb
-from engine.solver import solve
+from engine.search.solver import solve
 
 # Two tiers: three one-crate levels, then three two-crate levels, easiest first.
 LEVELS = [
@@ -114,7 +114,7 @@ def write_dataset(root: Path, version: str = "t1", levels: list[str] = LEVELS) -
 def served_dataset(root: Path, version: str = "t1") -> dict:
     """The test levels written under ``root`` as ``version`` and loaded as the server serves
     them: ``root``, the written ``rows`` and the ``served`` version."""
-    from serve.dataset import load_version
+    from serve.games.dataset import load_version
 
     info = write_dataset(root, version)
     return {"root": root, "rows": info["rows"], "served": load_version(root, version)}
@@ -187,7 +187,7 @@ class ServerThread:
     def _run(self) -> None:
         from aiohttp import web
 
-        from serve.connections import listen
+        from serve.web.connections import listen
 
         asyncio.set_event_loop(self.loop)
         self.runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
@@ -243,7 +243,7 @@ class SolutionAgent:
 
 def solutions_by_goal(rows: list[dict]) -> dict[bytes, list[int]]:
     """Each level's goal image (raw bytes) mapped to its stored solution as actions."""
-    from engine.look import painter
+    from engine.pictures.look import painter
     from engine.rules import lurd_to_actions
 
     out = {painter(parse_xsb(r["xsb"])).goal().tobytes(): lurd_to_actions(r["solution"])

@@ -17,8 +17,8 @@ from arc_agi import Arcade, OperationMode
 from arcengine import FrameData, GameAction, GameState
 from serve_support import served_dataset, server
 
-from serve import arc_wire as w
-from serve.dataset import load_version
+from serve.arc import arc_wire as w
+from serve.games.dataset import load_version
 
 VERSION = "arc1"
 GAME_ID = w.game_id(VERSION)

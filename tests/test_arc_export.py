@@ -29,11 +29,11 @@ from arcengine import GameAction, GameState
 from click.testing import CliRunner
 from serve_support import server, visible_version, write_dataset
 
-from engine.look import ARC_INDEX
-from pipeline.tables import read_parquet
-from serve import arc_wire as w
-from serve.arc_export import export_arc_game
-from serve.dataset import load_version
+from engine.pictures.look import ARC_INDEX
+from pipeline.versions.tables import read_parquet
+from serve.arc import arc_wire as w
+from serve.arc.arc_export import export_arc_game
+from serve.games.dataset import load_version
 from sokoforge.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

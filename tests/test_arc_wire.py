@@ -11,9 +11,9 @@ from arc_agi.scorecard import Scorecard
 from arcengine import FrameData, GameAction, GameState
 
 from engine.levels import parse_xsb
-from engine.look import ARC, SHARED, painter
-from engine.render import PALETTE
-from serve import arc_wire as w
+from engine.pictures.look import ARC, SHARED, painter
+from engine.pictures.render import PALETTE
+from serve.arc import arc_wire as w
 
 LEVEL = parse_xsb("#####\n#@$.#\n#####")
 PAINTER = painter(LEVEL, SHARED)
@@ -64,8 +64,8 @@ def test_frame_data_caps_level_counts_at_the_toolkit_bound():
 
 
 def test_reasoning_is_echoed_and_bounded():
-    from serve.arc import REASONING
-    from serve.schema import Invalid
+    from serve.arc.arc import REASONING
+    from serve.web.schema import Invalid
 
     blob = '{"why": "push right"}'
     frame = FrameData.model_validate(_frame(action=4, reasoning=REASONING.check(blob)))

@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from pipeline.audit import audit
-from pipeline.build import build
+from pipeline.audit.audit import audit
 from pipeline.spec import load_spec
-from pipeline.tables import read_parquet, sha256_file, write_parquet
+from pipeline.stages.build import build
+from pipeline.versions.tables import read_parquet, sha256_file, write_parquet
 from pipeline.workers import Workers
 from sokoforge.cli import main
 
@@ -278,7 +278,7 @@ def test_report_renders_whole_in_headless_chromium_with_plots_and_levels(version
     assert rows_with_ink.mean() > 0.4
     assert rows_with_ink[-img.shape[0] // 10:].mean() > 0.3
     # ...and the contact sheet's levels bring the shared look's crate brown onto the page.
-    from engine.look import SHARED_THEME
+    from engine.pictures.look import SHARED_THEME
 
     crate = np.array(SHARED_THEME.box) / 255.0
     assert (np.abs(img - crate) < 0.05).all(axis=2).sum() > 200
@@ -345,7 +345,7 @@ def test_audit_against_another_spec_compares_tiers_by_crate_count_and_says_what_
 
 
 def test_comparison_overlays_by_tier_and_slot_not_play_order(other_spec):
-    from pipeline.audit import compare_versions, load_version
+    from pipeline.audit.audit import compare_versions, load_version
 
     a, b = load_version(other_spec, "v1"), load_version(other_spec, "o1")
     comparison = compare_versions(a, b)
@@ -365,7 +365,7 @@ def test_comparison_overlays_by_tier_and_slot_not_play_order(other_spec):
 
 @pytest.mark.slow
 def test_a_failed_report_leaves_the_previous_one_whole(versions, monkeypatch):
-    from pipeline import audit_report
+    from pipeline.audit import audit_report
 
     assert CliRunner().invoke(main, ["audit", "v2", "--datasets", str(versions)]).exit_code == 0
     folder = versions / "v2" / "report"
@@ -412,7 +412,7 @@ def test_report_holds_deadlocks_calibration_metadata_legend_and_grade_labels(ver
 
 
 def test_deadlock_figures_are_recomputed_from_the_boards(versions):
-    from pipeline.audit import load_version
+    from pipeline.audit.audit import load_version
 
     facts = load_version(versions, "v1")
     t = facts.table
@@ -435,7 +435,7 @@ def secret(tmp_path_factory):
 def test_every_report_says_in_one_line_whether_the_version_is_fit_for_a_round(versions,
                                                                                 secret,
                                                                                 tmp_path):
-    from pipeline.audit_report import Report
+    from pipeline.audit.audit_report import Report
 
     seeded = Report(audit(versions, "v1")).fitness_line()
     assert seeded == ("fit for a round: no (it was built from the public seed 11: anyone can "
@@ -473,7 +473,7 @@ def test_grade_cut_and_band_labels_do_not_overlap_on_any_plot():
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from pipeline.audit_plots import _grade_lines
+    from pipeline.audit.audit_plots import _grade_lines
 
     for vertical, size in ((False, (11, 4.2)), (True, (3.2, 2.7)), (True, (7.2, 6))):
         fig = Figure(figsize=size)

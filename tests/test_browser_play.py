@@ -18,8 +18,8 @@ import pytest
 from serve_support import Api, server, visible_version
 
 from engine.rules import lurd_to_actions
-from serve.dataset import load_version
-from serve.games import Registry
+from serve.games.dataset import load_version
+from serve.games.games import Registry
 
 pytestmark = pytest.mark.slow  # every test here takes seconds
 
@@ -259,10 +259,10 @@ def test_the_pages_say_what_each_set_is_and_an_archived_board_links_its_final_st
     from selenium.webdriver.common.by import By
     from serve_support import LEVELS
 
-    from pipeline.importing import import_collection
-    from pipeline.rounds import RoundBook, open_round
+    from pipeline.stages.importing import import_collection
+    from pipeline.versions.rounds import RoundBook, open_round
     from pipeline.workers import Workers
-    from serve.standings import GRACE_SECONDS, close_round
+    from serve.records.standings import GRACE_SECONDS, close_round
 
     root = tmp_path / "datasets"
     root.mkdir()

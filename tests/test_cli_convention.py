@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.build import build
 from pipeline.spec import load_spec
+from pipeline.stages.build import build
 from pipeline.workers import Workers
 from sokoforge.cli import main
 
@@ -159,12 +159,12 @@ def test_a_server_says_where_it_serves_and_stops_with_0_on_ctrl_c_in_one_line_an
 
 
 def test_an_interrupted_command_exits_130_with_one_line(datasets, monkeypatch):
-    import pipeline.versions
+    import pipeline.versions.versions
 
     def interrupted(_):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pipeline.versions, "version_table", interrupted)
+    monkeypatch.setattr(pipeline.versions.versions, "version_table", interrupted)
     result = CliRunner().invoke(main, ["versions", "--datasets", str(datasets)])
     assert result.exit_code == 130
     assert result.output == "Error: interrupted\n"  # not click's "Aborted!"

@@ -8,7 +8,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from engine.levels import parse_levels
-from engine.look import ARC, SHARED, SHARED_THEME, Look, Theme, painter
+from engine.pictures.look import ARC, SHARED, SHARED_THEME, Look, Theme, painter
 from engine.rules import replay
 from sokoforge.cli import main
 
@@ -248,9 +248,9 @@ def test_render_animates_a_versions_stored_solution_step_by_step_in_its_look_lab
     import polars as pl
 
     from engine.levels import parse_xsb
-    from engine.look import stored_look
-    from pipeline.manifest import read_manifest
+    from engine.pictures.look import stored_look
     from pipeline.spec import version_look
+    from pipeline.versions.manifest import read_manifest
     from sokoforge.cli.levels import labelled
 
     row = pl.read_parquet(DEMO / "levels.parquet").sort("index").row(5, named=True)

@@ -4,12 +4,12 @@ import numpy as np
 import polars as pl
 import pytest
 
+from engine.agents.ladder import LADDER_BUDGETS, LADDER_SEEDS, LADDER_STEPS, climb
+from engine.agents.planner import plan
+from engine.agents.validation_agents import AgentSpec, play_agent
 from engine.episode import Game
-from engine.ladder import LADDER_BUDGETS, LADDER_SEEDS, LADDER_STEPS, climb
 from engine.levels import parse_xsb
-from engine.planner import plan
-from engine.validation_agents import AgentSpec, play_agent
-from pipeline.compute_curve import (
+from pipeline.difficulty.compute_curve import (
     HIGHEST,
     LOWEST,
     compute_grade,
@@ -126,7 +126,7 @@ def measured(tmp_path_factory):
     folder of its own (a rotation climbs the ladder on a few hundred candidates)."""
     from spec_support import two_tier_tiny
 
-    from pipeline.build import build
+    from pipeline.stages.build import build
     from pipeline.workers import Workers
 
     datasets = tmp_path_factory.mktemp("measured")
@@ -136,7 +136,7 @@ def measured(tmp_path_factory):
 
 
 def test_measured_build_stores_the_ladder_and_ramps_by_it(measured):
-    from pipeline.compute import with_measured_compute
+    from pipeline.difficulty.compute import with_measured_compute
     from pipeline.workers import Workers
 
     levels = pl.read_parquet(measured / "m1" / "levels.parquet").sort("index")
@@ -153,7 +153,7 @@ def test_measured_build_stores_the_ladder_and_ramps_by_it(measured):
 
 
 def test_a_version_built_with_measured_compute_verifies_against_its_seed(measured):
-    from pipeline.verify import verify
+    from pipeline.stages.verify import verify
     from pipeline.workers import Workers
 
     outcome = verify("m1", 4, datasets=measured, workers=Workers(show_progress=False))
@@ -164,9 +164,9 @@ def test_a_version_built_with_measured_compute_verifies_against_its_seed(measure
 def test_audit_replays_the_ladder_and_names_a_tampered_compute(measured, tmp_path):
     import shutil
 
-    from pipeline.audit import audit
-    from pipeline.manifest import read_manifest, write_manifest
-    from pipeline.tables import sha256_file
+    from pipeline.audit.audit import audit
+    from pipeline.versions.manifest import read_manifest, write_manifest
+    from pipeline.versions.tables import sha256_file
 
     assert audit(measured, "m1").passed
     copy = tmp_path / "datasets"
@@ -190,8 +190,8 @@ def test_audit_replays_the_ladder_and_names_a_tampered_compute(measured, tmp_pat
 def test_a_measured_version_rotates_matched_on_measured_compute(measured, tmp_path):
     import shutil
 
-    from pipeline.matching import COMPUTE_TOLERANCE
     from pipeline.rotate import rotate
+    from pipeline.scores.matching import COMPUTE_TOLERANCE
     from pipeline.workers import Workers
 
     datasets = tmp_path / "datasets"

@@ -8,13 +8,19 @@ import polars as pl
 import pytest
 
 from pipeline.calibrate import PoolSize, calibrate, pool_spec
-from pipeline.compute_curve import GRADE_BUDGETS, grade_rule
-from pipeline.difficulty import FEATURES, MODEL_PATH, DifficultyModel, load_model, score_levels
-from pipeline.generate import generate
-from pipeline.grade import grade, grade_features
-from pipeline.rank_metrics import roc_auc
-from pipeline.solve import solve
+from pipeline.difficulty.compute_curve import GRADE_BUDGETS, grade_rule
+from pipeline.difficulty.difficulty import (
+    FEATURES,
+    MODEL_PATH,
+    DifficultyModel,
+    load_model,
+    score_levels,
+)
+from pipeline.difficulty.rank_metrics import roc_auc
 from pipeline.spec import load_spec
+from pipeline.stages.generate import generate
+from pipeline.stages.grade import grade, grade_features
+from pipeline.stages.solve import solve
 from pipeline.workers import Workers
 
 WORKERS = Workers(jobs=1, show_progress=False)
@@ -135,8 +141,8 @@ def test_generalisation_table_counts_agent_failures_per_crate_tier(calibration):
             assert r["gain"] == pytest.approx(r["auc_compute_to_solve"]
                                               - r["auc_optimal_moves"], abs=2e-4)
     # One AUC recomputed from the agents' own play, so the table is not taken on trust.
+    from engine.agents.validation_agents import AgentSpec, play_agent
     from engine.levels import parse_xsb
-    from engine.validation_agents import AgentSpec, play_agent
 
     row = next(r for r in rows if r["auc_compute_to_solve"] is not None)
     at = held.filter(pl.col("n_crates") == row["crates"])

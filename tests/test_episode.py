@@ -25,10 +25,9 @@ from engine.episode import (
     step,
 )
 from engine.errors import SokoforgeError
-from engine.frames import TileAtlas, play
 from engine.levels import Level, State, parse_xsb
-from engine.rules import BadAction
-from engine.vector import (
+from engine.pictures.frames import TileAtlas, play
+from engine.pictures.vector import (
     FRAME_BYTES,
     BoardSlots,
     begin_boards,
@@ -37,8 +36,9 @@ from engine.vector import (
     new_outcomes,
     step_boards,
 )
-from serve.dataset import DatasetError, load_version
-from serve.episode import GAME_OVER, new_run
+from engine.rules import BadAction
+from serve.games.dataset import DatasetError, load_version
+from serve.games.episode import GAME_OVER, new_run
 
 UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3
 DATASETS = Path(__file__).resolve().parent.parent / "datasets"
@@ -188,7 +188,7 @@ class Served:
 
 
 class VectorEpisode:
-    """One board of ``engine.vector.step_boards``, stepped one action at a time."""
+    """One board of ``engine.pictures.vector.step_boards``, stepped one action at a time."""
 
     def __init__(self, level: Level, max_steps: int) -> None:
         slots = BoardSlots(1, level.height * level.width, level.n_crates)

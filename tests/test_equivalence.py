@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.equivalence import Equivalence, allowed_gap, compare
+from pipeline.scores.equivalence import Equivalence, allowed_gap, compare
 
 
 @pytest.mark.parametrize(("levels", "gap"), [(100, 3), (8, 1), (1, 1), (34, 2), (200, 6)])

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from pipeline.build import build
 from pipeline.spec import load_spec
+from pipeline.stages.build import build
 from pipeline.workers import Workers
 
 

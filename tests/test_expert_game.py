@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.audit import audit
-from pipeline.build import build
+from pipeline.audit.audit import audit
 from pipeline.spec import SpecError, load_spec, spec_from_dict
+from pipeline.stages.build import build
 from pipeline.workers import Workers
 
 

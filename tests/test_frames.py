@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.frames import LookNotCellLocal, TileAtlas, draw, play
 from engine.levels import parse_xsb
-from engine.look import ARC, Look, draw_theme
-from engine.reverse import optimal_actions, solvable_set
+from engine.pictures.frames import LookNotCellLocal, TileAtlas, draw, play
+from engine.pictures.look import ARC, Look, draw_theme
 from engine.rules import step
-from engine.solver import solve
+from engine.search.reverse import optimal_actions, solvable_set
+from engine.search.solver import solve
 
 LEVELS = [
     "######\n#  #@#\n#    #\n#. $ #\n# #  #\n######",

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from serve_support import Api, server
 
 from engine.rules import lurd_to_actions
-from serve.dataset import load_version
-from serve.human_play import LevelRate, browser_episodes, solve_rates
+from serve.games.dataset import load_version
+from serve.records.human_play import LevelRate, browser_episodes, solve_rates
 from serve.stores import PlayedEpisode
 from sokoforge.cli import main
 

@@ -17,10 +17,10 @@ from serve_support import Api, server
 
 from engine.level_files import read_collection
 from engine.levels import LevelError, canonical_id, parse_xsb, to_xsb
-from engine.look import SHARED, painter
+from engine.pictures.look import SHARED, painter
 from engine.rules import lurd_to_actions, step
-from engine.solver import solve
-from serve.dataset import ForwardSolvability, load_version
+from engine.search.solver import solve
+from serve.games.dataset import ForwardSolvability, load_version
 from sokoforge.cli import main
 
 # Boards of four sizes (one irregular, one indented, one 16x16 whose solvable-state search does
@@ -266,8 +266,8 @@ def test_audit_plots_of_an_import_show_file_order_with_whole_ticks_and_no_bands(
                                                                              monkeypatch):
     """No empty "slot band" legend, integer play positions and counts, and a tier's line
     never joining levels another tier's level stands between."""
-    import pipeline.audit_plots as plots
-    from pipeline.audit import load_version as audit_facts
+    import pipeline.audit.audit_plots as plots
+    from pipeline.audit.audit import load_version as audit_facts
 
     facts = audit_facts(imported["root"], "mix")
     assert facts.table["tier"].to_list() == [0, 1, 0, 2]  # tier 0 is not consecutive
@@ -306,7 +306,7 @@ def test_audit_re_solves_a_level_with_the_bound_it_was_imported_with(tmp_path):
     src.write_text("\n".join("".join(r) for r in grid) + "\n")
     assert run("import", "far", str(src), "--datasets", str(tmp_path), "--quiet").exit_code == 0
     assert pl.read_parquet(tmp_path / "far" / "levels.parquet")["optimal_moves"][0] == 49
-    from pipeline.audit import audit
+    from pipeline.audit.audit import audit
     result = audit(tmp_path, "far")
     assert result.passed, [c.describe() for c in result.failed]
 
@@ -328,7 +328,7 @@ def test_verify_on_an_import_checks_its_sources_instead_of_a_seed(imported):
     refused = run("verify", "mix", "--seed", "1", "--datasets", str(root))
     assert refused.exit_code == 2 and "no seed" in refused.output
     from pipeline.errors import PipelineError
-    from pipeline.verify import verify
+    from pipeline.stages.verify import verify
 
     with pytest.raises(PipelineError, match="mix was imported from level files: it has no seed"):
         verify("mix", 1, datasets=root)
@@ -381,7 +381,7 @@ def test_skip_unsolvable_drops_them_with_a_warning(tmp_path, caplog):
     src = tmp_path / "bad.xsb"
     src.write_text(MIXED.split("; three")[0] + CORNERED + "\n" + CROWDED)
     (tmp_path / "ds").mkdir()
-    with caplog.at_level(logging.WARNING, logger="pipeline.importing"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.stages.importing"):
         result = run("import", "kept", str(src), "--skip-unsolvable", "--hidden",
                      "--datasets", str(tmp_path / "ds"), "--quiet")
     assert result.exit_code == 0, result.output

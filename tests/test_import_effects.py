@@ -4,6 +4,7 @@ their own source-hash folder."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,8 @@ _PROBE = """
 import json, os, sys
 ours = lambda: {k: v for k, v in os.environ.items() if k.startswith(("NUMBA", "SOKOFORGE"))}
 before = ours()
-import engine, engine.rules, pipeline.build, pipeline.audit_report, serve.app, sokoforge.cli
+import engine, engine.rules, pipeline.stages.build, pipeline.audit.audit_report, serve.app
+import sokoforge.cli
 import sokoforge_gym
 from engine.kernel_cache import cache_dir
 from engine.levels import parse_xsb
@@ -39,3 +41,32 @@ def test_importing_every_package_leaves_the_environment_and_matplotlib_alone(tmp
     cache = Path(seen["cache"])
     assert cache.parent == tmp_path / "cache" and len(cache.name) == 12
     assert any(p.suffix == ".nbi" for p in cache.rglob("rules.*"))  # the kernel's index
+
+
+# -- The kernel cache and the engine's subpackages ----------------------------------------
+
+def _cache_probe(tree: Path, cache: Path, code: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(tree), "NUMBA_CACHE_DIR": str(cache)}
+    return subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_a_change_in_an_engine_subpackage_moves_the_kernels_to_a_new_cache_folder(tmp_path):
+    # a kernel inlines helpers of other files: every source below engine/ is in the hash
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "engine", tree / "engine",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    code = "from engine.kernel_cache import cache_dir; print(cache_dir().name)"
+    before = _cache_probe(tree, tmp_path / "cache", code)
+    solver = tree / "engine" / "search" / "solver.py"
+    solver.write_text(solver.read_text() + "\n# a changed line\n")
+    assert _cache_probe(tree, tmp_path / "cache", code) != before
+
+
+def test_a_kernel_in_a_subpackage_caches_in_the_source_hash_folder(tmp_path):
+    code = ("from engine.kernel_cache import cache_dir; from engine.levels import parse_xsb; "
+            "from engine.search.deadlock import dead_squares; "
+            "dead_squares(parse_xsb('#####\\n#@$.#\\n#####')); print(cache_dir())")
+    cache = Path(_cache_probe(ROOT, tmp_path / "cache", code))
+    assert cache.parent == tmp_path / "cache"
+    assert any(p.suffix == ".nbi" for p in cache.rglob("deadlock.*"))

@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from pipeline.irt import fit_2pl, refit
-from pipeline.rank_metrics import spearman
-from serve.results import closed_episodes as read_closed
+from pipeline.difficulty.rank_metrics import spearman
+from pipeline.scores.irt import fit_2pl, refit
+from serve.records.results import closed_episodes as read_closed
 from serve.stores import (
     EpisodeRecord,
     Final,
@@ -162,8 +162,8 @@ def test_irt_command_reports_and_the_audit_shows_the_section(filled):
                                        str(datasets)])
     assert result.exit_code == 0, result.output
     assert "39 agents" in result.output and "Spearman of empirical difficulty" in result.output
-    from pipeline.audit import audit
-    from pipeline.audit_report import Report
+    from pipeline.audit.audit import audit
+    from pipeline.audit.audit_report import Report
 
     markdown = Report(audit(datasets, "demo")).markdown()
     assert "## Difficulty from real results" in markdown

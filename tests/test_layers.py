@@ -105,7 +105,7 @@ def test_the_walk_sees_imports_inside_functions_and_relative_ones():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(graph) == [["a", "b", "c"]]
     # the build command imports the build inside its function
-    assert "pipeline.build" in GRAPH["sokoforge.cli.build"]
+    assert "pipeline.stages.build" in GRAPH["sokoforge.cli.build"]
     assert "sokoforge.sokoban_env" in GRAPH["sokoforge_gym"]
 
 
@@ -117,7 +117,7 @@ def test_no_module_imports_a_higher_layer():
 
 def test_the_stores_sit_below_the_rest_of_the_server():
     assert layer("serve.stores.sqlite") == layer("serve.stores") < layer("serve.play")
-    assert layer("serve") == layer("serve.play") > layer("pipeline.irt")
+    assert layer("serve") == layer("serve.play") > layer("pipeline.scores.irt")
     # what the stores import: each other, the project's error root, nothing else of ``serve``
     outside = {o for m, outs in GRAPH.items() if m.startswith("serve.stores")
                for o in outs if not o.startswith("serve.stores")}
@@ -140,3 +140,58 @@ def test_every_module_with_public_names_declares_them_in_all():
         if public and not declares:
             undeclared.append(module)
     assert undeclared == []
+
+
+# -- Rooms: the subpackages and the top modules of each package, placed like the layers ----
+# From the bottom; a module may import its own room and the lower rooms of its package. A room
+# is a subpackage (``pipeline.stages``) or a module at its package's top (``pipeline.spec``),
+# and several in one string share a rank. A new module or subpackage is placed here first.
+ROOMS = {
+    "engine": ["errors levels level_files rules episode kernel_cache", "search",
+               "agents pictures", "warmup"],
+    "pipeline": ["errors progress workers spec seeds precision", "versions", "difficulty",
+                 "stages", "scores", "audit", "rotate calibrate trajectories"],
+    "serve": ["stores limits", "games", "records", "arena", "play client", "web", "native",
+              "arc", "browser", "app run"],
+}
+RANK = {f"{package}.{name}": rank for package, rooms in ROOMS.items()
+        for rank, names in enumerate(rooms) for name in names.split()}
+
+
+def room(module: str) -> str | None:
+    """The room ``module`` is in (``pipeline.stages.build`` -> ``pipeline.stages``), None for a
+    package's own ``__init__`` and outside the packages with rooms."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] in ROOMS and len(parts) > 1 else None
+
+
+def test_every_module_has_a_room_and_every_room_exists():
+    unplaced = sorted(m for m in MODULES if room(m) is not None and room(m) not in RANK)
+    assert unplaced == []
+    assert sorted(name for name in RANK if name not in MODULES) == []
+
+
+def test_no_module_imports_a_higher_room_of_its_package():
+    upward = [f"{m} imports {o}" for m, outs in sorted(GRAPH.items()) for o in sorted(outs)
+              if room(m) and room(o) and m.split(".")[0] == o.split(".")[0]
+              and RANK[room(o)] > RANK[room(m)]]
+    assert upward == []
+
+
+def test_the_rooms_form_no_cycle():
+    graph: dict[str, set[str]] = {name: set() for name in RANK}
+    for m, outs in GRAPH.items():
+        for o in outs:
+            if room(m) and room(o) and room(m) != room(o):
+                graph[room(m)].add(room(o))
+    assert _cycles(graph) == []
+
+
+def test_stages_and_versions_sit_below_the_scores_and_the_audit():
+    assert RANK["pipeline.versions"] < RANK["pipeline.stages"] < RANK["pipeline.scores"]
+    assert RANK["pipeline.scores"] < RANK["pipeline.audit"] < RANK["pipeline.rotate"]
+    # the web layer sits below every face, what the store's records say below the play layer
+    assert RANK["serve.games"] < RANK["serve.records"] < RANK["serve.arena"] < RANK["serve.play"]
+    assert RANK["serve.play"] < RANK["serve.web"] < RANK["serve.native"]
+    assert RANK["serve.native"] < RANK["serve.arc"] < RANK["serve.browser"] < RANK["serve.app"]
+    assert RANK["engine.search"] < RANK["engine.agents"] == RANK["engine.pictures"]

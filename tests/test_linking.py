@@ -12,13 +12,13 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from pipeline.linking import (
+from pipeline.scores.linking import (
     MIN_LINK_KEYS,
     link_line,
     read_line,
     version_line,
 )
-from pipeline.simulated_agents import LevelPopulation, line_check, play
+from pipeline.scores.simulated_agents import LevelPopulation, line_check, play
 from serve.stores import (
     EpisodeRecord,
     Final,

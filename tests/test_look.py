@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from engine.levels import parse_xsb
-from engine.look import (
+from engine.pictures.look import (
     ARC,
     ARC_INDEX,
     ELEMENT_TO_ARC,
@@ -59,7 +59,7 @@ def played(case: dict) -> tuple:
 
 
 def test_every_reference_frame_of_the_shared_environment_matches_byte_for_byte(reference):
-    # painter(level, look).frame(state, step) is what serve.dataset precomputes and
+    # painter(level, look).frame(state, step) is what serve.games.dataset precomputes and
     # serve.arena.images calls after every action
     cases, frames = reference
     assert len(cases) == 60
@@ -89,7 +89,7 @@ def test_arc_face_shows_the_same_board_as_the_rgb_frame_at_every_step(reference)
 
 
 def test_arc_look_keeps_the_16_colour_picture_on_both_faces():
-    from engine.render import PALETTE, render_indices
+    from engine.pictures.render import PALETTE, render_indices
 
     level = parse_xsb("#####\n#@$.#\n#####")
     drawn = painter(level, ARC)

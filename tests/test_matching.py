@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.matching import MatchError, PanelRule, match, targets
+from pipeline.scores.matching import MatchError, PanelRule, match, targets
 from pipeline.spec import spec_from_dict
 
 SPEC = spec_from_dict({

@@ -1,9 +1,9 @@
 import pytest
 
 from engine.levels import parse_xsb
-from engine.optimal_paths import optimal_paths
 from engine.rules import step
-from engine.solver import solve
+from engine.search.optimal_paths import optimal_paths
+from engine.search.solver import solve
 
 LEVELS = [
     """

@@ -12,15 +12,15 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.agents.panel import PANEL, PANEL_BUDGETS, PANEL_FAMILIES, PanelAgent, episode, play
+from engine.agents.planner import _successor, state_key
 from engine.levels import State, parse_xsb
-from engine.panel import PANEL, PANEL_BUDGETS, PANEL_FAMILIES, PanelAgent, episode, play
-from engine.planner import _successor, state_key
 from engine.rules import board_array, replay, step_kernel
-from pipeline.audit import audit
-from pipeline.audit_report import Report
-from pipeline.build import build
-from pipeline.panel import PANEL_FILE
+from pipeline.audit.audit import audit
+from pipeline.audit.audit_report import Report
+from pipeline.difficulty.panel import PANEL_FILE
 from pipeline.spec import load_spec
+from pipeline.stages.build import build
 from pipeline.workers import Workers
 from sokoforge.cli import main
 

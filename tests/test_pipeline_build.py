@@ -19,12 +19,12 @@ from click.testing import CliRunner
 
 from engine.levels import canonical_id, parse_xsb, wall_layout_id
 from engine.rules import replay
-from pipeline.build import STAGES, BuildFolder, build
 from pipeline.errors import PipelineError
 from pipeline.seeds import REDRAW, commitment, secret_path
 from pipeline.spec import load_spec, spec_from_dict
-from pipeline.tables import sha256_file
-from pipeline.verify import verify
+from pipeline.stages.build import STAGES, BuildFolder, build
+from pipeline.stages.verify import verify
+from pipeline.versions.tables import sha256_file
 from pipeline.workers import Workers
 from sokoforge.cli import main
 
@@ -316,7 +316,7 @@ def test_dask_backend_without_a_scheduler_is_refused(tmp_path):
 
 
 def test_solve_stage_stops_naming_a_level_whose_claimed_optimum_is_wrong(built, tmp_path):
-    from pipeline.solve import solve
+    from pipeline.stages.solve import solve
 
     candidates = pl.read_parquet(built[1] / "stages" / "generate.parquet")
     lied = candidates.with_columns(
@@ -335,7 +335,7 @@ def test_solve_stage_stops_naming_a_level_whose_claimed_optimum_is_wrong(built, 
 
 
 def test_select_keeps_excluded_ids_and_layouts_out(built, tiny, tmp_path):
-    from pipeline.select import select
+    from pipeline.stages.select import select
 
     candidates = built[1] / "stages" / "generate.parquet"
     first = pl.read_parquet(built[1] / "levels.parquet")
@@ -352,7 +352,7 @@ def test_select_keeps_excluded_ids_and_layouts_out(built, tiny, tmp_path):
 
 def test_select_draws_more_candidates_for_exactly_the_slots_it_cannot_fill(built, tiny,
                                                                          tmp_path, caplog):
-    from pipeline.select import select
+    from pipeline.stages.select import select
 
     candidates = built[1] / "stages" / "generate.parquet"
     pool = pl.read_parquet(candidates)
@@ -380,7 +380,7 @@ def test_select_draws_more_candidates_for_exactly_the_slots_it_cannot_fill(built
 
 def test_select_fails_naming_the_slot_and_the_spec_field_when_redraws_run_out(
         built, tiny, tmp_path, monkeypatch):
-    from pipeline import select as select_module
+    from pipeline.stages import select as select_module
 
     monkeypatch.setattr(select_module, "MAX_REDRAWS", 0)
     candidates = built[1] / "stages" / "generate.parquet"
@@ -394,7 +394,7 @@ def test_select_fails_naming_the_slot_and_the_spec_field_when_redraws_run_out(
 
 def test_a_failed_build_leaves_no_folder_lock_or_secret_and_a_retry_draws_afresh(
         tiny, tmp_path, monkeypatch):
-    from pipeline import select as select_module
+    from pipeline.stages import select as select_module
 
     real = select_module.select
 
@@ -453,7 +453,7 @@ def test_a_stop_while_the_build_lock_is_taken_leaves_no_lock_file(tmp_path, monk
     it is held: the lock file goes all the same, and the next build takes it."""
     import fcntl
 
-    from pipeline.build import build_lock
+    from pipeline.stages.build import build_lock
 
     real = fcntl.flock
     calls = []
@@ -498,7 +498,7 @@ def test_verify_of_a_missing_version_says_so(tmp_path):
 
 
 def test_a_wrong_seed_stops_at_the_commitment_before_any_redraw(built, monkeypatch):
-    import pipeline.verify as verify_module
+    import pipeline.stages.verify as verify_module
 
     datasets, _ = built
 
@@ -520,7 +520,7 @@ def test_a_wrong_seed_stops_at_the_commitment_before_any_redraw(built, monkeypat
 
 
 def test_the_manifest_records_each_levels_origin_and_verify_redraws_it_alone(built, tmp_path):
-    from pipeline.generate import goal_first_attempt
+    from pipeline.stages.generate import goal_first_attempt
 
     tiny = load_spec("tiny")
     datasets, path = built
@@ -553,7 +553,7 @@ def test_the_manifest_records_each_levels_origin_and_verify_redraws_it_alone(bui
 
 
 def test_verify_rechecks_the_selection_rules_within_the_version(built):
-    from pipeline.verify import selection_problems
+    from pipeline.stages.verify import selection_problems
 
     tiny = load_spec("tiny")
     levels = _levels(built[1])

@@ -10,10 +10,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.build import build
 from pipeline.spec import load_spec, spec_from_dict
-from pipeline.tables import sha256_file
-from pipeline.verify import verify
+from pipeline.stages.build import build
+from pipeline.stages.verify import verify
+from pipeline.versions.tables import sha256_file
 from pipeline.workers import Workers
 
 DATASETS = Path(__file__).resolve().parent.parent / "datasets"
@@ -62,8 +62,8 @@ def first_demo(tmp_path_factory):
 
 
 def test_the_first_published_demo_still_loads_and_audits(first_demo):
-    from pipeline.audit import audit
-    from serve.dataset import load_version
+    from pipeline.audit.audit import audit
+    from serve.games.dataset import load_version
 
     served = load_version(first_demo, "demo")
     assert len(served.levels) == 100

@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 
 from engine.levels import State, parse_xsb
-from engine.reachable import push_reachable_stats, reachable_stats
-from engine.reverse import solvable_set
 from engine.rules import replay
-from engine.solver import solve
-from pipeline.grade import (
+from engine.search.reachable import push_reachable_stats, reachable_stats
+from engine.search.reverse import solvable_set
+from engine.search.solver import solve
+from pipeline.stages.grade import (
     box_changes,
     first_push_traps,
     level_features,
     player_reach,
 )
-from pipeline.layouts import goal_layout
+from pipeline.stages.layouts import goal_layout
 
 TWO = parse_xsb("""
 #######

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from pipeline.errors import PipelineError
-from pipeline.select import choose
+from pipeline.stages.select import choose
 
 
 def _table(rows):

@@ -1,9 +1,8 @@
 import numpy as np
 import pytest
 
-import engine.planner as planner
-from engine.levels import parse_xsb
-from engine.planner import (
+import engine.agents.planner as planner
+from engine.agents.planner import (
     CALLS_PER_EXPANSION,
     HEURISTIC_WEIGHT,
     MAX_PLANNER_BUDGET,
@@ -12,6 +11,7 @@ from engine.planner import (
     push_distance,
     state_key,
 )
+from engine.levels import parse_xsb
 
 CORRIDOR = """
 #######
@@ -90,7 +90,7 @@ def test_a_budget_below_one_expansion_or_beyond_the_index_is_refused(budget):
 
 
 def test_push_lower_bound_sums_lone_crate_distances():
-    from engine.planner import push_lower_bound
+    from engine.agents.planner import push_lower_bound
 
     assert push_lower_bound(parse_xsb(CORRIDOR)) == 2
     # crates: (2,2) up+right 2, (2,3) up 1, (3,3) up twice 2

@@ -13,7 +13,7 @@ from pipeline.precision import (
     success_interval,
     with_interval,
 )
-from pipeline.simulated_agents import LevelPopulation, interval_coverage
+from pipeline.scores.simulated_agents import LevelPopulation, interval_coverage
 
 
 def test_interval_covers_a_simulated_agents_true_rate_about_95_percent_at_every_ability():

@@ -9,12 +9,12 @@ import polars as pl
 import pytest
 
 from engine.levels import parse_xsb
-from engine.reverse import solvable_set
-from pipeline.audit import audit
-from pipeline.build import build, existing_versions
-from pipeline.grade import first_push_traps
-from pipeline.manifest import read_manifest, visibility
+from engine.search.reverse import solvable_set
+from pipeline.audit.audit import audit
 from pipeline.spec import SPECS_DIR, SpecError, load_spec, spec_from_dict
+from pipeline.stages.build import build, existing_versions
+from pipeline.stages.grade import first_push_traps
+from pipeline.versions.manifest import read_manifest, visibility
 from pipeline.workers import Workers
 
 DATASETS = Path(__file__).resolve().parent.parent / "datasets"
@@ -172,7 +172,7 @@ def test_committed_public_versions_share_no_level_with_any_hidden_version():
 def test_a_ten_by_ten_five_crate_level_is_re_solved_past_the_default_bound():
     """Its solvable set fits the generator's bound, and the solve stage must then re-solve it
     (it needs just under 20 million stored states, past the old fixed bound)."""
-    from pipeline.solve import SOLVE_MAX_STATES, _solve_one, search_bound
+    from pipeline.stages.solve import SOLVE_MAX_STATES, _solve_one, search_bound
 
     xsb = "\n".join(["##########", "#   #.   #", "#      $ #", "# .# $   #", "#        #",
                      "#   $  $##", "# . #@   #", "#  $.    #", "#     #. #", "##########"])
@@ -195,7 +195,7 @@ def test_a_build_from_a_public_seed_says_it_is_hidden_unless_its_spec_is_public(
     ``versions`` say which, with the round's state where there is one."""
     from click.testing import CliRunner
 
-    from pipeline.rounds import iso, open_round, parse_time
+    from pipeline.versions.rounds import iso, open_round, parse_time
     from sokoforge.cli import main
 
     built = CliRunner().invoke(main, ["build", "h", "--spec", "tiny", "--seed", "11", "--quiet",

@@ -17,9 +17,9 @@ from click.testing import CliRunner
 from serve_support import Api, server
 
 from engine.levels import parse_xsb
-from engine.look import SHARED, painter
+from engine.pictures.look import SHARED, painter
 from engine.rules import step
-from serve.dataset import DatasetError, load_version
+from serve.games.dataset import DatasetError, load_version
 from sokoforge.cli import main
 
 PUBLISHED = Path(__file__).resolve().parent / "fixtures" / "published"
@@ -87,8 +87,8 @@ def november(tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_version_from_before_compute_to_solve_audits_clean_with_its_old_columns(november):
-    from pipeline.audit import audit
-    from pipeline.audit_report import Report
+    from pipeline.audit.audit import audit
+    from pipeline.audit.audit_report import Report
 
     result = audit(november, "demo")
     assert result.passed, [c.name for c in result.failed]
@@ -99,7 +99,7 @@ def test_a_version_from_before_compute_to_solve_audits_clean_with_its_old_column
 
 def test_a_version_from_before_compute_to_solve_is_regraded_for_matching_untouched(november):
     from pipeline.rotate import graded_alike
-    from pipeline.tables import read_parquet
+    from pipeline.versions.tables import read_parquet
     from pipeline.workers import Workers
 
     before = (november / "demo" / "levels.parquet").read_bytes()

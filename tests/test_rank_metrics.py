@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from pipeline.logistic import fit_logistic, log_loss, sigmoid
-from pipeline.rank_metrics import average_ranks, roc_auc, spearman
+from pipeline.difficulty.logistic import fit_logistic, log_loss, sigmoid
+from pipeline.difficulty.rank_metrics import average_ranks, roc_auc, spearman
 
 
 def test_auc_of_a_textbook_example_is_three_quarters():

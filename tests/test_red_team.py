@@ -27,16 +27,16 @@ from red_team import (
 )
 from serve_support import LEVELS, server
 
+from engine.agents.panel import PanelAgent, episode
 from engine.levels import parse_xsb, to_xsb
-from engine.look import ARC, Look, draw_theme, painter
-from engine.panel import PanelAgent, episode
+from engine.pictures.look import ARC, Look, draw_theme, painter
 from engine.rules import actions_to_lurd, board_array, replay, step_on
-from pipeline.build import build
-from pipeline.panel import PANEL_FILE, write_panel
+from pipeline.difficulty.panel import PANEL_FILE, write_panel
 from pipeline.spec import spec_from_dict
+from pipeline.stages.build import build
 from pipeline.workers import Workers
 from serve.client import RandomAgent
-from serve.dataset import load_version
+from serve.games.dataset import load_version
 from sokoforge.cli import main
 
 DEMO = Path(__file__).resolve().parent.parent / "datasets" / "demo"

@@ -4,7 +4,7 @@ the held-out calibration pool, which must come back the same when the pool is re
 import numpy as np
 import pytest
 
-from pipeline.reliability import (
+from pipeline.difficulty.reliability import (
     POOL_CURVE_PATH,
     brier_score,
     curve,
@@ -51,7 +51,7 @@ def test_wilson_interval_holds_the_rate_and_stays_in_zero_one():
 
 
 def test_the_stored_pool_curve_belongs_to_the_shipped_model():
-    from pipeline.difficulty import load_model
+    from pipeline.difficulty.difficulty import load_model
 
     stored = load_pool_curve()
     model = load_model()
@@ -67,7 +67,7 @@ def test_the_stored_pool_curve_is_what_redrawing_the_pool_gives(tmp_path):
     """The committed curve is data made by scripts/pool_curve.py; redrawing the held-out pool
     from its recorded seed and replaying it must give it again, figure for figure."""
     from pipeline.calibrate import held_out_pool, pool_curve
-    from pipeline.difficulty import load_model
+    from pipeline.difficulty.difficulty import load_model
     from pipeline.spec import load_spec
     from pipeline.workers import Workers
 

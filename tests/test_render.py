@@ -3,7 +3,7 @@
 import numpy as np
 
 from engine.levels import State, parse_xsb
-from engine.render import (
+from engine.pictures.render import (
     PALETTE,
     PLAYER,
     PLAYER_ON_GOAL,

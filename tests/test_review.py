@@ -18,11 +18,10 @@ from click.testing import CliRunner
 from review_support import T0, Card, card_id, levels_of, put_scorecards, solutions
 from serve_support import Api, server
 
+from engine.agents.panel import PANEL, PanelAgent, episode
 from engine.levels import parse_xsb
-from engine.panel import PANEL, PanelAgent, episode
-from pipeline.hidden_files import GITIGNORE, keep_hidden_out_of_git
-from pipeline.panel import PANEL_FILE, panel_of_version, pushes_of
-from pipeline.review import (
+from pipeline.difficulty.panel import PANEL_FILE, panel_of_version, pushes_of
+from pipeline.scores.review import (
     PLAY_SCHEMA,
     RULE_BUDGET,
     THRESHOLD,
@@ -33,7 +32,8 @@ from pipeline.review import (
     review_scorecard,
     review_scorecards,
 )
-from pipeline.version import open_version
+from pipeline.versions.hidden_files import GITIGNORE, keep_hidden_out_of_git
+from pipeline.versions.version import open_version
 from pipeline.workers import Workers
 from sokoforge.cli import main
 
@@ -67,7 +67,7 @@ def ref(demo):
 def _rows(levels: pl.DataFrame, plays: list[str]) -> pl.DataFrame:
     """A scorecard's rows for letters played per level (as the store replay makes them)."""
     from engine import episode as core
-    from serve.episode import PLAYED
+    from serve.games.episode import PLAYED
 
     out = []
     for row, letters in zip(levels.iter_rows(named=True), plays, strict=True):
@@ -266,7 +266,7 @@ def test_sokoforge_review_prints_one_json_object_per_scorecard_and_writes_its_re
 
 
 def test_the_store_replay_counts_moves_pushes_no_ops_and_restarts_of_each_episode(demo, store):
-    from serve.review import scorecard_play
+    from serve.records.review import scorecard_play
     from serve.stores import read_store
 
     levels = {int(i): (parse_xsb(x), int(m)) for i, x, m in
@@ -307,7 +307,7 @@ def test_a_hidden_versions_review_stays_its_owners_and_out_of_git(demo, store, t
     (datasets / "hid" / "manifest.json").write_text(json.dumps(manifest))
     keep_hidden_out_of_git(datasets / "hid", manifest)
     (datasets / "hid" / "report" / "review.json").unlink(missing_ok=True)
-    from serve.review import review_store
+    from serve.records.review import review_store
 
     done = review_store(datasets, "hid", str(store))
     assert done.reviews == []  # the store played demo, not hid
@@ -321,7 +321,7 @@ def test_a_hidden_versions_review_stays_its_owners_and_out_of_git(demo, store, t
 
 def test_the_board_marks_a_needs_review_entry_once_a_review_ran_keeping_its_rank_and_the_owner_sees_why(  # noqa: E501
         demo, store, tmp_path):
-    from serve.dataset import load_version
+    from serve.games.dataset import load_version
 
     datasets = tmp_path / "datasets"
     shutil.copytree(demo / "demo", datasets / "demo")
@@ -364,8 +364,8 @@ def test_the_owners_scorecard_page_shows_the_review_evidence_and_no_one_elses(
     from selenium.webdriver.common.by import By
     from test_browser_play import browser, until
 
-    from serve.dataset import load_version
-    from serve.review import review_store
+    from serve.games.dataset import load_version
+    from serve.records.review import review_store
 
     datasets = tmp_path / "datasets"
     shutil.copytree(demo / "demo", datasets / "demo")

@@ -20,18 +20,18 @@ from click.testing import CliRunner
 from spec_support import two_tier_tiny
 from test_hidden_on_the_machine import assert_private
 
+from engine.agents.panel import PANEL
+from engine.agents.planner import plan
 from engine.levels import canonical_id, parse_xsb
-from engine.panel import PANEL
-from engine.planner import plan
 from pipeline import rotate as rotate_module
-from pipeline.build import build
-from pipeline.equivalence import allowed_gap
 from pipeline.errors import PipelineError
 from pipeline.rotate import EQUIVALENCE_FILE, rotate
+from pipeline.scores.equivalence import allowed_gap
 from pipeline.seeds import commitment, secret_path
 from pipeline.spec import load_spec
-from pipeline.verify import verify
-from pipeline.versions import REVEAL_FILE, version_table
+from pipeline.stages.build import build
+from pipeline.stages.verify import verify
+from pipeline.versions.versions import REVEAL_FILE, version_table
 from pipeline.workers import Workers
 from sokoforge.cli import main
 

@@ -26,9 +26,9 @@ from spec_support import two_tier_tiny_file
 
 from pipeline import seeds
 from pipeline.errors import InputError, PipelineError
-from pipeline.hidden_files import GITIGNORE, keep_hidden_out_of_git
-from pipeline.publish import PUBLISHED_FILES
-from pipeline.rounds import (
+from pipeline.versions.hidden_files import GITIGNORE, keep_hidden_out_of_git
+from pipeline.versions.publish import PUBLISHED_FILES
+from pipeline.versions.rounds import (
     NOTICE_SECONDS,
     RECHECK_SECONDS,
     Round,
@@ -111,7 +111,7 @@ def no_wait(seconds: float) -> None:
 
 def closed_round(root: Path, db: Path, version: str = "v") -> None:
     """``version``, hidden, with a round closed over a store of two named players."""
-    from serve.standings import close_round
+    from serve.records.standings import close_round
 
     secret_version(root, version)
     fill(db, [("k1", "ann", 0.5, 150.0), ("k2", "bob", 0.7, 160.0)], version)
@@ -203,7 +203,7 @@ def test_a_server_refuses_at_the_closing_time_itself_and_rereads_only_to_learn_a
 def test_standings_rank_each_named_players_best_closed_in_time_leaving_late_and_anonymous_out(
         tmp_path):
     from pipeline.precision import interval_from_counts
-    from serve.standings import close_round
+    from serve.records.standings import close_round
 
     write_dataset(tmp_path, "v")
     db = tmp_path / "s.sqlite"
@@ -223,7 +223,7 @@ def test_standings_rank_each_named_players_best_closed_in_time_leaving_late_and_
 
 
 def test_closing_early_announces_a_time_every_server_reads_before_it_comes(tmp_path):
-    from serve.standings import GRACE_SECONDS, close_round
+    from serve.records.standings import GRACE_SECONDS, close_round
 
     write_dataset(tmp_path, "v")
     db = tmp_path / "s.sqlite"
@@ -251,7 +251,7 @@ def test_closing_early_announces_a_time_every_server_reads_before_it_comes(tmp_p
 
 def test_closing_twice_gives_the_same_bytes_and_refuses_a_store_that_ranks_otherwise(
         tmp_path):
-    from serve.standings import close_round
+    from serve.records.standings import close_round
 
     write_dataset(tmp_path, "v")
     db = tmp_path / "s.sqlite"
@@ -282,10 +282,10 @@ def test_the_standings_carry_each_rows_review_verdict_and_the_close_writes_the_r
 
     from review_support import T0, Card, card_id, levels_of, put_scorecards, solutions
 
+    from engine.agents.panel import PanelAgent, episode
     from engine.levels import parse_xsb
-    from engine.panel import PanelAgent, episode
-    from pipeline.rounds import COLUMNS
-    from serve.standings import close_round
+    from pipeline.versions.rounds import COLUMNS
+    from serve.records.standings import close_round
 
     demo = Path(__file__).resolve().parent.parent / "datasets" / "demo"
     (tmp_path / "v").mkdir()
@@ -328,7 +328,7 @@ def test_a_close_that_cannot_open_its_store_changes_nothing(tmp_path, store):
 
 
 def test_round_status_says_where_the_round_stands(tmp_path):
-    from serve.standings import close_round
+    from serve.records.standings import close_round
 
     write_dataset(tmp_path, "v")
 
@@ -352,8 +352,8 @@ def test_round_status_says_where_the_round_stands(tmp_path):
 
 # -- the board, the routes, anonymous play -----------------------------------------------------
 def test_the_board_of_a_round_ranks_what_its_standings_rank(tmp_path):
-    from serve.dataset import load_version
-    from serve.standings import close_round
+    from serve.games.dataset import load_version
+    from serve.records.standings import close_round
 
     write_dataset(tmp_path, "v")
     db = tmp_path / "s.sqlite"
@@ -371,7 +371,7 @@ def test_the_board_of_a_round_ranks_what_its_standings_rank(tmp_path):
 
 
 def test_a_closed_rounds_standings_are_served_and_linked_from_its_archived_board(tmp_path):
-    from serve.dataset import load_version
+    from serve.games.dataset import load_version
 
     db = tmp_path / "s.sqlite"
     closed_round(tmp_path, db, "2026-12")  # the README's name
@@ -404,7 +404,7 @@ def test_a_closed_rounds_standings_are_served_and_linked_from_its_archived_board
 
 
 def test_anonymous_keys_play_unranked_in_a_round_with_their_own_allowance(tmp_path):
-    from serve.dataset import load_version
+    from serve.games.dataset import load_version
 
     info = write_dataset(tmp_path, "v")
     open_round(tmp_path, "v", closes=time.time() + 3600)
@@ -432,7 +432,7 @@ def test_anonymous_keys_play_unranked_in_a_round_with_their_own_allowance(tmp_pa
 
 
 def test_a_name_starting_like_an_anonymous_key_is_refused(tmp_path):
-    from serve.dataset import load_version
+    from serve.games.dataset import load_version
 
     write_dataset(tmp_path, "v")
     with server(load_version(tmp_path, "v"), tmp_path / "s.sqlite") as running:
@@ -443,8 +443,8 @@ def test_a_name_starting_like_an_anonymous_key_is_refused(tmp_path):
 # -- reveal and publish --------------------------------------------------------------------------
 def test_reveal_refuses_a_served_version_and_a_hidden_one_without_a_closed_round_unless_forced(
         tmp_path):
-    from pipeline.serving import ServedVersions
-    from pipeline.versions import reveal
+    from pipeline.versions.serving import ServedVersions
+    from pipeline.versions.versions import reveal
 
     secret_version(tmp_path, "v")
     with pytest.raises(PipelineError, match="hidden and has had no round"):
@@ -485,12 +485,12 @@ def test_reveal_refuses_a_version_a_running_server_serves_until_it_stops(tmp_pat
 
 def test_publish_needs_a_closed_revealed_round_and_makes_the_version_a_public_practice_set(
         tmp_path):
-    from pipeline.publish import publish_round
-    from pipeline.serving import ServedVersions
-    from pipeline.versions import reveal
-    from serve.dataset import load_version
-    from serve.games import is_public
-    from serve.standings import close_round
+    from pipeline.versions.publish import publish_round
+    from pipeline.versions.serving import ServedVersions
+    from pipeline.versions.versions import reveal
+    from serve.games.dataset import load_version
+    from serve.games.games import is_public
+    from serve.records.standings import close_round
 
     db = tmp_path / "s.sqlite"
     secret_version(tmp_path, "v")

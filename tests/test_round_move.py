@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.precision import expected_move
-from pipeline.round_move import MODEL, PANEL, round_move
+from pipeline.scores.round_move import MODEL, PANEL, round_move
 
 TIERS = np.repeat([0, 1, 2, 3], [25, 25, 30, 20])
 

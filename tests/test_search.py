@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import MOVES, oracle_solve, oracle_successors
 
-from engine.deadlock import dead_squares, is_dead, is_frozen_dead
-from engine.index import StateSpaceTooLarge
 from engine.levels import Level, State, parse_xsb
-from engine.reachable import push_reachable_stats, reachable_stats
-from engine.reverse import solvable_set
 from engine.rules import replay
-from engine.solver import solve
+from engine.search.deadlock import dead_squares, is_dead, is_frozen_dead
+from engine.search.index import StateSpaceTooLarge
+from engine.search.reachable import push_reachable_stats, reachable_stats
+from engine.search.reverse import solvable_set
+from engine.search.solver import solve
 
 
 def random_level(rng: np.random.Generator, side: int, n_crates: int, density: float) -> Level:

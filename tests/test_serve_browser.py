@@ -12,10 +12,10 @@ from serve_support import Api, server, visible_version
 
 from engine.levels import parse_xsb
 from engine.rules import lurd_to_actions
-from serve.access_log import AccessLog
-from serve.dataset import load_version
-from serve.episode import replay_states
-from serve.games import Registry
+from serve.games.dataset import load_version
+from serve.games.episode import replay_states
+from serve.games.games import Registry
+from serve.web.access_log import AccessLog
 
 
 def noisy(root, version: str, source: str, game: str) -> None:
@@ -23,8 +23,8 @@ def noisy(root, version: str, source: str, game: str) -> None:
     import polars as pl
 
     from pipeline.spec import load_spec, spec_from_dict
-    from pipeline.tables import sha256_file, write_parquet
-    from pipeline.write import level_looks
+    from pipeline.stages.write import level_looks
+    from pipeline.versions.tables import sha256_file, write_parquet
 
     manifest = json.loads((root / source / "manifest.json").read_text())
     spec = spec_from_dict({**load_spec("standard").to_dict(), "look": "themed", "noise": True})
@@ -270,7 +270,7 @@ def test_b64_frames_decode_to_the_rendered_start(data, tmp_path):
 
 
 def test_an_access_log_line_is_json_whatever_a_client_address_or_name_holds():
-    from serve.access_log import line
+    from serve.web.access_log import line
 
     hostile = 'a"b\\c\n\x00\u2028é'
     for at in (1_764_581_209.0, 1_764_581_209.9995, 1_764_581_210.5):
@@ -281,7 +281,7 @@ def test_an_access_log_line_is_json_whatever_a_client_address_or_name_holds():
 
 
 def test_a_public_levels_solution_is_shown_to_anyone_and_a_hidden_ones_to_no_one(data, tmp_path):
-    from engine.look import painter
+    from engine.pictures.look import painter
 
     with server(registry(data), tmp_path / "s.sqlite") as srv:
         anyone = Api(srv.base)
@@ -317,7 +317,7 @@ def test_the_home_and_play_pages_say_what_the_set_is_and_in_which_order(data, tm
 
     from serve_support import LEVELS
 
-    from pipeline.importing import import_collection
+    from pipeline.stages.importing import import_collection
     from pipeline.workers import Workers
 
     source = tmp_path / "mine.xsb"

@@ -28,7 +28,7 @@ from serve_support import (
 )
 
 from serve.client import ClientError, Connection, play
-from serve.dataset import load_version
+from serve.games.dataset import load_version
 from serve.limits import Limits
 from serve.play import Arena
 from serve.stores.sqlite import SQLiteStore

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 from serve_support import Api, Process, ServerThread, play, server, write_dataset
 
-from serve.dataset import DatasetError, load_version
+from serve.games.dataset import DatasetError, load_version
 from serve.limits import Limits
 from serve.play import Arena
 from serve.stores.sqlite import SQLiteStore

@@ -6,11 +6,11 @@ import subprocess
 import sys
 
 from engine.rules import lurd_to_actions
-from serve.episode import GAME_OVER, EpisodeRun, decode_state, encode_state, new_run
+from serve.games.episode import GAME_OVER, EpisodeRun, decode_state, encode_state, new_run
 
 
 def test_the_core_imports_no_server_web_or_store_module():
-    code = ("import sys, serve.episode; bad = [m for m in ('aiohttp', 'serve.stores', "
+    code = ("import sys, serve.games.episode; bad = [m for m in ('aiohttp', 'serve.stores', "
             "'serve.play', 'serve.stores.sqlite', 'asyncpg') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout

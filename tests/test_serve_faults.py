@@ -17,7 +17,7 @@ import pytest
 from serve_support import Api, server, visible_version, write_dataset
 from test_serve_hostile import post_raw_json, raw
 
-from serve.dataset import load_version
+from serve.games.dataset import load_version
 from serve.limits import ConnectionLimits, parse_networks
 
 

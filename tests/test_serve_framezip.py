@@ -9,7 +9,7 @@ import zlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from serve.framezip import Picture, gzipped, plain
+from serve.games.framezip import Picture, gzipped, plain
 
 texts = st.binary(max_size=300).map(lambda b: b.hex().encode())
 pictures = st.binary(min_size=1, max_size=3000).map(

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from serve_support import LEVELS, Api, server, write_dataset
 
 from engine.rules import lurd_to_actions
-from serve import arc_wire as w
-from serve.dataset import load_version
+from serve.arc import arc_wire as w
+from serve.games.dataset import load_version
 from sokoforge.cli import main
 
 
@@ -111,7 +111,7 @@ def test_one_scorecard_plays_each_game_once_and_close_scores_each_game_played(da
 
 
 def test_restarts_default_to_none_for_hidden_games_and_game_for_public_ones(data):
-    from serve.games import Registry
+    from serve.games.games import Registry
 
     games = Registry([data["t1"], data["lv"], data["pub"]])
     assert [g.restarts for g in games] == ["none", "level", "game"]

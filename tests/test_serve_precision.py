@@ -11,8 +11,8 @@ import pytest
 from serve_support import Api, server
 
 from engine.rules import lurd_to_actions
-from pipeline.linking import LINE_FILE, link_line
 from pipeline.precision import paired_p_value, success_interval
+from pipeline.scores.linking import LINE_FILE, link_line
 
 
 def _agent(srv, name: str) -> Api:

@@ -13,7 +13,7 @@ from serve_support import Api
 from engine.episode import Game
 from engine.levels import parse_xsb
 from engine.rules import lurd_to_actions
-from engine.solver import solve
+from engine.search.solver import solve
 from serve.client import RandomAgent, play
 
 SEEN: list[str] = []  # every body any test of this module received, for the leak check

@@ -14,7 +14,7 @@ from serve.client import RandomAgent, play
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    from serve.dataset import load_version
+    from serve.games.dataset import load_version
 
     root = tmp_path_factory.mktemp("datasets")
     info = visible_version(root, "t1", "standard", None)

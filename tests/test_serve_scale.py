@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pytest
 from serve_support import Api, Process, play, server, write_dataset
 
-from serve.dataset import load_version
+from serve.games.dataset import load_version
 
 pytestmark = pytest.mark.slow  # every test here takes seconds
 

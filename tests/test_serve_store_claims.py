@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from serve_support import LEVELS, Api, Process, served_dataset, server, write_dataset
 
-from serve.dataset import load_version
+from serve.games.dataset import load_version
 from sokoforge.cli import main
 
 

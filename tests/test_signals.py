@@ -129,8 +129,8 @@ def test_sigterm_of_build_jobs_2_ends_its_workers_exits_143_and_the_build_resume
 @pytest.mark.slow
 def test_sigterm_of_rotate_jobs_2_ends_its_workers_exits_143_leaving_a_resumable_build(
         tmp_path):
-    from pipeline.build import build
     from pipeline.spec import load_spec
+    from pipeline.stages.build import build
     from pipeline.workers import Workers
 
     datasets = tmp_path / "datasets"

@@ -11,13 +11,13 @@ from gymnasium.utils.env_checker import check_env
 from public_support import QUIET, public_and_hidden
 
 import sokoforge_gym
-from engine.frames import draw, draw_goal
 from engine.levels import parse_xsb
+from engine.pictures.frames import draw, draw_goal
 from engine.rules import BadAction, lurd_to_actions
-from pipeline.build import build
 from pipeline.errors import PipelineError
 from pipeline.spec import load_spec, spec_from_dict
-from pipeline.tables import read_parquet
+from pipeline.stages.build import build
+from pipeline.versions.tables import read_parquet
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def test_a_spec_draws_fresh_levels_reproducibly(datasets):
 
 
 def test_an_imported_public_collection_is_an_environment_and_a_hidden_one_is_not(tmp_path):
-    from pipeline.importing import import_collection
+    from pipeline.stages.importing import import_collection
 
     src = tmp_path / "two.xsb"
     src.write_text("; one\n#####\n#@$.#\n#####\n\n; two\n######\n#@ $.#\n######\n")
@@ -126,7 +126,7 @@ def test_an_imported_public_collection_is_an_environment_and_a_hidden_one_is_not
 
 
 def test_a_themed_version_is_shown_in_each_level_s_own_theme(tmp_path):
-    from engine.look import stored_look
+    from engine.pictures.look import stored_look
 
     build("themed", datasets=tmp_path, spec=spec_from_dict(
         {**load_spec("public/B").to_dict(), "tiers": [

@@ -19,15 +19,15 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from public_support import QUIET, public_and_hidden
 
 import sokoforge_gym  # noqa: F401  (registers the environment)
-from engine.frames import draw, draw_goal
-from engine.look import add_noise, noise_table
-from engine.pixel_noise import add_noise_kernel, noise_steps, noise_words
+from engine.pictures.frames import draw, draw_goal
+from engine.pictures.look import add_noise, noise_table
+from engine.pictures.pixel_noise import add_noise_kernel, noise_steps, noise_words
 from engine.rules import step
-from pipeline.build import build
 from pipeline.errors import PipelineError
 from pipeline.spec import load_spec, spec_from_dict
-from pipeline.tables import read_parquet, sha256_file, write_parquet
+from pipeline.stages.build import build
 from pipeline.trajectories import fresh_levels
+from pipeline.versions.tables import read_parquet, sha256_file, write_parquet
 from sokoforge.drawn_levels import KEPT, FreshLevels
 
 ENV = "sokoforge/Sokoban-v0"

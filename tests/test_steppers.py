@@ -2,7 +2,7 @@
 
 The searches (the solver, the optimal-path count, the push-level reachable count) read moves
 off their own cell flags and the planner steps packed keys, for speed; here they run on random
-levels of several sizes (drawn by the generator's ``pipeline.layouts``) from random states,
+levels of several sizes (drawn by the generator's ``pipeline.stages.layouts``) from random states,
 and every successor they produce must be the rules' step of one action: the same player cell,
 crates and push, a blocked action a no-op. What they drop must be a push into a state the
 solvable set calls dead, whose backward search must agree with the rules' steps on every state.
@@ -17,17 +17,17 @@ from collections import deque
 import numpy as np
 import pytest
 
-import engine.optimal_paths as optimal_paths
-import engine.reachable as reachable
-import engine.solver as solver
-from engine.deadlock import FAR, dead_squares, frozen_square, push_distance, search_grid
-from engine.index import DenseIndex
+import engine.search.optimal_paths as optimal_paths
+import engine.search.reachable as reachable
+import engine.search.solver as solver
+from engine.agents.planner import _frozen_square, _successor, state_key
 from engine.levels import Level, State, check_state
-from engine.planner import _frozen_square, _successor, state_key
-from engine.reverse import solvable_set
 from engine.rules import ACTIONS, CRATE, board_array, step_kernel
-from pipeline.grade import box_changes, first_push_traps, player_reach
-from pipeline.layouts import goal_layout, scatter_level
+from engine.search.deadlock import FAR, dead_squares, frozen_square, push_distance, search_grid
+from engine.search.index import DenseIndex
+from engine.search.reverse import solvable_set
+from pipeline.stages.grade import box_changes, first_push_traps, player_reach
+from pipeline.stages.layouts import goal_layout, scatter_level
 
 
 def random_levels(count: int, seed: int, sides: tuple[int, int], crates: tuple[int, int]

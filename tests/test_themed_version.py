@@ -17,13 +17,13 @@ from serve_support import Api, server
 
 from engine.episode import Game
 from engine.levels import parse_xsb
-from engine.look import ELEMENT_TO_ARC, Look, Theme, add_noise, painter
+from engine.pictures.look import ELEMENT_TO_ARC, Look, Theme, add_noise, painter
 from pipeline import seeds
-from pipeline.build import build
 from pipeline.spec import load_spec, spec_from_dict
+from pipeline.stages.build import build
+from pipeline.stages.write import level_looks
 from pipeline.workers import Workers
-from pipeline.write import level_looks
-from serve.dataset import load_version
+from serve.games.dataset import load_version
 from sokoforge.cli import main
 
 QUIET = Workers(show_progress=False)
@@ -168,8 +168,8 @@ def test_render_of_a_version_folder_draws_the_levels_stored_theme(built, tmp_pat
 
 
 def test_contact_sheet_shows_each_level_in_its_theme(built):
-    from pipeline.audit import load_version as audit_facts
-    from pipeline.audit_plots import colour_legend, contact_sheet
+    from pipeline.audit.audit import load_version as audit_facts
+    from pipeline.audit.audit_plots import colour_legend, contact_sheet
 
     facts = audit_facts(built["root"], "th")
     sheet = matplotlib.image.imread(io.BytesIO(contact_sheet(facts)), format="png")

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 from public_support import QUIET, public_and_hidden
 
-from engine.frames import draw, draw_goal
 from engine.levels import canonical_id, parse_xsb
+from engine.pictures.frames import draw, draw_goal
 from engine.rules import step
 from pipeline.errors import PipelineError
 from pipeline.spec import load_spec
@@ -231,7 +231,7 @@ def test_a_datasets_folder_that_is_not_there_is_refused_not_read_as_empty(tmp_pa
 
 
 def test_a_themed_spec_draws_each_level_in_its_own_theme_frame_for_frame(tmp_path):
-    from engine.look import Look, Theme
+    from engine.pictures.look import Look, Theme
 
     plan = Plan(spec_source(load_spec("public/B"), tmp_path / "none"), seed=4, episodes=10)
     manifest = write_trajectories(plan, tmp_path / "b", QUIET)

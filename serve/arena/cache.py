@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from serve.arena.errors import Conflict, NotFound
 from serve.arena.images import ImageCache
-from serve.dataset import ServedVersion
-from serve.episode import EXPIRED, IN_PROGRESS, PLAYED, RESTART_LEVEL, EpisodeRun, Run
-from serve.games import GameEntry, Registry
+from serve.games.dataset import ServedVersion
+from serve.games.episode import EXPIRED, IN_PROGRESS, PLAYED, RESTART_LEVEL, EpisodeRun, Run
+from serve.games.games import GameEntry, Registry
 from serve.limits import Limits
 from serve.stores import EpisodeRecord, KeyRecord, ScorecardRecord, SessionRecord, Store, Write
 

@@ -1,4 +1,4 @@
-"""The kinds of refusal play answers with: domain errors only (``serve.web`` maps each kind to
+"""The kinds of refusal play answers with: domain errors only (``serve.web.web`` maps each kind to
 its HTTP status; nothing below the web layer knows one)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ __all__ = ["BadRequest", "Conflict", "Forbidden", "Limited", "NotFound", "PlayEr
 
 class PlayError(SokoforgeError):
     """A refused request: its class says which kind, the message says why and what to do
-    (``serve.web`` gives each kind its HTTP status)."""
+    (``serve.web.web`` gives each kind its HTTP status)."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from engine.levels import State
-from serve.dataset import ServedLevel, encode_image
-from serve.episode import EpisodeRun
-from serve.framezip import Picture
+from serve.games.dataset import ServedLevel, encode_image
+from serve.games.episode import EpisodeRun
+from serve.games.framezip import Picture
 
 __all__ = ["ImageCache"]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.linking import read_line
+from pipeline.scores.linking import read_line
 from serve.arena.errors import NotFound
 from serve.arena.rounds import Rounds
 from serve.arena.scorecards import iso
-from serve.games import GameEntry, Registry
-from serve.ranking_precision import PRECISION, RankingPrecision
+from serve.games.games import GameEntry, Registry
+from serve.records.ranking_precision import PRECISION, RankingPrecision
 from serve.stores import Store
 
 __all__ = ["Leaderboard"]

@@ -10,9 +10,9 @@ from engine.levels import State
 from serve.arena.errors import NotFound
 from serve.arena.images import ImageCache
 from serve.arena.scorecards import SCORE_FIELDS, attached, iso, with_intervals
-from serve.dataset import ServedLevel
-from serve.episode import EXPIRED, IN_PROGRESS, replay_states
-from serve.games import Registry
+from serve.games.dataset import ServedLevel
+from serve.games.episode import EXPIRED, IN_PROGRESS, replay_states
+from serve.games.games import Registry
 from serve.stores import EpisodeRecord, KeyRecord, Store
 
 __all__ = ["Replays"]

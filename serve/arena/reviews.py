@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from serve.arena.rounds import Rounds
-from serve.games import Registry
-from serve.review import REVIEW_JSON, read_review
+from serve.games.games import Registry
+from serve.records.review import REVIEW_JSON, read_review
 
 __all__ = ["Reviews"]
 

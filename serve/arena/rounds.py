@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pipeline.errors import PipelineError
-from pipeline.rounds import STANDINGS_CSV, STANDINGS_SHA256, RoundBook, round_state
-from pipeline.rounds import iso as round_time
-from pipeline.tables import read_parquet
+from pipeline.versions.rounds import STANDINGS_CSV, STANDINGS_SHA256, RoundBook, round_state
+from pipeline.versions.rounds import iso as round_time
+from pipeline.versions.tables import read_parquet
 from serve.arena.errors import NotFound, RoundClosed
 
 __all__ = ["STANDINGS_ROUTES", "Rounds"]

@@ -11,7 +11,7 @@ from pipeline.precision import with_interval
 from serve.arena.cache import RETRIES, Session, SessionCache, entry_for, record_of
 from serve.arena.errors import Limited, NotFound, Unavailable
 from serve.arena.rounds import Rounds
-from serve.episode import IN_PROGRESS, EpisodeRun, score
+from serve.games.episode import IN_PROGRESS, EpisodeRun, score
 from serve.limits import until_tomorrow, utc_day
 from serve.stores import Final, KeyRecord, ScorecardRecord, StaleSession, StoreLimit
 

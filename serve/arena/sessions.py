@@ -30,7 +30,14 @@ from serve.arena.errors import (
     Unprocessable,
 )
 from serve.arena.rounds import Rounds
-from serve.episode import GAME_OVER, IN_PROGRESS, RESTART_GAME, RESTART_LEVEL, Outcome, new_run
+from serve.games.episode import (
+    GAME_OVER,
+    IN_PROGRESS,
+    RESTART_GAME,
+    RESTART_LEVEL,
+    Outcome,
+    new_run,
+)
 from serve.limits import subject_of
 from serve.stores import (
     KeyRecord,

@@ -24,7 +24,7 @@ def arc_export_command(version: str, out_dir: Path, game_id: str | None,
     """Write VERSION (public or imported; a hidden one is refused) as the ARC-AGI-3 local game
     OUT_DIR/GAME_ID/VERSION/ (metadata.json and sokoban.py), for arc_agi.Arcade in OFFLINE mode
     and its listen_and_serve: the ARC face's rules, budgets and frames."""
-    from serve.arc_export import export_arc_game
+    from serve.arc.arc_export import export_arc_game
 
     with refusals():
         done = export_arc_game(datasets, version, out_dir, game_id)

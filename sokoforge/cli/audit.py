@@ -28,10 +28,10 @@ def audit_command(version: str, against: str | None, db: str | None, datasets: P
     whole into a fresh folder and then swapped in. Exits 0 when every check passes, 1
     listing the failed checks, 2 when a version is missing or unreadable.
     """
-    from pipeline.audit import AuditRefused, audit
-    from pipeline.audit_report import Report
-    from pipeline.build import check_version_name
-    from pipeline.version import REPORT_DIR
+    from pipeline.audit.audit import AuditRefused, audit
+    from pipeline.audit.audit_report import Report
+    from pipeline.stages.build import check_version_name
+    from pipeline.versions.version import REPORT_DIR
 
     with refusals(2, f"cannot audit {version}: "):
         for name in (version, against):
@@ -58,7 +58,7 @@ def audit_command(version: str, against: str | None, db: str | None, datasets: P
 
 def _people(version: str, db: str, folder: Path) -> None:
     """Per-level solve rates of the runs people played in the browser, when there are any."""
-    from serve.human_play import browser_episodes, rates_markdown, solve_rates
+    from serve.records.human_play import browser_episodes, rates_markdown, solve_rates
     from serve.stores import StoreError
 
     try:

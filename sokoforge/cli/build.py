@@ -13,14 +13,14 @@ import click
 from sokoforge.cli.errors import CliError, refusals
 from sokoforge.cli.progress_bar import terminal_progress
 
-# The names of pipeline.build.STAGES, here so that loading the CLI stays light (a test keeps
+# The names of pipeline.stages.build.STAGES, here so that loading the CLI stays light (a test keeps
 # the two equal).
 STAGES = ("generate", "select", "solve", "grade", "write")
 
 
 def _datasets_folder(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path:
-    from pipeline.datasets_folder import datasets_folder
     from pipeline.errors import InputError
+    from pipeline.versions.datasets_folder import datasets_folder
 
     try:
         return datasets_folder(value)
@@ -30,7 +30,7 @@ def _datasets_folder(ctx: click.Context, param: click.Parameter, value: Path | N
 
 def datasets_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The ``--datasets`` option every command on versions shares: found the one way of
-    ``pipeline.datasets_folder``, and refused (exit 2) when it is not a folder."""
+    ``pipeline.versions.datasets_folder``, and refused (exit 2) when it is not a folder."""
     return click.option(
         "--datasets", type=click.Path(file_okay=False, path_type=Path), default=None,
         callback=_datasets_folder, expose_value=True,
@@ -60,10 +60,10 @@ def _build_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _run(version: str, stages: tuple[str, ...], seed: str | None, spec_name: str | None,
          jobs: int, backend: str, scheduler: str | None, quiet: bool, datasets: Path) -> None:
-    from pipeline.build import build, recorded_rotation
     from pipeline.rotate import select_stage
     from pipeline.seeds import parse_seed
     from pipeline.spec import load_spec
+    from pipeline.stages.build import build, recorded_rotation
     from pipeline.workers import Workers
 
     if backend == "dask" and not scheduler:
@@ -85,7 +85,7 @@ def _run(version: str, stages: tuple[str, ...], seed: str | None, spec_name: str
 def built_visibility(datasets: Path, version: str) -> str:
     """What a finished build is, said as the build ends: public (to be committed) or hidden
     (kept out of git), since a seed given on the command line does not make it public."""
-    from pipeline.version import open_version
+    from pipeline.versions.version import open_version
 
     with refusals():
         opened = open_version(datasets, version, require_intact=False)
@@ -110,7 +110,7 @@ def build_command(version: str, abandon: bool, **options: Any) -> None:
     same bytes; --abandon drops it instead. Building a version that exists is refused.
     """
     if abandon:
-        from pipeline.build import abandon as drop
+        from pipeline.stages.build import abandon as drop
 
         with refusals():
             dropped = drop(version, datasets=options["datasets"])
@@ -156,8 +156,8 @@ def verify_command(version: str, seed: str | None, jobs: int, datasets: Path) ->
     1 otherwise.
     """
     from pipeline.seeds import parse_seed
-    from pipeline.verify import verify
-    from pipeline.version import open_version
+    from pipeline.stages.verify import verify
+    from pipeline.versions.version import open_version
     from pipeline.workers import Workers
 
     workers = Workers(jobs=jobs, show_progress=False)
@@ -191,7 +191,7 @@ _WORD = {True: "match", False: "MISMATCH"}
 
 
 def _verify_import(version: str, datasets: Path, workers: Any) -> None:
-    from pipeline.importing import verify_import
+    from pipeline.stages.importing import verify_import
 
     outcome = verify_import(version, datasets=datasets, workers=workers)
     click.echo(f"{version} was imported from {len(outcome.sources)} file(s): it has no seed; "

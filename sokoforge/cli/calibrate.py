@@ -36,8 +36,8 @@ def calibrate_command(seed: int | None, fit_per_tier: int, held_out_per_tier: in
     of a second agent family's failures.
     """
     from pipeline.calibrate import POOL_SEED, PoolSize, calibrate, pool_curve
-    from pipeline.difficulty import MODEL_PATH, save_model
-    from pipeline.reliability import save_pool_curve
+    from pipeline.difficulty.difficulty import MODEL_PATH, save_model
+    from pipeline.difficulty.reliability import save_pool_curve
     from pipeline.spec import load_spec
     from pipeline.workers import Workers
 

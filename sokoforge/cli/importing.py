@@ -40,8 +40,8 @@ def import_command(version: str, files: tuple[Path, ...], game: str | None,
     is unsolvable or too large to search is named and the import refused (or dropped with
     --skip-unsolvable). The manifest records each file's sha256; the version has no seed.
     """
-    from pipeline.importing import import_collection
     from pipeline.spec import load_spec
+    from pipeline.stages.importing import import_collection
     from pipeline.workers import Workers
 
     with refusals():

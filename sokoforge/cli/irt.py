@@ -31,16 +31,16 @@ def irt_command(version: str, db: str, browser: bool, line: bool, datasets: Path
     over the whole line instead: each name's ability with its 95% interval beside its raw
     success per version, and which versions too few names link.
     """
-    from pipeline.irt import refit
-    from pipeline.version import open_version
-    from serve.results import closed_episodes
+    from pipeline.scores.irt import refit
+    from pipeline.versions.version import open_version
+    from serve.records.results import closed_episodes
     from serve.stores import StoreError
 
     with refusals(2, f"cannot refit {version}: "):
         open_version(datasets, version, require_intact=False)  # the name before the store
         try:
             if line:
-                from pipeline.linking import fit_line, link_report_lines, version_line
+                from pipeline.scores.linking import fit_line, link_report_lines, version_line
 
                 episodes = closed_episodes(db, version_line(datasets, version), browser)
                 out, report = fit_line(datasets, version, episodes, browser)

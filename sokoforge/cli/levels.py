@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.level_files import FileLevel, read_collection
 from engine.levels import Level, LevelError, parse_xsb
-from engine.look import SHARED, Look, LookError, Theme, painter, stored_look
+from engine.pictures.look import SHARED, Look, LookError, Theme, painter, stored_look
 from sokoforge.cli.build import datasets_option
 from sokoforge.cli.errors import CliError, refusals
 
@@ -50,7 +50,7 @@ def solve_command(file: str, as_json: bool, max_states: int) -> None:
     solution in LURD. Exits 1 when a level is unsolvable or too large to search,
     2 on unreadable input.
     """
-    from engine.solver import SolveResult, solve
+    from engine.search.solver import SolveResult, solve
 
     unsolvable, too_large = [], []
     for i, board in enumerate(read_levels(file)):
@@ -243,7 +243,7 @@ def labelled(picture: np.ndarray, text: str) -> np.ndarray:
 
 def _solve(level: Level, file: str, index: int) -> str:
     """An optimal solution of a level from a file, in LURD."""
-    from engine.solver import solve
+    from engine.search.solver import solve
 
     result = solve(level)
     if result.status != "solved":
@@ -261,7 +261,7 @@ def read_drawn_levels(path: str, datasets: Path) -> tuple[list[Level], list[Look
     """The levels of an XSB file (drawn shared) or of a version, named (under ``datasets``)
     or as a folder (in its stored looks), with each level's stored solution (None for a
     file's). A name that is neither a file nor a folder is a version's."""
-    from pipeline.version import open_version
+    from pipeline.versions.version import open_version
 
     folder = Path(path)
     named = (not folder.exists() and path != "-" and os.sep not in path

@@ -28,8 +28,8 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
     lookahead, random rollouts), each at 64, 256 and 1,024 dynamics calls per step; one row
     per level and agent. Prints each agent's solved count. The next audit shows them.
     """
-    from pipeline.panel import solved_counts, write_panel
-    from pipeline.tables import read_parquet
+    from pipeline.difficulty.panel import solved_counts, write_panel
+    from pipeline.versions.tables import read_parquet
     from pipeline.workers import Workers
 
     with refusals():

@@ -35,7 +35,7 @@ def review_command(version: str, db: str, as_json: bool, datasets: Path) -> None
     Writes datasets/VERSION/report/review.json and review.md (a hidden version's stay its
     owner's and out of git). Exit 0 whatever it finds, 2 for an unknown version or store.
     """
-    from serve.review import review_store
+    from serve.records.review import review_store
 
     with refusals(2, f"cannot review {version}: "):
         done = review_store(datasets, version, db)

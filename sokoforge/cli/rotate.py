@@ -60,7 +60,7 @@ def rotate_command(version: str, prev: str, exclude: tuple[Path, ...], seed: str
 def versions_command(datasets: Path) -> None:
     """List every version: game, levels, created, rotated from, seed, visibility (public or
     hidden), its round's state, audit, sha256."""
-    from pipeline.versions import COLUMNS, version_table
+    from pipeline.versions.versions import COLUMNS, version_table
 
     with refusals():
         rows = version_table(datasets)
@@ -95,7 +95,7 @@ def reveal_command(version: str, yes: bool, force: bool, datasets: Path) -> None
     Asks first, unless --yes; without a terminal to ask on, refuses unless --yes (exit 2).
     Answering no exits 1 with nothing printed or recorded.
     """
-    from pipeline.versions import reveal, revealable_seed
+    from pipeline.versions.versions import reveal, revealable_seed
 
     with refusals():
         revealable_seed(datasets, version, force)  # refuse what cannot be revealed, first

@@ -34,7 +34,7 @@ def open_command(version: str, closes: str, datasets: Path) -> None:
     from TIME on, without a restart; a scorecard not closed by then is not ranked. A time
     moved earlier must be at least a few seconds ahead (`round close` closes now).
     """
-    from pipeline.rounds import iso, open_round, parse_time
+    from pipeline.versions.rounds import iso, open_round, parse_time
 
     with refusals():
         rnd = open_round(datasets, version, parse_time(closes))
@@ -49,7 +49,7 @@ def status_command(version: str, datasets: Path) -> None:
     closed yet), closed (its standings' sha256) or published."""
     import time
 
-    from pipeline.rounds import iso, read_round, round_state, version_folder
+    from pipeline.versions.rounds import iso, read_round, round_state, version_folder
 
     with refusals():
         rnd = read_round(version_folder(datasets, version))
@@ -91,8 +91,8 @@ def close_command(version: str, db: str, datasets: Path) -> None:
     few seconds from now, once every server has seen the time. Closing again writes the same
     bytes. Then `sokoforge reveal VERSION` publishes the seed.
     """
-    from pipeline.rounds import iso
-    from serve.standings import close_round
+    from pipeline.versions.rounds import iso
+    from serve.records.standings import close_round
 
     with refusals():
         done = close_round(datasets, version, db)
@@ -112,7 +112,7 @@ def publish_command(version: str, datasets: Path) -> None:
     revealed seed), its .gitignore goes, and its levels, manifest, round.json, reveal.json and
     standings can be committed. A server may then serve VERSION as a practice set (play not
     ranked; its board stays the final standings). Refused while a server here serves it."""
-    from pipeline.publish import publish_round
+    from pipeline.versions.publish import publish_round
 
     with refusals():
         done = publish_round(datasets, version)

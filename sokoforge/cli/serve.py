@@ -92,7 +92,7 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
     line saying what was kept.
     """
     from serve.app import public_url as parse_public_url
-    from serve.dataset import DatasetError
+    from serve.games.dataset import DatasetError
     from serve.limits import ConnectionLimits, Limits, parse_networks
     from serve.run import StartError, StopError, serve_forever
 

@@ -1,0 +1,155 @@
+"""A round's close: its final standings read from the server's store, written beside the
+version's manifest with their sha256 (``pipeline.versions.rounds`` keeps the record and the files),
+each row with the fair-play review's verdict (``serve.records.review``, whose report it writes).
+
+Here, not in ``pipeline``, because it reads the store (``serve.stores``) and ranks as the
+leaderboard does (``serve.records.ranking_precision``). The standings are what the board of a
+version with a round shows: each named player's best result closed before the closing time (an
+anonymous key's play is not ranked, and a result some server took late is left out).
+"""
+
+from __future__ import annotations
+
+__all__ = ["GRACE_SECONDS", "Closing", "close_round", "standing_row", "standings"]
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import InputError, PipelineError
+from pipeline.versions.rounds import (
+    COLUMNS,
+    NOTICE_SECONDS,
+    STANDINGS_SHA256,
+    Round,
+    exact,
+    iso,
+    read_round,
+    record_round,
+    standings_bytes,
+    version_folder,
+    write_standings,
+)
+from pipeline.versions.tables import read_parquet
+from serve.records.review import store_reviews, write_review
+from serve.stores import Standing, Store
+
+# Seconds ``close`` waits past the closing time before reading the store, for the requests a
+# server accepted just before it to be stored.
+GRACE_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Closing:
+    """A closed round: its record, its rows and where its standings were written."""
+
+    round: Round
+    rows: list[dict[str, Any]]
+    files: tuple[Path, ...]
+
+
+def close_round(datasets: Path, version: str, db: str, now: float | None = None,
+                notice: float = NOTICE_SECONDS, grace: float = GRACE_SECONDS,
+                sleep: Callable[[float], None] = time.sleep) -> Closing:
+    """Close ``version``'s round, write its final standings from the store ``db`` and record
+    their sha256.
+
+    The store is opened first: when it cannot be, nothing changes. A round still open is
+    closed ``notice`` seconds from now (every server reads that time before it comes, and
+    refuses from it on); the store is read ``grace`` seconds after the closing time. Closing
+    again writes the same bytes, or refuses when the store now ranks otherwise.
+    """
+    folder = version_folder(datasets, version)
+    current = read_round(folder)
+    if current is None:
+        raise PipelineError(f"{version} has no round to close: open one first "
+                            f"(sokoforge round open {version} --closes TIME)")
+    _check_store(db)
+    told = now
+    now = time.time() if now is None else now
+    closes = current.closes
+    if current.closed is None and closes > now + notice:  # early: announce it, then wait
+        closes = exact(now + notice)
+        record_round(folder, Round(version, current.opened, closes))
+    if closes + grace > now:
+        sleep(closes + grace - now)
+    tiers = read_parquet(folder / "levels.parquet", ["index", "tier"]).sort("index")["tier"]
+    reviews = store_reviews(datasets, version, db)
+    rows = standings(db, version, closes, tiers.to_list(),
+                     {r.scorecard_id: r.verdict for r in reviews})
+    files = standings_bytes(version, rows)
+    digest = hashlib.sha256(files[STANDINGS_SHA256]).hexdigest()
+    if current.closed is not None and digest != current.standings_sha256:
+        raise PipelineError(
+            f"the round of {version} closed at {iso(current.closed)} with standings sha256 "
+            f"{current.standings_sha256}; the store {db} now ranks otherwise ({digest}): the "
+            "recorded standings stand (give the store the round was closed from)")
+    written = write_standings(folder, files)
+    write_review(datasets, version, reviews)  # report/review.json, which the boards mark by
+    closed = exact(max(now, closes) if told is not None else time.time())  # when written
+    rnd = current if current.closed is not None else Round(
+        version, current.opened, closes, closed, digest)
+    if rnd != current:
+        record_round(folder, rnd)
+    return Closing(rnd, rows, written)
+
+
+def _check_store(db: str) -> None:
+    """Refuse (``InputError``, ``PipelineError``) a store that cannot be opened and read."""
+    from serve.stores import StoreError, is_postgres, read_store
+
+    if not is_postgres(db) and not Path(db).is_file():
+        raise InputError(f"no store at {db}: give the server's --db")
+    try:
+        read_store(db, lambda store: store.versions())
+    except StoreError as e:
+        raise PipelineError(str(e)) from None
+
+
+def standing_row(rank: int, s: Standing, mark: dict[str, Any],
+                 review: str | None = None) -> dict[str, Any]:
+    """One row of the standings, its keys ``pipeline.versions.rounds.COLUMNS`` in order: a
+    scorecard's ``Standing``, its precision ``mark`` (``RankingPrecision.annotate``'s) and the
+    review's verdict on it."""
+    r = s.result
+    interval = mark.get("success_interval") or [None, None]
+    row = {
+        "rank": rank, "name": s.name, "scorecard_id": s.scorecard_id,
+        "session_id": s.session_id, "submitted_at": iso(s.closed),
+        "success_rate": r["success_rate"], "success_interval_lo": interval[0],
+        "success_interval_hi": interval[1],
+        "indistinguishable_from_above": mark.get("indistinguishable_from_above"),
+        "paired_p_above": mark.get("paired_p_above"), "solved": r["solved"],
+        "episodes": r["episodes"], "move_efficiency": r["move_efficiency"],
+        "deadlock_rate": r["deadlock_rate"], "avg_steps_solved": r["avg_steps_solved"],
+        "total_actions": r["total_actions"], "source": s.source, "review": review}
+    return {k: row[k] for k in COLUMNS}
+
+
+def standings(db: str, version: str, closes: float, tiers: list[int] | None = None,
+              verdicts: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Each named player's best scorecard on ``version`` closed before ``closes``, ranked,
+    from the store ``db`` (a SQLite file or a PostgreSQL URL). Each row has the leaderboard's
+    precision: the success interval over draws of levels (strata: ``tiers``, each level's in
+    play order) and whether a paired test tells it from the row above; and the review's
+    verdict on its scorecard from ``verdicts`` (by scorecard id)."""
+    from serve.records.ranking_precision import RankingPrecision
+    from serve.stores import StoreError, read_store
+
+    async def read(store: Store) -> tuple[list[Standing], list[dict]]:
+        ranked = await store.leaderboard(version, 1_000_000, before=closes,
+                                         exclude_anonymous=True)
+        marks = [{"solved": s.result["solved"], "episodes": s.result["episodes"]}
+                 for s in ranked]
+        await RankingPrecision(store).annotate(marks, ranked, tiers)
+        return ranked, marks
+
+    try:
+        ranked, marks = read_store(db, read)
+    except StoreError as e:  # a damaged store, a refused connection: said, not a traceback
+        raise PipelineError(str(e)) from None
+    return [standing_row(rank, s, mark, (verdicts or {}).get(s.scorecard_id))
+            for rank, (s, mark) in enumerate(zip(ranked, marks, strict=True), 1)]
