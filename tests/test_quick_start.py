@@ -31,8 +31,11 @@ def quick_start() -> list[str]:
 
 def recipe(target: str) -> list[str]:
     """What `make TARGET` runs here, as `make -n` prints it (nothing is run)."""
-    done = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60)
+    # a make of its own, not a sub-make of the `make test` running this (whose MAKEFLAGS and
+    # MAKELEVEL would add "make[1]: Entering directory" lines)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    done = subprocess.run(["make", "--no-print-directory", "-n", target], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, (target, done.stderr)
     return done.stdout.splitlines()
 

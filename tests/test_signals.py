@@ -114,7 +114,12 @@ def test_ending_local_workers_kills_loky_s_own_processes_at_once():
 def test_sigterm_of_build_jobs_2_ends_its_workers_exits_143_and_the_build_resumes(tmp_path):
     datasets = tmp_path / "datasets"
     datasets.mkdir()
-    build = [*SOKOFORGE, "build", "t1", "--spec", "tiny", "--seed", "3", "--jobs", "2",
+    # the tiny game with ten times its candidates: still busy a second after its workers start
+    # (the tiny game itself can be built by then, on a warm cache)
+    spec = tmp_path / "busy.toml"
+    spec.write_text((ROOT / "pipeline" / "specs" / "tiny.toml").read_text().replace(
+        "candidates_per_slot = 3", "candidates_per_slot = 30"))
+    build = [*SOKOFORGE, "build", "t1", "--spec", str(spec), "--seed", "3", "--jobs", "2",
              "--datasets", str(datasets)]
     proc, err, _ = terminated_while_busy(build, tmp_path)
     assert_one_line_143(proc, err, "Error: terminated")
