@@ -70,8 +70,10 @@ $(TEST_STAMP): $(STAMP)
 	touch $(TEST_STAMP)
 
 # pytest on one worker per core (pytest-xdist), each handed a whole module at a time (its
-# module fixtures built once), the costliest modules first (tests/conftest.py); here rather
-# than in pyproject's addopts, so that a plain `pytest tests/test_x.py` runs in one process.
+# module fixtures built once), in the order tests/conftest.py gives (the modules with the most
+# slow tests first; --no-loadscope-reorder keeps xdist from sorting by test count instead);
+# here rather than in pyproject's addopts, so that a plain `pytest tests/test_x.py` runs in
+# one process, and in a venv without pytest-xdist at all.
 PARALLEL := -n auto --dist loadfile --no-loadscope-reorder
 
 # The tests need Debian's chromium, PostgreSQL and nginx too; the other targets need the venv
