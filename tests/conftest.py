@@ -23,6 +23,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: -weight[item.path])
 
 
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """The seed of the run's random order (pytest-randomly), under ``-q`` too, just above the
+    closing line: an order that failed runs again with ``--randomly-seed=N``."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if seed is not None and config.pluginmanager.hasplugin("randomly"):
+        terminalreporter.write_line(f"random order: --randomly-seed={seed}")
+
+
 @pytest.fixture(scope="session")
 def postgres():
     """A running PostgreSQL cluster; ``postgres.database()`` gives a fresh database URL."""
