@@ -393,18 +393,12 @@ async def _unchanged(conn: asyncpg.Connection) -> None:
     (no settings, listeners or session locks), so the default reset's round trip is saved."""
 
 
-class _Transaction:
+class _Transaction(_Connection):
     """A connection from the pool with a transaction open on it, both released on exit; a
     fault of the database's state leaves as ``StoreUnavailable``."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self.pool = pool
-
     async def __aenter__(self) -> asyncpg.Connection:
-        try:
-            self.conn = await self.pool.acquire()
-        except Exception as e:
-            raise unavailable(e) or e from None
+        await super().__aenter__()
         self.tx = self.conn.transaction()
         try:
             await self.tx.start()
