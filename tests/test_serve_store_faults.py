@@ -1,8 +1,8 @@
 """The store under an unlucky operator: one owner per file whatever its name, a crash then an
 ordinary read still served, a lost or damaged log tail refused, workers that die with their
 server, a file replaced, deleted or truncated while served (503s naming it, nothing written
-into the other file, one line at stop), a full store (503 on both faces), and a write-ahead log
-that stays bounded under load."""
+into the other file, one line at stop), a full store (503 on both faces, capped or on a real
+full disk), and a write-ahead log that stays bounded under load."""
 
 from __future__ import annotations
 
@@ -407,6 +407,54 @@ def until_503(call, limit: int = 3000) -> dict:
     pytest.fail(f"no 503 in {limit} calls")
 
 
+class Player:
+    """One key playing scorecard after scorecard, one action per ``act(n)``; counts the
+    actions the server acknowledged, and whether the last answer was an action's."""
+
+    def __init__(self, client: Api, gid: str | None = None) -> None:
+        self.client, self.gid, self.acked, self.acting = client, gid, 0, False
+
+    def act(self, n: int) -> tuple[int, dict]:
+        """One action (a new scorecard and game first, when the last one ended): the first
+        of these calls that does not succeed, or the action's answer."""
+        self.acting = False
+        if self.gid is None:
+            status, card = self.client.call("POST", "/api/scorecards")
+            if status != 200:
+                return status, card
+            status, frame = self.client.call(
+                "POST", f"/api/scorecards/{card['scorecard_id']}/games/standard/start")
+            if status != 200:
+                return status, frame
+            self.gid = frame["session_id"]
+        self.acting = True
+        status, frame = self.client.call("POST", f"/api/sessions/{self.gid}/act",
+                                         {"action": n % 4})
+        if status == 200:
+            self.acked += 1
+            if frame["state"] == "GAME_OVER":
+                self.gid = None
+        return status, frame
+
+
+def writes_end_in_full_disk_503s(srv: Process, player: Player) -> None:
+    """Actions, new keys, new scorecards and the ARC open, each until it answers 503 (every
+    answer before a success, so never a 500): each 503 says the disk is full, the native ones
+    in a JSON ``detail``, the ARC one in its own shape."""
+    client = player.client
+    refusals = [until_503(player.act)["detail"],
+                until_503(lambda n: Api(srv.base).call("POST", "/api/keys",
+                                                       {"name": f"k{n}"}))["detail"],
+                until_503(lambda n: client.call("POST", "/api/scorecards"))["detail"]]
+    arc = until_503(lambda n: client.call("POST", "/api/scorecard/open", {}))
+    assert set(arc) == {"error", "message"} and arc["error"] == "SERVER_ERROR"
+    refusals.append(arc["message"])
+    for detail in refusals:
+        assert "disk is full" in detail, detail
+    if player.acting:  # (not when the disk filled on the scorecard before an action)
+        assert "could not be stored and was not played" in refusals[0]
+
+
 def test_a_full_store_answers_503_with_the_reason_on_both_faces_and_stops_cleanly(data,
                                                                                   tmp_path):
     """The store capped at the pages it has (the test hook), as a full disk would: actions,
@@ -419,34 +467,68 @@ def test_a_full_store_answers_503_with_the_reason_on_both_faces_and_stops_cleanl
     srv = Process(data["root"], db, "--keys-per-address", "100000", "--scorecards-per-day",
                   "100000", env={MAX_PAGES_ENV: "1"})
     try:
-        client, _, _ = played(srv.base, 0)
-        playing = {"gid": None, "acked": 0}
-
-        def act(n: int) -> tuple[int, dict]:
-            if playing["gid"] is None:
-                sid = client.ok("POST", "/api/scorecards")["scorecard_id"]
-                playing["gid"] = client.ok(
-                    "POST", f"/api/scorecards/{sid}/games/standard/start")["session_id"]
-            status, frame = client.call("POST", f"/api/sessions/{playing['gid']}/act",
-                                        {"action": n % 4})
-            if status == 200:
-                playing["acked"] += 1
-                if frame["state"] == "GAME_OVER":
-                    playing["gid"] = None
-            return status, frame
-
-        refusals = [until_503(act)["detail"],
-                    until_503(lambda n: Api(srv.base).call("POST", "/api/keys",
-                                                           {"name": f"k{n}"}))["detail"],
-                    until_503(lambda n: client.call("POST", "/api/scorecards"))["detail"]]
-        arc = until_503(lambda n: client.call("POST", "/api/scorecard/open", {}))
-        assert set(arc) == {"error", "message"} and arc["error"] == "SERVER_ERROR"
-        refusals.append(arc["message"])
-        for detail in refusals:
-            assert "disk is full" in detail, detail
-        assert "could not be stored and was not played" in refusals[0]
+        player = Player(played(srv.base, 0)[0])
+        writes_end_in_full_disk_503s(srv, player)
     finally:
         code, err = ended(srv)
     assert code == 0 and "Traceback" not in err, err
     assert err.count("disk is full") >= 1
-    assert stored_actions(db) == playing["acked"]
+    assert stored_actions(db) == player.acked
+
+
+@contextlib.contextmanager
+def small_disk(where, size: str = "2m"):
+    """A tmpfs of ``size`` mounted at ``where`` (the tests run as root), unmounted after."""
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                   check=True, capture_output=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def filled(path) -> None:
+    """Write ``path`` until its disk has no block left (ENOSPC), keeping what was written."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        for size in (1 << 16, 1 << 12, 1):
+            with contextlib.suppress(OSError):
+                while os.write(fd, b"\0" * size):
+                    pass
+    finally:
+        os.close(fd)
+    assert os.statvfs(path).f_bavail == 0
+
+
+def test_a_real_full_disk_answers_503_on_both_faces_and_sigterm_stops_in_one_line(
+        data, tmp_path):
+    """The store on a 2 MB tmpfs, the rest of it taken by a file: every kind of write ends in
+    a 503 saying the disk is full (never a 500), and SIGTERM on the still full disk stops as
+    the README says: exit 0 when the log could be copied into the store (the server truncates
+    it after a full disk, giving its space back), else exit 1 with one line saying it could
+    not; stderr ends in one readable line, no traceback, and every acknowledged action is
+    kept."""
+    with small_disk(tmp_path / "disk") as disk:
+        db, wal = disk / "full.sqlite", disk / "full.sqlite-wal"
+        srv = Process(data["root"], db, "--keys-per-address", "100000",
+                      "--scorecards-per-day", "100000")
+        try:
+            player = Player(*played(srv.base, 0)[::2])
+            filled(disk / "filler")
+            writes_end_in_full_disk_503s(srv, player)
+            filled(disk / "filler")  # what the log gave back after the refusals, too
+        finally:
+            code, err = ended(srv)
+        assert "Traceback" not in err, err
+        last = err.strip().splitlines()[-1]
+        print(f"exit {code}; last line: {last}")
+        if wal.exists() and wal.stat().st_size > 0:  # the log could not be copied at stop
+            assert code == 1, err
+            assert last.startswith("Error: stopped; ") and "could not be copied" in last, err
+        else:
+            assert code == 0, err
+            assert "ERROR the store's disk is full" in last, err  # the refusal, logged
+        assert "ERROR the store's disk is full" in err, err
+        (disk / "filler").unlink()
+        assert stored_actions(db) == player.acked
