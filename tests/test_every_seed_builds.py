@@ -1,5 +1,5 @@
 """The standard game builds for every seed: select draws more candidates for a slot it cannot
-fill instead of failing (seeds 10, 12, 13 and 26 once failed that way)."""
+fill instead of failing (seeds 10, 12, 13 and 26 once failed that way, 11 beside them)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from pipeline.workers import Workers
 
 
 @pytest.mark.slow
-def test_the_standard_game_builds_for_twenty_consecutive_seeds(tmp_path):
+def test_the_standard_game_builds_for_the_seeds_that_once_could_not_fill_a_slot(tmp_path):
     spec = load_spec("standard")
     workers = Workers(show_progress=False)
     redrawn = {}
-    for seed in range(10, 30):  # 10, 12, 13 and 26 among them
+    seeds = (10, 11, 12, 13, 26)
+    for seed in seeds:
         result = build(f"s{seed}", datasets=tmp_path, spec=spec, seed=seed, workers=workers,
                        excluded_versions=[])
         assert result.published, seed
@@ -25,4 +26,4 @@ def test_the_standard_game_builds_for_twenty_consecutive_seeds(tmp_path):
         redrawn[seed] = sum(o["draw"] == "redraw" for o in origins)
     # Some of them needed the extra draws: without them those seeds would not build.
     assert sum(1 for n in redrawn.values() if n) >= 2, redrawn
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"s{s}" for s in range(10, 30))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"s{s}" for s in seeds)
