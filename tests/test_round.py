@@ -535,6 +535,27 @@ def test_publish_needs_a_closed_revealed_round_and_makes_the_version_a_public_pr
     assert board["round"]["state"] == "published" and "practice set" in page
 
 
+def test_files_written_into_a_hidden_version_after_its_build_are_its_owners_alone(tmp_path):
+    """round.json, the standings, reveal.json (the seed) and the reports written after the
+    build are 0600 like the rest of a hidden version, whatever the umask, until publish."""
+    from pipeline.scores.irt import episodes_table, refit
+    from pipeline.versions.rounds import STANDINGS_FILES
+    from pipeline.versions.versions import reveal
+
+    before = os.umask(0o022)
+    try:
+        closed_round(tmp_path, tmp_path / "s.sqlite")
+        reveal(tmp_path, "v")
+        irt, _ = refit(tmp_path, "v", episodes_table(
+            [("ann", "sc-0", 0, True, 4), ("bob", "sc-1", 0, False, 9)]))
+    finally:
+        os.umask(before)
+    folder = tmp_path / "v"
+    written = [folder / name for name in ("round.json", "reveal.json", *STANDINGS_FILES)]
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in [*written, irt]}
+    assert modes == {p.name: "0o600" for p in [*written, irt]}
+
+
 # -- the runbook -------------------------------------------------------------------------------
 def _agents(base: str, info: dict) -> dict:
     """Two agents through `sokoforge play`, an anonymous ARC-AGI-3 run, a late scorecard

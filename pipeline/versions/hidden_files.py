@@ -10,18 +10,19 @@ from __future__ import annotations
 
 __all__ = [
     "GITIGNORE", "PRIVATE_UMASK", "RULE", "fresh_folder", "is_hidden", "keep_hidden_out_of_git",
-    "make_private", "private_writes",
+    "make_private", "private_writes", "private_writes_in",
 ]
 
 import os
 import secrets
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from pipeline.versions.manifest import visibility
+from pipeline.versions.manifest import read_manifest, visibility
 from pipeline.versions.tables import write_text
+from pipeline.versions.version import MANIFEST_FILE
 
 GITIGNORE = ".gitignore"
 RULE = ("# A hidden version: its levels must never be committed (written by sokoforge when the\n"
@@ -56,6 +57,13 @@ def private_writes(hidden: bool) -> Iterator[None]:
         yield
     finally:
         os.umask(before)
+
+
+def private_writes_in(folder: Path) -> AbstractContextManager[None]:
+    """``private_writes`` for the version in ``folder``, hidden by its manifest: what is
+    written after the build (its round, standings, revealed seed, reports) stays 0600 until
+    ``round publish`` makes the version public."""
+    return private_writes(is_hidden(read_manifest(folder / MANIFEST_FILE)))
 
 
 def make_private(folder: Path) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import InputError, PipelineError
+from pipeline.versions.hidden_files import private_writes_in
 from pipeline.versions.tables import write_text
 from pipeline.versions.version import VersionMissing, check_version_name
 
@@ -192,7 +193,9 @@ def version_folder(datasets: Path, version: str) -> Path:
 
 
 def record_round(folder: Path, rnd: Round) -> None:
-    write_text(json.dumps(rnd.to_dict(), indent=2) + "\n", folder / ROUND_FILE)
+    """Write ``rnd`` to the version's ``round.json`` (0600 while the version is hidden)."""
+    with private_writes_in(folder):
+        write_text(json.dumps(rnd.to_dict(), indent=2) + "\n", folder / ROUND_FILE)
 
 
 def open_round(datasets: Path, version: str, closes: float, now: float | None = None) -> Round:
@@ -242,9 +245,11 @@ def standings_bytes(version: str, rows: Sequence[Mapping[str, Any]],
 
 
 def write_standings(folder: Path, files: Mapping[str, bytes]) -> tuple[Path, ...]:
-    """Write ``standings_bytes``'s files into ``folder``; their paths."""
-    for name, data in files.items():
-        write_text(data.decode(), folder / name)
+    """Write ``standings_bytes``'s files into ``folder`` (0600 while the version is hidden);
+    their paths."""
+    with private_writes_in(folder):
+        for name, data in files.items():
+            write_text(data.decode(), folder / name)
     return tuple(folder / n for n in files)
 
 
