@@ -170,6 +170,45 @@ def test_an_interrupted_command_exits_130_with_one_line(datasets, monkeypatch):
     assert result.output == "Error: interrupted\n"  # not click's "Aborted!"
 
 
+# The console script's entry point, run as pip's script runs it, its import of ``module``
+# held until a signal comes: a Ctrl-C at that very moment, driven rather than timed.
+PAUSED_IMPORT = """
+import importlib, sys, time
+
+held, entry = sys.argv[1:]
+
+class PauseAt:
+    def find_spec(self, name, path=None, target=None):
+        if name == held:
+            print("importing", name, flush=True)
+            time.sleep(60)
+
+sys.meta_path.insert(0, PauseAt())
+sys.argv = ["sokoforge", "versions"]
+module, _, function = entry.partition(":")
+sys.exit(getattr(importlib.import_module(module), function)())
+"""
+
+
+@pytest.mark.parametrize("module", ["click", "numpy"])
+def test_ctrl_c_during_the_imports_exits_130_with_one_line(module):
+    import tomllib
+
+    entry = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["project"]["scripts"]
+    proc = subprocess.Popen([sys.executable, "-P", "-c", PAUSED_IMPORT, module,
+                             entry["sokoforge"]], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPOSITORY)
+    try:
+        assert proc.stdout.readline() == f"importing {module}\n", proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, err, out) == (130, "Error: interrupted\n", "")
+
+
 @pytest.mark.parametrize("to", ["process", "another thread"])
 def test_ctrl_c_exits_130_with_one_line(to):
     """A real SIGINT to a real process: ``play`` waiting on a server that never answers. The
