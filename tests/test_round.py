@@ -132,6 +132,26 @@ def test_a_round_opens_only_into_the_future_and_a_closed_one_stays_closed(tmp_pa
         open_round(tmp_path, "v", closes=900.0, now=400.0)
 
 
+def test_a_round_whose_closing_time_has_passed_is_reopened_only_when_asked_and_says_so(
+        tmp_path):
+    write_dataset(tmp_path, "v")
+    open_round(tmp_path, "v", closes=200.0, now=100.0)
+    assert open_round(tmp_path, "v", closes=150.0 + NOTICE_SECONDS, now=150.0).closes == (
+        150.0 + NOTICE_SECONDS)  # a future closing time moves as before
+    with pytest.raises(PipelineError, match="has passed; pass --reopen"):
+        open_round(tmp_path, "v", closes=900.0, now=300.0)
+    assert read_round(tmp_path / "v").closes == 150.0 + NOTICE_SECONDS
+    args = ["round", "open", "v", "--closes", "2099-01-01T00:00Z", "--datasets", str(tmp_path)]
+    refused = CliRunner().invoke(main, args)
+    assert refused.exit_code == 1 and refused.output.count("\n") == 1, refused.output
+    assert "--reopen" in refused.output and read_round(tmp_path / "v").closes < 200.0
+    reopened = CliRunner().invoke(main, [*args, "--reopen"])
+    assert reopened.exit_code == 0, reopened.output
+    assert reopened.output == ("v: round reopened until 2099-01-01T00:00:00.000Z (it was over "
+                               f"since {iso(150.0 + NOTICE_SECONDS)})\n")
+    assert read_round(tmp_path / "v").closes == parse_time("2099-01-01T00:00Z")
+
+
 def test_a_closing_time_moved_earlier_must_leave_every_server_time_to_read_it(tmp_path):
     write_dataset(tmp_path, "v")
     open_round(tmp_path, "v", closes=900.0, now=100.0)

@@ -13,6 +13,7 @@ __all__ = [
     "make_private", "private_writes", "private_writes_in",
 ]
 
+import json
 import os
 import secrets
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from pipeline.versions.manifest import read_manifest, visibility
+from pipeline.versions.manifest import visibility
 from pipeline.versions.tables import write_text
 from pipeline.versions.version import MANIFEST_FILE
 
@@ -62,8 +63,13 @@ def private_writes(hidden: bool) -> Iterator[None]:
 def private_writes_in(folder: Path) -> AbstractContextManager[None]:
     """``private_writes`` for the version in ``folder``, hidden by its manifest: what is
     written after the build (its round, standings, revealed seed, reports) stays 0600 until
-    ``round publish`` makes the version public."""
-    return private_writes(is_hidden(read_manifest(folder / MANIFEST_FILE)))
+    ``round publish`` makes the version public. Only the manifest's visibility is read: one
+    that cannot be read counts as hidden."""
+    try:
+        manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    return private_writes(not isinstance(manifest, dict) or is_hidden(manifest))
 
 
 def make_private(folder: Path) -> None:
