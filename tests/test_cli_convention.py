@@ -82,6 +82,16 @@ def test_every_command_names_the_closest_version_to_an_unknown_name_in_one_wordi
     assert line.endswith(f"no version 'v11' under {datasets}; did you mean 'v1'?"), line
 
 
+def test_the_closest_version_to_an_unknown_name_is_found_case_aside(tmp_path):
+    for name in ("public-S", "public-W"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text("{}")
+    line = _one_line_exit(["audit", "public-s", "--datasets", str(tmp_path)], 2)
+    assert line.endswith("did you mean 'public-S'?"), line
+    line = _one_line_exit(["audit", "PUBLIC-SX", "--datasets", str(tmp_path)], 2)
+    assert line.endswith("did you mean 'public-S'?"), line  # near, case aside
+
+
 @pytest.mark.parametrize("command", [
     ["versions"], ["build", "x", "--seed", "1"], ["rotate", "r", "--from", "v1"],
     ["import", "x", "levels.xsb"], ["audit", "v1"], ["serve", "v1"], ["reveal", "v1"],
