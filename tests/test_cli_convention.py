@@ -168,6 +168,13 @@ def test_a_server_says_where_it_serves_and_stops_with_0_on_ctrl_c_in_one_line_an
         [last] if last else [])
 
 
+def test_serve_help_quotes_the_line_a_server_stops_with_after_ctrl_c():
+    from sokoforge.cli.serve import STOPPED_LINE
+
+    shown = " ".join(CliRunner().invoke(main, ["serve", "--help"]).output.split())
+    assert f'the one line "{STOPPED_LINE}"' in shown and STOPPED_LINE == "stopped (Ctrl-C)"
+
+
 def test_an_interrupted_command_exits_130_with_one_line(datasets, monkeypatch):
     import pipeline.versions.versions
 
