@@ -35,7 +35,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from engine.errors import SokoforgeError
 from pipeline.versions.rounds import RoundBook
 from pipeline.versions.serving import ServedVersions
-from serve.app import build_app
+from serve.app import build_app, url_host
 from serve.arc.arc_wire import game_id
 from serve.games.dataset import load_version
 from serve.games.games import Registry
@@ -101,9 +101,10 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
     try:
         levels = sum(g.episodes for g in games)
         named = ", ".join(f"{g.name} (version {g.version.version})" for g in games)
-        about = (f"serving {levels} levels of {named} on http://{host}:"
+        base = f"http://{url_host(host)}:"
+        about = (f"serving {levels} levels of {named} on {base}"
                  "{port} " + f"(loaded in {loaded:.2f} s, store {shown(db)}{{end}}\n"
-                 + _addresses(games, f"http://{host}:{{port}}"))
+                 + _addresses(games, base + "{port}"))
         if access_log not in (None, "-"):
             try:  # refused here, once, rather than by each worker
                 open(access_log, "a").close()

@@ -135,16 +135,19 @@ def _sokoforge() -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig, last", [(signal.SIGINT, "stopped (Ctrl-C)"), (signal.SIGTERM, None)])
+@pytest.mark.parametrize("sig, last, host, shown", [
+    (signal.SIGINT, "stopped (Ctrl-C)", "127.0.0.1", "127.0.0.1"),
+    (signal.SIGTERM, None, "::", "[::]")])  # an IPv6 address in brackets, as URLs write it
 def test_a_server_says_where_it_serves_and_stops_with_0_on_ctrl_c_in_one_line_and_on_sigterm(
-        datasets, tmp_path, sig, last):
+        datasets, tmp_path, sig, last, host, shown):
     root = tmp_path / "root"
     root.mkdir()
     (root / "demo").symlink_to(datasets / "v1", target_is_directory=True)
     (root / "public-W").symlink_to(REPOSITORY / "datasets" / "public-W",
                                    target_is_directory=True)  # a public game: a play page
     proc = subprocess.Popen([_sokoforge(), "serve", "demo", "public-W", "--datasets",
-                             str(root), "--db", str(tmp_path / "s.sqlite"), "--port", "0"],
+                             str(root), "--db", str(tmp_path / "s.sqlite"), "--port", "0",
+                             "--host", host],
                             stderr=subprocess.PIPE, text=True)
     try:
         started = ""
@@ -152,6 +155,7 @@ def test_a_server_says_where_it_serves_and_stops_with_0_on_ctrl_c_in_one_line_an
             started = proc.stderr.readline()
             assert started or proc.poll() is None, "the server did not start"
         base = started.split(" on ")[1].split(" ")[0]
+        assert base.startswith(f"http://{shown}:") and base.split(":")[-1].isdigit(), started
         where = [proc.stderr.readline().split() for _ in range(4)]
         proc.send_signal(sig)
         rest = proc.communicate(timeout=60)[1]
