@@ -66,7 +66,7 @@ NAME_RULE = ("2-40 letters, digits, '_', '.', '-' or spaces, not starting or end
 SCORECARD_ID = r"sc-[0-9a-f]{24}"  # as serve.arena.scorecards makes them
 SESSION_ID = r"gs-[0-9a-f]{24}"
 GAME_NAME = r"[A-Za-z0-9_.\-]{1,64}"
-VERSION_NAME = r"[A-Za-z0-9_.\-]{1,64}"
+VERSION_NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"  # check_version_name's: never . or ..
 SHAPE = [64, 64, 3]
 _TOKEN = re.compile(r"\\u0000(\d+)")
 

@@ -423,6 +423,28 @@ def test_a_closed_rounds_standings_are_served_and_linked_from_its_archived_board
         assert anyone.call("GET", "/api/standings/2026-12/standings.csv")[0] == 404
 
 
+def test_an_unserved_versions_open_round_is_not_shown_and_dot_names_are_refused(tmp_path):
+    """The board of a version this server does not serve says nothing of its round until it
+    is closed; ``.`` and ``..`` are no version's names (a 422 in JSON, the page's too)."""
+    from serve.games.dataset import load_version
+
+    write_dataset(tmp_path, "v")
+    secret_version(tmp_path, "h")
+    closes = time.time() + 3600
+    open_round(tmp_path, "h", closes=closes)
+    with server(load_version(tmp_path, "v"), tmp_path / "s.sqlite",
+                rounds=RoundBook(tmp_path)) as running:
+        client = Api(running.base)
+        board = client.ok("GET", "/api/leaderboard?version=h")
+        page = client.ok("GET", "/leaderboard?version=h")
+        refused = [client.raw("GET", f"{path}?version={name}") for path in (
+            "/api/leaderboard", "/leaderboard") for name in (".", "..")]
+    assert "round" not in board and iso(closes)[:16] not in page
+    assert [(status, headers["Content-Type"].split(";")[0]) for status, headers, _ in
+            refused] == [(422, "application/json")] * 4
+    assert all("version must be" in json.loads(body)["detail"] for _, _, body in refused)
+
+
 def test_anonymous_keys_play_unranked_in_a_round_with_their_own_allowance(tmp_path):
     from serve.games.dataset import load_version
 
