@@ -14,16 +14,19 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
+EXAMPLES_STAMP := $(VENV)/.installed-examples
 # `make serve` with no VERSION: the demo and a public game, whose play page works at once
 SERVED := $(if $(filter command line environment,$(origin VERSION)),$(VERSION),demo public-W)
 export NUMBA_CACHE_DIR := $(CURDIR)/.numba_cache
 
-.PHONY: install install-test chromium postgres nginx test check lint dataset audit rotate serve \
+.PHONY: install install-test install-examples chromium postgres nginx test check lint dataset audit rotate serve \
 	bench clean-cache
 
 # the project alone (what dataset, audit, rotate and serve need); the tests add their extras
 install: $(STAMP)
 install-test: $(TEST_STAMP)
+# what the README's snippets import beyond the project (Hugging Face datasets, arc-agi)
+install-examples: $(EXAMPLES_STAMP)
 
 # Debian's chromium and chromium-driver, for the headless-browser tests (the audit report's
 # screenshot, the play page driven through chromium-driver): installed only when either is
@@ -68,6 +71,10 @@ $(STAMP): pyproject.toml
 $(TEST_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(TEST_STAMP)
+
+$(EXAMPLES_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[examples]'
+	touch $(EXAMPLES_STAMP)
 
 # pytest on one worker per core (pytest-xdist), each handed a whole module at a time (its
 # module fixtures built once), in the order tests/conftest.py gives (the modules with the most

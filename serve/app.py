@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "ACCESS_LOG", "EXPIRY_SWEEP_SECONDS", "FACES", "MAX_BODY", "PAGE_ROUTES", "PUBLIC_URL",
-    "all_routes", "build_app", "public_url",
+    "all_routes", "build_app", "public_url", "url_host",
 ]
 
 import asyncio
@@ -92,11 +92,15 @@ def _local_origin(request: web.Request) -> str:
     sockname = request.transport.get_extra_info("sockname") if request.transport else None
     if not sockname:
         return "http://localhost"
-    host = str(sockname[0])
+    return f"http://{url_host(str(sockname[0]))}:{sockname[1]}"
+
+
+def url_host(host: str) -> str:
+    """``host`` as a URL writes it: an IPv6 address in brackets (``[::]``), others as given."""
     with contextlib.suppress(ValueError):
         if ipaddress.ip_address(host).version == 6:
-            host = f"[{host}]"
-    return f"http://{host}:{sockname[1]}"
+            return f"[{host}]"
+    return host
 
 
 ACCESS_LOG = web.AppKey("access_log", AccessLog)

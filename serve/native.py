@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "ATTACHED", "CARD_META", "FRAME", "GAME_NAME", "HANDLERS", "LEADERBOARD", "LEADERBOARD_QUERY",
-    "NAME_PATTERN", "REPLAY", "RESULT", "ROUTES", "SCORE", "SCORECARD", "SCORECARD_ID",
+    "NAME_PATTERN", "NAME_RULE", "REPLAY", "RESULT", "ROUTES", "SCORE", "SCORECARD", "SCORECARD_ID",
     "SESSION_ID", "SHAPE", "SOURCE", "SPEC", "STANDINGS", "STEP", "Tags", "VERSION_NAME", "act",
     "card_meta",
     "close_scorecard", "create_key", "frame", "frame_pieces", "get_leaderboard", "get_replay",
@@ -61,10 +61,12 @@ from serve.web.web import (
 )
 
 NAME_PATTERN = r"[A-Za-z0-9_.\-][A-Za-z0-9_. \-]{0,38}[A-Za-z0-9_.\-]"
+NAME_RULE = ("2-40 letters, digits, '_', '.', '-' or spaces, not starting or ending with a "
+             "space")  # NAME_PATTERN in words: the 422 for a name and the docs say it
 SCORECARD_ID = r"sc-[0-9a-f]{24}"  # as serve.arena.scorecards makes them
 SESSION_ID = r"gs-[0-9a-f]{24}"
 GAME_NAME = r"[A-Za-z0-9_.\-]{1,64}"
-VERSION_NAME = r"[A-Za-z0-9_.\-]{1,64}"
+VERSION_NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"  # check_version_name's: never . or ..
 SHAPE = [64, 64, 3]
 _TOKEN = re.compile(r"\\u0000(\d+)")
 
@@ -227,12 +229,12 @@ def card_meta(args: dict) -> dict:
 ROUTES = (
     Route("create_key", "POST", "/api/keys",
           "Create a key bound to a unique leaderboard name; the key is shown once.",
-          body=(Field("name", STR, "must be 2-40 letters, digits, '_', '.', '-' or spaces, not "
-                      "starting or ending with a space", pattern=NAME_PATTERN),),
-          responses={201: "the new key (shown once)",
+          body=(Field("name", STR, f"must be {NAME_RULE}", pattern=NAME_PATTERN),),
+          responses={201: "the new key (shown once): `api_key`, sent as X-API-Key from then on",
                      403: "sent by a page of another site (Sec-Fetch-Site or Origin)",
                      409: "name taken (or starting with anon-, kept for anonymous keys)",
-                     415: "a body not sent as application/json", 422: "bad name",
+                     415: "a JSON body not sent as application/json",
+                     422: f"a name that is not {NAME_RULE}, or a body that is not JSON (a form's)",
                      429: "too many keys from this address today"},
           bodies={201: obj({"api_key": string(r"lsk-[A-Za-z0-9_\-]+"), "name": TEXT,
                             "note": TEXT})}),

@@ -35,7 +35,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from engine.errors import SokoforgeError
 from pipeline.versions.rounds import RoundBook
 from pipeline.versions.serving import ServedVersions
-from serve.app import build_app
+from serve.app import build_app, url_host
 from serve.arc.arc_wire import game_id
 from serve.games.dataset import load_version
 from serve.games.games import Registry
@@ -101,9 +101,10 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
     try:
         levels = sum(g.episodes for g in games)
         named = ", ".join(f"{g.name} (version {g.version.version})" for g in games)
-        about = (f"serving {levels} levels of {named} on http://{host}:"
+        base = f"http://{url_host(host)}:"
+        about = (f"serving {levels} levels of {named} on {base}"
                  "{port} " + f"(loaded in {loaded:.2f} s, store {shown(db)}{{end}}\n"
-                 + _addresses(games, f"http://{host}:{{port}}"))
+                 + _addresses(games, base + "{port}"))
         if access_log not in (None, "-"):
             try:  # refused here, once, rather than by each worker
                 open(access_log, "a").close()
@@ -280,6 +281,16 @@ def _await_ready(pid: int, read: int) -> None:
         raise StartError(said.removeprefix("error ") or f"worker {pid} did not start")
 
 
+def _how_it_ended(status: int) -> str:
+    """A child's wait status in words: ``was killed by SIGKILL``, ``exited with status 1``."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(number).name}"
+        return f"was killed by signal {number}"
+    return f"exited with status {os.waitstatus_to_exitcode(status)}"
+
+
 def _supervise(served: Serving, host: str, port: int, workers: int, about: str) -> int:
     """Run ``workers`` processes on one port until SIGINT or SIGTERM (returned, and passed
     on to them as SIGTERM); replace any that dies meanwhile."""
@@ -293,10 +304,11 @@ def _supervise(served: Serving, host: str, port: int, workers: int, about: str) 
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGTERM)
 
-    def start_one() -> None:
+    def start_one() -> int:
         pid, read = _fork_worker(served, host, port)
         children.add(pid)
         _await_ready(pid, read)
+        return pid
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
@@ -319,9 +331,9 @@ def _supervise(served: Serving, host: str, port: int, workers: int, about: str) 
             break
         children.discard(pid)
         if not stopped_by:
-            log.warning("worker %d ended (status %d); starting another", pid, status)
+            log.warning("worker %d %s; starting another", pid, _how_it_ended(status))
             try:
-                start_one()
+                log.warning("worker %d serves in place of worker %d", start_one(), pid)
             except StartError as e:
                 log.error("a new worker did not start: %s", e)
     reservation.close()

@@ -330,8 +330,10 @@ def protocol_page() -> str:
 The server (`sokoforge serve`) speaks the agent protocol of the public Latent Sokoban server
 (keys, scorecards, one session per game, frames of base64 64x64x3 images, scores, a
 leaderboard) and the ARC-AGI-3 agent API over the same store; a running server describes
-every route in `/api/openapi.json` and `/api/docs`. Requests and answers are JSON; a key goes
-in the `X-API-Key` header; actions are 0 up, 1 down, 2 left, 3 right. A refusal is
+every route in `/api/openapi.json` and `/api/docs`. Requests and answers are JSON; a key
+(`api_key` in the answer of `POST /api/keys`, shown once) goes in the `X-API-Key` header; a
+scorecard (`scorecard_id` in the answer of `POST /api/scorecards`) is the `{{scorecard_id}}`
+of the routes below; actions are 0 up, 1 down, 2 left, 3 right. A refusal is
 `{{"detail": "..."}}` (ARC routes: `{{"error", "message"}}`) with 401 (key), 404 (unknown,
 expired or another key's), 409 (over: a session, a scorecard, or the version's round),
 422 (malformed; 400 on the ARC face), 429 (a limit, with `Retry-After`). A request body may

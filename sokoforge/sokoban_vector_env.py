@@ -149,6 +149,12 @@ class SokobanVectorEnv(VectorEnv):
         acts = np.asarray(actions)
         if acts.shape != (self.num_envs,) or acts.dtype.kind not in "iu":
             raise PipelineError(f"actions must be {self.num_envs} integers 0-3")
+        if acts.dtype.kind == "i" and not isinstance(actions, np.ndarray):
+            # a list's True is stored as 1 beside its integers: refused, as the single env does
+            flags = [k for k, a in enumerate(actions) if isinstance(a, bool | np.bool_)]
+            if flags:
+                raise PipelineError(f"actions must be {self.num_envs} integers 0-3: sub-env "
+                                    f"{flags[0]}'s is {actions[flags[0]]!r}, a bool")
         if acts.size and (acts.min() < 0 or acts.max() > 3):
             raise PipelineError("actions must be 0 (up), 1 (down), 2 (left) or 3 (right)")
         same_step = self.autoreset_mode is AutoresetMode.SAME_STEP

@@ -452,6 +452,19 @@ def test_every_report_says_in_one_line_whether_the_version_is_fit_for_a_round(ve
     assert json.loads((report / "checks.json").read_text())["fit_for_round"] is True
 
 
+def test_the_audit_opens_as_the_readme_says_title_warning_counts_then_the_verdict(secret):
+    _, output = secret
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    said = " ".join(readme.split("It exits 1 naming the failed checks.", 1)[1].split()[:40])
+    assert said.startswith("Every report and the terminal summary open with their title "
+                           "(`Audit of VERSION`), the warning below for a hidden version, a "
+                           "line of counts (levels, the planner's solved, the checks), then one "
+                           "verdict line"), said
+    lines = output.splitlines()
+    assert lines[0] == "Audit of s" and lines[1].startswith("HIDDEN: ")
+    assert "reference planner solves" in lines[2] and lines[3].startswith("fit for a round: ")
+
+
 def test_a_hidden_versions_report_warns_first_that_it_must_not_leave_the_maintainer(secret,
                                                                                     versions):
     root, output = secret

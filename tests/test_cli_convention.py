@@ -82,6 +82,16 @@ def test_every_command_names_the_closest_version_to_an_unknown_name_in_one_wordi
     assert line.endswith(f"no version 'v11' under {datasets}; did you mean 'v1'?"), line
 
 
+def test_the_closest_version_to_an_unknown_name_is_found_case_aside(tmp_path):
+    for name in ("public-S", "public-W"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text("{}")
+    line = _one_line_exit(["audit", "public-s", "--datasets", str(tmp_path)], 2)
+    assert line.endswith("did you mean 'public-S'?"), line
+    line = _one_line_exit(["audit", "PUBLIC-SX", "--datasets", str(tmp_path)], 2)
+    assert line.endswith("did you mean 'public-S'?"), line  # near, case aside
+
+
 @pytest.mark.parametrize("command", [
     ["versions"], ["build", "x", "--seed", "1"], ["rotate", "r", "--from", "v1"],
     ["import", "x", "levels.xsb"], ["audit", "v1"], ["serve", "v1"], ["reveal", "v1"],
@@ -125,16 +135,19 @@ def _sokoforge() -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig, last", [(signal.SIGINT, "stopped (Ctrl-C)"), (signal.SIGTERM, None)])
+@pytest.mark.parametrize("sig, last, host, shown", [
+    (signal.SIGINT, "stopped (Ctrl-C)", "127.0.0.1", "127.0.0.1"),
+    (signal.SIGTERM, None, "::", "[::]")])  # an IPv6 address in brackets, as URLs write it
 def test_a_server_says_where_it_serves_and_stops_with_0_on_ctrl_c_in_one_line_and_on_sigterm(
-        datasets, tmp_path, sig, last):
+        datasets, tmp_path, sig, last, host, shown):
     root = tmp_path / "root"
     root.mkdir()
     (root / "demo").symlink_to(datasets / "v1", target_is_directory=True)
     (root / "public-W").symlink_to(REPOSITORY / "datasets" / "public-W",
                                    target_is_directory=True)  # a public game: a play page
     proc = subprocess.Popen([_sokoforge(), "serve", "demo", "public-W", "--datasets",
-                             str(root), "--db", str(tmp_path / "s.sqlite"), "--port", "0"],
+                             str(root), "--db", str(tmp_path / "s.sqlite"), "--port", "0",
+                             "--host", host],
                             stderr=subprocess.PIPE, text=True)
     try:
         started = ""
@@ -142,6 +155,7 @@ def test_a_server_says_where_it_serves_and_stops_with_0_on_ctrl_c_in_one_line_an
             started = proc.stderr.readline()
             assert started or proc.poll() is None, "the server did not start"
         base = started.split(" on ")[1].split(" ")[0]
+        assert base.startswith(f"http://{shown}:") and base.split(":")[-1].isdigit(), started
         where = [proc.stderr.readline().split() for _ in range(4)]
         proc.send_signal(sig)
         rest = proc.communicate(timeout=60)[1]
@@ -158,6 +172,13 @@ def test_a_server_says_where_it_serves_and_stops_with_0_on_ctrl_c_in_one_line_an
         [last] if last else [])
 
 
+def test_serve_help_quotes_the_line_a_server_stops_with_after_ctrl_c():
+    from sokoforge.cli.serve import STOPPED_LINE
+
+    shown = " ".join(CliRunner().invoke(main, ["serve", "--help"]).output.split())
+    assert f'the one line "{STOPPED_LINE}"' in shown and STOPPED_LINE == "stopped (Ctrl-C)"
+
+
 def test_an_interrupted_command_exits_130_with_one_line(datasets, monkeypatch):
     import pipeline.versions.versions
 
@@ -168,6 +189,45 @@ def test_an_interrupted_command_exits_130_with_one_line(datasets, monkeypatch):
     result = CliRunner().invoke(main, ["versions", "--datasets", str(datasets)])
     assert result.exit_code == 130
     assert result.output == "Error: interrupted\n"  # not click's "Aborted!"
+
+
+# The console script's entry point, run as pip's script runs it, its import of ``module``
+# held until a signal comes: a Ctrl-C at that very moment, driven rather than timed.
+PAUSED_IMPORT = """
+import importlib, sys, time
+
+held, entry = sys.argv[1:]
+
+class PauseAt:
+    def find_spec(self, name, path=None, target=None):
+        if name == held:
+            print("importing", name, flush=True)
+            time.sleep(60)
+
+sys.meta_path.insert(0, PauseAt())
+sys.argv = ["sokoforge", "versions"]
+module, _, function = entry.partition(":")
+sys.exit(getattr(importlib.import_module(module), function)())
+"""
+
+
+@pytest.mark.parametrize("module", ["click", "numpy"])
+def test_ctrl_c_during_the_imports_exits_130_with_one_line(module):
+    import tomllib
+
+    entry = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["project"]["scripts"]
+    proc = subprocess.Popen([sys.executable, "-P", "-c", PAUSED_IMPORT, module,
+                             entry["sokoforge"]], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPOSITORY)
+    try:
+        assert proc.stdout.readline() == f"importing {module}\n", proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, err, out) == (130, "Error: interrupted\n", "")
 
 
 @pytest.mark.parametrize("to", ["process", "another thread"])

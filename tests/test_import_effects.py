@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.kernel_cache import COMPILING_NOTICE
+
 ROOT = Path(__file__).resolve().parent.parent
 
 _PROBE = """
@@ -45,10 +47,14 @@ def test_importing_every_package_leaves_the_environment_and_matplotlib_alone(tmp
 
 # -- The kernel cache and the engine's subpackages ----------------------------------------
 
-def _cache_probe(tree: Path, cache: Path, code: str) -> str:
+def _cache_run(tree: Path, cache: Path, code: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(tree), "NUMBA_CACHE_DIR": str(cache)}
     return subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True,
-                          capture_output=True, text=True).stdout.strip()
+                          capture_output=True, text=True)
+
+
+def _cache_probe(tree: Path, cache: Path, code: str) -> str:
+    return _cache_run(tree, cache, code).stdout.strip()
 
 
 def test_a_change_in_an_engine_subpackage_moves_the_kernels_to_a_new_cache_folder(tmp_path):
@@ -63,10 +69,18 @@ def test_a_change_in_an_engine_subpackage_moves_the_kernels_to_a_new_cache_folde
     assert _cache_probe(tree, tmp_path / "cache", code) != before
 
 
-def test_a_kernel_in_a_subpackage_caches_in_the_source_hash_folder(tmp_path):
+def test_a_kernel_in_a_subpackage_caches_in_the_source_hash_folder_saying_it_compiles_once(
+        tmp_path):
     code = ("from engine.kernel_cache import cache_dir; from engine.levels import parse_xsb; "
             "from engine.search.deadlock import dead_squares; "
             "dead_squares(parse_xsb('#####\\n#@$.#\\n#####')); print(cache_dir())")
-    cache = Path(_cache_probe(ROOT, tmp_path / "cache", code))
+    done = _cache_run(ROOT, tmp_path / "cache", code)
+    cache = Path(done.stdout.strip())
     assert cache.parent == tmp_path / "cache"
     assert any(p.suffix == ".nbi" for p in cache.rglob("deadlock.*"))
+    # the first compilation into the folder says so, in one line, and only for that folder
+    assert done.stderr.splitlines() == [
+        "compiling the engine's numba kernels (first use only: about 10-20 s more for a "
+        f"build's grading or the vector environment's first reset and step; then loaded from "
+        f"{cache})"]
+    assert (cache / COMPILING_NOTICE).is_file()

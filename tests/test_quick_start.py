@@ -29,12 +29,14 @@ def quick_start() -> list[str]:
             for line in block.splitlines() if line.strip()]
 
 
-def recipe(target: str) -> list[str]:
-    """What `make TARGET` runs here, as `make -n` prints it (nothing is run)."""
+def recipe(target: str, *flags: str) -> list[str]:
+    """What `make TARGET` runs here, as `make -n` prints it (nothing is run; ``-B``: as if
+    nothing were made yet)."""
     # a make of its own, not a sub-make of the `make test` running this (whose MAKEFLAGS and
     # MAKELEVEL would add "make[1]: Entering directory" lines)
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
-    done = subprocess.run(["make", "--no-print-directory", "-n", target], cwd=ROOT, env=env,
+    done = subprocess.run(["make", "--no-print-directory", "-n", *flags, target], cwd=ROOT,
+                          env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, (target, done.stderr)
     return done.stdout.splitlines()
@@ -88,3 +90,42 @@ def test_the_readmes_quick_start_goes_from_a_fresh_clone_to_a_played_game(tmp_pa
         if running is not None:
             running.stop()
     assert (tmp_path / "sokoforge.sqlite").is_file()  # the store, where it was started
+
+
+def readme_python_snippets() -> list[str]:
+    """Every ```python block of the README."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+
+
+@pytest.mark.slow
+def test_every_readme_snippets_imports_are_installed_by_make_install_or_install_examples():
+    """A snippet imports the standard library, the project, its dependencies (`make
+    install`), or the `examples` extra (`make install-examples`, which the README names)."""
+    import ast
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    installed = {canonicalize_name(Requirement(r).name) for r in
+                 project["dependencies"] + project["optional-dependencies"]["examples"]}
+    own = {"engine", "pipeline", "serve", "sokoforge", "sokoforge_gym"}
+    dists = packages_distributions()
+    imported = set()
+    for snippet in readme_python_snippets():
+        for node in ast.walk(ast.parse(snippet)):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module.split(".")[0])
+    foreign = imported - own - set(sys.stdlib_module_names)
+    assert {"datasets", "arc_agi"} <= foreign  # what this test is about: both are seen
+    missing = {m: dists.get(m) for m in foreign
+               if not {canonicalize_name(d) for d in dists.get(m, [])} & installed}
+    assert missing == {}
+    assert "`make install-examples`" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert any("pip install --quiet -e '.[examples]'" in line
+               for line in recipe("install-examples", "-B"))

@@ -132,6 +132,26 @@ def test_a_round_opens_only_into_the_future_and_a_closed_one_stays_closed(tmp_pa
         open_round(tmp_path, "v", closes=900.0, now=400.0)
 
 
+def test_a_round_whose_closing_time_has_passed_is_reopened_only_when_asked_and_says_so(
+        tmp_path):
+    write_dataset(tmp_path, "v")
+    open_round(tmp_path, "v", closes=200.0, now=100.0)
+    assert open_round(tmp_path, "v", closes=150.0 + NOTICE_SECONDS, now=150.0).closes == (
+        150.0 + NOTICE_SECONDS)  # a future closing time moves as before
+    with pytest.raises(PipelineError, match="has passed; pass --reopen"):
+        open_round(tmp_path, "v", closes=900.0, now=300.0)
+    assert read_round(tmp_path / "v").closes == 150.0 + NOTICE_SECONDS
+    args = ["round", "open", "v", "--closes", "2099-01-01T00:00Z", "--datasets", str(tmp_path)]
+    refused = CliRunner().invoke(main, args)
+    assert refused.exit_code == 1 and refused.output.count("\n") == 1, refused.output
+    assert "--reopen" in refused.output and read_round(tmp_path / "v").closes < 200.0
+    reopened = CliRunner().invoke(main, [*args, "--reopen"])
+    assert reopened.exit_code == 0, reopened.output
+    assert reopened.output == ("v: round reopened until 2099-01-01T00:00:00.000Z (it was over "
+                               f"since {iso(150.0 + NOTICE_SECONDS)})\n")
+    assert read_round(tmp_path / "v").closes == parse_time("2099-01-01T00:00Z")
+
+
 def test_a_closing_time_moved_earlier_must_leave_every_server_time_to_read_it(tmp_path):
     write_dataset(tmp_path, "v")
     open_round(tmp_path, "v", closes=900.0, now=100.0)
@@ -403,6 +423,28 @@ def test_a_closed_rounds_standings_are_served_and_linked_from_its_archived_board
         assert anyone.call("GET", "/api/standings/2026-12/standings.csv")[0] == 404
 
 
+def test_an_unserved_versions_open_round_is_not_shown_and_dot_names_are_refused(tmp_path):
+    """The board of a version this server does not serve says nothing of its round until it
+    is closed; ``.`` and ``..`` are no version's names (a 422 in JSON, the page's too)."""
+    from serve.games.dataset import load_version
+
+    write_dataset(tmp_path, "v")
+    secret_version(tmp_path, "h")
+    closes = time.time() + 3600
+    open_round(tmp_path, "h", closes=closes)
+    with server(load_version(tmp_path, "v"), tmp_path / "s.sqlite",
+                rounds=RoundBook(tmp_path)) as running:
+        client = Api(running.base)
+        board = client.ok("GET", "/api/leaderboard?version=h")
+        page = client.ok("GET", "/leaderboard?version=h")
+        refused = [client.raw("GET", f"{path}?version={name}") for path in (
+            "/api/leaderboard", "/leaderboard") for name in (".", "..")]
+    assert "round" not in board and iso(closes)[:16] not in page
+    assert [(status, headers["Content-Type"].split(";")[0]) for status, headers, _ in
+            refused] == [(422, "application/json")] * 4
+    assert all("version must be" in json.loads(body)["detail"] for _, _, body in refused)
+
+
 def test_anonymous_keys_play_unranked_in_a_round_with_their_own_allowance(tmp_path):
     from serve.games.dataset import load_version
 
@@ -533,6 +575,27 @@ def test_publish_needs_a_closed_revealed_round_and_makes_the_version_a_public_pr
         page = Api(running.base).ok("GET", "/leaderboard?version=v")
     assert [e["name"] for e in board["entries"]] == ["ann"]
     assert board["round"]["state"] == "published" and "practice set" in page
+
+
+def test_files_written_into_a_hidden_version_after_its_build_are_its_owners_alone(tmp_path):
+    """round.json, the standings, reveal.json (the seed) and the reports written after the
+    build are 0600 like the rest of a hidden version, whatever the umask, until publish."""
+    from pipeline.scores.irt import episodes_table, refit
+    from pipeline.versions.rounds import STANDINGS_FILES
+    from pipeline.versions.versions import reveal
+
+    before = os.umask(0o022)
+    try:
+        closed_round(tmp_path, tmp_path / "s.sqlite")
+        reveal(tmp_path, "v")
+        irt, _ = refit(tmp_path, "v", episodes_table(
+            [("ann", "sc-0", 0, True, 4), ("bob", "sc-1", 0, False, 9)]))
+    finally:
+        os.umask(before)
+    folder = tmp_path / "v"
+    written = [folder / name for name in ("round.json", "reveal.json", *STANDINGS_FILES)]
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in [*written, irt]}
+    assert modes == {p.name: "0o600" for p in [*written, irt]}
 
 
 # -- the runbook -------------------------------------------------------------------------------

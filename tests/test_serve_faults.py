@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 import zlib
+from pathlib import Path
 
 import pytest
 from serve_support import Api, server, visible_version, write_dataset
@@ -245,6 +246,31 @@ def test_key_creation_refuses_other_sites_pages_and_form_posts(srv):
               headers={"Sec-Fetch-Site": "same-origin", "Origin": srv.base})
     client.ok("GET", "/api/games/anonkey", headers={"Origin": f"http://{host}"})
     client.ok("GET", "/api/games/anonkey")  # an agent sends neither
+
+
+def test_the_protocol_reference_says_what_keys_and_scorecard_pages_really_answer(srv):
+    """A form's body is a 422 (it is not JSON), a name outside the pattern a 422 naming the
+    characters allowed; an unknown scorecard's page is HTML, a malformed id's JSON."""
+    from serve.native import NAME_RULE
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "protocol.md")
+    rows: dict[str, str] = {}  # each route's row of the Routes table (the first one)
+    for line in docs.read_text().splitlines():
+        if line.startswith(("| POST `/api/keys`", "| GET `/scorecards/")):
+            rows.setdefault(line.split("`")[1], line)
+    client = Api(srv.base)
+    status, answer = client.call("POST", "/api/keys", data=b"name=ann", headers={
+        "Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 422 and "not valid JSON" in answer["detail"]
+    status, answer = client.call("POST", "/api/keys", {"name": "ann+bob"})
+    assert (status, answer["detail"]) == (422, f"name must be {NAME_RULE}")
+    assert f"422 a name that is not {NAME_RULE}, or a body that is not JSON" in rows["/api/keys"]
+    assert "`api_key`" in rows["/api/keys"] and "`scorecard_id`" in docs.read_text()
+    status, headers, _ = client.raw("GET", "/scorecards/sc-" + "0" * 24)
+    assert status == 404 and headers["Content-Type"].startswith("text/html")
+    status, headers, body = client.raw("GET", "/scorecards/nope")
+    assert status == 404 and json.loads(body)["detail"] == "no scorecard 'nope'"
+    assert "404 HTML: no scorecard of that id; JSON" in rows["/scorecards/{scorecard_id}"]
 
 
 @pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"-Infinity", b"1e999", b"-2.5e400"])

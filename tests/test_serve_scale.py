@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import select
 import signal
 import sqlite3
 import time
@@ -71,6 +73,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_the_score_is_the_uninterrupte
         assert frame["episode"]["steps_used"] > 0  # in the middle of an episode
         victim = served.workers[0]
         os.kill(victim, signal.SIGKILL)
+        said = replacement_lines(served, victim)
         settled(client, frame["session_id"])
         frame = play(client, data["rows"], frame)  # the other worker (and a new one) go on
         got = client.ok("POST", f"/api/scorecards/{sid}/close")
@@ -83,6 +86,20 @@ def test_a_worker_killed_mid_run_loses_nothing_and_the_score_is_the_uninterrupte
         stored = conn.execute("SELECT count(*), count(DISTINCT seq), max(seq) FROM actions "
                               "WHERE session_id=?", (frame["session_id"],)).fetchone()
     assert stored == (got["total_actions"],) * 3  # every action once, none lost
+    assert said[0].endswith(f"WARNING worker {victim} was killed by SIGKILL; starting another")
+    assert re.search(rf"WARNING worker \d+ serves in place of worker {victim}$", said[1]), said
+
+
+def replacement_lines(served: Process, victim: int, within: float = 60.0) -> list[str]:
+    """The server's log lines on ``victim``'s end and its replacement, read as they come."""
+    deadline, said = time.monotonic() + within, []
+    while len(said) < 2:
+        ready, _, _ = select.select([served.proc.stderr], [], [], 1.0)
+        assert time.monotonic() < deadline, said
+        line = served.proc.stderr.readline().rstrip("\n") if ready else ""
+        if f"worker {victim}" in line:
+            said.append(line)
+    return said
 
 
 def test_a_second_server_with_workers_cannot_share_a_port_in_use(data, tmp_path):

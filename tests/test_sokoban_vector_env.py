@@ -158,7 +158,8 @@ def test_a_version_holding_a_level_solved_at_its_start_is_refused_not_rewarded(
 def test_only_integer_actions_0_to_3_are_taken_as_the_single_env_takes_them(datasets):
     env = make_vec(datasets, 2, version="pub").unwrapped
     env.reset(seed=0)
-    for bad in ([True, False], np.array([1.0, 2.0]), [0, 4], [-1, 0], [0], [[0, 1]], ["0", "1"]):
+    for bad in ([True, False], np.array([1.0, 2.0]), [0, 4], [-1, 0], [0], [[0, 1]], ["0", "1"],
+                [0, True], (np.bool_(True), 2)):
         with pytest.raises(PipelineError, match="actions must be"):
             env.step(bad)
     for dtype in (np.int64, np.uint8, np.int32):

@@ -130,6 +130,23 @@ def test_the_cards_loading_snippet_runs_as_written_from_the_dataset_folder(writt
     assert done.stdout.split() == ["(64,", "64,", "3)", str(64 * 64 * 3)]
 
 
+@pytest.mark.slow
+def test_the_readmes_reading_snippet_runs_as_written_from_the_repositorys_root(written, tmp_path):
+    """Run where its `datasets/` folder of versions could shadow Hugging Face's package."""
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    part = readme.split("### Training trajectories", 1)[1].split("\n### ", 1)[0]
+    snippet = part.split("```python\n", 1)[1].split("```", 1)[0].replace("OUT", str(written))
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_CACHE": str(tmp_path / "hf"), "HF_HOME": str(tmp_path / "hf-home")}
+    shown = "\nprint(picture.shape, len(ds['train']))"
+    done = subprocess.run([sys.executable, "-c", snippet + shown], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    frames = pl.read_parquet(written / "frames" / "*.parquet").height
+    assert done.stdout.split() == ["(64,", "64,", "3)", str(frames)]
+
+
 def test_card_and_manifest_give_counts_seed_look_and_every_shard_sha256(written):
     manifest = json.loads((written / "manifest.json").read_text())
     card = (written / "README.md").read_text()

@@ -30,6 +30,7 @@ import polars as pl
 from pipeline.difficulty.logistic import sigmoid
 from pipeline.difficulty.rank_metrics import spearman
 from pipeline.errors import PipelineError
+from pipeline.versions.hidden_files import is_hidden, private_writes
 from pipeline.versions.tables import write_text
 from pipeline.versions.version import open_version
 
@@ -181,6 +182,7 @@ def refit(datasets: Path, version: str, episodes: pl.DataFrame,
                             f"{version} does not have")
     report = irt_report(version, table, episodes, fit_results(episodes), browser)
     out = opened.report_dir / IRT_FILE
-    out.parent.mkdir(exist_ok=True)
-    write_text(json.dumps(report, indent=2) + "\n", out)
+    with private_writes(is_hidden(opened.manifest)):
+        out.parent.mkdir(exist_ok=True)
+        write_text(json.dumps(report, indent=2) + "\n", out)
     return out, report

@@ -34,6 +34,7 @@ from pipeline.scores.irt import (
     episodes_table,
     fit_2pl,
 )
+from pipeline.versions.hidden_files import private_writes_in
 from pipeline.versions.tables import write_text
 from pipeline.versions.version import REPORT_DIR, existing_versions, open_version
 
@@ -218,8 +219,9 @@ def link_report_lines(report: dict[str, Any]) -> list[str]:
 def write_line(folder: Path, report: dict[str, Any]) -> Path:
     """Write the fit to ``folder/report/line.json`` (the version's own files untouched)."""
     out = folder / REPORT_DIR / LINE_FILE
-    out.parent.mkdir(exist_ok=True)
-    write_text(json.dumps(report, indent=2) + "\n", out)
+    with private_writes_in(folder):
+        out.parent.mkdir(exist_ok=True)
+        write_text(json.dumps(report, indent=2) + "\n", out)
     return out
 
 

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 __all__ = [
     "GITIGNORE", "PRIVATE_UMASK", "RULE", "fresh_folder", "is_hidden", "keep_hidden_out_of_git",
-    "make_private", "private_writes",
+    "make_private", "private_writes", "private_writes_in",
 ]
 
+import json
 import os
 import secrets
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from pipeline.versions.manifest import visibility
 from pipeline.versions.tables import write_text
+from pipeline.versions.version import MANIFEST_FILE
 
 GITIGNORE = ".gitignore"
 RULE = ("# A hidden version: its levels must never be committed (written by sokoforge when the\n"
@@ -56,6 +58,18 @@ def private_writes(hidden: bool) -> Iterator[None]:
         yield
     finally:
         os.umask(before)
+
+
+def private_writes_in(folder: Path) -> AbstractContextManager[None]:
+    """``private_writes`` for the version in ``folder``, hidden by its manifest: what is
+    written after the build (its round, standings, revealed seed, reports) stays 0600 until
+    ``round publish`` makes the version public. Only the manifest's visibility is read: one
+    that cannot be read counts as hidden."""
+    try:
+        manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    return private_writes(not isinstance(manifest, dict) or is_hidden(manifest))
 
 
 def make_private(folder: Path) -> None:

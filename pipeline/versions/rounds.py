@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import InputError, PipelineError
+from pipeline.versions.hidden_files import private_writes_in
 from pipeline.versions.tables import write_text
 from pipeline.versions.version import VersionMissing, check_version_name
 
@@ -192,15 +193,19 @@ def version_folder(datasets: Path, version: str) -> Path:
 
 
 def record_round(folder: Path, rnd: Round) -> None:
-    write_text(json.dumps(rnd.to_dict(), indent=2) + "\n", folder / ROUND_FILE)
+    """Write ``rnd`` to the version's ``round.json`` (0600 while the version is hidden)."""
+    with private_writes_in(folder):
+        write_text(json.dumps(rnd.to_dict(), indent=2) + "\n", folder / ROUND_FILE)
 
 
-def open_round(datasets: Path, version: str, closes: float, now: float | None = None) -> Round:
+def open_round(datasets: Path, version: str, closes: float, now: float | None = None,
+               reopen: bool = False) -> Round:
     """Open (or move the closing time of) ``version``'s round; a closed round stays closed.
 
     A closing time moved earlier must be at least ``NOTICE_SECONDS`` ahead, so that every
     server reads it before it comes (later, or at the first opening, any future time will do:
-    no server refuses anything by it yet)."""
+    no server refuses anything by it yet). A round whose closing time has passed (over, not
+    closed yet) is reopened only when ``reopen`` says so: play it refused would resume."""
     folder = version_folder(datasets, version)
     now = time.time() if now is None else now
     closes = exact(closes)
@@ -210,6 +215,11 @@ def open_round(datasets: Path, version: str, closes: float, now: float | None = 
     if current is not None and current.closed is not None:
         raise PipelineError(f"the round of {version} closed at {iso(current.closed)}; rotate "
                             "a new version for the next round")
+    if current is not None and current.is_over(now) and not reopen:
+        raise PipelineError(f"the round of {version} is over: its closing time "
+                            f"{iso(current.closes)} has passed; pass --reopen to reopen it "
+                            f"until {iso(closes)} (play resumes), or close it: sokoforge "
+                            f"round close {version}")
     if current is not None and closes < current.closes and closes < now + NOTICE_SECONDS:
         raise InputError(f"the closing time {iso(closes)} moves the round's {iso(current.closes)}"
                          f" earlier by less than {NOTICE_SECONDS:g} s from now: the servers "
@@ -242,9 +252,11 @@ def standings_bytes(version: str, rows: Sequence[Mapping[str, Any]],
 
 
 def write_standings(folder: Path, files: Mapping[str, bytes]) -> tuple[Path, ...]:
-    """Write ``standings_bytes``'s files into ``folder``; their paths."""
-    for name, data in files.items():
-        write_text(data.decode(), folder / name)
+    """Write ``standings_bytes``'s files into ``folder`` (0600 while the version is hidden);
+    their paths."""
+    with private_writes_in(folder):
+        for name, data in files.items():
+            write_text(data.decode(), folder / name)
     return tuple(folder / n for n in files)
 
 

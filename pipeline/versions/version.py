@@ -24,7 +24,8 @@ from pipeline.versions.manifest import FORMAT, IMPORTED, read_manifest, visibili
 from pipeline.versions.tables import read_parquet, sha256_file
 
 __all__ = ["LEVELS_FILE", "MANIFEST_FILE", "REPORT_DIR", "STAGES_DIR", "Version",
-           "VersionAltered", "VersionMissing", "check_version_name", "existing_versions",
+           "VersionAltered", "VersionMissing", "check_version_name", "closest_name",
+           "existing_versions",
            "levels_sha256", "open_version", "version_ids"]
 
 LEVELS_FILE = "levels.parquet"
@@ -34,14 +35,23 @@ STAGES_DIR = "stages"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
+def closest_name(name: str, names: Sequence[str]) -> str | None:
+    """The one of ``names`` nearest to ``name``, case aside: one equal but for case first, else
+    difflib's closest (None when none is close); ``public-s`` means ``public-S``."""
+    by_folded: dict[str, str] = {}
+    for known in names:
+        by_folded.setdefault(known.casefold(), known)
+    near = difflib.get_close_matches(name.casefold(), list(by_folded), n=1, cutoff=0.6)
+    return by_folded.get(name.casefold()) or (by_folded[near[0]] if near else None)
+
+
 class VersionMissing(InputError):
     """No finished version of that name (no manifest) under the datasets folder; the message,
     the same for every command, names the closest existing version."""
 
     def __init__(self, datasets: Path, name: str) -> None:
-        near = difflib.get_close_matches(name, existing_versions(Path(datasets)), n=1,
-                                         cutoff=0.6)
-        hint = (f"did you mean {near[0]!r}?" if near
+        near = closest_name(name, existing_versions(Path(datasets)))
+        hint = (f"did you mean {near!r}?" if near is not None
                 else f"`sokoforge versions` lists those there, `make dataset VERSION={name}` "
                      "builds it")
         super().__init__(f"no version {name!r} under {datasets}; {hint}")

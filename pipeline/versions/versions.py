@@ -21,6 +21,7 @@ from typing import Any
 
 from pipeline import seeds
 from pipeline.errors import InputError, PipelineError
+from pipeline.versions.hidden_files import is_hidden, private_writes
 from pipeline.versions.manifest import IMPORTED
 from pipeline.versions.rounds import iso, read_round, round_state
 from pipeline.versions.serving import is_served
@@ -173,9 +174,10 @@ def reveal(datasets: Path, version: str, force: bool = False) -> Reveal:
     recorded = read_reveal(folder)
     if recorded is not None and int(recorded["seed"]) == seed:
         return Reveal(seed, path, first_time=False)
-    write_text(json.dumps({
-        "format": 1, "version": version, "seed": str(seed),
-        "seed_commitment": commit,
-        "revealed": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }, indent=2) + "\n", path)
+    with private_writes(is_hidden(manifest)):  # the seed stays private until publish
+        write_text(json.dumps({
+            "format": 1, "version": version, "seed": str(seed),
+            "seed_commitment": commit,
+            "revealed": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }, indent=2) + "\n", path)
     return Reveal(seed, path, first_time=True)

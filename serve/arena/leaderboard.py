@@ -76,7 +76,7 @@ class Leaderboard:
                                     [lv.tier for lv in served.version.levels])
         versions = sorted(set(await self.store.versions()) | set(self.games.versions().values()))
         return {"version": version, "game": served.name if served else None,
-                **self.rounds.view(version),
+                **self.rounds.view(version, served=served is not None),
                 "served_version": self.games.first.version.version,
                 "served": self.games.versions(), "versions": versions, "entries": entries,
                 "precision": PRECISION}

@@ -29,11 +29,12 @@ class Rounds:
         self.clock = clock
         self._tiers: dict[str, list[int] | None] = {}
 
-    def view(self, version: str) -> dict[str, Any]:
+    def view(self, version: str, served: bool = True) -> dict[str, Any]:
         """``{"round": {...}}`` for a version with a round (when it closes, whether it is over,
-        the final standings' sha256 once written), else nothing."""
+        the final standings' sha256 once written), else nothing; for a version not ``served``
+        only once its round is closed: before, its closing time is not this server's to say."""
         rnd = self.book.get(version) if self.book is not None else None
-        if rnd is None:
+        if rnd is None or (not served and rnd.closed is None):
             return {}
         return {"round": {"closes": round_time(rnd.closes), "over": rnd.is_over(self.clock()),
                           "state": round_state(rnd, self.clock()),

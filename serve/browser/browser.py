@@ -50,7 +50,8 @@ ROUTES = (
           tag="pages", json_response=False,
           params=(Field("scorecard_id", STR, "the scorecard's id", pattern=SCORECARD_ID,
                         refers_to="scorecard"),),
-          responses={200: "HTML", 404: "HTML: no scorecard"}),
+          responses={200: "HTML", 404: "HTML: no scorecard of that id; JSON ({detail}): an id "
+                                       "not of the form sc- and 24 hex digits"}),
     Route("get_episode_replay", "GET", "/api/replays/{session_id}/episodes/{episode}",
           "One played episode's observations rendered from its stored actions: for a public "
           "game to anyone, for a hidden game only to the key that played it.",

@@ -58,6 +58,7 @@ def audit_command(version: str, against: str | None, db: str | None, datasets: P
 
 def _people(version: str, db: str, folder: Path) -> None:
     """Per-level solve rates of the runs people played in the browser, when there are any."""
+    from pipeline.versions.hidden_files import private_writes_in
     from serve.records.human_play import browser_episodes, rates_markdown, solve_rates
     from serve.stores import StoreError
 
@@ -69,6 +70,6 @@ def _people(version: str, db: str, folder: Path) -> None:
         click.echo(f"\npeople: no run of {version} was played in the browser")
         return
     text = rates_markdown(version, rates)
-    with refusals(1, "cannot write the report: "):
+    with refusals(1, "cannot write the report: "), private_writes_in(folder.parent):
         (folder / "people.md").write_text(text)
     click.echo("\n" + text + f"\npeople: {folder / 'people.md'}")

@@ -26,19 +26,31 @@ def round_group() -> None:
 @click.option("--closes", required=True, metavar="TIME",
               help="When the round closes: ISO 8601, e.g. 2026-12-31T23:59Z (UTC when no zone "
                    "is given; to the millisecond at most). Run again to move it.")
+@click.option("--reopen", is_flag=True,
+              help="Reopen a round whose closing time has passed (not closed yet): play on "
+                   "it resumes until TIME.")
 @datasets_option
-def open_command(version: str, closes: str, datasets: Path) -> None:
+def open_command(version: str, closes: str, reopen: bool, datasets: Path) -> None:
     """Open VERSION's round until TIME (recorded in VERSION/round.json).
 
     A server serving VERSION refuses new scorecards and play on it (409, with the reason)
     from TIME on, without a restart; a scorecard not closed by then is not ranked. A time
-    moved earlier must be at least a few seconds ahead (`round close` closes now).
+    moved earlier must be at least a few seconds ahead (`round close` closes now). A round
+    whose closing time has passed is refused unless --reopen is given.
     """
-    from pipeline.versions.rounds import iso, open_round, parse_time
+    import time
 
+    from pipeline.versions.rounds import iso, open_round, parse_time, read_round, version_folder
+
+    now = time.time()
     with refusals():
-        rnd = open_round(datasets, version, parse_time(closes))
-    click.echo(f"{version}: round open until {iso(rnd.closes)}")
+        before = read_round(version_folder(datasets, version))
+        rnd = open_round(datasets, version, parse_time(closes, now), now, reopen)
+    if before is not None and before.is_over(now):
+        click.echo(f"{version}: round reopened until {iso(rnd.closes)} (it was over since "
+                   f"{iso(before.closes)})")
+    else:
+        click.echo(f"{version}: round open until {iso(rnd.closes)}")
 
 
 @round_group.command("status")

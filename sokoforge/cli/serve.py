@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DB_ENV", "play_command", "serve_command"]
+__all__ = ["DB_ENV", "STOPPED_LINE", "play_command", "serve_command"]
 
 import math
 import os
@@ -16,6 +16,7 @@ from sokoforge.cli.build import datasets_option
 from sokoforge.cli.errors import USAGE, CliError, run_interruptibly
 
 DB_ENV = "SOKOFORGE_DB"
+STOPPED_LINE = "stopped (Ctrl-C)"  # what serve says after Ctrl-C (its --help quotes it)
 
 
 @click.command("serve")
@@ -87,9 +88,9 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
 
     The start-up lines give the home page, the API docs, each public game's play page and
     the ARC-AGI-3 face's base URL. Ctrl-C or SIGTERM is the normal stop: the server finishes
-    cleanly and exits 0 (after Ctrl-C with the one line "stopped"); a store it could not leave
-    as a clean stop does (its file replaced under it, a full disk) ends it with exit 1 and one
-    line saying what was kept.
+    cleanly and exits 0 (after Ctrl-C with the one line "stopped (Ctrl-C)"); a store it could
+    not leave as a clean stop does (its file replaced under it, a full disk) ends it with exit
+    1 and one line saying what was kept.
     """
     from serve.app import public_url as parse_public_url
     from serve.games.dataset import DatasetError
@@ -133,7 +134,7 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
     except (StartError, StopError) as e:
         raise CliError(str(e), 1) from None
     if stopped_by == signal.SIGINT:  # Ctrl-C: the operator's normal stop, said in one line
-        click.echo("stopped (Ctrl-C)", err=True)
+        click.echo(STOPPED_LINE, err=True)
 
 
 @click.command("play")
