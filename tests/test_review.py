@@ -242,7 +242,7 @@ def test_sokoforge_review_prints_one_json_object_per_scorecard_and_writes_its_re
     out = CliRunner().invoke(main, ["review", "demo", "--db", str(store), "--datasets",
                                     str(demo), "--json"])
     assert out.exit_code == 0, out.output
-    lines = [json.loads(line) for line in out.output.splitlines()]
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
     assert [(x["scorecard_id"], x["verdict"]) for x in lines] == [
         (card_id("decoder"), "needs review"), (card_id("planner"), "consistent"),
         (card_id("probe"), "consistent"), (card_id("replay"), "needs review")]

@@ -12,7 +12,8 @@ and a scorecard's page shows (``review_marks``).
 from __future__ import annotations
 
 __all__ = [
-    "REVIEW_JSON", "REVIEW_MD", "ReviewReport", "episode_row", "read_review", "review_marks",
+    "REVIEW_JSON", "REVIEW_MD", "ReviewReport", "bound_text", "episode_row", "play_of", "read_review",
+    "review_marks",
     "review_report", "review_store", "review_version", "scorecard_evidence", "scorecard_play",
     "store_reviews", "write_review",
 ]
@@ -31,6 +32,7 @@ from engine import episode as core
 from engine.levels import Level, parse_xsb
 from pipeline.difficulty.panel import PANEL_FILE, panel_of_version
 from pipeline.errors import InputError
+from pipeline.progress import progress
 from pipeline.scores.review import (
     FALSE_FLAG_RATE,
     PLAY_SCHEMA,
@@ -47,9 +49,11 @@ from pipeline.versions.tables import read_parquet, write_parquet, write_text
 from pipeline.versions.version import Version, open_version
 from pipeline.workers import Workers
 from serve.games.episode import PLAYED, RESTART_GAME, RESTART_LEVEL
+from serve.records.clearing import cleared_reference
 from serve.stores import (
     EpisodeRecord,
-    SessionRecord,
+    PlayedSession,
+    ScorecardRecord,
     Store,
     StoreError,
     is_postgres,
@@ -138,35 +142,67 @@ def _episode_times(steps: list[tuple[int, int]], ms: list[int | None]
     return out
 
 
-async def scorecard_play(store: Store, scorecard_id: str, version: str,
-                   levels: dict[int, tuple[Level, int]]) -> ScorecardPlay | None:
-    """One closed scorecard's levels as played on ``version`` (None: not closed there)."""
-    card = await store.scorecard(scorecard_id)
-    if card is None or card.closed is None:
-        return None
-    sessions: list[tuple[SessionRecord, list[EpisodeRecord]]] = [
-        (s, e) for s, e in await store.sessions(scorecard_id) if s.version == version]
-    times = await store.action_times([s.id for s, _ in sessions])
+def play_of(card: ScorecardRecord, sessions: Sequence[PlayedSession],
+            levels: dict[int, tuple[Level, int]]) -> ScorecardPlay:
+    """One closed scorecard's levels as played (its ``sessions`` on one version)."""
     rows = []
-    for session, records in sessions:
-        per = _episode_times(await store.steps(session.id, session.seq), times.get(session.id, []))
-        for record in records:
+    for played in sessions:
+        steps = [(episode, action) for episode, action, _ in played.actions]
+        per = _episode_times(steps, [ms for _, _, ms in played.actions])
+        for record in played.episodes:
             if record.index in levels:
                 level, max_steps = levels[record.index]
                 rows.append(episode_row(level, max_steps, record, per.get(record.index, [])))
     frame = pl.DataFrame(rows, schema=PLAY_SCHEMA)  # type: ignore[arg-type]
-    return ScorecardPlay(card.id, card.key_hash, card.name, card.opened, card.closed, frame)
+    return ScorecardPlay(card.id, card.key_hash, card.name, card.opened, card.closed or 0.0,
+                         frame)
 
 
-async def review_version(datasets: Path, version: str, store: Store) -> list[ScorecardReview]:
+async def scorecard_play(store: Store, scorecard_id: str, version: str,
+                         levels: dict[int, tuple[Level, int]]) -> ScorecardPlay | None:
+    """One closed scorecard's levels as played on ``version`` (None: not closed there), read
+    on its own (``review_version`` reads them all at once)."""
+    card = await store.scorecard(scorecard_id)
+    if card is None or card.closed is None:
+        return None
+    sessions = [(s, e) for s, e in await store.sessions(scorecard_id) if s.version == version]
+    times = await store.action_times([s.id for s, _ in sessions])
+    played = []
+    for session, records in sessions:
+        steps = await store.steps(session.id, session.seq)
+        played.append(PlayedSession(session, tuple(records), tuple(
+            (episode, action, ms) for (episode, action), ms
+            in zip(steps, times.get(session.id, []), strict=False))))
+    return play_of(card, played, levels)
+
+
+async def review_version(datasets: Path, version: str, store: Store,
+                         show_progress: bool = True) -> list[ScorecardReview]:
     """The review of every closed scorecard that played ``version`` in ``store``, in the
-    order they opened (``pipeline.scores.review.review_scorecards``)."""
+    order they opened (``pipeline.scores.review.review_scorecards``), its frontier raised by
+    the clearings (``serve.records.clearing``). The store is read in one go
+    (``Store.played_sessions``) and each episode replayed once, with a progress line."""
     opened = _open(datasets, version)
     table = opened.levels(["index", "xsb", "max_steps"])
     levels = {int(i): (parse_xsb(x), int(m)) for i, x, m in table.iter_rows()}
-    cards = list(dict.fromkeys(e.scorecard_id for e in await store.played_episodes(version)))
-    plays = [p for c in cards if (p := await scorecard_play(store, c, version, levels)) is not None]
-    return review_scorecards(plays, _reference(opened)) if plays else []
+    cards = await store.played_sessions(version)
+    plays = []
+    with progress(f"review of {version}: replaying scorecards", len(cards),
+                  show=show_progress) as shown:
+        for card, sessions in cards:
+            plays.append(play_of(card, sessions, levels))
+            shown.update(1)
+    if not plays:
+        return []
+    log.info("review of %s: judging %d scorecard(s)", version, len(plays))
+    return review_scorecards(plays, cleared_reference(datasets, version,
+                                                      _reference(opened)).reference)
+
+
+def bound_text(bound: int, levels: int) -> str:
+    """What passes unflagged, in words: the sentence the review, its report and the boards
+    state."""
+    return f"on this version, more than {bound} of {levels} solved needs source review"
 
 
 def _open(datasets: Path, version: str) -> Version:

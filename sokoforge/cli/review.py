@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from sokoforge.cli.build import datasets_option
-from sokoforge.cli.errors import refusals
+from sokoforge.cli.errors import CliError, refusals
 
 
 @click.command("review")
@@ -20,8 +20,16 @@ from sokoforge.cli.errors import refusals
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object per scorecard per line: scorecard_id, name, verdict, "
                    "evidence (short sentences) and signals.")
+@click.option("--clear", "clear", metavar="SCORECARD",
+              help="Record that a person read SCORECARD's source and cleared it (with "
+                   "--note); later reviews of VERSION, and of versions the IRT line links to "
+                   "it, raise their frontier to its solved count. Runs no review.")
+@click.option("--unclear", "unclear", metavar="SCORECARD",
+              help="Undo SCORECARD's clearing (logged, like the clearing, with its date).")
+@click.option("--note", default="", help="What the source review found (needed by --clear).")
 @datasets_option
-def review_command(version: str, db: str, as_json: bool, datasets: Path) -> None:
+def review_command(version: str, db: str, as_json: bool, clear: str | None,
+                   unclear: str | None, note: str, datasets: Path) -> None:
     """Review every closed scorecard that played VERSION: consistent, or needs review, with
     the evidence (each signal's value, what it was compared with, and its p-value).
 
@@ -37,6 +45,9 @@ def review_command(version: str, db: str, as_json: bool, datasets: Path) -> None
     """
     from serve.records.review import review_store
 
+    if clear or unclear:
+        _clearing(version, db, clear, unclear, note, datasets)
+        return
     with refusals(2, f"cannot review {version}: "):
         done = review_store(datasets, version, db)
     if as_json:
@@ -51,3 +62,18 @@ def review_command(version: str, db: str, as_json: bool, datasets: Path) -> None
             click.echo(f"    - {sentence}")
     for path in done.files:
         click.echo(f"written to {path}")
+
+
+def _clearing(version: str, db: str, clear: str | None, unclear: str | None, note: str,
+              datasets: Path) -> None:
+    """``--clear`` or ``--unclear``: one entry appended to VERSION/clearances.json."""
+    from serve.records.clearing import clear_scorecard, unclear_scorecard
+
+    if clear and unclear:
+        raise CliError("give --clear or --unclear, not both", 2)
+    with refusals(2, f"cannot {'clear' if clear else 'unclear'} on {version}: "):
+        done = (clear_scorecard(datasets, version, db, clear, note) if clear
+                else unclear_scorecard(datasets, version, str(unclear), note))
+    said = "cleared" if clear else "no longer cleared"
+    click.echo(f"{version}: {done.scorecard_id} ({done.name}, {done.solved} solved) {said} "
+               f"at {done.at}; logged in {datasets / version / 'clearances.json'}")
