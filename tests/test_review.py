@@ -143,7 +143,8 @@ def test_a_decoder_playing_optimal_solutions_needs_review_for_its_hard_optimal_l
     assert review.verdict == "needs review"
     flags = [s.name for s in review.signals if s.flags]
     assert "hard_optimal" in flags
-    assert review.evidence[0].startswith(f"{int(ref.levels['hard'].sum())} of the ")
+    assert review.evidence[0].startswith("beyond the compute frontier: 100 solved")
+    assert review.evidence[1].startswith(f"{int(ref.levels['hard'].sum())} of the ")
 
 
 def test_a_decoder_that_detours_and_gives_up_a_quarter_is_still_flagged(demo, ref):

@@ -31,6 +31,7 @@ import polars as pl
 from engine import episode as core
 from engine.levels import Level, parse_xsb
 from pipeline.difficulty.panel import PANEL_FILE, panel_of_version
+from pipeline.difficulty.reference_play import REFERENCE_FILE, reference_of_version
 from pipeline.errors import InputError
 from pipeline.progress import progress
 from pipeline.scores.review import (
@@ -41,6 +42,7 @@ from pipeline.scores.review import (
     Reference,
     ScorecardPlay,
     ScorecardReview,
+    bound,
     reference,
     review_scorecards,
 )
@@ -77,9 +79,10 @@ class ReviewReport:
 
 
 def _reference(version: Version) -> Reference:
-    """The version's reference: its levels and its panel (``report/panel.parquet``; when
-    there is none, or one written before pushes were kept, the panel is played here and
-    written there, the bytes ``sokoforge panel`` writes)."""
+    """The version's reference: its levels, its panel (``report/panel.parquet``) and its
+    reference play (``report/reference.parquet``); when a file is missing (or the panel was
+    written before pushes were kept) it is played here and written there, the bytes
+    ``sokoforge panel`` writes."""
     levels = version.levels()
     path = version.report_dir / PANEL_FILE
     panel = read_parquet(path) if path.is_file() else None
@@ -91,7 +94,16 @@ def _reference(version: Version) -> Reference:
         with private_writes(is_hidden(version.manifest)):
             version.report_dir.mkdir(exist_ok=True)
             write_parquet(panel, path)
-    return reference(levels, panel)
+    played = version.report_dir / REFERENCE_FILE
+    frontier = read_parquet(played) if played.is_file() else None
+    if frontier is None:
+        log.info("%s: no reference.parquet; playing the reference for the review",
+                 version.name)
+        frontier = reference_of_version(version, Workers(show_progress=False))
+        with private_writes(is_hidden(version.manifest)):
+            version.report_dir.mkdir(exist_ok=True)
+            write_parquet(frontier, played)
+    return reference(levels, panel, frontier)
 
 
 def episode_row(level: Level, max_steps: int, record: EpisodeRecord,
@@ -210,13 +222,26 @@ def _open(datasets: Path, version: str) -> Version:
     return open_version(datasets, version, strict=False)
 
 
-def review_report(version: str, reviews: Sequence[ScorecardReview]) -> dict[str, Any]:
-    """``review.json``'s content: the rule the verdicts follow, each signal's one line, and
-    every scorecard's verdict with its evidence and signals."""
+def review_report(version: str, reviews: Sequence[ScorecardReview],
+                  ref: Reference | None = None) -> dict[str, Any]:
+    """``review.json``'s content: the rule the verdicts follow, the version's bound (K: more
+    solved needs source review), the reference's best and its name, each signal's one line,
+    and every scorecard's verdict with its evidence and signals. Without ``ref`` the bound
+    and the reference's best are read off the reviews (a scorecard that played every level
+    carries the version's K), and the reference's name is null."""
     signals = {s.name: {"measures": s.measures, "votes": s.votes}
                for s in (reviews[0].signals if reviews else [])}
+    if ref is not None:
+        most: int | None = bound(ref)
+        best: int | None = ref.frontier_solved
+        name: str | None = ref.name
+    else:
+        most = max((r.bound for r in reviews), default=None)
+        best = reviews[0].frontier_solved if reviews else None
+        name = None
     return {"format": 1, "version": version, "false_flag_rate": FALSE_FLAG_RATE,
-            "threshold": THRESHOLD, "voting": list(VOTING), "signals": signals,
+            "threshold": THRESHOLD, "voting": list(VOTING), "bound": most,
+            "frontier_solved": best, "reference": name, "signals": signals,
             "needs_review": sum(r.verdict != "consistent" for r in reviews),
             "scorecards": [r.to_dict() for r in reviews]}
 
