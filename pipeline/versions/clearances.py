@@ -61,21 +61,24 @@ def read_log(folder: Path) -> list[Clearance]:
     except FileNotFoundError:
         return []
     except (OSError, ValueError) as e:
-        raise PipelineError(f"{path} cannot be read ({e}): restore it from git or a backup")
+        raise PipelineError(f"{path} cannot be read ({e}): restore it from git or a "
+                            "backup") from None
     try:
         return [Clearance(str(x["action"]), str(x["scorecard_id"]), str(x["name"]),
                           int(x["solved"]), str(x["note"]), str(x["at"])) for x in data["log"]]
     except (KeyError, TypeError, ValueError) as e:
-        raise PipelineError(f"{path} is not a clearances log ({e!r} is missing or wrong)")
+        raise PipelineError(f"{path} is not a clearances log ({e!r} is missing or wrong)") from None
 
 
-def cleared(folder: Path) -> dict[str, Clearance]:
-    """Each scorecard that stands cleared (its last entry a clearing), by id; a log that
-    cannot be read counts as none (the boards and the review say so elsewhere)."""
+def cleared(folder: Path, before: float | None = None) -> dict[str, Clearance]:
+    """Each scorecard that stands cleared (its last entry a clearing), by id, from the entries
+    made before ``before`` (all when None); a log that cannot be read counts as none."""
     try:
         log = read_log(folder)
     except PipelineError:
         return {}
+    if before is not None:
+        log = [c for c in log if parse_time(c.at) < before]
     last = {c.scorecard_id: c for c in log}
     return {k: c for k, c in last.items() if c.action == CLEAR}
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline import seeds
-from pipeline.versions.clearances import check_clearances
 from pipeline.errors import PipelineError
+from pipeline.versions.clearances import check_clearances
 from pipeline.versions.hidden_files import GITIGNORE
 from pipeline.versions.manifest import read_manifest, write_manifest
 from pipeline.versions.rounds import (

@@ -3,8 +3,9 @@
 
 A ``needs review`` verdict is a mark beside an entry, never a removal: the ranking stays as
 published; so is ``cleared`` (``clearances.json``, a person's source review), also read again
-when it changes, so every worker and every restart shows it. The evidence behind a verdict is shown to the key that played the scorecard (its
-scorecard view), the verdict alone to anyone.
+when it changes, so every worker and every restart shows it. The evidence behind a verdict
+is shown to the key that played the scorecard (its scorecard view), the verdict alone to
+anyone.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.versions.clearances import CLEARANCES_JSON, cleared, to_view
+from pipeline.versions.rounds import bound_text
 from serve.arena.rounds import Rounds
 from serve.games.games import Registry
-from serve.records.review import REVIEW_JSON, bound_text, read_review
+from serve.records.review import REVIEW_JSON, read_review
 
 __all__ = ["Reviews", "bound_view"]
 

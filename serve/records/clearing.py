@@ -25,7 +25,7 @@ import numpy as np
 from pipeline.difficulty.logistic import sigmoid
 from pipeline.errors import InputError, PipelineError
 from pipeline.scores.linking import read_line, version_line
-from pipeline.scores.review import Reference, ability
+from pipeline.scores.review import Reference, ability, raise_frontier
 from pipeline.versions.clearances import (
     CLEAR,
     UNCLEAR,
@@ -125,12 +125,19 @@ def linked_solved(datasets: Path, version: str, ref: Reference, name: str, sourc
                       f"of {version})")
 
 
-def cleared_reference(datasets: Path, version: str, ref: Reference) -> Raised:
+def _standing(folder: Path, before: float | None) -> list[Clearance]:
+    """The clearings of a version that stand (at ``before``, when given)."""
+    return [c for c in cleared(folder, before).values()]
+
+
+def cleared_reference(datasets: Path, version: str, ref: Reference,
+                      before: float | None = None) -> Raised:
     """``ref`` with its frontier raised to the best cleared result of ``version`` and of the
-    versions linked to it on its line (see the module text)."""
+    versions linked to it on its line (see the module text); with ``before``, the clearings
+    as they stood then (a round closed again judges as it judged at its close)."""
     best: float | None = None
     notes: list[str] = []
-    for c in cleared(datasets / version).values():
+    for c in _standing(datasets / version, before):
         notes.append(f"{c.name} ({c.scorecard_id}) cleared on {c.date} with {c.solved} "
                      "solved: the frontier rises to it")
         best = max(best or 0.0, float(c.solved))
@@ -141,13 +148,11 @@ def cleared_reference(datasets: Path, version: str, ref: Reference) -> Raised:
     for other in line:
         if other == version:
             continue
-        for c in cleared(datasets / other).values():
+        for c in _standing(datasets / other, before):
             solved, note = linked_solved(datasets, version, ref, c.name, other)
             notes.append(note)
             if solved is not None:
                 best = max(best or 0.0, solved)
     if best is None:
         return Raised(ref, None, notes)
-    from pipeline.scores.review import raise_frontier  # TODO(merge): top-level once merged
-
     return Raised(raise_frontier(ref, best), best, notes)

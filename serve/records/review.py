@@ -12,15 +12,15 @@ and a scorecard's page shows (``review_marks``).
 from __future__ import annotations
 
 __all__ = [
-    "REVIEW_JSON", "REVIEW_MD", "ReviewReport", "bound_text", "episode_row", "play_of", "read_review",
-    "review_marks",
-    "review_report", "review_store", "review_version", "scorecard_evidence", "scorecard_play",
-    "store_reviews", "write_review",
+    "REVIEW_JSON", "REVIEW_MD", "ReviewReport", "VersionReview", "episode_row",
+    "play_of", "read_review", "review_marks", "review_report", "review_store", "review_version",
+    "scorecard_evidence", "scorecard_play", "store_reviews", "write_review",
 ]
 
 import json
 import logging
 import statistics
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,11 +71,15 @@ _RESTART = PLAYED[RESTART_LEVEL]
 
 @dataclass(frozen=True)
 class ReviewReport:
-    """A version's review: every scorecard's, and the files it was written to."""
+    """A version's review (``VersionReview``) and the files it was written to."""
 
     version: str
-    reviews: list[ScorecardReview]
+    review: VersionReview
     files: tuple[Path, ...]
+
+    @property
+    def reviews(self) -> list[ScorecardReview]:
+        return self.review.reviews
 
 
 def _reference(version: Version) -> Reference:
@@ -188,12 +192,27 @@ async def scorecard_play(store: Store, scorecard_id: str, version: str,
     return play_of(card, played, levels)
 
 
+@dataclass(frozen=True)
+class VersionReview:
+    """A version's review: every scorecard's, the ``reference`` it judged by (its frontier
+    raised by the clearings; None when no scorecard played), what the clearings did
+    (``clearances``, one line each) and the wall time it took (``seconds``)."""
+
+    reviews: list[ScorecardReview]
+    reference: Reference | None
+    clearances: list[str]
+    seconds: float = 0.0
+
+
 async def review_version(datasets: Path, version: str, store: Store,
-                         show_progress: bool = True) -> list[ScorecardReview]:
+                         show_progress: bool = True, cleared_before: float | None = None
+                         ) -> VersionReview:
     """The review of every closed scorecard that played ``version`` in ``store``, in the
     order they opened (``pipeline.scores.review.review_scorecards``), its frontier raised by
-    the clearings (``serve.records.clearing``). The store is read in one go
-    (``Store.played_sessions``) and each episode replayed once, with a progress line."""
+    the clearings (``serve.records.clearing``; those made before ``cleared_before`` alone,
+    when given). The store is read in one go (``Store.played_sessions``) and each episode
+    replayed once, with a progress line."""
+    began = time.perf_counter()
     opened = _open(datasets, version)
     table = opened.levels(["index", "xsb", "max_steps"])
     levels = {int(i): (parse_xsb(x), int(m)) for i, x, m in table.iter_rows()}
@@ -205,16 +224,11 @@ async def review_version(datasets: Path, version: str, store: Store,
             plays.append(play_of(card, sessions, levels))
             shown.update(1)
     if not plays:
-        return []
+        return VersionReview([], None, [], time.perf_counter() - began)
+    raised = cleared_reference(datasets, version, _reference(opened), cleared_before)
     log.info("review of %s: judging %d scorecard(s)", version, len(plays))
-    return review_scorecards(plays, cleared_reference(datasets, version,
-                                                      _reference(opened)).reference)
-
-
-def bound_text(bound: int, levels: int) -> str:
-    """What passes unflagged, in words: the sentence the review, its report and the boards
-    state."""
-    return f"on this version, more than {bound} of {levels} solved needs source review"
+    reviews = review_scorecards(plays, raised.reference)
+    return VersionReview(reviews, raised.reference, raised.notes, time.perf_counter() - began)
 
 
 def _open(datasets: Path, version: str) -> Version:
@@ -264,12 +278,13 @@ def _markdown(version: str, report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_review(datasets: Path, version: str, reviews: Sequence[ScorecardReview]
-                 ) -> tuple[Path, Path]:
+def write_review(datasets: Path, version: str, done: VersionReview) -> tuple[Path, Path]:
     """Write ``report/review.json`` and ``report/review.md`` of ``version``: for a hidden
-    version its owner's alone (0600, under the version's ``.gitignore``)."""
+    version its owner's alone (0600, under the version's ``.gitignore``). Beside
+    ``review_report``'s content: the version's ``levels`` and the ``clearances`` lines."""
     opened = open_version(datasets, version, require_intact=False, strict=False)
-    report = review_report(version, reviews)
+    report = {**review_report(version, done.reviews, done.reference),
+              "levels": opened.levels(["index"]).height, "clearances": done.clearances}
     paths = opened.report_dir / REVIEW_JSON, opened.report_dir / REVIEW_MD
     with private_writes(is_hidden(opened.manifest)):
         opened.report_dir.mkdir(exist_ok=True)
@@ -278,7 +293,8 @@ def write_review(datasets: Path, version: str, reviews: Sequence[ScorecardReview
     return paths
 
 
-def store_reviews(datasets: Path, version: str, db: str) -> list[ScorecardReview]:
+def store_reviews(datasets: Path, version: str, db: str, cleared_before: float | None = None
+                  ) -> VersionReview:
     """``review_version`` over the store at ``db`` (a SQLite file or a PostgreSQL URL), nothing
     written; ``InputError`` for an unknown version or a store that is not there or cannot be
     read (unreadable input)."""
@@ -286,15 +302,16 @@ def store_reviews(datasets: Path, version: str, db: str) -> list[ScorecardReview
     if not is_postgres(db) and not Path(db).is_file():
         raise InputError(f"no store at {db}: give the server's --db")
     try:
-        return read_store(db, lambda store: review_version(datasets, version, store))
+        return read_store(db, lambda store: review_version(
+            datasets, version, store, cleared_before=cleared_before))
     except StoreError as e:
         raise InputError(str(e)) from None
 
 
 def review_store(datasets: Path, version: str, db: str) -> ReviewReport:
     """``store_reviews`` with its report written (``write_review``)."""
-    reviews = store_reviews(datasets, version, db)
-    return ReviewReport(version, reviews, write_review(datasets, version, reviews))
+    done = store_reviews(datasets, version, db)
+    return ReviewReport(version, done, write_review(datasets, version, done))
 
 
 def read_review(folder: Path) -> dict[str, Any] | None:
