@@ -195,11 +195,12 @@ async def scorecard_play(store: Store, scorecard_id: str, version: str,
 @dataclass(frozen=True)
 class VersionReview:
     """A version's review: every scorecard's, the ``reference`` it judged by (its frontier
-    raised by the clearings; None when no scorecard played), what the clearings did
+    raised by the clearings; the version's K even when no scorecard played), what the
+    clearings did
     (``clearances``, one line each) and the wall time it took (``seconds``)."""
 
     reviews: list[ScorecardReview]
-    reference: Reference | None
+    reference: Reference
     clearances: list[str]
     seconds: float = 0.0
 
@@ -223,11 +224,9 @@ async def review_version(datasets: Path, version: str, store: Store,
         for card, sessions in cards:
             plays.append(play_of(card, sessions, levels))
             shown.update(1)
-    if not plays:
-        return VersionReview([], None, [], time.perf_counter() - began)
     raised = cleared_reference(datasets, version, _reference(opened), cleared_before)
     log.info("review of %s: judging %d scorecard(s)", version, len(plays))
-    reviews = review_scorecards(plays, raised.reference)
+    reviews = review_scorecards(plays, raised.reference) if plays else []
     return VersionReview(reviews, raised.reference, raised.notes, time.perf_counter() - began)
 
 

@@ -83,8 +83,7 @@ def close_round(datasets: Path, version: str, db: str, now: float | None = None,
     done = store_reviews(datasets, version, db, cleared_before=current.closed)
     rows = standings(db, version, closes, tiers.to_list(),
                      {r.scorecard_id: r.verdict for r in done.reviews})
-    most = None if done.reference is None else bound(done.reference)
-    files = standings_bytes(version, rows, bound=most, levels=len(tiers))
+    files = standings_bytes(version, rows, bound=bound(done.reference), levels=len(tiers))
     digest = hashlib.sha256(files[STANDINGS_SHA256]).hexdigest()
     if current.closed is not None and digest != current.standings_sha256:
         files = standings_bytes(version, legacy_rows(rows))  # sealed before they carried K
