@@ -440,6 +440,7 @@ def test_a_clearing_is_logged_with_its_date_and_undone_and_a_wrong_one_is_one_li
     assert again.exit_code == 2 and "is not cleared on demo" in again.output
 
 
+@pytest.mark.slow
 def test_a_clearing_raises_k_for_every_later_review_of_the_version_and_not_before_it(copied):
     from pipeline.scores.review import bound
     from serve.records.clearing import clear_scorecard
