@@ -311,9 +311,9 @@ def _shape(schema: dict, prefix: str = "") -> list[str]:
 
 
 def protocol_page() -> str:
+    from pipeline.scores.currency import CALL
     from serve.app import all_routes
     from serve.arena.scorecards import SCORE_FIELDS
-    from pipeline.scores.currency import CALL
     from serve.native import FRAME, SCORE
 
     rows = []

@@ -255,7 +255,9 @@ def test_sokoforge_review_prints_one_json_object_per_scorecard_and_writes_its_re
     assert [c["scorecard_id"] for c in report["scorecards"]] == [x["scorecard_id"]
                                                                  for x in lines]
     markdown = (demo / "demo" / "report" / "review.md").read_text()
-    assert f"| `{card_id('replay')}` | prober | needs review |" in markdown
+    assert f"| `{card_id('replay')}` | prober | needs review | 100 |" in markdown
+    assert "On this version, more than " in markdown
+    assert all(isinstance(x["solved"], int) and x["reason"] for x in lines)
     for name in ("hard_optimal", "frontier", "replay", "person_fit", "detours", "timing"):
         assert f"**{name}**" in markdown
     replayed = next(x for x in lines if x["scorecard_id"] == card_id("replay"))

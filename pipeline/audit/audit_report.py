@@ -65,7 +65,8 @@ from pipeline.versions.hidden_files import fresh_folder, is_hidden, make_private
 from pipeline.versions.manifest import visibility
 
 _PANEL_NOTE = ("Each agent replans after every step within its budget of dynamics calls per "
-               f"step ({CALL[0].lower()}{CALL[1:]}): planner = the reference planner (learning real-time A*), greedy = greedy "
+               f"step ({CALL[0].lower()}{CALL[1:]}): planner = the reference planner (learning "
+               "real-time A*), greedy = greedy "
                "best-first over box distances, breadth = a breadth-first lookahead, rollout = "
                "random rollouts. From report/panel.parquet (sokoforge panel).")
 

@@ -10,6 +10,7 @@ anyone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,7 @@ class Reviews:
     def __init__(self, games: Registry, rounds: Rounds) -> None:
         self.games = games
         self.rounds = rounds
-        self._seen: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
-        self._cleared: dict[Path, tuple[tuple[int, int], dict[str, dict[str, Any]]]] = {}
+        self._seen: dict[Path, tuple[tuple[int, int], Any]] = {}  # by file: (stamp, value)
 
     def _folder(self, version: str) -> Path | None:
         served = self.games.by_version(version)
@@ -47,30 +47,39 @@ class Reviews:
         book = self.rounds.book
         return None if book is None else book.datasets / version
 
+    def _stamped(self, path: Path, read: Callable[[], Any]) -> Any:
+        """What ``read`` made of ``path`` when the file was last seen as it is now (its
+        mtime and size), read again when it changed; None when the file is not there."""
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        stamp = (st.st_mtime_ns, st.st_size)
+        seen = self._seen.get(path)
+        if seen is not None and seen[0] == stamp:
+            return seen[1]
+        value = read()
+        if len(self._seen) > 512:  # versions come from requests: keep the cache small
+            self._seen.clear()
+        self._seen[path] = (stamp, value)
+        return value
+
     def _report(self, version: str) -> dict[str, Any] | None:
         """``version``'s review as the boards use it (``cards`` by id, its ``bound``), read
         again when review.json changes; None when no review has run."""
         folder = self._folder(version)
         if folder is None:
             return None
-        try:
-            st = (folder / "report" / REVIEW_JSON).stat()
-        except OSError:
-            return None
-        stamp = (st.st_mtime_ns, st.st_size)
-        seen = self._seen.get(folder)
-        if seen is not None and seen[0] == stamp:
-            return seen[1]
-        data = read_review(folder)
-        if data is None:
-            return None
-        cards = {str(c.get("scorecard_id")): {"verdict": c.get("verdict"),
-                                              "evidence": list(c.get("evidence") or [])}
-                 for c in data["scorecards"] if isinstance(c, dict)}
-        report = {"cards": cards, "bound": bound_view(data)}
-        if len(self._seen) > 256:  # versions come from requests: keep the cache small
-            self._seen.clear()
-        self._seen[folder] = (stamp, report)
+
+        def read() -> dict[str, Any] | None:
+            data = read_review(folder)
+            if data is None:
+                return None
+            cards = {str(c.get("scorecard_id")): {"verdict": c.get("verdict"),
+                                                  "evidence": list(c.get("evidence") or [])}
+                     for c in data["scorecards"] if isinstance(c, dict)}
+            return {"cards": cards, "bound": bound_view(data)}
+        report: dict[str, Any] | None = self._stamped(folder / "report" / REVIEW_JSON, read)
         return report
 
     def cards(self, version: str) -> dict[str, dict[str, Any]] | None:
@@ -85,18 +94,8 @@ class Reviews:
         folder = self._folder(version)
         if folder is None:
             return {}
-        try:
-            st = (folder / CLEARANCES_JSON).stat()
-        except OSError:
-            return {}
-        stamp = (st.st_mtime_ns, st.st_size)
-        seen = self._cleared.get(folder)
-        if seen is not None and seen[0] == stamp:
-            return seen[1]
-        marks = {k: to_view(c) for k, c in cleared(folder).items()}
-        if len(self._cleared) > 256:  # versions come from requests: keep the cache small
-            self._cleared.clear()
-        self._cleared[folder] = (stamp, marks)
+        marks: dict[str, dict[str, Any]] = self._stamped(folder / CLEARANCES_JSON, lambda: {
+            k: to_view(c) for k, c in cleared(folder).items()}) or {}
         return marks
 
     def mark(self, board: dict[str, Any]) -> dict[str, Any]:

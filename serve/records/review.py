@@ -47,6 +47,7 @@ from pipeline.scores.review import (
     review_scorecards,
 )
 from pipeline.versions.hidden_files import is_hidden, private_writes
+from pipeline.versions.rounds import bound_text
 from pipeline.versions.tables import read_parquet, write_parquet, write_text
 from pipeline.versions.version import Version, open_version
 from pipeline.workers import Workers
@@ -63,6 +64,9 @@ from serve.stores import (
 )
 
 log = logging.getLogger(__name__)
+# the review's progress, under the pipeline's logger so the command line shows it on stderr
+# (review, round close) beside pipeline.progress's lines
+said = logging.getLogger("pipeline.review")
 
 REVIEW_JSON = "review.json"  # in a version's report/
 REVIEW_MD = "review.md"
@@ -225,7 +229,7 @@ async def review_version(datasets: Path, version: str, store: Store,
             plays.append(play_of(card, sessions, levels))
             shown.update(1)
     raised = cleared_reference(datasets, version, _reference(opened), cleared_before)
-    log.info("review of %s: judging %d scorecard(s)", version, len(plays))
+    said.info("review of %s: judging %d scorecard(s)", version, len(plays))
     reviews = review_scorecards(plays, raised.reference) if plays else []
     return VersionReview(reviews, raised.reference, raised.notes, time.perf_counter() - began)
 
@@ -260,20 +264,29 @@ def review_report(version: str, reviews: Sequence[ScorecardReview],
 
 
 def _markdown(version: str, report: dict[str, Any]) -> str:
+    """``review.md``: the rule and the bound, the signals, each scorecard's verdict with its
+    solved count and reason, then each one's evidence, and what the clearings did."""
     cards = report["scorecards"]
+    stated = ("" if report.get("bound") is None else
+              f" {bound_text(report['bound'], report.get('levels')).capitalize()}"
+              f" (the reference solves {report.get('frontier_solved')}).")
     lines = [f"# Fair-play review of {version}", "",
              f"{len(cards)} closed scorecard(s); {report['needs_review']} need review. A "
              f"scorecard needs review when one voting signal ({', '.join(VOTING)}) has p < "
              f"{THRESHOLD:.4g}: an honest agent within the rule of 256 dynamics calls per step "
              f"is flagged at most {FALSE_FLAG_RATE:.0%} of the time. The review triages for "
-             "source review; it proves nothing.", "", "## Signals", ""]
+             f"source review; it proves nothing.{stated}", "", "## Signals", ""]
     lines += [f"- **{name}**{' (votes)' if s['votes'] else ' (shown)'}: {s['measures']}"
               for name, s in report["signals"].items()]
-    lines += ["", "## Scorecards", "", "| scorecard | name | verdict |", "| --- | --- | --- |"]
-    lines += [f"| `{c['scorecard_id']}` | {c['name']} | {c['verdict']} |" for c in cards]
+    lines += ["", "## Scorecards", "", "| scorecard | name | verdict | solved | reason |",
+              "| --- | --- | --- | --- | --- |"]
+    lines += [f"| `{c['scorecard_id']}` | {c['name']} | {c['verdict']} | {c.get('solved')} | "
+              f"{str(c.get('reason') or '').replace('|', '/')} |" for c in cards]
     for c in cards:
         lines += ["", f"### {c['name']}: {c['verdict']} (`{c['scorecard_id']}`)", ""]
         lines += [f"- {sentence}" for sentence in c["evidence"]]
+    if report.get("clearances"):
+        lines += ["", "## Clearances", ""] + [f"- {n}" for n in report["clearances"]]
     return "\n".join(lines) + "\n"
 
 
