@@ -21,7 +21,7 @@ from __future__ import annotations
 __all__ = [
     "ALPHA", "LEVEL", "METHOD", "Move", "PAIRED_METHOD", "PairedMark", "Z95", "difference_pmf",
     "expected_move", "interval_from_counts", "interval_from_tiers", "marks_against_above",
-    "paired_p_value", "ranked_precision", "success_interval", "tier_rates", "wilson",
+    "paired_p_value", "ranked_precision", "shown_p", "success_interval", "tier_rates", "wilson",
     "with_interval",
 ]
 
@@ -127,6 +127,12 @@ def paired_p_value(a: Sequence[bool] | np.ndarray, b: Sequence[bool] | np.ndarra
     return min(1.0, 2 * tail)
 
 
+def shown_p(p: float) -> float:
+    """A p-value as the boards and standings keep it: 4 decimals, or 3 significant digits
+    where 4 decimals would read a rounded 0.0."""
+    return round(p, 4) if p == 0 or round(p, 4) else float(f"{p:.3g}")
+
+
 @dataclass(frozen=True)
 class PairedMark:
     """An entry against the one ranked just above it on the same levels."""
@@ -144,7 +150,7 @@ def marks_against_above(outcomes: Sequence[np.ndarray | None]) -> list[PairedMar
             marks.append(None)
             continue
         p = paired_p_value(above, entry)
-        marks.append(PairedMark(round(p, 4), p >= ALPHA))
+        marks.append(PairedMark(shown_p(p), p >= ALPHA))
     return marks[:len(outcomes)]
 
 

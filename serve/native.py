@@ -116,7 +116,11 @@ ATTACHED = {"source": maybe(string("browser")), "tags": arr(TEXT), "source_url":
             "opaque": {"nullable": True}}
 # the fair-play review's verdict on a scorecard (``sokoforge review``; a mark, not a removal)
 VERDICT = string("consistent|needs review")
-REVIEW = {**obj({"version": TEXT, "verdict": VERDICT}, {"evidence": arr(TEXT)}, nullable=True),
+CLEARED = {**obj({"at": TEXT, "date": TEXT}, nullable=True),
+           "description": "when a person read the scorecard's source and cleared it (sokoforge "
+                          "review --clear), else null: a mark, the ranking unchanged"}
+REVIEW = {**obj({"version": TEXT, "verdict": VERDICT},
+                {"evidence": arr(TEXT), "cleared": CLEARED}, nullable=True),
           "description": "the fair-play review's verdict once one has run (else null), with "
                          "its evidence for the key that played the scorecard"}
 SCORECARD = obj({"scorecard_id": string(SCORECARD_ID), "name": TEXT, "version": TEXT,
@@ -145,14 +149,19 @@ LEADERBOARD = obj({"version": TEXT, "served_version": TEXT, "versions": arr(TEXT
                            f"above, on the same levels: {PAIRED_METHOD} (null for the first)"},
                        "paired_p_above": {**maybe(NUMBER),
                                           "description": "that test's p-value"}},
-                       {"source": maybe(TEXT),
+                       {"source": maybe(TEXT), "cleared": CLEARED,
                         "review": {**maybe(VERDICT), "description": (
                             "the fair-play review's verdict on this scorecard (null before a "
                             "review has run, or when it did not judge it): a flag for a "
                             "person to look, the ranking unchanged")}}))},
                   {"game": maybe(TEXT), "served": MAP, "precision": MAP,
                    "reviewed": {**BOOLEAN, "description": "whether a fair-play review of the "
-                                "version has run (sokoforge review, round close)"}})
+                                "version has run (sokoforge review, round close)"},
+                   "bound": {**obj({"solved": INTEGER, "levels": INTEGER, "text": TEXT},
+                                   nullable=True),
+                             "description": "what passes the fair-play review unflagged: "
+                                            "more than `solved` of `levels` solved needs "
+                                            "source review (null before a review with one)"}})
 LINE = obj({"version": TEXT, "game": TEXT, "versions": arr(TEXT), "scales": arr(arr(TEXT)),
             "links": arr(obj({"a": TEXT, "b": TEXT, "keys": INTEGER, "linked": BOOLEAN})),
             "notes": arr(TEXT), "model": TEXT,

@@ -157,6 +157,10 @@ FOLDER = {
     "standings.csv": "the same as CSV",
     "standings.sha256": "both files' sha256 (`sha256sum -c`); its own sha256 is in "
                         "round.json",
+    "clearances.json": "the log of scorecards a person cleared after reading their source "
+                       "(`sokoforge review --clear`, `--unclear`), each entry with its date",
+    "clearances.sha256": "its sha256 (`sha256sum -c`), checked and published by "
+                         "`round publish`",
 }
 
 
@@ -307,6 +311,7 @@ def _shape(schema: dict, prefix: str = "") -> list[str]:
 
 
 def protocol_page() -> str:
+    from pipeline.scores.currency import CALL
     from serve.app import all_routes
     from serve.arena.scorecards import SCORE_FIELDS
     from serve.native import FRAME, SCORE
@@ -344,6 +349,9 @@ A Score has
 leaderboard keeps each name's best closed scorecard per version, ranked by `success_rate`,
 then `move_efficiency`, then fewer episodes lost (deadlocked, or never played), then the
 earlier submission.
+
+The benchmark's rule is at most 256 dynamics calls per step, whatever the agent runs on.
+{CALL}
 
 ## Routes
 

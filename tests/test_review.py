@@ -5,10 +5,12 @@ its report (a hidden version's its owner's alone), and the boards mark what it f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
 import stat
+import time
 from pathlib import Path
 
 import numpy as np
@@ -143,7 +145,8 @@ def test_a_decoder_playing_optimal_solutions_needs_review_for_its_hard_optimal_l
     assert review.verdict == "needs review"
     flags = [s.name for s in review.signals if s.flags]
     assert "hard_optimal" in flags
-    assert review.evidence[0].startswith(f"{int(ref.levels['hard'].sum())} of the ")
+    assert review.evidence[0].startswith("beyond the compute frontier: 100 solved")
+    assert review.evidence[1].startswith(f"{int(ref.levels['hard'].sum())} of the ")
 
 
 def test_a_decoder_that_detours_and_gives_up_a_quarter_is_still_flagged(demo, ref):
@@ -242,7 +245,7 @@ def test_sokoforge_review_prints_one_json_object_per_scorecard_and_writes_its_re
     out = CliRunner().invoke(main, ["review", "demo", "--db", str(store), "--datasets",
                                     str(demo), "--json"])
     assert out.exit_code == 0, out.output
-    lines = [json.loads(line) for line in out.output.splitlines()]
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
     assert [(x["scorecard_id"], x["verdict"]) for x in lines] == [
         (card_id("decoder"), "needs review"), (card_id("planner"), "consistent"),
         (card_id("probe"), "consistent"), (card_id("replay"), "needs review")]
@@ -252,7 +255,9 @@ def test_sokoforge_review_prints_one_json_object_per_scorecard_and_writes_its_re
     assert [c["scorecard_id"] for c in report["scorecards"]] == [x["scorecard_id"]
                                                                  for x in lines]
     markdown = (demo / "demo" / "report" / "review.md").read_text()
-    assert f"| `{card_id('replay')}` | prober | needs review |" in markdown
+    assert f"| `{card_id('replay')}` | prober | needs review | 100 |" in markdown
+    assert "On this version, more than " in markdown
+    assert all(isinstance(x["solved"], int) and x["reason"] for x in lines)
     for name in ("hard_optimal", "frontier", "replay", "person_fit", "detours", "timing"):
         assert f"**{name}**" in markdown
     replayed = next(x for x in lines if x["scorecard_id"] == card_id("replay"))
@@ -389,3 +394,154 @@ def test_the_owners_scorecard_page_shows_the_review_evidence_and_no_one_elses(
                     assert not shown().is_displayed()
         finally:
             driver.quit()
+
+
+# -- clearing after source review --------------------------------------------------------------
+
+@pytest.fixture
+def copied(demo, store, tmp_path):
+    """A datasets folder holding a copy of the demo (its panel and reference) and a copy of
+    the store, for a test that clears on it."""
+    datasets = tmp_path / "datasets"
+    shutil.copytree(demo / "demo", datasets / "demo")
+    db = tmp_path / "store.sqlite"
+    shutil.copy(store, db)
+    return datasets, db
+
+
+def _review(*args: str):
+    return CliRunner().invoke(main, ["review", *args])
+
+
+def test_a_clearing_is_logged_with_its_date_and_undone_and_a_wrong_one_is_one_line_exit_2(
+        copied):
+    from pipeline.versions.clearances import cleared, read_log
+
+    datasets, db = copied
+    where = ["--db", str(db), "--datasets", str(datasets)]
+    decoder = card_id("decoder")
+    out = _review("demo", "--clear", decoder, "--note", "read its source: banked compute",
+                  *where)
+    assert out.exit_code == 0 and "(decoder, 100 solved) cleared at" in out.output, out.output
+    log = (datasets / "demo" / "clearances.json").read_bytes()
+    sums = (datasets / "demo" / "clearances.sha256").read_text()
+    assert sums == f"{hashlib.sha256(log).hexdigest()}  clearances.json\n"
+    for args, says in (([decoder, "--note", "again"], "was cleared on"),
+                       (["sc-" + "0" * 24, "--note", "x"], "no closed scorecard"),
+                       ([card_id("planner")], "--clear needs --note")):
+        wrong = _review("demo", "--clear", *args, *where)
+        assert wrong.exit_code == 2 and says in wrong.output, wrong.output
+        assert len(wrong.output.strip().splitlines()) == 1
+    assert _review("demo", "--unclear", decoder, "--note", "wrong file", *where).exit_code == 0
+    assert cleared(datasets / "demo") == {}
+    assert [(c.action, c.note) for c in read_log(datasets / "demo")] == [
+        ("clear", "read its source: banked compute"), ("unclear", "wrong file")]
+    assert all(c.at.startswith(time.strftime("%Y-%m-%d", time.gmtime()))
+               for c in read_log(datasets / "demo"))
+    again = _review("demo", "--unclear", decoder, *where)
+    assert again.exit_code == 2 and "is not cleared on demo" in again.output
+
+
+@pytest.mark.slow
+def test_a_clearing_raises_k_for_every_later_review_of_the_version_and_not_before_it(copied):
+    from pipeline.scores.review import bound
+    from serve.records.clearing import clear_scorecard
+    from serve.records.review import store_reviews
+
+    datasets, db = copied
+    before = store_reviews(datasets, "demo", str(db))
+    k = bound(before.reference)
+    assert k < 100 and before.clearances == []
+    done = clear_scorecard(datasets, "demo", str(db), card_id("decoder"), "read it",
+                           now=T0 + 10_000)
+    after = store_reviews(datasets, "demo", str(db))
+    assert bound(after.reference) > k and after.reference.frontier_solved >= done.solved
+    assert any("cleared on" in line and "frontier rises" in line for line in after.clearances)
+    as_closed = store_reviews(datasets, "demo", str(db), cleared_before=T0)  # a close before
+    assert bound(as_closed.reference) == k
+    text = _review("demo", "--db", str(db), "--datasets", str(datasets))
+    assert f"more than {bound(after.reference)} of 100 solved needs source review" in text.output
+    assert "clearances: decoder" in text.output and "reviewed in " in text.output
+    report = json.loads((datasets / "demo" / "report" / "review.json").read_text())
+    assert report["bound"] == bound(after.reference) and report["levels"] == 100
+
+
+def _line(datasets: Path, version: str, agents: list[dict]) -> None:
+    (datasets / version / "report").mkdir(parents=True, exist_ok=True)
+    (datasets / version / "report" / "line.json").write_text(json.dumps({
+        "versions": ["demo", version], "scales": [["demo", version]], "links": [],
+        "notes": [], "model": "2pl", "agents": agents}))
+
+
+def test_a_clearing_raises_k_on_a_version_the_irt_line_links_and_says_why_where_it_cannot(
+        copied, ref):
+    from pipeline.scores.review import bound
+    from pipeline.versions.clearances import Clearance, record_clearance
+    from serve.records.clearing import cleared_reference
+
+    datasets, _ = copied
+    shutil.copytree(datasets / "demo", datasets / "demo-r1")
+    manifest = json.loads((datasets / "demo-r1" / "manifest.json").read_text())
+    (datasets / "demo-r1" / "manifest.json").write_text(json.dumps(
+        {**manifest, "version": "demo-r1", "rotated_from": "demo"}))
+    (datasets / "demo-r1" / "report" / "line.json").unlink(missing_ok=True)
+    record_clearance(datasets / "demo", "demo", Clearance(
+        "clear", card_id("decoder"), "decoder", 95, "read it", "2026-12-03T20:00:00.000Z"))
+    unlinked = cleared_reference(datasets, "demo-r1", ref)
+    assert unlinked.solved is None and unlinked.reference is ref
+    assert any("no IRT line fit beside demo-r1" in n for n in unlinked.notes)
+
+    def raw(solved: int) -> dict:
+        return {"episodes": 100, "solved": solved, "success_rate": solved / 100}
+
+    _line(datasets, "demo-r1", [
+        {"name": "decoder", "scale": 0, "ability": 2.5, "versions": {"demo": raw(95)}},
+        {"name": "planner", "scale": 0, "ability": 0.0, "versions": {"demo-r1": raw(47),
+                                                                     "demo": raw(47)}},
+        {"name": "prober", "scale": 0, "ability": -1.0, "versions": {"demo-r1": raw(12)}}])
+    linked = cleared_reference(datasets, "demo-r1", ref)
+    assert linked.solved is not None and 47 < linked.solved <= 100
+    assert bound(linked.reference) > bound(ref)
+    assert any("is expected to solve" in n for n in linked.notes)
+    _line(datasets, "demo-r1", [
+        {"name": "decoder", "scale": 0, "ability": 2.5, "versions": {"demo": raw(95)}},
+        {"name": "planner", "scale": 1, "ability": 0.0, "versions": {"demo-r1": raw(47)}}])
+    apart = cleared_reference(datasets, "demo-r1", ref)
+    assert apart.solved is None and any("does not link demo and demo-r1" in n
+                                        for n in apart.notes)
+
+
+@pytest.mark.slow
+def test_a_clearing_reaches_every_worker_and_survives_a_restart_marking_without_reranking(
+        copied):
+    from serve_support import Process
+
+    datasets, db = copied
+    assert _review("demo", "--db", str(db), "--datasets", str(datasets)).exit_code == 0
+    decoder = card_id("decoder")
+    served = Process(datasets, db, "--workers", "2", versions=("demo",))
+    try:
+        boards = [Api(served.base).ok("GET", "/api/leaderboard") for _ in range(8)]
+        order = [e["scorecard_id"] for e in boards[0]["entries"]]
+        assert all(e["cleared"] is None for b in boards for e in b["entries"])
+        assert boards[0]["bound"]["text"].startswith("on this version, more than ")
+        out = _review("demo", "--clear", decoder, "--note", "read its source", "--db", str(db),
+                      "--datasets", str(datasets))
+        assert out.exit_code == 0, out.output
+        today = time.strftime("%Y-%m-%d", time.gmtime())
+        for _ in range(12):  # fresh connections: both workers answer some of them
+            board = Api(served.base).ok("GET", "/api/leaderboard")
+            assert [e["scorecard_id"] for e in board["entries"]] == order  # a mark only
+            marks = {e["scorecard_id"]: e["cleared"] for e in board["entries"]}
+            assert marks[decoder]["date"] == today
+            assert {k for k, v in marks.items() if v} == {decoder}
+    finally:
+        served.stop()
+    again = Process(datasets, db, versions=("demo",))
+    try:
+        page = Api(again.base).ok("GET", "/leaderboard")
+        assert f"cleared {today}</span>" in page and "Fair-play bound: on this version" in page
+        card = Api(again.base).ok("GET", f"/scorecards/{decoder}")
+        assert f"cleared {today}</span>" in card
+    finally:
+        again.stop()

@@ -738,3 +738,67 @@ def test_the_readmes_round_runbook_runs_as_written_through_publish(tmp_path):
     staged = subprocess.run(["git", "diff", "--cached", "--name-only"], cwd=tmp_path,
                             capture_output=True, text=True, check=True).stdout.split()
     assert sorted(staged) == sorted(f"datasets/2026-12/{n}" for n in PUBLISHED_FILES)
+
+
+# -- the bound and clearings beside sealed standings ---------------------------------------------
+@pytest.mark.slow
+def test_standings_closed_now_carry_k_and_a_clearing_leaves_them_sealed_and_is_published(
+        tmp_path):
+    from pipeline.versions.publish import publish_round
+    from pipeline.versions.versions import reveal
+    from serve.records.clearing import clear_scorecard
+    from serve.records.standings import close_round
+
+    db = tmp_path / "s.sqlite"
+    closed_round(tmp_path, db)
+    folder = tmp_path / "v"
+    head = json.loads((folder / "standings.json").read_text())
+    assert head["bound"]["text"] == (f"on this version, more than {head['bound']['solved']} of "
+                                     f"{head['bound']['levels']} solved needs source review")
+    sealed = {n: (folder / n).read_bytes() for n in ("standings.json", "standings.csv",
+                                                     "standings.sha256")}
+    digest = read_round(folder).standings_sha256
+    done = clear_scorecard(tmp_path, "v", str(db), "sc-1", "read its source", now=400.0)
+    assert (done.name, done.solved) == ("bob", 4)
+    assert stat_mode(folder / "clearances.json") == 0o600  # a hidden version's, its owner's
+    close_round(tmp_path, "v", str(db), now=500.0)  # again, after the clearing: the same bytes
+    assert {n: (folder / n).read_bytes() for n in sealed} == sealed
+    assert read_round(folder).standings_sha256 == digest
+    reveal(tmp_path, "v")
+    published = publish_round(tmp_path, "v", now=600.0)
+    assert {p.name for p in published.files} == {*PUBLISHED_FILES, "clearances.json",
+                                                 "clearances.sha256"}
+    (folder / "clearances.json").write_text((folder / "clearances.json").read_text() + " ")
+    with pytest.raises(PipelineError, match="does not match clearances.sha256"):
+        publish_round(tmp_path, "v")
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_a_round_sealed_before_standings_carried_k_closes_again_to_its_own_bytes(tmp_path):
+    from pipeline.versions.rounds import standings_bytes, write_standings
+    from serve.records.standings import close_round, legacy_rows, standings
+
+    db = tmp_path / "s.sqlite"
+    secret_version(tmp_path, "v")
+    fill(db, [("k1", "ann", 0.5, 150.0), ("k2", "bob", 0.7, 160.0)])
+    open_round(tmp_path, "v", closes=200.0, now=100.0)
+    # the files as a close before this change wrote them: no bound, p to 4 decimals
+    before = standings_bytes("v", legacy_rows(standings(str(db), "v", 200.0)))
+    assert b'"bound"' not in before["standings.json"]
+    write_standings(tmp_path / "v", before)
+    digest = hashlib.sha256(before["standings.sha256"]).hexdigest()
+    (tmp_path / "v" / "round.json").write_text(json.dumps(
+        Round("v", 100.0, 200.0, closed=300.0, standings_sha256=digest).to_dict()))
+    close_round(tmp_path, "v", str(db), now=400.0)
+    assert {n: (tmp_path / "v" / n).read_bytes() for n in before} == before
+    assert read_round(tmp_path / "v").standings_sha256 == digest
+
+
+def test_a_paired_p_value_never_reads_a_rounded_zero():
+    from pipeline.precision import shown_p
+
+    assert shown_p(1.234e-9) == 1.23e-9 and shown_p(0.00004) == 4e-05
+    assert shown_p(0.123456) == 0.1235 and shown_p(0.0) == 0.0 and shown_p(1.0) == 1.0

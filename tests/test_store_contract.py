@@ -398,6 +398,38 @@ def test_stored_actions_missing_from_a_session_fail_the_integrity_check(location
     run(location, check)
 
 
+def test_played_sessions_read_a_versions_closed_scorecards_with_their_played_episodes_and_actions(
+        location):
+    """The review's one read: each closed scorecard with a session on the version, in the
+    order they opened, its sessions there with the episodes that took a step or were
+    solved and every stored action with its arrival; open scorecards and other versions'
+    sessions left out."""
+    async def body(store):
+        for key in ("k1", "k2", "k3"):
+            await opened_session(store, key, 1)
+        await store.create_session(
+            SessionRecord("gs-k1-2", "sc-k1-1", "k1", "other", "v2", 1, "IN_PROGRESS", NOW,
+                          NOW), 2, 10, 10, NOW - 60)
+        for seq, ms in enumerate((5, 9)):
+            await store.write(replace(step("gs-k1-1", seq, "w0" if seq == 0 else "A", "A",
+                                           seq + 1), ms=ms))
+        await store.write(replace(step("gs-k2-1", 0, "w0", "A", 1), ms=None))
+        rows = (EpisodeRecord(0, True, True, False, 2, "UU", None),)
+        await store.close_scorecard("sc-k1-1", NOW + 2, {**result_of(0.5), "games": {}},
+                                    [Final("gs-k1-1", 2, rows), Final("gs-k1-2", 0, ())])
+        await store.close_scorecard("sc-k2-1", NOW + 1, {**result_of(0.0), "games": {}},
+                                    [Final("gs-k2-1", 1, ())])
+        got = await store.played_sessions("v1")
+        assert [card.id for card, _ in got] == ["sc-k1-1", "sc-k2-1"]  # k3 is still open
+        (_, first), (_, second) = got
+        assert [p.session.id for p in first] == ["gs-k1-1"]  # its v2 session is not on v1
+        assert first[0].episodes == rows and first[0].actions == ((0, 0, 5), (0, 0, 9))
+        assert second[0].episodes[0].steps == 1 and second[0].actions == ((0, 0, None),)
+        assert [e.index for e in second[0].episodes] == [0]  # the two untouched are left out
+        assert await store.played_sessions("v9") == []
+    run(location, body)
+
+
 def test_each_stored_action_keeps_when_it_arrived_in_order_from_any_store(location):
     """Arrival times (ms since the session's start) come back one per stored action, in
     order, whichever store wrote them; a refused write leaves no time behind."""

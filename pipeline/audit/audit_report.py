@@ -57,6 +57,7 @@ from pipeline.difficulty.compute_curve import RULE_BUDGET, grade_rule
 from pipeline.difficulty.difficulty import load_model
 from pipeline.difficulty.panel import PANEL_FILE
 from pipeline.difficulty.reliability import load_pool_curve
+from pipeline.scores.currency import CALL
 from pipeline.scores.equivalence import EQUIVALENCE_FILE, Equivalence
 from pipeline.scores.irt import IRT_FILE
 from pipeline.scores.linking import LINE_FILE
@@ -64,7 +65,8 @@ from pipeline.versions.hidden_files import fresh_folder, is_hidden, make_private
 from pipeline.versions.manifest import visibility
 
 _PANEL_NOTE = ("Each agent replans after every step within its budget of dynamics calls per "
-               "step: planner = the reference planner (learning real-time A*), greedy = greedy "
+               f"step ({CALL[0].lower()}{CALL[1:]}): planner = the reference planner (learning "
+               "real-time A*), greedy = greedy "
                "best-first over box distances, breadth = a breadth-first lookahead, rollout = "
                "random rollouts. From report/panel.parquet (sokoforge panel).")
 

@@ -2,7 +2,9 @@
 final standings and revealed seed beside its levels, all of it ready to commit.
 
 After ``round close`` and ``reveal``, ``publish_round`` checks that the revealed seed opens the
-manifest's commitment and that the standings are the ones the round recorded, then marks the
+manifest's commitment, that the standings are the ones the round recorded and that the
+clearances log (``clearances.json``, when a person cleared a scorecard) matches its digest
+(``clearances.sha256``), both published beside the standings, then marks the
 manifest public (with the seed, so anyone can ``verify`` it) and its game the version's own
 name (a practice game beside the next round's, which plays the spec's game), drops the
 folder's own ``.gitignore``, makes its files readable by all, and records the publication in
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from pipeline import seeds
 from pipeline.errors import PipelineError
+from pipeline.versions.clearances import check_clearances
 from pipeline.versions.hidden_files import GITIGNORE
 from pipeline.versions.manifest import read_manifest, write_manifest
 from pipeline.versions.rounds import (
@@ -75,6 +78,7 @@ def publish_round(datasets: Path, version: str, now: float | None = None) -> Pub
         raise PipelineError(f"the standings of {version} are not the ones its round recorded "
                             f"(sha256 {rnd.standings_sha256}): sokoforge round close {version} "
                             "--db STORE writes them again")
+    check_clearances(folder)
     if rnd.published is not None:
         return Published(rnd, seed, _files(folder), first_time=False)
     if is_served(folder):
@@ -90,7 +94,8 @@ def publish_round(datasets: Path, version: str, now: float | None = None) -> Pub
 
 
 def _files(folder: Path) -> tuple[Path, ...]:
-    return tuple(folder / name for name in PUBLISHED_FILES)
+    """The files to commit: ``PUBLISHED_FILES``, and the clearances when there are any."""
+    return tuple(folder / name for name in PUBLISHED_FILES) + check_clearances(folder)
 
 
 def _readable_by_all(folder: Path) -> None:

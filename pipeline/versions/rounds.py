@@ -14,7 +14,7 @@ close compares. The server reads the record to refuse new play on a round that i
 from __future__ import annotations
 
 __all__ = ["COLUMNS", "NOTICE_SECONDS", "ROUND_FILE", "STANDINGS_CSV", "STANDINGS_FILES",
-           "STANDINGS_JSON", "STANDINGS_SHA256", "Round", "RoundBook", "exact", "iso",
+           "STANDINGS_JSON", "STANDINGS_SHA256", "Round", "RoundBook", "bound_text", "exact", "iso",
            "open_round", "parse_time", "read_round", "record_round", "round_state",
            "standings_bytes", "version_folder", "write_standings"]
 
@@ -229,18 +229,29 @@ def open_round(datasets: Path, version: str, closes: float, now: float | None = 
     return rnd
 
 
+def bound_text(bound: int, levels: int | None) -> str:
+    """What passes the fair-play review unflagged, in words: the sentence the review, its
+    report, the boards and the standings state."""
+    return f"on this version, more than {bound} of {levels} solved needs source review"
+
+
 def standings_bytes(version: str, rows: Sequence[Mapping[str, Any]],
-                    columns: Sequence[str] = COLUMNS) -> dict[str, bytes]:
+                    columns: Sequence[str] = COLUMNS, bound: int | None = None,
+                    levels: int | None = None) -> dict[str, bytes]:
     """The contents of ``standings.json``, ``standings.csv`` and ``standings.sha256`` (both
     files' digests, in ``sha256sum`` format, names relative to the folder) for ``rows``, each
-    exactly the keys ``columns``: the same rows give the same bytes."""
+    exactly the keys ``columns``: the same rows give the same bytes. With ``bound``, the JSON
+    states the fair-play review's K of the ``levels`` (``bound``: more solved needed source
+    review); standings sealed before that was kept have none."""
     for row in rows:
         if list(row) != list(columns):
             raise PipelineError(f"a standings row has the keys {list(row)}, not the columns "
                                 f"{list(columns)}")
-    files = {STANDINGS_JSON: (json.dumps({"format": 1, "version": version,
-                                          "columns": list(columns), "entries": list(rows)},
-                                         indent=2) + "\n").encode()}
+    head: dict[str, Any] = {"format": 1, "version": version}
+    if bound is not None:
+        head["bound"] = {"solved": bound, "levels": levels, "text": bound_text(bound, levels)}
+    files = {STANDINGS_JSON: (json.dumps({**head, "columns": list(columns),
+                                          "entries": list(rows)}, indent=2) + "\n").encode()}
     text = io.StringIO()
     out = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     out.writeheader()

@@ -182,7 +182,7 @@ def _board_table(board: dict, playable: bool) -> str:
     rows = "".join(
         f"<tr><td>{e['rank']}</td><td><a href='/scorecards/{escape(e['scorecard_id'])}' "
         f"title='{escape(e['name'])}'>{escape(e['name'])}</a>{_browser_tag(e.get('source'))}"
-        f"{_review_tag(e.get('review'))}</td>"
+        f"{_review_tag(e.get('review'))}{_cleared_tag(e.get('cleared'))}</td>"
         f"<td>{e['success_rate']:.2%}</td><td class=muted>{_interval(e)}</td>"
         f"<td>{_tie(e)}</td><td>{e['move_efficiency']:.3f}</td><td>{e['deadlock_rate']:.2%}</td>"
         f"<td>{e['solved']}/{e['episodes']}</td><td>{escape(e['submitted_at'] or '')[:10]}</td>"
@@ -195,7 +195,9 @@ def _board_table(board: dict, playable: bool) -> str:
     rnd = (f"<p class=round>{_round_state(board['version'], board['round'], on_board=True)}"
            "</p>"
            if board.get("round") else "")
-    return (f"<h2>{game}version <code>{escape(board['version'])}</code>{play}</h2>{rnd}"
+    bound = (f"<p class=bound>Fair-play bound: {escape(board['bound']['text'])}.</p>"
+             if board.get("bound") else "")
+    return (f"<h2>{game}version <code>{escape(board['version'])}</code>{play}</h2>{rnd}{bound}"
             f"<div class=wrap><table class=board><tr><th>#</th><th>name</th><th>success</th>"
             f"<th title='95% over draws of levels'>interval</th>"
             f"<th title='a paired test over the levels cannot tell it from the entry above'>"
@@ -222,6 +224,14 @@ def _review_tag(verdict: str | None) -> str:
     return (" <span class='tag flag' title='the fair-play review found play that needs a "
             "look (a flag, not a verdict: the ranking is unchanged)'>needs review</span>"
             if verdict == "needs review" else "")
+
+
+def _cleared_tag(cleared: dict | None) -> str:
+    """The mark of an entry a person cleared after reading its source, with the date."""
+    if not cleared:
+        return ""
+    return (" <span class='tag cleared' title='a person read its source and cleared it (a "
+            f"mark: the ranking is unchanged)'>cleared {escape(cleared['date'])}</span>")
 
 
 def _browser_tag(source: str | None) -> str:
@@ -268,8 +278,9 @@ def leaderboard(boards: list[dict], playable: frozenset[str] = frozenset(),
             "over other draws of the levels; <span class=tag>&asymp; above</span> marks an "
             "entry that a paired test over the levels cannot tell apart from the one above "
             "it (exact McNemar, p &ge; 0.05); <span class='tag flag'>needs review</span> "
-            "an entry the fair-play review flags for a person to look at (its ranking "
-            "unchanged).</p>"
+            "an entry the fair-play review flags for a person to look at, and <span "
+            "class='tag cleared'>cleared</span> one a person cleared after reading its "
+            "source, with the date (neither changes the ranking).</p>"
             + "".join(_board_table(b, b.get("game") in playable
                                    and b["version"] == b["served"].get(b["game"]))
                       for b in boards)
@@ -368,7 +379,8 @@ def _review(review: dict | None, scorecard_id: str) -> str:
     if review is None:
         return ""
     return (f"<p>Fair-play review of <code>{escape(review['version'])}</code>: "
-            f"<b>{escape(review['verdict'])}</b>{_review_tag(review['verdict'])}</p>"
+            f"<b>{escape(review['verdict'])}</b>{_review_tag(review['verdict'])}"
+            f"{_cleared_tag(review.get('cleared'))}</p>"
             f"<section id=review-evidence data-scorecard='{escape(scorecard_id)}' hidden>"
             "<h2>Review evidence</h2>"
             "<p class=muted>Shown to the key that played this scorecard: each signal against "

@@ -10,7 +10,8 @@ anonymous key's play is not ranked, and a result some server took late is left o
 
 from __future__ import annotations
 
-__all__ = ["GRACE_SECONDS", "Closing", "close_round", "standing_row", "standings"]
+__all__ = ["GRACE_SECONDS", "Closing", "close_round", "legacy_rows", "standing_row",
+           "standings"]
 
 import hashlib
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import InputError, PipelineError
+from pipeline.scores.review import bound
 from pipeline.versions.rounds import (
     COLUMNS,
     NOTICE_SECONDS,
@@ -77,18 +79,23 @@ def close_round(datasets: Path, version: str, db: str, now: float | None = None,
     if closes + grace > now:
         sleep(closes + grace - now)
     tiers = read_parquet(folder / "levels.parquet", ["index", "tier"]).sort("index")["tier"]
-    reviews = store_reviews(datasets, version, db)
+    # closed again: judged with the clearings as they stood at the close, so the same bytes
+    done = store_reviews(datasets, version, db, cleared_before=current.closed)
     rows = standings(db, version, closes, tiers.to_list(),
-                     {r.scorecard_id: r.verdict for r in reviews})
-    files = standings_bytes(version, rows)
+                     {r.scorecard_id: r.verdict for r in done.reviews})
+    files = standings_bytes(version, rows, bound=bound(done.reference), levels=len(tiers))
     digest = hashlib.sha256(files[STANDINGS_SHA256]).hexdigest()
+    if current.closed is not None and digest != current.standings_sha256:
+        files = standings_bytes(version, legacy_rows(rows))  # sealed before they carried K
+        digest = hashlib.sha256(files[STANDINGS_SHA256]).hexdigest()
     if current.closed is not None and digest != current.standings_sha256:
         raise PipelineError(
             f"the round of {version} closed at {iso(current.closed)} with standings sha256 "
             f"{current.standings_sha256}; the store {db} now ranks otherwise ({digest}): the "
             "recorded standings stand (give the store the round was closed from)")
     written = write_standings(folder, files)
-    write_review(datasets, version, reviews)  # report/review.json, which the boards mark by
+    if current.closed is None:  # report/review.json, which the boards mark by (a later
+        write_review(datasets, version, done)  # review, clearings and all, is not undone)
     closed = exact(max(now, closes) if told is not None else time.time())  # when written
     rnd = current if current.closed is not None else Round(
         version, current.opened, closes, closed, digest)
@@ -107,6 +114,13 @@ def _check_store(db: str) -> None:
         read_store(db, lambda store: store.versions())
     except StoreError as e:
         raise PipelineError(str(e)) from None
+
+
+def legacy_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` as standings sealed before they carried K wrote them: ``paired_p_above`` to
+    4 decimals (a tiny p then read 0.0; it now keeps 3 significant digits)."""
+    return [{**r, "paired_p_above": None if r["paired_p_above"] is None
+             else round(r["paired_p_above"], 4)} for r in rows]
 
 
 def standing_row(rank: int, s: Standing, mark: dict[str, Any],

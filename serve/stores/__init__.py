@@ -9,6 +9,7 @@ from serve.stores.interface import (
     Final,
     KeyRecord,
     PlayedEpisode,
+    PlayedSession,
     ScorecardRecord,
     SessionRecord,
     StaleSession,
@@ -25,7 +26,8 @@ from serve.stores.location import is_postgres, open_store, read_store, shown
 from serve.stores.sql import ANONYMOUS
 
 __all__ = [
-    "ANONYMOUS", "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "ScorecardRecord",
+    "ANONYMOUS", "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "PlayedSession",
+    "ScorecardRecord",
     "SessionRecord",
     "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit",
     "StoreUnavailable", "Write", "is_postgres", "miscounted_error", "open_store", "read_store",

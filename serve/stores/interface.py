@@ -161,6 +161,17 @@ class PlayedEpisode:
 
 
 @dataclass(frozen=True)
+class PlayedSession:
+    """One session of a closed scorecard as the review reads it: its record, its episodes
+    that took a step or were solved (index order) and every stored action, in ``seq`` order,
+    as ``(episode, action, ms)`` (ms None where the store kept no arrival time)."""
+
+    session: SessionRecord
+    episodes: tuple[EpisodeRecord, ...]
+    actions: tuple[tuple[int, int, int | None], ...]
+
+
+@dataclass(frozen=True)
 class Final:
     """A session's last rows at closing, written only if its ``seq`` is still ``expected``."""
 
@@ -256,6 +267,13 @@ class Store(ABC):
         """Every episode of the sessions on ``version`` of the closed scorecards, by close
         time, scorecard, game and level; runs played in the browser (scorecard source
         ``browser``) left out unless ``include_browser``, or alone with ``browser_only``."""
+
+    @abstractmethod
+    async def played_sessions(self, version: str
+                              ) -> list[tuple[ScorecardRecord, list[PlayedSession]]]:
+        """Every closed scorecard with a session on ``version``, in the order they opened
+        (then by id), each with its sessions on it (by creation): the review's whole read
+        in a few queries, whatever the number of scorecards."""
 
     @abstractmethod
     async def versions(self) -> list[str]:

@@ -27,6 +27,7 @@ from serve.stores.interface import (
     Final,
     KeyRecord,
     PlayedEpisode,
+    PlayedSession,
     ScorecardRecord,
     SessionRecord,
     StaleSession,
@@ -280,6 +281,13 @@ class PostgresStore(Store):
         async with self._conn() as conn:
             rows = await conn.fetch(sql.numbered(sql.STEPS), session_id, upto)
         return [(r[0], r[1]) for r in rows]
+
+    async def played_sessions(self, version: str
+                              ) -> list[tuple[ScorecardRecord, list[PlayedSession]]]:
+        async with self._tx() as conn:  # one snapshot: the four reads agree
+            rows = [await conn.fetch(sql.numbered(q), version) for q in (
+                sql.PLAYED_CARDS, sql.PLAYED_SESSIONS, sql.PLAYED_EPISODES, sql.PLAYED_ACTIONS)]
+        return sql.played_sessions(*rows)
 
     async def action_times(self, session_ids: list[str]) -> dict[str, list[int | None]]:
         async with self._conn() as conn:

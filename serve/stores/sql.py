@@ -9,15 +9,24 @@ from __future__ import annotations
 __all__ = [
     "ACTION_TIMES", "ANONYMOUS", "BROWSER", "CARD", "CLOSE_SESSION", "EPISODES", "EXPIRE",
     "HEAD", "INSERT_ACTION", "INSERT_STANDING", "LIVE", "LIVE_OF_KEY", "MISCOUNTED", "SESSION",
-    "STEPS", "VERSIONS", "WRITE_EPISODE",
+    "PLAYED_ACTIONS", "PLAYED_CARDS", "PLAYED_EPISODES", "PLAYED_SESSIONS", "STEPS", "VERSIONS",
+    "WRITE_EPISODE",
     "card_record", "conditional_write", "episode_rows", "leaderboard", "numbered", "played_episode",
-    "played_episodes", "standing", "standing_rows",
+    "played_episodes", "played_sessions", "standing", "standing_rows",
 ]
 
 import json
 import re
 
-from serve.stores.interface import PlayedEpisode, ScorecardRecord, Standing, Write
+from serve.stores.interface import (
+    EpisodeRecord,
+    PlayedEpisode,
+    PlayedSession,
+    ScorecardRecord,
+    SessionRecord,
+    Standing,
+    Write,
+)
 
 SESSION = ("SELECT id, scorecard_id, key_hash, game, version, parallel, state, created, "
            "last_active, seq, writer FROM sessions")
@@ -71,6 +80,18 @@ def leaderboard(exclude_anonymous: bool) -> str:
 
 
 VERSIONS = "SELECT DISTINCT version FROM standings ORDER BY 1"
+# The review's read of a version (one ``?`` each): its closed scorecards' records, their
+# sessions on it, those sessions' episodes that took a step or were solved, and their actions
+_ON_VERSION = ("SELECT s.id FROM sessions s JOIN scorecards c ON c.id = s.scorecard_id "
+               "WHERE s.version = ? AND c.closed IS NOT NULL")
+PLAYED_CARDS = (CARD + " WHERE closed IS NOT NULL AND id IN (SELECT scorecard_id FROM sessions "
+                "WHERE version = ?) ORDER BY opened, id")
+PLAYED_SESSIONS = (SESSION + f" WHERE id IN ({_ON_VERSION}) ORDER BY scorecard_id, created, id")
+PLAYED_EPISODES = ("SELECT session_id, idx, done, solved, deadlocked, steps, actions, snapshot "
+                   f"FROM episodes WHERE session_id IN ({_ON_VERSION}) AND (steps > 0 OR "
+                   "solved) ORDER BY session_id, idx")
+PLAYED_ACTIONS = ("SELECT session_id, episode, action, ms FROM actions WHERE session_id IN "
+                  f"({_ON_VERSION}) ORDER BY session_id, seq")
 BROWSER = "browser"  # the source of a scorecard a person played on the play page
 
 
@@ -136,3 +157,27 @@ def played_episode(row) -> PlayedEpisode:
 def standing(row) -> Standing:
     """A ``LEADERBOARD`` row as its record."""
     return Standing(row[0], row[4], row[1], row[2], json.loads(row[3]), row[5])
+
+
+def played_sessions(cards, sessions, episodes, actions
+                    ) -> list[tuple[ScorecardRecord, list[PlayedSession]]]:
+    """``Store.played_sessions`` from the rows of ``PLAYED_CARDS``, ``PLAYED_SESSIONS``,
+    ``PLAYED_EPISODES`` and ``PLAYED_ACTIONS`` (SQLite's integers or PostgreSQL's booleans)."""
+    per_episodes: dict[str, list[EpisodeRecord]] = {}
+    for r in episodes:
+        per_episodes.setdefault(r[0], []).append(EpisodeRecord(
+            int(r[1]), bool(r[2]), bool(r[3]), bool(r[4]), int(r[5]), r[6], r[7]))
+    per_actions: dict[str, list[tuple[int, int, int | None]]] = {}
+    for r in actions:
+        per_actions.setdefault(r[0], []).append((int(r[1]), int(r[2]), r[3]))
+    per_card: dict[str, list[PlayedSession]] = {}
+    for r in sessions:
+        record = SessionRecord(*r)
+        per_card.setdefault(record.scorecard_id, []).append(PlayedSession(
+            record, tuple(per_episodes.get(record.id, ())),
+            tuple(per_actions.get(record.id, ()))))
+    out = []
+    for r in cards:
+        card = card_record(r)
+        out.append((card, per_card.get(card.id, [])))
+    return out

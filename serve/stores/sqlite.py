@@ -50,6 +50,7 @@ from serve.stores.interface import (
     Final,
     KeyRecord,
     PlayedEpisode,
+    PlayedSession,
     ScorecardRecord,
     SessionRecord,
     StaleSession,
@@ -554,6 +555,13 @@ class SQLiteStore(Store):
             rows = conn.execute(query, (version, math.inf if before is None else before,
                                         limit)).fetchall()
             return [sql.standing(r) for r in rows]
+        return await self._call(job, guarded=False)
+
+    async def played_sessions(self, version: str
+                              ) -> list[tuple[ScorecardRecord, list[PlayedSession]]]:
+        def job(conn: sqlite3.Connection) -> list[tuple[ScorecardRecord, list[PlayedSession]]]:
+            return sql.played_sessions(*(conn.execute(q, (version,)) for q in (
+                sql.PLAYED_CARDS, sql.PLAYED_SESSIONS, sql.PLAYED_EPISODES, sql.PLAYED_ACTIONS)))
         return await self._call(job, guarded=False)
 
     async def versions(self) -> list[str]:

@@ -27,6 +27,9 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
     Four families of agents (the reference planner, greedy best-first, a breadth-first
     lookahead, random rollouts), each at 64, 256 and 1,024 dynamics calls per step; one row
     per level and agent. Prints each agent's solved count. The next audit shows them.
+
+    One call is one predicted transition of one candidate state: an expansion of four
+    actions is four calls; a batch of B candidates rolled H steps is B×H calls.
     """
     from pipeline.difficulty.panel import solved_counts, write_panel
     from pipeline.versions.tables import read_parquet
