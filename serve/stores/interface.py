@@ -17,9 +17,13 @@ __all__ = [
 ]
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from engine.errors import SokoforgeError
+
+T = TypeVar("T")
 
 
 class StoreError(SokoforgeError):
@@ -230,6 +234,14 @@ class Store(ABC):
     @abstractmethod
     async def write(self, write: Write) -> None:
         """Apply one conditional write, or raise ``StaleSession`` and change nothing."""
+
+    @abstractmethod
+    async def update_session(self, session_id: str, change: Callable[
+            [SessionRecord, list[EpisodeRecord]], tuple[Write, T]]) -> T | None:
+        """One change of a session as stored, serialised with every other process's: while a
+        transaction holds the session (no one else writes it meanwhile), ``change`` of its
+        stored record and rows gives the ``Write`` applied and the value returned. None for
+        an unknown session; ``change`` may raise, and then nothing is written."""
 
     @abstractmethod
     async def expire(self, idle_before: float, session_id: str | None = None) -> int:
