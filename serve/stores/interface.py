@@ -150,8 +150,8 @@ class Standing:
 @dataclass(frozen=True)
 class PlayedEpisode:
     """One episode of a closed scorecard's session, as the audit and the difficulty fit read
-    them: who played (key hash, name, where from), which level, how it ended and whether it
-    ended at all (``done``)."""
+    them: who played (key hash, name, where from), which level, how it ended, whether it
+    ended at all (``done``) and when its scorecard closed (``closed``)."""
 
     scorecard_id: str
     key_hash: str
@@ -162,6 +162,7 @@ class PlayedEpisode:
     steps: int
     deadlocked: bool
     done: bool = True
+    closed: float | None = None
 
 
 @dataclass(frozen=True)
