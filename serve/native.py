@@ -333,7 +333,8 @@ ROUTES = (
                           "(it is not ranked)"},
           bodies={200: RESULT}),
     Route("get_replay", "GET", "/api/replays/{session_id}",
-          "Per-episode outcomes of a session; the action strings only for the key that played.",
+          "Per-episode outcomes of a session; the action strings of a public game's (public "
+          "or published) to anyone, of a hidden game's only to the key that played it.",
           params=(_SESSION,), responses={200: "the replay", 404: "unknown session"},
           bodies={200: REPLAY}),
     Route("get_leaderboard", "GET", "/api/leaderboard",
