@@ -2,17 +2,17 @@
 
 An agent is any class with ``reset()`` and ``act(obs, goal, action_history) -> int`` where
 ``obs`` and ``goal`` are (64, 64, 3) uint8 arrays. Each worker keeps one connection and one
-agent; network faults, 429 and 5xx are retried with exponential backoff. Played one episode
-at a time, every action carries its step number (the Frame's ``step`` plus one), so an action
-whose answer was lost is sent again as it was and played once; several in flight at once
-cannot be numbered in order, and a lost answer is asked for instead (``act_landed``).
+agent; network faults, 429 and 5xx are retried with exponential backoff. Every action carries
+its number, so an action whose answer was lost is sent again as it was and played once: played
+one episode at a time, the session's step (the Frame's ``step`` plus one); several in flight at
+once, each its episode's (``episode_step``: the actions this client sent in it, plus one).
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "BACKOFF_MAX", "BACKOFF_START", "ClientError", "Connection", "Landed", "Progress", "RETRIES",
-    "RETRY_AFTER_MAX", "RandomAgent", "act_landed", "decode", "load_agent", "play",
+    "BACKOFF_MAX", "BACKOFF_START", "ClientError", "Connection", "Progress", "RETRIES",
+    "RETRY_AFTER_MAX", "RandomAgent", "decode", "load_agent", "play",
 ]
 
 import asyncio
@@ -20,7 +20,7 @@ import base64
 import importlib
 import logging
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -108,28 +108,18 @@ class Connection:
         return await self.call("GET", "/api/spec")  # reached but faulty: retried as usual
 
     async def call(self, method: str, path: str, body: dict | None = None,
-                   params: dict | None = None, landed: Landed | None = None) -> dict:
-        """The answer to one request, retried on network faults, 429 and 5xx.
-
-        A request that must not run twice passes ``landed``: after a fault that leaves it
-        unknown whether the server acted (no answer, or a 5xx), ``landed()`` asks the server
-        and returns the answer to use instead of sending the request again, or None.
-        """
+                   params: dict | None = None) -> dict:
+        """The answer to one request, retried on network faults, 429 and 5xx (a change of a
+        session is sent numbered, so sending it again is safe)."""
         headers = {"X-API-Key": self.key} if self.key else {}
         delay = self.backoff
         problem = ""
-        unsure = False
         for attempt in range(self.retries + 1):
             if attempt:
                 self.notify(f"retrying {method} {path} in {delay:g} s (retry {attempt} of "
                             f"{self.retries}): {problem}")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
-                if unsure and landed is not None:
-                    answer = await landed()
-                    if answer is not None:
-                        return answer
-            unsure = True
             try:
                 async with self.http.request(method, self.url + path, json=body, params=params,
                                              headers=headers) as res:
@@ -143,7 +133,6 @@ class Connection:
                     problem = f"{method} {path}: {res.status} {detail}"
                     if res.status != 429 and res.status < 500:
                         raise ClientError(problem)
-                    unsure = res.status >= 500
                     wait = res.headers.get("Retry-After", "")
                     if wait.isdigit() and int(wait) > RETRY_AFTER_MAX:
                         raise ClientError(problem)  # e.g. a daily limit: retrying is futile
@@ -153,23 +142,6 @@ class Connection:
                 problem = f"{method} {path}: {type(e).__name__} {e}"
         raise ClientError(f"gave up after {self.retries} retries: {problem}")
 
-
-Landed = Callable[[], Awaitable[dict | None]]
-
-
-def act_landed(conn: Connection, session_id: str, episode: int, steps_before: int,
-               action: int) -> Landed:
-    """Whether an act whose answer was lost was played: the episode's steps went up, or the
-    episode is no longer in flight. Returns a Frame standing for the lost answer, or None."""
-    async def check() -> dict | None:
-        now = await conn.call("GET", f"/api/sessions/{session_id}")
-        live = now.get("episodes") or ([now["episode"]] if now["state"] != "GAME_OVER" else [])
-        mine = next((e for e in live if e["index"] == episode), None)
-        if mine is not None and mine["steps_used"] <= steps_before:
-            return None
-        return {**now, "last": {"action": action, "episode": episode,
-                                "episode_done": mine is None}}
-    return check
 
 
 class Progress:
@@ -286,9 +258,8 @@ async def _play_parallel(conns: list[Connection], factory: Callable[[], Any], fr
             while True:
                 obs, goal = decode(observation)
                 action = int(agent.act(obs, goal, list(history)))
-                landed = act_landed(conn, frame["session_id"], index, len(history), action)
-                f = await conn.call("POST", path, {"action": action, "episode": index},
-                                    landed=landed)
+                f = await conn.call("POST", path, {"action": action, "episode": index,
+                                                   "episode_step": len(history) + 1})
                 history.append(action)
                 await absorb(f)
                 if f["last"]["episode_done"]:

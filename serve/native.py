@@ -7,9 +7,10 @@ Handlers only translate: declared inputs in, ``serve.play.Arena`` calls, JSON sh
 from __future__ import annotations
 
 __all__ = [
-    "ATTACHED", "CARD_META", "FRAME", "GAME_NAME", "HANDLERS", "LEADERBOARD", "LEADERBOARD_QUERY",
-    "NAME_PATTERN", "NAME_RULE", "REPLAY", "RESULT", "ROUTES", "SCORE", "SCORECARD", "SCORECARD_ID",
-    "SESSION_ID", "SHAPE", "SOURCE", "SPEC", "STANDINGS", "STEP", "Tags", "VERSION_NAME", "act",
+    "ATTACHED", "CARD_META", "EPISODE_STEP", "FRAME", "GAME_NAME", "HANDLERS", "LEADERBOARD",
+    "LEADERBOARD_QUERY", "NAME_PATTERN", "NAME_RULE", "REPLAY", "RESULT", "ROUTES", "SCORE", "SCORECARD",
+    "SCORECARD_ID", "SESSION_ID", "SHAPE", "SOURCE", "SPEC", "STANDINGS", "STEP", "Tags",
+    "VERSION_NAME", "act",
     "card_meta",
     "close_scorecard", "create_key", "frame", "frame_pieces", "get_leaderboard", "get_replay",
     "get_scorecard", "get_session", "get_spec", "get_standings", "get_standings_file",
@@ -94,7 +95,10 @@ SCORE = obj({"episodes": INTEGER, "solved": INTEGER, "success_rate": NUMBER,
              "avg_steps_solved": NUMBER, "deadlock_rate": NUMBER, "total_actions": INTEGER})
 _OBSERVATION = obj({"obs": TEXT, "goal": TEXT, "shape": arr(INTEGER), "dtype": TEXT,
                     "encoding": TEXT})
-_EPISODE = obj({"index": INTEGER, "of": INTEGER, "steps_used": INTEGER, "max_steps": INTEGER})
+_EPISODE = obj({"index": INTEGER, "of": INTEGER, "steps_used": INTEGER, "max_steps": INTEGER,
+                "step": {**INTEGER, "description": "this episode's changes stored since it "
+                         "began (moves, no-ops, level restarts); number its next action "
+                         "step + 1 in episode_step"}})
 FRAME = obj(
     {"session_id": string(SESSION_ID), "game": TEXT,
      "state": string(enum=["IN_PROGRESS", "GAME_OVER"]),
@@ -197,6 +201,12 @@ STEP = Field("step", INT, "this change's number: the Frame's step plus one. A st
              "played is answered as it was and not played again (so a lost answer is retried "
              "by sending the same request); one further ahead is a 409", required=False,
              minimum=1)
+# the same within one episode: what a client playing several episodes at once numbers by
+EPISODE_STEP = Field("episode_step", INT, "this action's number within its episode (sent with "
+                     "episode, instead of step): the episode's step in the Frame plus one. One "
+                     "already played is answered as it was and not played again, even once "
+                     "the episode is over (so each episode in flight retries safely on its "
+                     "own); one further ahead is a 409", required=False, minimum=1)
 
 
 @dataclass(frozen=True)
@@ -280,7 +290,7 @@ ROUTES = (
           body=(Field("action", INT, "0 up, 1 down, 2 left, 3 right", minimum=0, maximum=3),
                 Field("episode", INT, "the episode the action is for (required when several "
                       "are in flight)", required=False, minimum=0),
-                STEP),
+                STEP, EPISODE_STEP),
           responses={200: "the next Frame (for a step already played, the Frame it was "
                           "answered with)",
                      400: "several episodes in flight and none named",
@@ -289,7 +299,8 @@ ROUTES = (
                      409: "session over, episode not in flight, the version's round is over, "
                           "a session of a version this server does not serve, or a step that "
                           "skips ahead or was played as another change",
-                     422: "malformed body or action",
+                     422: "malformed body or action, or episode_step without episode or "
+                          "with step",
                      503: "the action could not be stored and was not played; retry it"},
           bodies={200: FRAME}, links=_SESSION_LINKS),
     Route("reset_session", "POST", "/api/sessions/{session_id}/reset",
@@ -333,7 +344,8 @@ ROUTES = (
                           "(it is not ranked)"},
           bodies={200: RESULT}),
     Route("get_replay", "GET", "/api/replays/{session_id}",
-          "Per-episode outcomes of a session; the action strings only for the key that played.",
+          "Per-episode outcomes of a session; the action strings of a public game's (public "
+          "or published) to anyone, of a hidden game's only to the key that played it.",
           params=(_SESSION,), responses={200: "the replay", 404: "unknown session"},
           bodies={200: REPLAY}),
     Route("get_leaderboard", "GET", "/api/leaderboard",
@@ -382,7 +394,7 @@ def observation(run: EpisodeRun, images: list[Picture] | None = None) -> dict:
 
 def _episode(run: EpisodeRun, of: int) -> dict:
     return {"index": run.index, "of": of, "steps_used": run.steps,
-            "max_steps": run.served.max_steps}
+            "max_steps": run.served.max_steps, "step": len(run.actions)}
 
 
 def frame(session: Session, outcome: Outcome | None,
@@ -479,7 +491,7 @@ async def start_game(request: web.Request, arena: Arena, key: KeyRecord,
 
 async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
     pieces = await arena.act(key, request.match_info["session_id"], args["action"],
-                             args["episode"], frame_pieces, args["step"])
+                             args["episode"], frame_pieces, args["step"], args["episode_step"])
     return reply_pieces(request, pieces)
 
 

@@ -389,8 +389,17 @@ further ahead is a 409 (`STEP_AHEAD` on the ARC face) naming the next one. A ste
 server played a moment ago but has not yet stored is a 503: retry it. So a client that lost an
 answer (the connection closed after it sent the request, or a 503) sends the same request
 again, as `sokoforge play` does; this holds across a server's workers and servers sharing a
-PostgreSQL store. Several episodes in flight at once cannot be numbered in order: such a
-client omits `step` (and, having lost an answer, reads the session before acting again).
+PostgreSQL store. Several episodes in flight at once (`parallel` above 1) are numbered each
+on its own: an `act` sends `episode` with `episode_step`, the episode's changes stored so far
+plus one (each episode of a Frame says its `step`: 0 when it comes into flight, and a game
+restart begins it again), instead of `step`. The same rules hold per episode: one already
+stored is answered as it first was (even once the episode is over), one further ahead is a
+409, so each client connection retries its own episode's lost answer by sending the same
+request again, as `sokoforge play --parallel N` does. Acts on different episodes that race
+are both played, in the order the store takes them: a process whose copy of the session is
+behind plays the act again on the stored session inside the store's transaction, which holds
+the session against every other worker and server, so a client's own concurrency is never a
+503. Both numbers are optional: a client that sends neither is played as before.
 
 ## The Score
 

@@ -264,3 +264,45 @@ def test_irt_command_says_the_rank_correlation_is_undefined_when_no_level_is_sol
     assert result.exit_code == 0, result.output
     assert "(0/100 solved)" in result.output and "None" not in result.output
     assert "compute_to_solve: undefined (one of them is the same for every level" in result.output
+
+
+def test_a_rounds_fit_pools_only_the_scorecards_closed_within_the_round(tmp_path):
+    """ann solved 3 levels in the round; a practice scorecard she played after publication
+    (all 6 levels, none solved) is not part of the round's fit, and the output says so."""
+    from pipeline.versions.rounds import Round, record_round
+
+    async def fill() -> None:
+        store = open_store(str(tmp_path / "s.sqlite"))
+        await store.start()
+        await store.create_key(KeyRecord("k", "ann"), "c", "d", 10)
+        for n, (closed, solved) in enumerate(((20.0, 3), (90.0, 0))):  # the round, practice
+            card, session = f"card{n}", f"s{n}"
+            await store.open_scorecard(ScorecardRecord(card, "k", "ann", {"standard": "demo"},
+                                                       closed - 5), "d", 10)
+            await store.create_session(SessionRecord(session, card, "k", "standard", "demo",
+                                                     1, "PLAYING", 1.0, 1.0), 6, 10, 10, 0.0)
+            final = [EpisodeRecord(i, True, i < solved, False, 4, "UUUU") for i in range(6)]
+            await store.close_scorecard(card, closed, {"success_rate": 0.0, "games": {},
+                                                       "move_efficiency": 0.0,
+                                                       "deadlock_rate": 0.0},
+                                        [Final(session, 0, tuple(final))])
+        await store.close()
+
+    asyncio.run(fill())
+    datasets = tmp_path / "datasets"
+    shutil.copytree(DEMO, datasets / "demo")
+    episodes = closed_episodes(tmp_path / "s.sqlite", "demo")
+    assert episodes["scorecard"].n_unique() == 2  # the store holds both
+    record_round(datasets / "demo", Round("demo", 10.0, 30.0, 31.0, "0" * 64, 60.0))
+    result = CliRunner().invoke(main, ["irt", "demo", "--db", str(tmp_path / "s.sqlite"),
+                                       "--datasets", str(datasets)])
+    assert result.exit_code == 0, result.output
+    assert "ann: ability" in result.output and "(3/6 solved)" in result.output
+    assert "pooled: 1 scorecards closed within the round" in result.output
+    assert "1 closed outside it left out" in result.output
+    report = json.loads((datasets / "demo" / "report" / "irt.json").read_text())
+    assert report["scorecards"] == 1 and report["pooled"]["left_out"] == 1
+    (datasets / "demo" / "round.json").unlink()  # no round: every closed scorecard
+    _, report = refit(datasets, "demo", episodes)
+    assert report["agents"][0]["solved"] == 3 and report["agents"][0]["episodes"] == 12
+    assert report["pooled"] == {"round": None, "scorecards": 2, "left_out": 0}

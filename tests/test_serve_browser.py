@@ -349,3 +349,43 @@ def test_the_home_and_play_pages_say_what_the_set_is_and_in_which_order(data, tm
     assert "hidden Sokoban" not in said["demo"]
     for page in said.values():
         assert "<link rel=icon href='/static/favicon.svg' type='image/svg+xml'>" in page
+
+
+def _routes_giving_actions() -> set[str]:
+    """Every route whose declared answer holds an action string (``actions``, a string)."""
+    from serve.app import all_routes
+
+    def holds(schema: object) -> bool:
+        if isinstance(schema, dict):
+            found = schema.get("properties", {}).get("actions", {})
+            return found.get("type") == "string" or any(holds(v) for v in schema.values())
+        return isinstance(schema, list) and any(holds(v) for v in schema)
+
+    return {r.operation for r in all_routes() if any(holds(b) for b in r.bodies.values())}
+
+
+def test_every_route_that_gives_actions_follows_one_visibility_rule(data, tmp_path):
+    """Hidden: the player's key alone sees its actions; public and published (a hidden
+    round's version made public, as round publish writes its manifest): anyone."""
+    root = tmp_path / "datasets"
+    visible_version(root, "r1", "r1", "public")
+    manifest = json.loads((root / "r1" / "manifest.json").read_text())
+    (root / "r1" / "manifest.json").write_text(json.dumps({**manifest, "public_seed": "7"}))
+    games = Registry([data["h1"], data["p1"], load_version(root, "r1")])
+    assert _routes_giving_actions() == {"get_replay", "get_episode_replay", "get_solution"}
+    with server(games, tmp_path / "s.sqlite") as srv:
+        anyone, player, other = Api(srv.base), keyed(srv.base, "owner"), keyed(srv.base, "other")
+        for game, shown in (("standard", False), ("practice", True), ("r1", True)):
+            card = player.ok("POST", "/api/scorecards")["scorecard_id"]
+            sid = play(player, card, game, data["hidden"], 1)["session_id"]
+            for viewer, owner in ((anyone, False), (other, False), (player, True)):
+                replay = viewer.ok("GET", f"/api/replays/{sid}")
+                assert replay["owner_view"] is owner
+                actions = replay["episodes"][0].get("actions")
+                status, episode = viewer.call("GET", f"/api/replays/{sid}/episodes/0")
+                if shown or owner:
+                    assert actions and status == 200 and episode["actions"] == actions, game
+                else:
+                    assert actions is None and status == 404, game
+                status, solution = viewer.call("GET", f"/api/solutions/{game}/0")
+                assert (status == 200 and solution["actions"]) if shown else status == 404

@@ -5,9 +5,11 @@ PostgreSQL, and the reference client that loses answers scores what an unbroken 
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 
 import pytest
-from serve_support import Api, LossyProxy, Process, policy, server, visible_version
+from serve_support import LEVELS, Api, LossyProxy, Process, policy, server, visible_version
 
 from serve.client import RandomAgent, play
 
@@ -196,3 +198,103 @@ def test_a_repeated_step_of_a_parallel_session_is_its_first_answer(srv, data):
     other = {**sent[0][0], "episode": sent[0][0]["episode"] + 1}
     status, refusal = client.call("POST", path, other)
     assert status == 409 and "already played" in refusal["detail"]
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory):
+    """``serve --workers 2`` over 18 levels in two tiers of 9: 8 episodes in flight."""
+    root = tmp_path_factory.mktemp("wide")
+    visible_version(root, "w1", "standard", None, LEVELS * 3)
+    served = Process(root, root / "w.sqlite", "--workers", "2", "--sessions-per-key", "50",
+                     versions=("w1",))
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def test_an_act_sent_again_with_its_episode_step_is_played_once(srv):
+    client = Api(srv.base)
+    client.key = client.ok("POST", "/api/keys", {"name": "episode repeater"},
+                           status=201)["api_key"]
+    card = client.ok("POST", "/api/scorecards")["scorecard_id"]
+    frame = client.ok("POST", f"/api/scorecards/{card}/games/standard/start?parallel=2")
+    sid, first = frame["session_id"], frame["episodes"][0]
+    assert first["step"] == 0
+    path = f"/api/sessions/{sid}/act"
+    body = {"action": 1, "episode": first["index"], "episode_step": 1}
+    _, once, again = twice(client, path, body)
+    assert once == again
+    other = {"action": 0, "episode": frame["episodes"][1]["index"], "episode_step": 1}
+    client.ok("POST", path, other)
+    assert client.raw("POST", path, body)[2] == once  # still its first answer, after another
+    now = client.ok("GET", f"/api/sessions/{sid}")
+    assert now["step"] == 2 and [e["step"] for e in now["episodes"]] == [1, 1]
+    status, refusal = client.call("POST", path, {**body, "episode_step": 3})
+    assert status == 409 and "skips ahead" in refusal["detail"]
+    status, refusal = client.call("POST", path, {**body, "action": 2})
+    assert status == 409 and "already played, as action 1" in refusal["detail"]
+    status, _ = client.call("POST", path, {"action": 1, "episode_step": 2})
+    assert status == 422  # an episode's number without its episode
+
+
+def test_the_last_act_of_an_episode_sent_again_is_its_first_answer_through_workers(
+        two_workers):
+    client = Api(two_workers.base)
+    client.key = client.ok("POST", "/api/keys", {"name": "last act repeater"},
+                           status=201)["api_key"]
+    card = client.ok("POST", "/api/scorecards")["scorecard_id"]
+    started = client.ok("POST", f"/api/scorecards/{card}/games/standard/start?parallel=4")
+    sid, episode = started["session_id"], started["episodes"][0]
+    path = f"/api/sessions/{sid}/act"
+    answers = []
+    for number in range(1, episode["max_steps"] + 1):  # to the end of its budget
+        body = {"action": 0, "episode": episode["index"], "episode_step": number}
+        _, once, again = twice(client, path, body)  # each on its own connection: any worker
+        assert once == again
+        answers.append((body, once))
+        if json.loads(once)["last"]["episode_done"]:
+            break
+    assert json.loads(answers[-1][1])["last"]["episode_done"]
+    for body, once in answers[::7] + answers[-1:]:  # the episode is over: still answered
+        assert client.raw("POST", path, body)[2] == once
+    assert client.ok("GET", f"/api/sessions/{sid}")["step"] == len(answers)
+
+
+def test_racing_acts_on_different_episodes_through_two_workers_are_all_played(two_workers):
+    client = Api(two_workers.base)
+    client.key = client.ok("POST", "/api/keys", {"name": "racer"}, status=201)["api_key"]
+    card = client.ok("POST", "/api/scorecards")["scorecard_id"]
+    frame = client.ok("POST", f"/api/scorecards/{card}/games/standard/start?parallel=8")
+    sid, episodes = frame["session_id"], [e["index"] for e in frame["episodes"]]
+    rounds = 4
+    gate = threading.Barrier(len(episodes))
+    statuses: list[int] = []
+
+    def race(episode: int) -> None:
+        for number in range(1, rounds + 1):
+            gate.wait(10)  # every episode's act sent at the same moment, round after round
+            statuses.append(client.raw("POST", f"/api/sessions/{sid}/act", {
+                "action": number % 4, "episode": episode, "episode_step": number})[0])
+
+    threads = [threading.Thread(target=race, args=(e,)) for e in episodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert statuses == [200] * (rounds * len(episodes))  # never a 503, never a 409
+    now = client.ok("GET", f"/api/sessions/{sid}")
+    assert now["step"] == rounds * len(episodes)
+    assert {e["index"]: e["step"] for e in now["episodes"]} == dict.fromkeys(episodes, rounds)
+
+
+@pytest.mark.slow
+def test_play_parallel_8_against_two_workers_finishes_without_an_error(two_workers):
+    said: list[str] = []
+    outcome = asyncio.run(play(two_workers.base, lambda: RandomAgent(3), name="eight at once",
+                               parallel=8, echo=said.append, backoff=0.01))
+    assert [line for line in said if "retrying" in line] == []
+    assert "episodes finished: 18/18" in said
+    owner = Api(two_workers.base, next(s for s in said if "your key" in s).split()[-1])
+    replay = owner.ok("GET", f"/api/replays/{outcome['session_id']}")
+    assert sum(len(e["actions"]) for e in replay["episodes"]) == outcome["score"]["total_actions"]

@@ -197,6 +197,32 @@ def test_concurrent_writes_of_one_step_from_two_stores_store_exactly_one(locatio
     run(location, body, stores=2)
 
 
+def test_concurrent_changes_of_the_stored_session_from_two_stores_are_all_applied_in_turn(
+        location):
+    """Each ``update_session`` reads the session as the other left it: none is refused."""
+    def next_step(name: str):
+        def change(record, rows):
+            return step(record.id, record.seq, record.writer, name, rows[0].steps + 1), name
+        return change
+
+    async def body(a, b):
+        await opened_session(a)
+        names = [f"W{i}" for i in range(8)]
+        done = await asyncio.gather(*((a if i % 2 else b).update_session(
+            "gs-k1-1", next_step(n)) for i, n in enumerate(names)))
+        assert done == names
+        record, rows = await b.session("gs-k1-1")
+        assert record.seq == len(names) and rows[0].actions == "U" * len(names)
+        assert await a.update_session("gs-unknown", next_step("X")) is None
+
+        def refuse(record, rows):
+            raise LookupError("refused")
+        with pytest.raises(LookupError):
+            await b.update_session("gs-k1-1", refuse)
+        assert (await a.head("gs-k1-1"))[0] == len(names) and await a.miscounted() == 0
+    run(location, body, stores=2)
+
+
 def test_an_ended_or_expired_session_takes_no_more_actions_but_a_revival_restarts_it(location):
     async def body(store):
         await opened_session(store)

@@ -16,6 +16,7 @@ from __future__ import annotations
 __all__ = [
     "ABILITY_SD", "DIFFICULTY_SD", "EPISODE_SCHEMA", "IRT_FILE", "ItemResponse",
     "LOG_DISCRIMINATION_SD", "episodes_table", "fit_2pl", "fit_results", "irt_report", "refit",
+    "pooled_text", "round_episodes",
 ]
 
 import json
@@ -31,6 +32,7 @@ from pipeline.difficulty.logistic import sigmoid
 from pipeline.difficulty.rank_metrics import spearman
 from pipeline.errors import PipelineError
 from pipeline.versions.hidden_files import is_hidden, private_writes
+from pipeline.versions.rounds import Round, iso, read_round
 from pipeline.versions.tables import write_text
 from pipeline.versions.version import open_version
 
@@ -40,16 +42,31 @@ DIFFICULTY_SD = 3.0
 LOG_DISCRIMINATION_SD = 0.5
 _ROUNDS = 300
 _MAX_STEP = 1.0
-# one row per played episode of a closed scorecard, agents by name
+# one row per played episode of a closed scorecard, agents by name; when it closed (Unix s)
 EPISODE_SCHEMA = {"name": pl.String, "scorecard": pl.String, "index": pl.Int64,
-                  "solved": pl.Boolean, "steps": pl.Int64}
+                  "solved": pl.Boolean, "steps": pl.Int64, "closed": pl.Float64}
 
 
-def episodes_table(rows: Iterable[tuple[str, str, int, bool, int]]) -> pl.DataFrame:
-    """The fit's table of played episodes from ``(name, scorecard, index, solved, steps)``
-    rows (read from a server's store by ``serve``), by scorecard and level."""
+def episodes_table(rows: Iterable[tuple[str, str, int, bool, int, float | None]]
+                   ) -> pl.DataFrame:
+    """The fit's table of played episodes from ``(name, scorecard, index, solved, steps,
+    closed)`` rows (read from a server's store by ``serve``), by scorecard and level."""
     return pl.DataFrame(list(rows), schema=EPISODE_SCHEMA, orient="row").sort(
         "scorecard", "index", maintain_order=True)
+
+
+def round_episodes(episodes: pl.DataFrame, rnd: Round | None) -> tuple[pl.DataFrame, dict]:
+    """The episodes a version's fit pools, and what it pooled: with a round, only the
+    scorecards closed within it (from its opening to its closing time, as its standings
+    rank them), never practice played once it closed or was published; without one, every
+    closed scorecard."""
+    cards = episodes["scorecard"].n_unique()
+    if rnd is None:
+        return episodes, {"round": None, "scorecards": cards, "left_out": 0}
+    kept = episodes.filter(pl.col("closed").is_between(rnd.opened, rnd.closes))
+    return kept, {"round": {"opened": iso(rnd.opened), "closes": iso(rnd.closes)},
+                  "scorecards": kept["scorecard"].n_unique(),
+                  "left_out": cards - kept["scorecard"].n_unique()}
 
 
 @dataclass(frozen=True)
@@ -110,6 +127,16 @@ def fit_results(episodes: pl.DataFrame) -> ItemResponse:
                           counts["trials"].to_numpy(), counts["solved"].to_numpy(),
                           len(agents), levels.size)
     return ItemResponse(agents, theta, levels, b, a)
+
+
+def pooled_text(pooled: dict) -> str:
+    """``round_episodes``'s account of what a fit pooled, in one line."""
+    if pooled["round"] is None:
+        return f"{pooled['scorecards']} closed scorecards (no round: every one)"
+    r = pooled["round"]
+    return (f"{pooled['scorecards']} scorecards closed within the round ({r['opened']} to "
+            f"{r['closes']}); {pooled['left_out']} closed outside it left out (practice "
+            "after the round, or play before it)")
 
 
 def irt_report(version: str, table: pl.DataFrame, episodes: pl.DataFrame, fit: ItemResponse,
@@ -173,14 +200,17 @@ def refit(datasets: Path, version: str, episodes: pl.DataFrame,
     """
     opened = open_version(datasets, version)
     table = opened.levels()
+    episodes, pooled = round_episodes(episodes, read_round(opened.folder))
     if episodes.height == 0:
+        within = " within its round" if pooled["round"] else ""
         raise PipelineError(f"the store holds no played episode of a closed scorecard of "
-                            f"{version}")
+                            f"{version}{within}")
     unknown = set(episodes["index"].to_list()) - set(table["index"].to_list())
     if unknown:
         raise PipelineError(f"the store has episodes of levels {sorted(unknown)[:5]} that "
                             f"{version} does not have")
-    report = irt_report(version, table, episodes, fit_results(episodes), browser)
+    report = {**irt_report(version, table, episodes, fit_results(episodes), browser),
+              "pooled": pooled}
     out = opened.report_dir / IRT_FILE
     with private_writes(is_hidden(opened.manifest)):
         out.parent.mkdir(exist_ok=True)

@@ -115,12 +115,29 @@ class SessionCache:
         if len(self.copies) > CACHED_SESSIONS:
             self.copies.popitem(last=False)
 
+    def keep_newer(self, session: Session) -> None:
+        """``keep`` a copy in progress unless the one held has stored as many changes (another
+        request of this process may have written it since), or forget an ended one."""
+        if session.state != IN_PROGRESS:
+            self.drop(session.id)
+            return
+        held = self.copies.get(session.id)
+        if held is None or held.seq < session.seq:
+            self.keep(session)
+
     def drop(self, session_id: str) -> None:
         """Forget this process's copy of a session (the store's stays)."""
         self.copies.pop(session_id, None)
 
     def loaded(self, record: SessionRecord, name: str, rows: list[EpisodeRecord]) -> Session:
         """A session as the store holds it, from each episode's snapshot (nothing replayed)."""
+        session = self.restored(record, name, rows)
+        self.show(session)  # pictures only for the episodes in flight: nothing else shows
+        return session
+
+    def restored(self, record: SessionRecord, name: str, rows: list[EpisodeRecord]) -> Session:
+        """``loaded`` without its pictures (which only the event loop's thread draws, as it
+        alone touches the image cache): for a change made inside the store's transaction."""
         entry = entry_for(self.games, record.game, record.version, f"session {record.id}")
         levels = entry.version.levels
         episodes = [EpisodeRun.restored(levels[r.index], r.done, r.solved, r.deadlocked,
@@ -129,7 +146,6 @@ class SessionCache:
                           record=record, name=name, entry=entry, last_active=record.last_active,
                           seq=record.seq, writer=record.writer, own=secrets.token_hex(8))
         session.refill()
-        self.show(session)  # pictures only for the episodes in flight: nothing else shows
         return session
 
     async def reload(self, key: KeyRecord, session_id: str) -> Session:

@@ -1,5 +1,10 @@
 """What was played, as others may see it: a session's outcomes, a scorecard's page, an
-episode's observations rendered from its stored actions, and a public level's solution."""
+episode's observations rendered from its stored actions, and a public level's solution.
+
+One rule on every route that can give a session's actions (``shows_actions``): a public game's
+(a version public from the start, or published after its round) to anyone; a hidden game's
+(and one this server no longer serves, whose visibility it cannot know) only to the key that
+played it. A level's solution is shown only for a public game, to anyone."""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from serve.arena.scorecards import SCORE_FIELDS, attached, iso, with_intervals
 from serve.games.dataset import ServedLevel
 from serve.games.episode import EXPIRED, IN_PROGRESS, replay_states
 from serve.games.games import Registry
-from serve.stores import EpisodeRecord, KeyRecord, Store
+from serve.stores import EpisodeRecord, KeyRecord, SessionRecord, Store
 
 __all__ = ["Replays"]
 
@@ -45,8 +50,15 @@ class Replays:
             episodes.append(item)
         return episodes
 
+    def shows_actions(self, record: SessionRecord, viewer: KeyRecord | None) -> bool:
+        """Whether ``viewer`` (None: anonymous) may see a session's actions: the module's
+        rule."""
+        entry = self.games.by_version(record.version)
+        owner = viewer is not None and viewer.key_hash == record.key_hash
+        return owner or bool(entry and entry.public)
+
     async def replay(self, session_id: str, viewer: KeyRecord | None) -> dict[str, Any]:
-        """A session's episodes' outcomes, with their actions for the key that played it."""
+        """A session's episodes' outcomes, with their actions where ``shows_actions``."""
         found = await self.store.session(session_id)
         if found is None:
             raise NotFound(f"no session {session_id!r}")
@@ -55,7 +67,9 @@ class Replays:
         card = await self.store.scorecard(record.scorecard_id)
         return {"session_id": record.id, "name": card.name if card else None,
                 "game": record.game, "version": record.version, "state": record.state,
-                "owner_view": owner, "episodes": self._outcomes(record.version, rows, owner)}
+                "owner_view": owner,
+                "episodes": self._outcomes(record.version, rows,
+                                           self.shows_actions(record, viewer))}
 
     async def scorecard_outcomes(self, scorecard_id: str) -> dict[str, Any]:
         """A scorecard as anyone may see it (its page): name, tags, Score and each game's
@@ -89,8 +103,7 @@ class Replays:
             raise NotFound(f"no session {session_id!r}")
         record, rows = found
         entry = self.games.by_version(record.version)
-        owner = viewer is not None and viewer.key_hash == record.key_hash
-        if entry is None or not (entry.public or owner):
+        if entry is None or not self.shows_actions(record, viewer):
             raise NotFound(f"no replay of session {session_id} for this key: a hidden game's "
                            "episodes are shown only to the key that played them")
         row = next((r for r in rows if r.index == episode), None)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from serve.arena.cache import RETRIES, Session, SessionCache, entry_for, record_of
@@ -25,12 +26,14 @@ from serve.arena.errors import (
     Conflict,
     Limited,
     NotFound,
+    PlayError,
     StepAhead,
     Unavailable,
     Unprocessable,
 )
 from serve.arena.rounds import Rounds
 from serve.games.episode import (
+    EXPIRED,
     GAME_OVER,
     IN_PROGRESS,
     RESTART_GAME,
@@ -40,6 +43,7 @@ from serve.games.episode import (
 )
 from serve.limits import subject_of
 from serve.stores import (
+    EpisodeRecord,
     KeyRecord,
     ScorecardRecord,
     SessionRecord,
@@ -53,6 +57,39 @@ from serve.stores import (
 __all__ = ["Sessions"]
 
 T = TypeVar("T")
+ALL_STEPS = 1 << 62  # ``Store.steps``'s bound for every stored step of a session
+
+
+@dataclass(frozen=True)
+class _Change:
+    """One action as a request asks for it: numbered by the session's ``step`` or its
+    episode's ``episode_step`` (or neither), and when the request arrived."""
+
+    action: int
+    episode: int | None
+    step: int | None
+    episode_step: int | None
+    arrived: float
+
+
+class _Answer(Exception):  # noqa: N818 - not an error: a change that is answered otherwise
+    """A change not to play on this copy of its session: answered otherwise."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__(session.id)
+        self.session = session
+
+
+class _Stored(_Answer):
+    """A numbered change already stored: answered as it first was."""
+
+    def __init__(self, session: Session, step: int | None, episode_step: int | None = None):
+        super().__init__(session)
+        self.step, self.episode_step = step, episode_step
+
+
+class _Over(_Answer):
+    """A change of a session no longer in progress: refused, saying why."""
 
 
 class Sessions:
@@ -142,16 +179,37 @@ class Sessions:
         return True
 
     # -- numbered steps --------------------------------------------------------------------------
-    async def _numbered(self, key: KeyRecord, session: Session, step: int) -> Session:
-        """``session`` as current as ``step`` needs: loaded again when ``step`` is ahead of
-        this copy (another process may have stored the steps between), ``StepAhead`` when it
-        is ahead of the store too."""
-        if step > session.seq + 1:
+    @staticmethod
+    def _changes(session: Session, episode: int | None) -> int:
+        """How many changes episode ``episode`` holds since it began (0 for no such episode)."""
+        if episode is None or not 0 <= episode < len(session.episodes):
+            return 0
+        return len(session.episodes[episode].actions)
+
+    def _ahead(self, session: Session, step: int | None, episode: int | None,
+               episode_step: int | None) -> StepAhead | None:
+        """The refusal of a numbered change past the next one of ``session``, else None."""
+        if step is not None and step > session.seq + 1:
+            return StepAhead(f"step {step} skips ahead: session {session.id} has stored "
+                             f"{session.seq} steps, so the next is step {session.seq + 1} "
+                             "(GET the session for its current frame)")
+        changes = self._changes(session, episode)
+        if episode_step is not None and episode_step > changes + 1:
+            return StepAhead(f"episode_step {episode_step} skips ahead: episode {episode} of "
+                             f"session {session.id} has stored {changes} changes, so the next "
+                             f"is {changes + 1} (GET the session for its current frame)")
+        return None
+
+    async def _numbered(self, key: KeyRecord, session: Session, step: int | None,
+                        episode: int | None = None, episode_step: int | None = None) -> Session:
+        """``session`` as current as a numbered change needs: loaded again when the change is
+        ahead of this copy (another process may have stored the changes between),
+        ``StepAhead`` when it is ahead of the store too."""
+        if self._ahead(session, step, episode, episode_step):
             session = await self.cache.reload(key, session.id)
-            if step > session.seq + 1:
-                raise StepAhead(f"step {step} skips ahead: session {session.id} has stored "
-                                f"{session.seq} steps, so the next is step {session.seq + 1} "
-                                "(GET the session for its current frame)")
+            ahead = self._ahead(session, step, episode, episode_step)
+            if ahead:
+                raise ahead
         return session
 
     async def _stored_step(self, session: Session,
@@ -170,6 +228,23 @@ class Sessions:
         self.cache.show(replayed)
         return replayed, outcome, *steps[-1]
 
+    async def _step_of(self, session: Session, episode: int, episode_step: int) -> int:
+        """The session's step that stored change ``episode_step`` of ``episode`` (counted since
+        the episode began: a game restart begins every episode again)."""
+        count, found = 0, None
+        for seq, (stored_episode, action) in enumerate(
+                await self.store.steps(session.id, ALL_STEPS), 1):
+            if action == RESTART_GAME:
+                count, found = 0, None
+            elif stored_episode == episode:
+                count += 1
+                if count == episode_step:
+                    found = seq
+        if found is None:  # played here a moment ago; its write is not stored yet
+            raise Unavailable(f"change {episode_step} of episode {episode} of session "
+                              f"{session.id} is still being stored; retry it")
+        return found
+
     @staticmethod
     def _other_step(step: int, episode: int, action: int, session: Session) -> Conflict:
         """The refusal of a step number already stored for a different change."""
@@ -181,45 +256,116 @@ class Sessions:
 
     # -- play ------------------------------------------------------------------------------------
     async def act(self, key: KeyRecord, session_id: str, action: int, episode: int | None,
-                  answer: Callable[[Session, Outcome], T], step: int | None = None) -> T:
+                  answer: Callable[[Session, Outcome], T], step: int | None = None,
+                  episode_step: int | None = None) -> T:
         """Play one action (0-3, or ``WAIT`` for the ARC face's no-ops; the faces' declarations
         bound it) of one episode in flight and persist it before returning ``answer``'s; as
-        numbered ``step``, only if it is the session's next (a stored one is answered again).
+        numbered ``step`` (of the session) or ``episode_step`` (of ``episode``), only if it
+        is the next (a stored one is answered again).
 
         ``answer`` renders the session as this action left it, before the write is awaited:
-        another action on the session may be played meanwhile, and must not show in it."""
+        another action on the session may be played meanwhile, and must not show in it. When
+        another process wrote the session since this one's copy, the action is played again
+        on the stored session inside the store's transaction, which serialises it with the
+        other processes' (never a refusal: a client's own concurrency is not an error)."""
+        if episode_step is not None and (episode is None or step is not None):
+            raise Unprocessable("episode_step numbers a change within the episode it comes "
+                                "with: send it with episode, and without step")
         arrived = self.clock()  # stored with the action, for a review of its timing
         session = await self.cache.session(key, session_id)
-        for _ in range(RETRIES):
-            if step is not None:
-                session = await self._numbered(key, session, step)
-                if step <= session.seq:
-                    replayed, outcome, stored_episode, stored = await self._stored_step(
-                        session, step)
-                    if (outcome is None or stored != action
-                            or episode is not None and stored_episode != episode):
-                        raise self._other_step(step, stored_episode, stored, session)
-                    return answer(replayed, outcome)
-            self.rounds.require_open(session.record.version)
-            if session.state != IN_PROGRESS:
-                raise await self._over(session)
-            index = self._in_flight(session, episode)
-            outcome = session.act(index, action)
-            run = session.episodes[index]
-            if outcome.moved or run.served.noisy:  # noise is drawn anew at every step
-                run.obs = self.cache.images.picture(run)
-            self.cache.show(session)
-            ended = session.state if session.state != IN_PROGRESS else None
-            write = session.write(self.clock(), action, index, (record_of(run),), ended,
-                                  arrived)
+        session = await self._numbered(key, session, step, episode, episode_step)
+        change = _Change(action, episode, step, episode_step, arrived)
+        try:
+            try:
+                outcome, write = self._play(session, change)
+            except (Conflict, _Over):  # said of this copy, which may be behind the store
+                write = None
+            if write is not None:
+                self._draw(session, outcome)
+                answered = answer(session, outcome)
+                if await self._commit(session, write):
+                    if write.session_state is not None:
+                        self.cache.drop(session.id)
+                    return answered
+            session, outcome = await self._play_stored(key, session_id, change)
+            self._draw(session, outcome)
             answered = answer(session, outcome)
-            if await self._commit(session, write):
-                if ended:
-                    self.cache.drop(session.id)
-                return answered
-            session = await self.cache.reload(key, session_id)
-        raise Unavailable("the session is being played elsewhere faster than it could be "
-                          "stored here; retry the action")
+            self.cache.keep_newer(session)
+            return answered
+        except _Stored as stored:
+            return await self._answer_stored(stored, change, answer)
+        except _Over as over:
+            raise await self._over(over.session) from None
+
+    def _play(self, session: Session, change: _Change) -> tuple[Outcome, Write]:
+        """Play ``change`` on ``session`` (drawing no picture) and give its write; ``_Stored``
+        for a numbered change already stored, ``_Over`` for a session not in progress."""
+        if change.step is not None and change.step <= session.seq:
+            raise _Stored(session, change.step)
+        if change.episode_step is not None and change.episode is not None and (
+                change.episode_step <= self._changes(session, change.episode)):
+            raise _Stored(session, None, change.episode_step)
+        ahead = self._ahead(session, change.step, change.episode, change.episode_step)
+        if ahead:
+            raise ahead
+        self.rounds.require_open(session.record.version)
+        if session.state != IN_PROGRESS:
+            raise _Over(session)
+        index = self._in_flight(session, change.episode)
+        outcome = session.act(index, change.action)
+        ended = session.state if session.state != IN_PROGRESS else None
+        write = session.write(self.clock(), change.action, index,
+                              (record_of(session.episodes[index]),), ended, change.arrived)
+        return outcome, write
+
+    def _draw(self, session: Session, outcome: Outcome) -> None:
+        """The pictures an action's answer shows: its episode's new state (noise is drawn
+        anew at every step), and the episodes that came into flight."""
+        run = session.episodes[outcome.episode]
+        if outcome.moved or run.served.noisy:
+            run.obs = self.cache.images.picture(run)
+        self.cache.show(session)
+
+    async def _play_stored(self, key: KeyRecord, session_id: str,
+                           change: _Change) -> tuple[Session, Outcome]:
+        """``change`` played on the session as stored, inside the store's transaction that
+        holds it (``Store.update_session``): the session as it left it, and its outcome."""
+        def play(record: SessionRecord,
+                 rows: list[EpisodeRecord]) -> tuple[Write, tuple[Session, Outcome]]:
+            if record.key_hash != key.key_hash:
+                raise NotFound(f"no session {session_id!r} for this key")
+            if record.state == EXPIRED:
+                raise self.cache.expired(session_id)
+            session = self.cache.restored(record, key.name, rows)
+            outcome, write = self._play(session, change)
+            return write, (session, outcome)
+
+        try:
+            played = await self.store.update_session(session_id, play)
+        except (PlayError, _Answer):
+            raise
+        except StoreUnavailable as e:  # it says what to do
+            raise Unavailable(f"the action could not be stored and was not played: "
+                              f"{e}") from None
+        except Exception:
+            raise Unavailable("the action could not be stored and was not played; "
+                              "retry it") from None
+        if played is None:
+            raise NotFound(f"no session {session_id!r} for this key")
+        return played
+
+    async def _answer_stored(self, stored: _Stored, change: _Change,
+                             answer: Callable[[Session, Outcome], T]) -> T:
+        """The answer a numbered change already stored first had, replayed from the stored
+        steps; a 409 when that step stored another change."""
+        session = stored.session
+        step = stored.step if stored.step is not None else await self._step_of(
+            session, change.episode or 0, stored.episode_step or 0)
+        replayed, outcome, stored_episode, stored_action = await self._stored_step(session, step)
+        if (outcome is None or stored_action != change.action
+                or change.episode is not None and stored_episode != change.episode):
+            raise self._other_step(step, stored_episode, stored_action, session)
+        return answer(replayed, outcome)
 
     @staticmethod
     def _in_flight(session: Session, episode: int | None) -> int:

@@ -25,7 +25,7 @@ def closed_episodes(location: str, versions: Sequence[str],
         return {v: await store.played_episodes(v, include_browser=browser) for v in versions}
 
     played = read_store(location, read)
-    return {v: episodes_table((e.name, e.scorecard_id, e.index, e.solved, e.steps)
+    return {v: episodes_table((e.name, e.scorecard_id, e.index, e.solved, e.steps, e.closed)
                               for e in episodes if is_played(e))
             for v, episodes in played.items()}
 

@@ -17,9 +17,13 @@ __all__ = [
 ]
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from engine.errors import SokoforgeError
+
+T = TypeVar("T")
 
 
 class StoreError(SokoforgeError):
@@ -146,8 +150,8 @@ class Standing:
 @dataclass(frozen=True)
 class PlayedEpisode:
     """One episode of a closed scorecard's session, as the audit and the difficulty fit read
-    them: who played (key hash, name, where from), which level, how it ended and whether it
-    ended at all (``done``)."""
+    them: who played (key hash, name, where from), which level, how it ended, whether it
+    ended at all (``done``) and when its scorecard closed (``closed``)."""
 
     scorecard_id: str
     key_hash: str
@@ -158,6 +162,7 @@ class PlayedEpisode:
     steps: int
     deadlocked: bool
     done: bool = True
+    closed: float | None = None
 
 
 @dataclass(frozen=True)
@@ -241,6 +246,14 @@ class Store(ABC):
     @abstractmethod
     async def write(self, write: Write) -> None:
         """Apply one conditional write, or raise ``StaleSession`` and change nothing."""
+
+    @abstractmethod
+    async def update_session(self, session_id: str, change: Callable[
+            [SessionRecord, list[EpisodeRecord]], tuple[Write, T]]) -> T | None:
+        """One change of a session as stored, serialised with every other process's: while a
+        transaction holds the session (no one else writes it meanwhile), ``change`` of its
+        stored record and rows gives the ``Write`` applied and the value returned. None for
+        an unknown session; ``change`` may raise, and then nothing is written."""
 
     @abstractmethod
     async def expire(self, idle_before: float, session_id: str | None = None) -> int:

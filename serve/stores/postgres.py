@@ -17,6 +17,7 @@ __all__ = [
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
@@ -299,9 +300,14 @@ class PostgresStore(Store):
         return times
 
     async def write(self, write: Write) -> None:
-        """One statement, so one round trip and its own transaction: the compare-and-set of
-        the session row ($1-$6) and, only where it held, the action row (with its arrival, $16)
-        and episode rows."""
+        async with self._conn() as conn:
+            await self._apply(conn, write)
+
+    @staticmethod
+    async def _apply(conn: asyncpg.Connection, write: Write) -> None:
+        """One statement, so one round trip (and its own transaction, outside one): the
+        compare-and-set of the session row ($1-$6) and, only where it held, the action row
+        (with its arrival, $16) and episode rows; or ``StaleSession``."""
         cas, args = sql.conditional_write(write)
         statement = (
             f"WITH s AS ({sql.numbered(cas)} RETURNING id), "
@@ -315,14 +321,25 @@ class PostgresStore(Store):
             "WHERE ep.session_id = s.id AND ep.idx = u.idx) "
             "SELECT count(*) FROM s")
         rows = write.episodes
-        async with self._conn() as conn:
-            stored = await conn.fetchval(
-                statement, *args, write.episode, write.action, [e.index for e in rows],
-                [e.done for e in rows], [e.solved for e in rows], [e.deadlocked for e in rows],
-                [e.steps for e in rows], [e.actions for e in rows], [e.snapshot for e in rows],
-                write.ms)
+        stored = await conn.fetchval(
+            statement, *args, write.episode, write.action, [e.index for e in rows],
+            [e.done for e in rows], [e.solved for e in rows], [e.deadlocked for e in rows],
+            [e.steps for e in rows], [e.actions for e in rows], [e.snapshot for e in rows],
+            write.ms)
         if stored != 1:
             raise StaleSession(write.session_id)
+
+    async def update_session(self, session_id: str, change: Callable[
+            [SessionRecord, list[EpisodeRecord]], tuple[Write, Any]]) -> Any:
+        """Read, change and write in one transaction that holds the session's row
+        (``FOR UPDATE``): another server's change of it waits for this one."""
+        async with self._tx() as conn:
+            row = await conn.fetchrow(sql.SESSION + " WHERE id=$1 FOR UPDATE", session_id)
+            if row is None:
+                return None
+            write, value = change(SessionRecord(*row), await self._episodes(conn, session_id))
+            await self._apply(conn, write)
+            return value
 
     async def expire(self, idle_before: float, session_id: str | None = None) -> int:
         async with self._conn() as conn:

@@ -101,7 +101,7 @@ def played_episodes(include_browser: bool, browser_only: bool) -> str:
     where = ("AND c.source = 'browser'" if browser_only else
              "" if include_browser else "AND coalesce(c.source, '') <> 'browser'")
     return ("SELECT c.id, c.key_hash, c.name, c.source, e.idx, e.solved, e.steps, e.deadlocked, "
-            "e.done FROM scorecards c JOIN sessions s ON s.scorecard_id = c.id "
+            "e.done, c.closed FROM scorecards c JOIN sessions s ON s.scorecard_id = c.id "
             "JOIN episodes e ON e.session_id = s.id "
             f"WHERE s.version = ? AND c.closed IS NOT NULL {where} "
             "ORDER BY c.closed, c.id, s.game, e.idx")
@@ -151,7 +151,7 @@ def card_record(row) -> ScorecardRecord:
 def played_episode(row) -> PlayedEpisode:
     """A ``played_episodes`` row (SQLite's integers or PostgreSQL's booleans) as a record."""
     return PlayedEpisode(row[0], row[1], row[2], row[3], int(row[4]), bool(row[5]), int(row[6]),
-                         bool(row[7]), bool(row[8]))
+                         bool(row[7]), bool(row[8]), float(row[9]))
 
 
 def standing(row) -> Standing:

@@ -521,18 +521,32 @@ class SQLiteStore(Store):
                     for sid in session_ids}
         return await self._call(job, guarded=False)
 
-    async def write(self, write: Write) -> None:
+    def _apply(self, conn: sqlite3.Connection, write: Write) -> None:
+        """The conditional write, or ``StaleSession``: no savepoint needed, as a refusal
+        changes nothing, and once the compare-and-set holds, (session, seq) is new, so the
+        action row cannot collide."""
         cas, args = sql.conditional_write(write)
+        if conn.execute(cas, args).rowcount != 1:
+            raise StaleSession(write.session_id)
+        conn.execute(sql.INSERT_ACTION, (write.session_id, write.expected + 1, write.episode,
+                                         write.action, write.at, write.ms))
+        self._write_episodes(conn, write.session_id, write.episodes)
 
-        def job(conn: sqlite3.Connection) -> None:
-            # no savepoint needed: a refusal changes nothing, and once the compare-and-set
-            # holds, (session, seq) is new, so the action row cannot collide
-            if conn.execute(cas, args).rowcount != 1:
-                raise StaleSession(write.session_id)
-            conn.execute(sql.INSERT_ACTION, (write.session_id, write.expected + 1, write.episode,
-                                             write.action, write.at, write.ms))
-            self._write_episodes(conn, write.session_id, write.episodes)
-        await self._call(job, guarded=False)
+    async def write(self, write: Write) -> None:
+        await self._call(lambda conn: self._apply(conn, write), guarded=False)
+
+    async def update_session(self, session_id: str, change: Callable[
+            [SessionRecord, list[EpisodeRecord]], tuple[Write, Any]]) -> Any:
+        """Read, change and write in one job: its transaction holds SQLite's write lock (and
+        the processes' turn), so no other process writes between."""
+        def job(conn: sqlite3.Connection) -> Any:
+            row = conn.execute(sql.SESSION + " WHERE id=?", (session_id,)).fetchone()
+            if row is None:
+                return None
+            write, value = change(SessionRecord(*row), self._episodes(conn, session_id))
+            self._apply(conn, write)
+            return value
+        return await self._call(job)
 
     async def expire(self, idle_before: float, session_id: str | None = None) -> int:
         def job(conn: sqlite3.Connection) -> int:

@@ -31,7 +31,7 @@ def irt_command(version: str, db: str, browser: bool, line: bool, datasets: Path
     over the whole line instead: each name's ability with its 95% interval beside its raw
     success per version, and which versions too few names link.
     """
-    from pipeline.scores.irt import refit
+    from pipeline.scores.irt import pooled_text, refit
     from pipeline.versions.version import open_version
     from serve.records.results import closed_episodes
     from serve.stores import StoreError
@@ -55,6 +55,7 @@ def irt_command(version: str, db: str, browser: bool, line: bool, datasets: Path
     click.echo(f"{version}: {report['episodes']} episodes of {report['scorecards']} closed "
                f"scorecards (browser runs {report['browser_runs']}), "
                f"{len(report['agents'])} agents, {len(report['levels'])} levels")
+    click.echo(f"  pooled: {pooled_text(report['pooled'])}")
     for agent in report["agents"]:
         click.echo(f"  {agent['name']}: ability {agent['ability']:+.2f} "
                    f"({agent['solved']}/{agent['episodes']} solved)")
