@@ -120,7 +120,7 @@ def shaped(levels: pl.DataFrame, ref: review.Reference, total: float, seed: int
     """Give-ups shaped by difficulty: each level solved with its frontier chance shifted so
     that ``total`` are expected (a cheater that plays like a strong honest agent)."""
     rng = np.random.default_rng(seed)
-    chances = review._shifted(ref.levels["frontier_chance"].to_numpy(), total)
+    chances = review.shifted(ref.levels["frontier_chance"].to_numpy(), total)
     return {int(i) for i, c in zip(ref.levels["index"], chances, strict=True)
             if rng.random() < c}
 

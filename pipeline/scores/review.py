@@ -32,7 +32,7 @@ __all__ = [
     "RULE_BUDGET", "Reference", "SIGNAL_ORDER", "ScorecardPlay", "ScorecardReview", "Signal",
     "THRESHOLD", "VOTING", "ability", "at_least", "bound", "detours", "frontier",
     "hard_optimal", "near_optimal", "person_fit", "raise_frontier", "reference", "replay",
-    "review_scorecard", "review_scorecards", "solve_chances", "tails", "timing",
+    "review_scorecard", "review_scorecards", "shifted", "solve_chances", "tails", "timing",
     "whole_score",
 ]
 
@@ -262,10 +262,10 @@ def _frontier_chances(index: pl.Series, panel: pl.DataFrame, frontier: pl.DataFr
         how="left").sort("index"))
     share = (per["s"].fill_null(0).to_numpy() + 0.5) / (n_plays + 1)
     best = int(plays.group_by("agent", "turn").agg(pl.col("solved").sum())["solved"].max())
-    return _shifted(share, best), best, name
+    return shifted(share, best), best, name
 
 
-def _shifted(chances: np.ndarray, total: float) -> np.ndarray:
+def shifted(chances: np.ndarray, total: float) -> np.ndarray:
     """``chances`` moved by one logit shift so that they sum to ``total`` (clamped a quarter
     inside 0 and their count, so the shift stays finite)."""
     c = np.clip(np.asarray(chances, dtype=np.float64), 1e-9, 1 - 1e-9)
@@ -346,7 +346,7 @@ def raise_frontier(ref: Reference, solved: float) -> Reference:
     chances = ref.levels["frontier_chance"].to_numpy()
     if chances.sum() >= solved:
         return ref
-    raised = _shifted(chances, solved)
+    raised = shifted(chances, solved)
     n = max(1, ref.levels.height)
     return ref._replace(
         levels=ref.levels.with_columns(pl.Series("frontier_chance", raised)),
