@@ -152,7 +152,8 @@ def test_the_honest_player_over_http_solves_what_the_panel_solved(reviewed):
 
 
 @pytest.mark.slow
-def test_the_review_flags_the_replay_and_passes_honest_agents_and_play_the_reference_reaches(reviewed):
+def test_the_review_flags_the_replay_and_passes_honest_play_and_what_the_reference_reaches(
+        reviewed):
     out = CliRunner().invoke(main, ["review", VERSION, "--db", str(reviewed["db"]),
                                     "--datasets", str(reviewed["datasets"]), "--json"])
     assert out.exit_code == 0, out.output
@@ -160,7 +161,7 @@ def test_the_review_flags_the_replay_and_passes_honest_agents_and_play_the_refer
     verdicts = {row: lines[card.scorecard_id]["verdict"]
                 for row, card in reviewed["cards"].items()}
     # the reference's plays solve all 16 of these levels between them (its best 14), most
-    # of them in optimal pushes: nothing in one decoder's play of them tells it from known honest play
+    # of them in optimal pushes: nothing in a decoder's play of them tells it from them
     assert verdicts == {"decoder": "consistent", "probe then replay": "needs review",
                         "planner-256": "consistent", "planner-256 turned": "consistent"}, {
         row: lines[card.scorecard_id]["evidence"] for row, card in reviewed["cards"].items()}

@@ -27,8 +27,8 @@ from pipeline.scores.review import (
     PLAY_SCHEMA,
     RULE_BUDGET,
     THRESHOLD,
-    ScorecardPlay,
     VOTING,
+    ScorecardPlay,
     ability,
     at_least,
     bound,
@@ -175,7 +175,8 @@ def test_a_decoder_that_detours_and_gives_up_a_quarter_is_still_flagged(demo, re
     assert not detours.votes and "no-op" in detours.evidence
 
 
-def test_a_decoder_that_wastes_a_push_on_every_level_is_flagged_beyond_the_compute_frontier(demo, ref):
+def test_a_decoder_that_wastes_a_push_on_every_level_is_flagged_beyond_the_compute_frontier(
+        demo, ref):
     levels = levels_of(demo / "demo")
     rows = _rows(levels, solutions(demo / "demo")).with_columns(  # one wasted push, 4 moves
         pl.col("pushes") + 1, pl.col("steps") + 4, pl.col("moves") + 4)

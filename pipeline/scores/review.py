@@ -233,9 +233,8 @@ def reference(levels: pl.DataFrame, panel: pl.DataFrame,
     chance, best, name = _frontier_chances(lv["index"], panel, frontier)
     lv = lv.drop("share").with_columns(pl.Series("base", base),
                                        pl.Series("frontier_chance", chance))
-    best_play = (within.group_by("player").agg(pl.col("solved").sum())["solved"].max()
-                 if within.height else None)
-    best_within = 1.0 if best_play is None else float(best_play) / max(1, lv.height)
+    per_play = within.group_by("player").agg(pl.col("solved").sum())["solved"].to_numpy()
+    best_within = float(per_play.max()) / max(1, lv.height) if per_play.size else 1.0
     return Reference(levels=lv, hard_rate=_left_out_rate(within, "po"), agents=agents,
                      best_within=best_within, frontier_solved=best, name=name,
                      near_rate=_left_out_rate(within, "near"),
@@ -261,7 +260,8 @@ def _frontier_chances(index: pl.Series, panel: pl.DataFrame, frontier: pl.DataFr
         plays.group_by("index").agg(pl.col("solved").sum().alias("s")), on="index",
         how="left").sort("index"))
     share = (per["s"].fill_null(0).to_numpy() + 0.5) / (n_plays + 1)
-    best = int(plays.group_by("agent", "turn").agg(pl.col("solved").sum())["solved"].max())
+    best = int(plays.group_by("agent", "turn").agg(pl.col("solved").sum())["solved"]
+               .to_numpy().max())
     return shifted(share, best), best, name
 
 
@@ -301,7 +301,7 @@ def _detour_rate(within: pl.DataFrame) -> float:
     optimal = within.filter(pl.col("solved") & (pl.col("pushes") <= pl.col("optimal_pushes")))
     if optimal.height == 0:
         return 0.0
-    return float((optimal["steps"] > optimal["optimal_moves"]).mean())
+    return float(np.mean((optimal["steps"] > optimal["optimal_moves"]).to_numpy()))
 
 
 def tails(chances: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -46,5 +46,6 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
     levels = frame["index"].n_unique()
     for row in solved_counts(frame).iter_rows(named=True):
         click.echo(f"{row['agent']:>14}  {row['solved']:>4}/{levels}")
-    best = played.group_by("agent", "turn").agg(pl.col("solved").sum())["solved"].max()
+    best = int(played.group_by("agent", "turn").agg(pl.col("solved").sum())["solved"]
+               .to_numpy().max())
     click.echo(f"{version}: panel written to {out}; the reference's best {best}/{levels}")
