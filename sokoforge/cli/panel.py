@@ -26,9 +26,12 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
 
     Four families of agents (the reference planner, greedy best-first, a breadth-first
     lookahead, random rollouts), each at 64, 256 and 1,024 dynamics calls per step; one row
-    per level and agent. Prints each agent's solved count. The next audit shows them.
+    per level and agent. Prints each agent's solved count. The next audit shows them. On an
+    adaptive game's pool it also calibrates the pool: report/items.parquet.
     """
     from pipeline.difficulty.panel import solved_counts, write_panel
+    from pipeline.scores.items import is_pool, write_items
+    from pipeline.versions.version import open_version
     from pipeline.versions.tables import read_parquet
     from pipeline.workers import Workers
 
@@ -36,7 +39,11 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
         workers = Workers(jobs=jobs, show_progress=not quiet, display=terminal_progress)
         out = write_panel(datasets, version, workers)
         frame = read_parquet(out)
+        items = (write_items(datasets, version)
+                 if is_pool(open_version(datasets, version).manifest) else None)
     levels = frame["index"].n_unique()
     for row in solved_counts(frame).iter_rows(named=True):
         click.echo(f"{row['agent']:>14}  {row['solved']:>4}/{levels}")
     click.echo(f"{version}: panel written to {out}")
+    if items is not None:
+        click.echo(f"{version}: item parameters written to {items}")
