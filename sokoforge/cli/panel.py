@@ -31,8 +31,8 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
     """
     from pipeline.difficulty.panel import solved_counts, write_panel
     from pipeline.scores.items import is_pool, write_items
-    from pipeline.versions.version import open_version
     from pipeline.versions.tables import read_parquet
+    from pipeline.versions.version import open_version
     from pipeline.workers import Workers
 
     with refusals():
