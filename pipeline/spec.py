@@ -7,8 +7,8 @@ then handed to every stage as an immutable value; its slots carry their optimal-
 from __future__ import annotations
 
 __all__ = [
-    "Adaptive", "COMPUTE_SOURCES", "METHODS", "RESTARTS", "SPECS_DIR", "Spec", "SpecError", "Tier",
-    "VISIBILITIES", "load_spec", "spec_from_dict", "version_look",
+    "Adaptive", "COMPUTE_SOURCES", "DEFAULT_EPISODES", "DEFAULT_PARALLEL", "DEFAULT_POOL",
+    "METHODS", "RESTARTS", "SPECS_DIR", "Spec", "SpecError", "Tier", "VISIBILITIES", "load_spec", "spec_from_dict", "version_look",
 ]
 
 import tomllib
