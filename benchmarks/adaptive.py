@@ -111,18 +111,27 @@ def versions(cache: Path, builds: int) -> tuple[Path, list[Path]]:
     return pool, [made(f"std-{201 + i}", "--seed", str(201 + i)) for i in range(builds)]
 
 
-def outcomes(levels: pl.DataFrame, workers: Workers) -> dict[str, np.ndarray]:
-    """Every agent's outcome on every row of ``levels``, by agent name."""
-    rows = levels.select("xsb", "max_steps").rows()
+def outcomes(folder: Path, workers: Workers) -> dict[str, np.ndarray]:
+    """Every agent's outcome on every level of the version in ``folder``, by agent name
+    (kept beside it in ``agents.npz``: the agents are deterministic)."""
+    kept = folder.parent / f"{folder.name}.agents.npz"
+    if kept.exists():
+        with np.load(kept) as saved:
+            if set(saved.files) == {a.name for a in AGENTS}:
+                return {name: saved[name] for name in saved.files}
+    rows = pl.read_parquet(folder / "levels.parquet").sort("index").select(
+        "xsb", "max_steps").rows()
     items = [(agent, x, int(m), i) for agent in AGENTS for i, (x, m) in enumerate(rows)]
     solved = np.array(workers.map(play, items, label="agents"), dtype=bool)
-    return {agent.name: part for agent, part in
-            zip(AGENTS, solved.reshape(len(AGENTS), len(rows)), strict=True)}
+    out = {agent.name: part for agent, part in
+           zip(AGENTS, solved.reshape(len(AGENTS), len(rows)), strict=True)}
+    np.savez(kept, **out)  # type: ignore[arg-type]
+    return out
 
 
 def session(items: pl.DataFrame, solved: np.ndarray, length: int, parallel: int,
             rng: np.random.Generator, counts: np.ndarray, sessions: int,
-            shares: dict[int, float]) -> tuple[ad.Equated, np.ndarray]:
+            shares: dict[int, float], top: int) -> tuple[ad.Equated, np.ndarray]:
     """One simulated session of ``length`` levels: its equated success and the levels shown."""
     a, b = items["discrimination"].to_numpy(), items["difficulty"].to_numpy()
     tiers = items["tier"].to_numpy()
@@ -131,7 +140,7 @@ def session(items: pl.DataFrame, solved: np.ndarray, length: int, parallel: int,
         theta = ad.estimate(a, b, shown, solved[shown]).theta
         block = ad.choose_block(theta, a, b, tiers, shown, shares,
                                 min(parallel, length - shown.size), rng,
-                                ad.over_exposed(counts, sessions))
+                                ad.over_exposed(counts, sessions), top)
         shown = np.concatenate([shown, np.array(block, dtype=np.int64)])
     weights = ad.ramp_weights(tiers, shares)
     return ad.equated_success(a, b, weights, ad.posterior(a, b, shown, solved[shown])), shown
@@ -152,15 +161,16 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--parallel", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0, help="the sessions' random draws")
+    parser.add_argument("--top", type=int, default=ad.TOP,
+                        help="each pick at random among this many most informative levels")
     args = parser.parse_args()
     began = time.perf_counter()
     pool, standards = versions(args.cache, args.builds)
     workers = Workers(jobs=args.jobs, show_progress=False)
-    pool_levels = pl.read_parquet(pool / "levels.parquet").sort("index")
     items = read_items(pool)
-    on_pool = outcomes(pool_levels, workers)
-    on_builds = [outcomes(pl.read_parquet(f / "levels.parquet").sort("index"), workers)
-                 for f in standards]
+    on_pool = outcomes(pool, workers)
+    on_builds = [outcomes(f, workers) for f in standards]
     played = time.perf_counter() - began
     shares = load_spec("standard").tier_shares()
     truth = {a.name: float(np.mean([b[a.name].mean() for b in on_builds])) for a in AGENTS}
@@ -173,14 +183,14 @@ def main() -> None:
     covered: dict[int, list[bool]] = {n: [] for n in LENGTHS}
     widths: dict[int, list[float]] = {n: [] for n in LENGTHS}
     exposure: dict[int, float] = {}
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(args.seed)
     for length in LENGTHS:
         errors[f"adaptive {length}"] = []
         counts, sessions = np.zeros(items.height, dtype=np.int64), 0
         for _ in range(args.sessions):
             for agent in AGENTS:
                 eq, shown = session(items, on_pool[agent.name], length, args.parallel, rng,
-                                    counts, sessions, shares)
+                                    counts, sessions, shares, args.top)
                 counts[shown] += 1
                 sessions += 1
                 t = truth[agent.name]
@@ -191,7 +201,7 @@ def main() -> None:
         exposure[length] = float(counts.max() / sessions)
     print(f"agents: {len(AGENTS)}; truth over {len(standards)} standard builds; pool of "
           f"{items.height}; {args.sessions} sessions per agent and length; parallel "
-          f"{args.parallel}; agents' play {played:.0f} s")
+          f"{args.parallel}; top {args.top}; seed {args.seed}; agents' play {played:.0f} s")
     for a in AGENTS:
         print(f"  {a.name:<22} truth {truth[a.name]:.3f}  pool {on_pool[a.name].mean():.3f}  "
               f"adaptive 50 mean {np.mean(mean_of[50, a.name]):.3f}")

@@ -49,7 +49,7 @@ from pipeline.scores.irt import fit_2pl
 
 ABILITY_GRID = np.linspace(-8.0, 8.0, 321)  # theta's posterior is held on these points
 PRIOR_SD = 1.5  # an unseen agent's ability ~ N(0, 1.5^2): the panel's scale, a little wider
-TOP = 10  # each pick is at random among this many most informative levels of its tier
+TOP = 20  # each pick is at random among this many most informative levels of its tier
 MAX_EXPOSURE = 0.25  # no level in more than this share of sessions, once counted
 _CALIBRATION_ROUNDS = 4  # alternations of the 2PL fit and the difficulty regression
 _RIDGE = 1.0  # the difficulty regression's penalty (standardised features)
