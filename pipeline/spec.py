@@ -8,7 +8,8 @@ from __future__ import annotations
 
 __all__ = [
     "Adaptive", "COMPUTE_SOURCES", "DEFAULT_EPISODES", "DEFAULT_PARALLEL", "DEFAULT_POOL",
-    "METHODS", "RESTARTS", "SPECS_DIR", "Spec", "SpecError", "Tier", "VISIBILITIES", "load_spec", "spec_from_dict", "version_look",
+    "METHODS", "RESTARTS", "SPECS_DIR", "Spec", "SpecError", "Tier", "VISIBILITIES",
+    "load_spec", "spec_from_dict", "version_look",
 ]
 
 import tomllib
@@ -278,8 +279,9 @@ def _adaptive(raw: Any, source: str) -> Adaptive:
     if not isinstance(raw, dict):
         raise SpecError(f"{where}: expected a table")
     _no_unknown(raw, _ADAPTIVE_FIELDS, where)
-    pool = _int(raw, "pool", where, 1, 30_000) if "pool" in raw else DEFAULT_POOL
-    episodes = _int(raw, "episodes", where, 1, pool) if "episodes" in raw else DEFAULT_EPISODES
+    pool = _int(raw, "pool", where, 1, 10_000) if "pool" in raw else DEFAULT_POOL
+    episodes = _int(raw, "episodes", where, 1, 10_000) if "episodes" in raw \
+        else DEFAULT_EPISODES
     if episodes > pool:
         raise SpecError(f"{where}: field 'episodes' is {episodes}, more than the pool's {pool} "
                         "levels; a session never shows a level twice")

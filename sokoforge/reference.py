@@ -56,7 +56,7 @@ SPEC_FIELDS = {
     "adaptive": ("table", "an adaptive game's pool: its tiers' `levels` become their shares "
                  "of `pool` levels (bands kept), and sessions choose their levels "
                  "(`pipeline.scores.adaptive`); unset for a fixed game"),
-    "adaptive.pool": ("integer, at least `episodes`", "levels in the pool (serve 500 or "
+    "adaptive.pool": ("integer 1-10000, at least `episodes`", "levels in the pool (serve 500 or "
                       "more: no level in more than a quarter of sessions)"),
     "adaptive.episodes": ("integer 1-`pool`", "levels each session shows"),
     "adaptive.parallel": ("integer 1-`episodes`", "levels chosen at a time, each block "
