@@ -7,8 +7,9 @@ then handed to every stage as an immutable value; its slots carry their optimal-
 from __future__ import annotations
 
 __all__ = [
-    "COMPUTE_SOURCES", "METHODS", "RESTARTS", "SPECS_DIR", "Spec", "SpecError", "Tier",
-    "VISIBILITIES", "load_spec", "spec_from_dict", "version_look",
+    "Adaptive", "COMPUTE_SOURCES", "DEFAULT_EPISODES", "DEFAULT_PARALLEL", "DEFAULT_POOL",
+    "METHODS", "RESTARTS", "SPECS_DIR", "Spec", "SpecError", "Tier", "VISIBILITIES",
+    "load_spec", "spec_from_dict", "version_look",
 ]
 
 import tomllib
@@ -28,12 +29,14 @@ VISIBILITIES = ("hidden", "public")
 COMPUTE_SOURCES = ("predicted", "measured")
 _TOP_FIELDS = {"name", "height", "width", "method", "candidates_per_slot", "max_attempts",
                "budget", "tiers", "look", "noise", "compute", "restarts", "visibility",
-               "min_first_push_traps", "panel_tolerance"}
+               "min_first_push_traps", "panel_tolerance", "adaptive"}
 # How far (in levels) a rotation may move any panel agent's solved count (pipeline.rotate).
 DEFAULT_PANEL_TOLERANCE = 1
 RESTARTS = ("none", "level", "game")
 _TIER_FIELDS = {"levels", "crates", "wall_density", "band_start", "band_end", "band"}
 _BUDGET_FIELDS = {"multiple", "floor", "fixed"}
+_ADAPTIVE_FIELDS = {"pool", "episodes", "parallel"}
+DEFAULT_POOL, DEFAULT_EPISODES, DEFAULT_PARALLEL = 1000, 50, 1
 
 
 class SpecError(InputError):
@@ -63,6 +66,17 @@ class Tier:
         lo = round(self.band_start[0] + t * (self.band_end[0] - self.band_start[0]))
         hi = round(self.band_start[1] + t * (self.band_end[1] - self.band_start[1]))
         return lo, max(hi, lo + 2)
+
+
+@dataclass(frozen=True)
+class Adaptive:
+    """An adaptive game's pool: ``pool`` levels over the spec's tiers (their ``levels`` are
+    the shares, scaled to the pool), ``episodes`` per session, chosen ``parallel`` at a time
+    (``pipeline.scores.adaptive``)."""
+
+    pool: int = DEFAULT_POOL
+    episodes: int = DEFAULT_EPISODES
+    parallel: int = DEFAULT_PARALLEL
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,8 @@ class Spec:
     min_first_push_traps: int = 0
     visibility: str = "hidden"
     panel_tolerance: int = DEFAULT_PANEL_TOLERANCE
+    # an adaptive game's pool ([adaptive] in TOML), None for a fixed game
+    adaptive: Adaptive | None = None
 
     @property
     def n_levels(self) -> int:
@@ -139,7 +155,14 @@ class Spec:
             data["visibility"] = self.visibility
         if self.panel_tolerance != DEFAULT_PANEL_TOLERANCE:
             data["panel_tolerance"] = self.panel_tolerance
+        if self.adaptive is not None:
+            data["adaptive"] = {"pool": self.adaptive.pool, "episodes": self.adaptive.episodes,
+                                "parallel": self.adaptive.parallel}
         return data
+
+    def tier_shares(self) -> dict[int, float]:
+        """Each tier's share of the game's levels (what a pool's sessions balance to)."""
+        return {i: t.levels / self.n_levels for i, t in enumerate(self.tiers)}
 
 
 def _tier_dict(tier: Tier) -> dict[str, Any]:
@@ -241,9 +264,48 @@ def spec_from_dict(data: dict[str, Any], source: str = "spec") -> Spec:
     restarts = data.get("restarts")
     if restarts is not None and restarts not in RESTARTS:
         raise SpecError(f"{source}: field 'restarts' is {restarts!r}; expected one of {RESTARTS}")
+    adaptive = _adaptive(data["adaptive"], source) if "adaptive" in data else None
+    if adaptive is not None:
+        tiers = _scaled(tiers, adaptive.pool)
     return Spec(name, height, width, method, per_slot, attempts, multiple, floor, tuple(tiers),
                 look, noise, compute, restarts, budget_fixed=fixed,
-                min_first_push_traps=traps, visibility=visibility, panel_tolerance=tolerance)
+                min_first_push_traps=traps, visibility=visibility, panel_tolerance=tolerance,
+                adaptive=adaptive)
+
+
+def _adaptive(raw: Any, source: str) -> Adaptive:
+    """The ``[adaptive]`` table checked field by field."""
+    where = f"{source} [adaptive]"
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: expected a table")
+    _no_unknown(raw, _ADAPTIVE_FIELDS, where)
+    pool = _int(raw, "pool", where, 1, 10_000) if "pool" in raw else DEFAULT_POOL
+    episodes = _int(raw, "episodes", where, 1, 10_000) if "episodes" in raw \
+        else DEFAULT_EPISODES
+    if episodes > pool:
+        raise SpecError(f"{where}: field 'episodes' is {episodes}, more than the pool's {pool} "
+                        "levels; a session never shows a level twice")
+    parallel = _int(raw, "parallel", where, 1, episodes) if "parallel" in raw \
+        else DEFAULT_PARALLEL
+    return Adaptive(pool, episodes, parallel)
+
+
+def _scaled(tiers: list[Tier], pool: int) -> list[Tier]:
+    """The tiers' sizes scaled to ``pool`` levels in all, each in proportion to its
+    ``levels`` (largest remainders, ties to the earlier tier); idempotent, so a pool's
+    recorded spec reads back the same. The bands keep their range: stretched over more
+    slots, each tier's slots spread over the same optima as the ramp's."""
+    total = sum(t.levels for t in tiers)
+    exact = [t.levels * pool / total for t in tiers]
+    sizes = [int(x) for x in exact]
+    by_remainder = sorted(range(len(tiers)), key=lambda i: (-(exact[i] - sizes[i]), i))
+    for i in by_remainder[:pool - sum(sizes)]:
+        sizes[i] += 1
+    if min(sizes) < 1:
+        raise SpecError(f"[adaptive]: field 'pool' {pool} leaves a tier without levels; "
+                        f"it needs at least {len(tiers)}")
+    return [Tier(n, t.crates, t.wall_density, t.band_start, t.band_end, t.flat)
+            for n, t in zip(sizes, tiers, strict=True)]
 
 
 def version_look(manifest: dict[str, Any]) -> str:

@@ -53,6 +53,14 @@ SPEC_FIELDS = {
                              "into a dead state (the audit checks it)"),
     "panel_tolerance": ("integer 0-10000", "how many levels a rotation may move any panel "
                         "agent's solved count before it is refused"),
+    "adaptive": ("table", "an adaptive game's pool: its tiers' `levels` become their shares "
+                 "of `pool` levels (bands kept), and sessions choose their levels "
+                 "(`pipeline.scores.adaptive`); unset for a fixed game"),
+    "adaptive.pool": ("integer 1-10000, at least `episodes`", "levels in the pool (serve 500 or "
+                      "more: no level in more than a quarter of sessions)"),
+    "adaptive.episodes": ("integer 1-`pool`", "levels each session shows"),
+    "adaptive.parallel": ("integer 1-`episodes`", "levels chosen at a time, each block "
+                          "once the last one's episodes ended"),
 }
 
 # A theme's fields (engine.pictures.look.Theme): the colours and switches a look draws with.
@@ -176,7 +184,7 @@ def _cell(text: str) -> str:
 
 def spec_defaults() -> dict[str, object]:
     """Each optional spec field's default, as the parser applies it to a spec without it."""
-    from pipeline.spec import spec_from_dict
+    from pipeline.spec import DEFAULT_EPISODES, DEFAULT_PARALLEL, DEFAULT_POOL, spec_from_dict
 
     minimal = {"name": "g", "height": 8, "width": 8, "method": "goal_first",
                "candidates_per_slot": 1, "max_attempts": 1,
@@ -186,7 +194,9 @@ def spec_defaults() -> dict[str, object]:
     return {"look": spec.look, "noise": spec.noise, "compute": spec.compute,
             "restarts": spec.restarts, "visibility": spec.visibility,
             "min_first_push_traps": spec.min_first_push_traps,
-            "panel_tolerance": spec.panel_tolerance}
+            "panel_tolerance": spec.panel_tolerance, "adaptive": None,
+            "adaptive.pool": DEFAULT_POOL, "adaptive.episodes": DEFAULT_EPISODES,
+            "adaptive.parallel": DEFAULT_PARALLEL}
 
 
 def _check(names: set[str], described: set[str], what: str) -> None:
@@ -199,7 +209,8 @@ def spec_page() -> str:
     from pipeline import spec as specs
 
     names = (set(specs._TOP_FIELDS) | {f"budget.{f}" for f in specs._BUDGET_FIELDS}
-             | {f"tiers.{f}" for f in specs._TIER_FIELDS})
+             | {f"tiers.{f}" for f in specs._TIER_FIELDS}
+             | {f"adaptive.{f}" for f in specs._ADAPTIVE_FIELDS})
     _check(names, set(SPEC_FIELDS), "spec fields")
     defaults = spec_defaults()
 

@@ -81,11 +81,16 @@ class ItemResponse:
 
 
 def fit_2pl(agent: np.ndarray, level: np.ndarray, trials: np.ndarray, solved: np.ndarray,
-            n_agents: int, n_levels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            n_agents: int, n_levels: int, difficulty_mean: np.ndarray | None = None,
+            difficulty_sd: float = DIFFICULTY_SD) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(ability, difficulty, discrimination)`` maximising the posterior of the counts
-    ``solved`` out of ``trials`` for each (agent, level) pair."""
+    ``solved`` out of ``trials`` for each (agent, level) pair; each level's difficulty prior
+    is N(``difficulty_mean``, ``difficulty_sd``^2) (mean 0 unless given: a pool's calibration
+    centres it on the difficulty model's prediction)."""
     theta = np.zeros(n_agents)
-    b = np.zeros(n_levels)
+    prior_b = np.zeros(n_levels) if difficulty_mean is None else np.asarray(
+        difficulty_mean, dtype=np.float64)
+    b = prior_b.copy()
     log_a = np.zeros(n_levels)
     n, k = trials.astype(np.float64), solved.astype(np.float64)
 
@@ -100,8 +105,8 @@ def fit_2pl(agent: np.ndarray, level: np.ndarray, trials: np.ndarray, solved: np
                         np.bincount(agent, a * a * w, n_agents) + 1 / ABILITY_SD ** 2)
         p = sigmoid(a * (theta[agent] - b[level]))
         resid, w = k - n * p, n * p * (1 - p)
-        b += newton(np.bincount(level, -a * resid, n_levels) - b / DIFFICULTY_SD ** 2,
-                    np.bincount(level, a * a * w, n_levels) + 1 / DIFFICULTY_SD ** 2)
+        b += newton(np.bincount(level, -a * resid, n_levels) - (b - prior_b) / difficulty_sd ** 2,
+                    np.bincount(level, a * a * w, n_levels) + 1 / difficulty_sd ** 2)
         z = theta[agent] - b[level]
         p = sigmoid(a * z)
         resid, w = k - n * p, n * p * (1 - p)

@@ -26,7 +26,8 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
 
     Four families of agents (the reference planner, greedy best-first, a breadth-first
     lookahead, random rollouts), each at 64, 256 and 1,024 dynamics calls per step; one row
-    per level and agent. Prints each agent's solved count. The next audit shows them.
+    per level and agent. Prints each agent's solved count. The next audit shows them. On an
+    adaptive game's pool it also calibrates the pool: report/items.parquet.
 
     One call is one predicted transition of one candidate state: an expansion of four
     actions is four calls; a batch of B candidates rolled H steps is B×H calls.
@@ -38,7 +39,9 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
 
     from pipeline.difficulty.panel import solved_counts, write_panel
     from pipeline.difficulty.reference_play import write_reference
+    from pipeline.scores.items import is_pool, write_items
     from pipeline.versions.tables import read_parquet
+    from pipeline.versions.version import open_version
     from pipeline.workers import Workers
 
     with refusals():
@@ -46,9 +49,13 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
         out = write_panel(datasets, version, workers)
         frame = read_parquet(out)
         played = read_parquet(write_reference(datasets, version, workers))
+        items = (write_items(datasets, version)
+                 if is_pool(open_version(datasets, version).manifest) else None)
     levels = frame["index"].n_unique()
     for row in solved_counts(frame).iter_rows(named=True):
         click.echo(f"{row['agent']:>14}  {row['solved']:>4}/{levels}")
     best = int(played.group_by("agent", "turn").agg(pl.col("solved").sum())["solved"]
                .to_numpy().max())
     click.echo(f"{version}: panel written to {out}; the reference's best {best}/{levels}")
+    if items is not None:
+        click.echo(f"{version}: item parameters written to {items}")
