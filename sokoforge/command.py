@@ -11,8 +11,10 @@ __all__ = ["INTERRUPTED", "INTERRUPTED_LINE", "main"]
 
 import sys
 
+# What sokoforge.cli.errors' ``Interrupted`` ends a command with, said here without importing
+# it (the package below is what is being imported); tests/test_cli_convention.py holds both.
 INTERRUPTED = 130  # 128 + SIGINT, as shells report a process stopped by Ctrl-C
-INTERRUPTED_LINE = "Error: interrupted"  # what CliError prints for ``Interrupted``
+INTERRUPTED_LINE = "Error: interrupted"
 
 
 def main() -> None:

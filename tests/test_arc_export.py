@@ -254,6 +254,18 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
+def test_the_readmes_toolkit_snippet_runs_as_written_on_the_export(exported, tmp_path,
+                                                                  monkeypatch):
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    part = text.split("## In the ARC-AGI-3 toolkit", 1)[1]
+    snippet = part.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setenv("ENVIRONMENTS_DIR", str(exported["out"]))  # else ./environment_files
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(snippet, scope)
+    assert scope["env"] is not None and scope["env"].observation_space is not None
+
+
 def test_listen_and_serve_plays_the_export_and_records_it(exported, tmp_path):
     """The toolkit's own local server (as the ARC Prize harness runs submissions) plays the
     export to WIN for the toolkit's own client, and writes the run's recording."""

@@ -215,6 +215,9 @@ sys.exit(getattr(importlib.import_module(module), function)())
 def test_ctrl_c_during_the_imports_exits_130_with_one_line(module):
     import tomllib
 
+    from sokoforge.cli.errors import Interrupted
+    from sokoforge.command import INTERRUPTED, INTERRUPTED_LINE
+
     entry = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["project"]["scripts"]
     proc = subprocess.Popen([sys.executable, "-P", "-c", PAUSED_IMPORT, module,
                              entry["sokoforge"]], stdout=subprocess.PIPE,
@@ -228,6 +231,9 @@ def test_ctrl_c_during_the_imports_exits_130_with_one_line(module):
             proc.kill()
             proc.wait()
     assert (proc.returncode, err, out) == (130, "Error: interrupted\n", "")
+    # the very line and status a command interrupted later ends with
+    assert (INTERRUPTED, INTERRUPTED_LINE) == (Interrupted().exit_code,
+                                               f"Error: {Interrupted().message}")
 
 
 @pytest.mark.parametrize("to", ["process", "another thread"])

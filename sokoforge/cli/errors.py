@@ -20,10 +20,10 @@ from typing import Any
 import click
 
 from pipeline.errors import InputError, PipelineError
-from sokoforge.command import INTERRUPTED, INTERRUPTED_LINE
 
 REFUSED = 1  # a check failed or a request was refused
 USAGE = 2  # usage or unreadable input
+INTERRUPTED = 130  # 128 + SIGINT, as shells report a process stopped by Ctrl-C
 TERMINATED = 143  # 128 + SIGTERM
 INTERRUPT_GRACE = 1.0  # seconds an interrupted coroutine may take to clean up
 
@@ -40,7 +40,7 @@ class Interrupted(CliError):
     """Ctrl-C (or a closed prompt): one line and exit status 130, not click's ``Aborted!``."""
 
     def __init__(self) -> None:
-        super().__init__(INTERRUPTED_LINE.removeprefix("Error: "), INTERRUPTED)
+        super().__init__("interrupted", INTERRUPTED)
 
 
 class Stopped(CliError):
