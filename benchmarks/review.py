@@ -34,7 +34,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 sys.path.insert(1, str(ROOT / "tests"))
 
-from red_team import THROTTLE_SHARES, Card, entrants, play_team, throttle_states  # noqa: E402
+from red_team import (  # noqa: E402
+    THROTTLE_SHARES,
+    Card,
+    chosen_sets,
+    entrants,
+    play_team,
+    throttle_states,
+)
 from serve_support import Process  # noqa: E402
 
 SOKOFORGE = [sys.executable, "-c", "from sokoforge.cli import main; main()"]
@@ -67,11 +74,34 @@ def play_seed(seed: int, cache: Path, version: str, store: Path, limit: int) -> 
         stale.unlink()
     server = Process(cache, store, *SERVE_LIMITS, versions=(version,))
     try:
-        team = entrants(seed, PUBLIC)
+        team = entrants(seed, PUBLIC, chosen=knows_the_review(cache / version, seed))
         cards = asyncio.run(play_team(server.base, team, prefix=f"s{seed} ", at_once=limit))
     finally:
         server.stop()
     return [card_row(c) for c in cards]
+
+
+def knows_the_review(folder: Path, seed: int) -> dict:
+    """The level sets of the cheaters that have read the review (``red_team.chosen_sets``):
+    unions of within-rule play plus k, and give-ups shaped by difficulty at the reference's
+    best plus 0, 5 and 10 (each level solved with its frontier chance so shifted)."""
+    import numpy as np
+    import polars as pl
+
+    from pipeline.scores import review as stats
+
+    levels = pl.read_parquet(folder / "levels.parquet").sort("index")
+    panel = pl.read_parquet(folder / "report" / "panel.parquet")
+    played = pl.read_parquet(folder / "report" / "reference.parquet")
+    ref = stats.reference(levels, panel, played)
+    rng = np.random.default_rng(seed)
+    shaped = {}
+    for extra in (0, 5, 10):
+        chances = stats.shifted(ref.levels["frontier_chance"].to_numpy(),
+                                 ref.frontier_solved + extra)
+        shaped[f"give-ups shaped by difficulty, reference + {extra}"] = [
+            i for i, c in zip(ref.levels["index"], chances, strict=True) if rng.random() < c]
+    return chosen_sets(levels, panel, played, shaped, ks=(0, 4, 8, 16))
 
 
 def card_row(card: Card) -> dict:
@@ -151,6 +181,33 @@ def signals(line: dict | None) -> str:
                      for g in line.get("signals", []))
 
 
+def per_seed(runs: dict[int, list[dict]]) -> list[str]:
+    """Per seed: the reference's best, the bound K, honest cards within the rule flagged, each
+    cheater row's verdict with its solved count, and the largest margin over the reference's
+    best that an unflagged cheater reached."""
+    out = []
+    for seed, cards in runs.items():
+        judged = [c for c in cards if c["judged"] and c.get("review")]
+        if not judged:
+            continue
+        first = judged[0]["review"]
+        honest = [c for c in judged if c["kind"] == "honest"]
+        cheaters = [c for c in judged if c["kind"] == "cheater"]
+        passed = [c["review"]["solved"] - c["review"]["frontier_solved"] for c in cheaters
+                  if verdict(c) == "consistent"]
+        above = [c for c in cheaters if verdict(c) == "consistent"
+                 and c["review"]["solved"] > c["review"]["bound"]]
+        out.append(f"seed {seed}: frontier {first['frontier_solved']}, K "
+                   f"{max(c['review']['bound'] for c in judged)}; honest flagged "
+                   f"{sum(verdict(c) != 'consistent' for c in honest)}/{len(honest)}; "
+                   f"cheaters flagged {sum(verdict(c) == 'needs review' for c in cheaters)}/"
+                   f"{len(cheaters)}, above K unflagged {len(above)}, largest unflagged margin "
+                   f"{max(passed) if passed else '-'}")
+        out += [f"  {c['row']}: {verdict(c)}, {c['review']['solved']} solved"
+                for c in cheaters]
+    return out
+
+
 def surprises(runs: dict[int, list[dict]]) -> list[str]:
     """Each judged cheater card not flagged and each honest card within the rule flagged,
     with the signals the review saw."""
@@ -185,6 +242,7 @@ def main() -> None:
     print(f"\nthe throttled decoders solve with the solver only where it expands at most "
           f"a bound of states that a share of the public demo's levels stay within: {bounds}\n")
     print("\n".join(table(runs)))
+    print("\n" + "\n".join(per_seed(runs)))
     missed = surprises(runs)
     print("\nmissed cheaters and flagged honest agents within the rule:"
           + ("".join(f"\n- {m}" for m in missed) if missed else " none"))

@@ -26,6 +26,7 @@ def main() -> None:
     from engine.agents.ladder import climb
     from engine.agents.panel import play_panel
     from engine.agents.planner import plan, push_lower_bound
+    from engine.agents.reference import REFERENCE_AGENTS, reference_episode
     from engine.agents.validation_agents import VALIDATION_AGENTS, play_agent
     from engine.episode import Game
     from engine.rules import replay
@@ -53,6 +54,7 @@ def main() -> None:
     optimal_paths(level)
     optimal_actions(sset)
     play_panel(level, 3 * (result.moves or 10))
+    reference_episode(level, 3 * (result.moves or 10), REFERENCE_AGENTS[0])
     _draw(level, result.solution or "")
 
 

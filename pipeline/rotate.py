@@ -34,6 +34,7 @@ from pipeline.difficulty.compute import with_measured_compute
 from pipeline.difficulty.difficulty import MODEL_PATH, scores_from_compute
 from pipeline.difficulty.panel import PANEL_COLUMN, PANEL_FILE, PANEL_STEPS_COLUMN, write_panel
 from pipeline.difficulty.panel import with_outcomes as with_panel
+from pipeline.difficulty.reference_play import write_reference
 from pipeline.errors import InputError, PipelineError
 from pipeline.scores.equivalence import (
     EQUIVALENCE_FILE,
@@ -345,6 +346,7 @@ def _report(datasets: Path, new: str, prev: str, path: Path, workers: Workers
     try:
         # The audit below shows NEW's panel, and with PREV's the move one agent can expect.
         write_panel(datasets, new, workers)
+        write_reference(datasets, new, workers)  # the review's compute frontier
         if not (datasets / prev / REPORT_DIR / PANEL_FILE).is_file():
             write_panel(datasets, prev, workers)
         result = audit(datasets, new, prev)

@@ -17,16 +17,23 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
 
 from engine import episode as core
 from engine.agents.panel import PANEL, PanelAgent, episode
+from engine.agents.reference import (
+    REFERENCE_AGENTS,
+    REFERENCE_TURNS,
+    ReferenceAgent,
+    reference_episode,
+)
 from engine.levels import parse_xsb, symmetries
 from pipeline.difficulty.panel import PANEL_FILE, pushes_of
+from pipeline.difficulty.reference_play import REFERENCE_FILE
 from pipeline.scores import review
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,10 +56,21 @@ def turned(levels: pl.DataFrame, agent: PanelAgent, turn: int) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
-def epsilon(levels: pl.DataFrame, agent: PanelAgent | None, eps: float, seed: int
-            ) -> pl.DataFrame:
-    """``agent`` replanning every step, a random move instead with chance ``eps`` (no agent:
-    random play)."""
+def reference_turned(levels: pl.DataFrame, agent: ReferenceAgent, turn: int) -> pl.DataFrame:
+    """A reference agent on each board under symmetry ``turn``."""
+    rows = []
+    for i, x, m in levels.select("index", "xsb", "max_steps").iter_rows():
+        level = parse_xsb(symmetries(parse_xsb(x))[turn])
+        e = reference_episode(level, int(m), agent)
+        rows.append(_row(i, e.solved, e.steps, e.steps, pushes_of(level, e.actions)))
+    return pl.DataFrame(rows)
+
+
+def epsilon(levels: pl.DataFrame, agent: PanelAgent | ReferenceAgent | None, eps: float,
+            seed: int) -> pl.DataFrame:
+    """``agent`` replanning every step from the state it stands on (its first action is the
+    same whatever the horizon), a random move instead with chance ``eps`` (no agent: random
+    play)."""
     rng = np.random.default_rng(seed)
     rows = []
     for i, x, m in levels.select("index", "xsb", "max_steps").iter_rows():
@@ -61,12 +79,50 @@ def epsilon(levels: pl.DataFrame, agent: PanelAgent | None, eps: float, seed: in
         while not game.over:
             action = int(rng.integers(4))
             if agent is not None and rng.random() >= eps:
-                plan = episode(level, int(m) - game.steps, agent, seed, state=game.state)
+                plan = (reference_episode(level, 1, agent, state=game.state)
+                        if isinstance(agent, ReferenceAgent)
+                        else episode(level, 1, agent, seed, state=game.state))
                 action = plan.actions[0] if plan.actions else action
             game, step = core.step(game, action)
             moves, pushes = moves + step.moved, pushes + step.pushed
         rows.append(_row(i, game.solved, game.steps, moves, pushes))
     return pl.DataFrame(rows)
+
+
+def chosen(levels: pl.DataFrame, solve: set[int], seed: int, wasted: int = 2,
+           through: bool = False) -> pl.DataFrame:
+    """A cheater that solves exactly the levels ``solve`` and gives up the rest (waits out
+    its budget): each solved with ``wasted`` wasted pushes first (``through``: one to three
+    pairs more through the solution), then the optimum from there, padded with detours to
+    1.1-1.5 times the optimal moves."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, om, op, m in levels.select("index", "optimal_moves", "optimal_pushes",
+                                      "max_steps").iter_rows():
+        if i not in solve:
+            rows.append(_row(i, False, int(m), int(m), 0))
+            continue
+        extra_pushes = wasted + (2 * int(rng.integers(1, 4)) if through else 0)
+        moves = int(om * rng.uniform(1.1, 1.5)) + 4 * extra_pushes
+        moves = min(moves, int(m))
+        rows.append(_row(i, True, moves, moves, op + extra_pushes))
+    return pl.DataFrame(rows)
+
+
+def easiest(levels: pl.DataFrame, among: set[int], k: int) -> set[int]:
+    """The ``k`` easiest levels of ``among`` by the version's difficulty."""
+    pick = levels.filter(pl.col("index").is_in(sorted(among))).sort("difficulty", "index")
+    return set(pick["index"].head(k).to_list())
+
+
+def shaped(levels: pl.DataFrame, ref: review.Reference, total: float, seed: int
+           ) -> set[int]:
+    """Give-ups shaped by difficulty: each level solved with its frontier chance shifted so
+    that ``total`` are expected (a cheater that plays like a strong honest agent)."""
+    rng = np.random.default_rng(seed)
+    chances = review.shifted(ref.levels["frontier_chance"].to_numpy(), total)
+    return {int(i) for i, c in zip(ref.levels["index"], chances, strict=True)
+            if rng.random() < c}
 
 
 def decoder(levels: pl.DataFrame, seed: int, detours: int = 0, give_up: float = 0.0,
@@ -92,18 +148,33 @@ def decoder(levels: pl.DataFrame, seed: int, detours: int = 0, give_up: float = 
     return pl.DataFrame(rows)
 
 
+class Judged(NamedTuple):
+    """One scorecard judged: flagged or not, its smallest voting p, solved, the version's
+    reference best and bound, and whether ``near_optimal`` alone would have flagged it."""
+
+    flagged: bool
+    p: float
+    solved: int
+    frontier: int
+    bound: int
+    near: bool
+
+
 def judged(rows: pl.DataFrame, ref: review.Reference,
-           earlier: tuple[pl.DataFrame, ...] = ()) -> tuple[bool, float]:
-    """Whether the review flags ``rows``, and its smallest voting p-value."""
+           earlier: tuple[pl.DataFrame, ...] = ()) -> Judged:
+    """How the review judges ``rows`` (after ``earlier`` scorecards of the same key)."""
     plays = [review.ScorecardPlay(f"sc-{n}", "k", "k", n, n + 1, r)
              for n, r in enumerate((*earlier, rows))]
     last = review.review_scorecards(plays, ref)[-1]
     p = min(s.p_value for s in last.signals if s.votes and s.p_value is not None)
-    return last.verdict == "needs review", p
+    near = next(s for s in last.signals if s.name == "near_optimal")
+    return Judged(last.verdict == "needs review", p, last.solved, last.frontier_solved,
+                  last.bound, near.p_value is not None and near.p_value < review.THRESHOLD)
 
 
 def versions(seeds: list[int], cache: Path) -> list[Path]:
-    """The demo (its panel played into ``cache``) and a standard build of each seed."""
+    """The demo and a standard build of each seed, each with its panel and reference (played
+    into ``cache`` unless there)."""
     out = []
     for name, seed in [("demo", None), *((f"review-s{s}", s) for s in seeds)]:
         folder = cache / name
@@ -115,10 +186,72 @@ def versions(seeds: list[int], cache: Path) -> list[Path]:
             else:
                 subprocess.run([*SOKOFORGE, "build", name, "--seed", str(seed), "--datasets",
                                 str(cache), "--quiet"], check=True)
-        if not (folder / "report" / PANEL_FILE).exists():
+        if not (folder / "report" / REFERENCE_FILE).exists():
             subprocess.run([*SOKOFORGE, "panel", name, "--datasets", str(cache), "--quiet"],
                            check=True)
         out.append(folder)
+    return out
+
+
+HONEST = "honest"
+CHEATER = "cheater"
+OVER = "over"
+
+
+def team(levels: pl.DataFrame, ref: review.Reference, panel: pl.DataFrame,
+         frontier: pl.DataFrame) -> list[tuple[str, str, pl.DataFrame, tuple]]:
+    """Every scorecard of one version: (kind, row, its rows, its earlier scorecards)."""
+    out: list[tuple[str, str, pl.DataFrame, tuple]] = []
+    for agent in PANEL:
+        kind = OVER if agent.budget > review.RULE_BUDGET else HONEST
+        for turn in (1, 2, 3):
+            out.append((kind, f"panel {agent.name}" if kind == HONEST else
+                        "panel families at 1,024 calls", turned(levels, agent, turn), ()))
+    played = sorted(set(range(8)) - set(REFERENCE_TURNS))
+    honest_ref = {}
+    for agent in REFERENCE_AGENTS:
+        for turn in played:
+            rows = reference_turned(levels, agent, turn)
+            honest_ref[agent.name, turn] = rows
+            out.append((HONEST, f"reference {agent.name}, turns it was not played on", rows, ()))
+    for i, agent in enumerate((PanelAgent("planner", 256), PanelAgent("greedy", 256),
+                               PanelAgent("breadth", 256), REFERENCE_AGENTS[0])):
+        out.append((HONEST, "epsilon-greedy 0.1 at 256 calls",
+                    epsilon(levels, agent, 0.1, i + 1), ()))
+    for seed in (1, 2, 3):
+        out.append((HONEST, "random play", epsilon(levels, None, 1.0, seed), ()))
+    # cheaters that know the review: what within-rule play solves, plus k more
+    within = panel.filter(pl.col("budget") <= review.RULE_BUDGET)
+    union = set(within.filter(pl.col("solved"))["index"].to_list())
+    ref_union = set(frontier.filter(pl.col("solved"))["index"].to_list())
+    every = set(levels["index"].to_list())
+    for k in (0, 4, 8, 12, 16, 24):
+        out.append((CHEATER, f"panel's union + {k:>2} (wasted pushes first)",
+                    chosen(levels, union | easiest(levels, every - union, k), k), ()))
+        out.append((CHEATER, f"reference's union + {k:>2} (wasted pushes first)",
+                    chosen(levels, ref_union | easiest(levels, every - ref_union, k), k), ()))
+        best = max(honest_ref, key=lambda key: int(honest_ref[key]["solved"].sum()))
+        mine = set(honest_ref[best].filter(pl.col("solved"))["index"].to_list())
+        out.append((CHEATER, f"an honest reference agent's solves + {k:>2}",
+                    chosen(levels, mine | easiest(levels, every - mine, k), k,
+                           through=True), ()))
+    for extra in (0, 5, 10, 15, 20):
+        for seed in (1, 2):
+            solve = shaped(levels, ref, ref.frontier_solved + extra, seed)
+            out.append((CHEATER, f"give-ups shaped by difficulty, reference + {extra:>2}",
+                        chosen(levels, solve, seed, wasted=1, through=bool(seed % 2)), ()))
+    weak = epsilon(levels, PanelAgent("greedy", 64), 0.1, 1)
+    for seed in (1, 2, 3):
+        probe = epsilon(levels, None, 1.0, seed)
+        out.append((CHEATER, "decoder", decoder(levels, seed), ()))
+        out.append((CHEATER, "decoder, detours, a quarter given up",
+                    decoder(levels, seed, 4, 0.25), ()))
+        out.append((CHEATER, "decoder, a wasted push first", decoder(levels, seed, padded=True),
+                    ()))
+        out.append((CHEATER, "decoder, easier two thirds, weak on the rest",
+                    decoder(levels, seed, 4, share=2 / 3, weak=weak), ()))
+        out.append((CHEATER, "random probe, then the solutions", decoder(levels, seed),
+                    (probe,)))
     return out
 
 
@@ -127,61 +260,46 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[11, 12, 13])
     parser.add_argument("--cache", type=Path, default=Path("/tmp/review-cache"))
     args = parser.parse_args()
-    flags: dict[str, list[tuple[bool, float, int]]] = defaultdict(list)
-    sweep: dict[tuple[str, float], list[tuple[bool, int]]] = defaultdict(list)
+    rows: list[dict] = []
     for folder in versions(args.seeds, args.cache):
-        levels = pl.read_parquet(folder / "levels.parquet").sort("index").with_columns(
-            pl.col("reachable_states").alias("state_space"))
-        ref = review.reference(levels, pl.read_parquet(folder / "report" / PANEL_FILE))
-
-        def note(kind: str, rows: pl.DataFrame, *earlier: pl.DataFrame,
-                 ref: review.Reference = ref) -> None:
-            flagged, p = judged(rows, ref, earlier)
-            flags[kind].append((flagged, p, int(rows["solved"].sum())))
-
-        for agent in PANEL:
-            kind = ("families at 1,024 calls (outside the rule)" if agent.budget > 256
-                    else f"{agent.name}, turned boards")
-            for turn in (1, 2, 3):
-                note(kind, turned(levels, agent, turn))
-        for family in ("planner", "greedy", "breadth"):
-            for seed in (1, 2):
-                note("epsilon-greedy 0.1 at 256 calls",
-                     epsilon(levels, PanelAgent(family, 256), 0.1, seed))
-        weak = epsilon(levels, PanelAgent("greedy", 64), 0.1, 1)
-        for seed in (1, 2, 3):
-            probe = epsilon(levels, None, 1.0, seed)
-            note("random play", probe)
-            note("decoder", decoder(levels, seed))
-            note("decoder, detours, a quarter given up", decoder(levels, seed, 4, 0.25))
-            note("decoder, a wasted push first", decoder(levels, seed, padded=True))
-            note("decoder, easier two thirds, weak on the rest",
-                 decoder(levels, seed, 4, share=2 / 3, weak=weak))
-            note("the same with a wasted push first",
-                 decoder(levels, seed, 4, share=2 / 3, weak=weak, padded=True))
-            note("random probe, then the solutions", decoder(levels, seed), probe)
-        known = ref.levels.filter(~pl.col("hard"))["index"].to_list()  # the panel's results
-        note("decoder of the levels the panel solves in optimal pushes",
-             decoder(levels.with_columns(known=(~pl.col("index").is_in(known)).cast(pl.Int8)),
-                     1, 4, share=0.0, by="known", weak=epsilon(levels, None, 1.0, 9)))
-        for by in ("difficulty", "state_space"):
-            for share in (0.2, 0.3, 0.4, 0.5, 0.6, 0.67):
-                for seed in (1, 2):
-                    rows = decoder(levels, seed, 4, share=share, by=by, weak=weak)
-                    sweep[by, share].append((judged(rows, ref)[0], int(rows["solved"].sum())))
-        print(f"{folder.name}: done", file=sys.stderr)
-    print(f"{'agents':<48}{'flagged':>9}{'mean solved':>13}{'min voting p':>14}")
-    for kind, seen in flags.items():
-        print(f"{kind:<48}{sum(f for f, _, _ in seen):>4}/{len(seen):<4}"
-              f"{np.mean([s for _, _, s in seen]):>13.1f}{min(p for _, p, _ in seen):>14.2g}")
-    print("\nthrottled decoder: the easiest share of levels solved optimally (with detours), "
-          "a weak agent on the rest")
-    print(f"{'by':<13}{'share':>6}{'flagged':>9}{'mean solved':>13}{'most solved unflagged':>23}")
-    for (by, share), seen in sweep.items():
-        unflagged = [s for f, s in seen if not f]
-        print(f"{by:<13}{share:>6.2f}{sum(f for f, _ in seen):>4}/{len(seen):<4}"
-              f"{np.mean([s for _, s in seen]):>13.1f}"
-              f"{max(unflagged) if unflagged else '-':>23}")
+        levels = pl.read_parquet(folder / "levels.parquet").sort("index")
+        panel = pl.read_parquet(folder / "report" / PANEL_FILE)
+        frontier = pl.read_parquet(folder / "report" / REFERENCE_FILE)
+        ref = review.reference(levels, panel, frontier)
+        best_panel = int(panel.filter(pl.col("budget") <= review.RULE_BUDGET)
+                         .group_by("agent").agg(pl.col("solved").sum())["solved"].max())
+        print(f"{folder.name}: panel's best within the rule {best_panel}, the reference's "
+              f"best {ref.frontier_solved}, bound K = {review.bound(ref)}", flush=True)
+        for kind, row, played, earlier in team(levels, ref, panel, frontier):
+            j = judged(played, ref, earlier)
+            rows.append({"version": folder.name, "kind": kind, "row": row, **j._asdict()})
+    table = pl.DataFrame(rows)
+    print(f"\n{'agents':<56}{'kind':>8}{'flagged':>9}{'solved':>12}{'margin':>9}"
+          f"{'min p':>9}{'near':>6}")
+    for (kind, row), g in table.group_by("kind", "row", maintain_order=True):
+        margin = g["solved"] - g["frontier"]
+        print(f"{row:<56}{kind:>8}{int(g['flagged'].sum()):>4}/{g.height:<4}"
+              f"{g['solved'].min():>5}-{g['solved'].max():<5}{margin.max():>+8}"
+              f"{g['p'].min():>10.2g}{int(g['near'].sum()):>4}")
+    honest = table.filter(pl.col("kind") == HONEST)
+    cheaters = table.filter(pl.col("kind") == CHEATER)
+    passed = cheaters.filter(~pl.col("flagged"))
+    above = passed.filter(pl.col("solved") > pl.col("bound"))
+    print(f"\nhonest within the rule flagged: {int(honest['flagged'].sum())}/{honest.height}"
+          f" (near_optimal alone would flag {int(honest['near'].sum())}); cheaters flagged "
+          f"{int(cheaters['flagged'].sum())}/{cheaters.height} (near_optimal alone: "
+          f"{int(cheaters['near'].sum())}); cheaters above K unflagged: {above.height}")
+    if passed.height:
+        print("largest margin over the reference's best of an unflagged cheater: "
+              f"{int((passed['solved'] - passed['frontier']).max()):+d}")
+    for (version,), g in table.group_by("version", maintain_order=True):
+        h = g.filter(pl.col("kind") == HONEST)
+        c = g.filter(pl.col("kind") == CHEATER)
+        pc = c.filter(~pl.col("flagged"))
+        print(f"{version}: frontier {g['frontier'][0]}, K {g['bound'].max()}, honest flagged "
+              f"{int(h['flagged'].sum())}/{h.height}, cheaters flagged "
+              f"{int(c['flagged'].sum())}/{c.height}, largest unflagged margin "
+              f"{int((pc['solved'] - pc['frontier']).max()) if pc.height else '-'}")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from engine.agents.panel import PanelAgent, episode
-from engine.levels import MAX_SIDE, Level, LevelError, State, _dihedral
+from engine.agents.reference import (
+    REFERENCE_AGENTS,
+    REFERENCE_TURNS,
+    ReferenceAgent,
+    reference_episode,
+)
+from engine.levels import MAX_SIDE, Level, LevelError, State, _dihedral, canonical_id, parse_xsb
 from engine.pictures.look import (
     BOX,
     BOX_ON_GOAL,
@@ -355,6 +361,63 @@ class ThrottledDecoder(DetourDecoder):
         return int(self.rng.integers(4)) if self.honest is not None else super().idle(level)
 
 
+class ChosenDecoder(Scripted):
+    """The cheater that has read the review: it solves only the levels it chose (``chosen``,
+    by ``canonical_id``: what some within-rule play solves, plus a few), each with one or two
+    wasted pushes first (``PaddedDecoder``'s opening, so none is push-optimal) and detours
+    after, and gives the others up, wandering without a push until the budget runs out."""
+
+    def __init__(self, seed: int, chosen: frozenset[str]) -> None:
+        super().__init__(seed)
+        self.chosen = chosen
+        self.padded = PaddedDecoder(seed)
+        self.quit = False
+
+    def plan(self, level: Level, first: bool) -> list[int]:
+        if first:
+            self.quit = canonical_id(level) not in self.chosen
+        if self.quit:
+            return []
+        solution = self.padded.plan(level, first)
+        return with_detours(level, solution, self.rng, most=len(solution) // 3)
+
+    def idle(self, level: Level) -> int:
+        return wander(level, level.start, self.rng)
+
+
+def chosen_sets(levels: Any, panel: Any, played: Any, shaped: Any = None,
+                ks: tuple[int, ...] = (0, 4, 8, 16)) -> dict[str, frozenset[str]]:
+    """The level sets a cheater that has read the review chooses, by row: the union of the
+    within-rule panel's solves plus the ``k`` easiest others (by difficulty), the same for
+    the reference's plays, the best reference play's solves plus ``k``; ``shaped``: more
+    rows of its own (a row -> level indices)."""
+    import polars as pl
+
+    ids = {int(i): canonical_id(parse_xsb(x)) for i, x in zip(levels["index"], levels["xsb"],
+                                                              strict=True)}
+    order = levels.sort("difficulty", "index")["index"].to_list()
+
+    def plus(base: set[int], k: int) -> frozenset[str]:
+        more = [i for i in order if i not in base][:k]
+        return frozenset(ids[i] for i in base | set(more))
+
+    within = panel.filter(pl.col("budget") <= 256)
+    union = set(within.filter(pl.col("solved"))["index"].to_list())
+    reached = set(played.filter(pl.col("solved"))["index"].to_list())
+    best = (played.group_by("agent", "turn").agg(pl.col("solved").sum())
+            .sort("solved", "agent", "turn", descending=[True, False, False]).row(0))
+    mine = set(played.filter((pl.col("agent") == best[0]) & (pl.col("turn") == best[1])
+                             & pl.col("solved"))["index"].to_list())
+    out = {}
+    for k in ks:
+        out[f"knows the panel: its union + {k}"] = plus(union, k)
+        out[f"knows the reference: its union + {k}"] = plus(reached, k)
+        out[f"the best reference play's solves + {k}"] = plus(mine, k)
+    for row, indices in (shaped or {}).items():
+        out[row] = frozenset(ids[int(i)] for i in indices)
+    return out
+
+
 # ---------------------------------------------------------------------------- honest agents
 
 class Turned(NamedTuple):
@@ -417,6 +480,23 @@ class PanelPlayer(Scripted):
         return [self.turned.back[a] for a in fresh]
 
 
+class ReferencePlayer(PanelPlayer):
+    """A reference agent (``engine.agents.reference``) played as ``PanelPlayer`` plays a panel
+    agent, on a board turned by a symmetry the reference's file was not played on."""
+
+    def __init__(self, agent: ReferenceAgent, seed: int, symmetry: int) -> None:
+        super().__init__(PanelAgent("planner", agent.budget), seed, symmetry)
+        self.reference = agent
+
+    def _next(self) -> list[int]:
+        if self.turned is None:
+            return []
+        played = reference_episode(self.turned.level, self.horizon, self.reference)
+        self.cut = played.steps == self.horizon < HORIZON and not played.solved
+        fresh, self.given = played.actions[self.given:], played.steps
+        return [self.turned.back[a] for a in fresh]
+
+
 class EpsilonPlayer(PanelPlayer):
     """A panel agent that takes a random move instead of its own with probability ``eps``,
     and plans again from where that move led."""
@@ -462,10 +542,12 @@ THROTTLE_SHARES = (2 / 3, 1 / 2, 1 / 3)  # the throttled decoders' easier shares
 
 def entrants(seed: int, public: Path, families: tuple[str, ...] = (
         "planner", "greedy", "breadth", "rollout"), budgets: tuple[int, ...] = (64, 256),
-        over: tuple[int, ...] = (1024,)) -> list[Entrant]:
+        over: tuple[int, ...] = (1024,),
+        chosen: dict[str, frozenset[str]] | None = None) -> list[Entrant]:
     """The whole red team for one run ``seed``: the cheaters (a throttled decoder per share of
     ``THROTTLE_SHARES``, its bound read off the ``public`` version), the honest families at
-    ``budgets`` (and at the ``over`` budgets), an epsilon-greedy planner and random play.
+    ``budgets`` (and at the ``over`` budgets), an epsilon-greedy planner and random play; with
+    ``chosen`` (``chosen_sets``), a ``ChosenDecoder`` per row of it.
     Every honest panel agent plays the board turned (``_symmetry``), so it is a member of its
     family that the version's panel does not hold."""
     s = seed * 1000
@@ -481,10 +563,16 @@ def entrants(seed: int, public: Path, families: tuple[str, ...] = (
         bound = throttle_states(public, share)
         team.append(Entrant(f"throttled decoder, easier {_fraction(share)}", "cheater",
                             (partial(ThrottledDecoder, s + 6 + i, bound, weak),)))
+    for i, (row, levels) in enumerate((chosen or {}).items()):
+        team.append(Entrant(row, "cheater", (partial(ChosenDecoder, s + 40 + i, levels),)))
     for budget in budgets:
         team += [Entrant(f"{f}-{budget}", "honest",
                          (_panel(f, budget, s + 10, _symmetry(seed, i)),))
                  for i, f in enumerate(families)]
+    unplayed = [t for t in range(1, 8) if t not in REFERENCE_TURNS]
+    team += [Entrant(f"reference {a.name}, an unplayed turn", "honest",
+                     (partial(ReferencePlayer, a, s + 15, unplayed[(seed + i) % len(unplayed)]),))
+             for i, a in enumerate(REFERENCE_AGENTS)]
     eps = _symmetry(seed, len(families))
     team += [Entrant("epsilon-greedy planner-256", "honest",
                      (lambda: EpsilonPlayer(PanelAgent("planner", 256), s + 20, 0.1, eps),)),

@@ -1,6 +1,7 @@
 """The red team: its decoder reads every board off the frames exactly, its disguises push
-nothing, and through a real server the review flags the plain decoder and the replayed
-scorecard while it passes an honest agent within the rule (``sokoforge review --json``)."""
+nothing, and through a real server the review flags the replayed scorecard while it passes
+an honest agent within the rule, and a decoder whose levels the reference solves too
+(``sokoforge review --json``)."""
 
 from __future__ import annotations
 
@@ -151,19 +152,25 @@ def test_the_honest_player_over_http_solves_what_the_panel_solved(reviewed):
 
 
 @pytest.mark.slow
-def test_the_review_flags_the_decoder_and_the_replay_and_passes_honest_agents(reviewed):
+def test_the_review_flags_the_replay_and_passes_honest_play_and_what_the_reference_reaches(
+        reviewed):
     out = CliRunner().invoke(main, ["review", VERSION, "--db", str(reviewed["db"]),
                                     "--datasets", str(reviewed["datasets"]), "--json"])
     assert out.exit_code == 0, out.output
     lines = {d["scorecard_id"]: d for d in map(json.loads, out.stdout.splitlines())}
     verdicts = {row: lines[card.scorecard_id]["verdict"]
                 for row, card in reviewed["cards"].items()}
-    assert verdicts == {"decoder": "needs review", "probe then replay": "needs review",
+    # the reference's plays solve all 16 of these levels between them (its best 14), most
+    # of them in optimal pushes: nothing in a decoder's play of them tells it from them
+    assert verdicts == {"decoder": "consistent", "probe then replay": "needs review",
                         "planner-256": "consistent", "planner-256 turned": "consistent"}, {
         row: lines[card.scorecard_id]["evidence"] for row, card in reviewed["cards"].items()}
     flags = {row: {g["name"] for g in lines[card.scorecard_id]["signals"] if g["flags"]}
              for row, card in reviewed["cards"].items()}
-    assert "hard_optimal" in flags["decoder"] and "replay" in flags["probe then replay"]
+    assert "replay" in flags["probe then replay"]
+    decoder = lines[reviewed["cards"]["decoder"].scorecard_id]
+    assert decoder["solved"] == decoder["bound"] == 16 and decoder["frontier_solved"] >= 12
+    assert decoder["reason"].startswith("consistent: 16 solved, within the bound of 16")
 
 
 def test_a_turned_board_is_the_same_game_and_its_moves_turn_back():

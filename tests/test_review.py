@@ -21,15 +21,20 @@ from review_support import T0, Card, card_id, levels_of, put_scorecards, solutio
 from serve_support import Api, server
 
 from engine.agents.panel import PANEL, PanelAgent, episode
-from engine.levels import parse_xsb
+from engine.agents.reference import REFERENCE_AGENTS, REFERENCE_TURNS, reference_episode
+from engine.levels import parse_xsb, symmetries
 from pipeline.difficulty.panel import PANEL_FILE, panel_of_version, pushes_of
+from pipeline.difficulty.reference_play import REFERENCE_FILE, reference_of_version
 from pipeline.scores.review import (
     PLAY_SCHEMA,
     RULE_BUDGET,
     THRESHOLD,
+    VOTING,
     ScorecardPlay,
     ability,
     at_least,
+    bound,
+    raise_frontier,
     reference,
     review_scorecard,
     review_scorecards,
@@ -55,15 +60,19 @@ def demo(tmp_path_factory):
     for name in ("levels.parquet", "manifest.json"):
         shutil.copy(DEMO / name, folder / name)
     (folder / "report").mkdir()
-    panel_of_version(open_version(datasets, "demo"), Workers(show_progress=False)).write_parquet(
+    version = open_version(datasets, "demo")
+    panel_of_version(version, Workers(show_progress=False)).write_parquet(
         folder / "report" / PANEL_FILE)
+    reference_of_version(version, Workers(show_progress=False)).write_parquet(
+        folder / "report" / REFERENCE_FILE)  # about a second: read by the review from here on
     return datasets
 
 
 @pytest.fixture(scope="module")
 def ref(demo):
-    return reference(levels_of(demo / "demo"), pl.read_parquet(demo / "demo" / "report" /
-                                                              PANEL_FILE))
+    report = demo / "demo" / "report"
+    return reference(levels_of(demo / "demo"), pl.read_parquet(report / PANEL_FILE),
+                     pl.read_parquet(report / REFERENCE_FILE))
 
 
 def _rows(levels: pl.DataFrame, plays: list[str]) -> pl.DataFrame:
@@ -119,13 +128,15 @@ def test_the_ability_fit_gives_an_agent_its_own_expected_count():
     assert ability(base, 5) < ability(base, 10)
 
 
-def test_the_reference_marks_the_frontier_and_the_hard_levels_from_the_panel_within_the_rule(
+def test_the_reference_marks_the_frontier_and_the_hard_levels_from_the_play_within_the_rule(
         demo, ref):
     panel = pl.read_parquet(demo / "demo" / "report" / PANEL_FILE)
     assert {"pushes"} <= set(panel.columns)
-    within = panel.filter(pl.col("budget") <= RULE_BUDGET)
+    played = pl.read_parquet(demo / "demo" / "report" / REFERENCE_FILE)
+    within = pl.concat([panel.filter(pl.col("budget") <= RULE_BUDGET).select(
+        "index", "solved"), played.select("index", "solved")]).cast({"index": pl.Int64})
     unsolved = set(within.group_by("index").agg(pl.col("solved").any()).filter(
-        ~pl.col("solved"))["index"].to_list())
+        ~pl.col("solved"))["index"].to_list())  # by the panel within the rule and the reference
     assert set(ref.levels.filter(pl.col("frontier"))["index"].to_list()) == unsolved
     assert unsolved <= set(ref.levels.filter(pl.col("hard"))["index"].to_list())
     assert 0 < ref.hard_rate < 0.2
@@ -166,14 +177,15 @@ def test_a_decoder_that_detours_and_gives_up_a_quarter_is_still_flagged(demo, re
     assert not detours.votes and "no-op" in detours.evidence
 
 
-def test_a_decoder_that_wastes_a_push_on_every_level_is_flagged_by_the_frontier(demo, ref):
+def test_a_decoder_that_wastes_a_push_on_every_level_is_flagged_beyond_the_compute_frontier(
+        demo, ref):
     levels = levels_of(demo / "demo")
     rows = _rows(levels, solutions(demo / "demo")).with_columns(  # one wasted push, 4 moves
         pl.col("pushes") + 1, pl.col("steps") + 4, pl.col("moves") + 4)
     review = review_scorecard(_play("padded", rows), ref)
     signals = {s.name: s for s in review.signals}
     assert signals["hard_optimal"].value == 0 and not signals["hard_optimal"].flags
-    assert signals["frontier"].flags and review.verdict == "needs review"
+    assert signals["whole_score"].flags and review.verdict == "needs review"
     # judged as no stronger than the best panel agent within the rule, not as a perfect one
     assert signals["frontier"].reference < 0.5 * signals["frontier"].value
 
@@ -215,6 +227,106 @@ def test_timing_alone_never_flags_a_scorecard(demo, ref):
     timing = next(s for s in review.signals if s.name == "timing")
     assert timing.value > 0.99 and timing.p_value < THRESHOLD and not timing.flags
     assert review.verdict == "consistent"
+
+
+# -- the whole score against the compute frontier ---------------------------------------------
+
+def _solving(levels: pl.DataFrame, solve: set[int], wasted: int = 2) -> pl.DataFrame:
+    """A scorecard solving exactly ``solve`` (each with ``wasted`` pushes thrown away first and
+    their moves), the rest waited out: a cheater that chooses what to solve."""
+    return pl.DataFrame([
+        {"index": i, "played": True, "solved": i in solve,
+         "steps": om + 4 * wasted if i in solve else m, "moves": om + 4 * wasted if i in solve
+         else m, "pushes": op + wasted if i in solve else 0, "restarts": 0, "think_ms": None,
+         "pace_ms": None}
+        for i, om, op, m in levels.select("index", "optimal_moves", "optimal_pushes",
+                                          "max_steps").iter_rows()], schema=PLAY_SCHEMA)
+
+
+def _easiest(ref, k: int) -> set[int]:
+    order = ref.levels.sort("frontier_chance", "index", descending=[True, False])
+    return set(order["index"].head(k).to_list())
+
+
+def test_the_reference_beats_the_panels_best_within_the_rule_and_k_stays_near_it(demo, ref):
+    panel = pl.read_parquet(demo / "demo" / "report" / PANEL_FILE)
+    best_panel = int(panel.filter(pl.col("budget") <= RULE_BUDGET).group_by("agent")
+                     .agg(pl.col("solved").sum())["solved"].max())
+    assert ref.frontier_solved >= best_panel + 30  # 89 against 47 on the demo
+    assert ref.frontier_solved <= bound(ref) <= ref.frontier_solved + 8
+    assert ref.levels["frontier_chance"].sum() == pytest.approx(ref.frontier_solved, abs=1e-6)
+    assert "on 4 turns of each board" in ref.name and "whole_score" in VOTING
+
+
+def test_a_cheater_that_chooses_what_to_solve_passes_at_k_and_is_flagged_beyond_it(demo, ref):
+    levels = levels_of(demo / "demo")
+    k = bound(ref)
+    at = review_scorecard(_play("at-k", _solving(levels, _easiest(ref, k))), ref)
+    whole = next(s for s in at.signals if s.name == "whole_score")
+    assert not whole.flags and at.solved == at.bound == k
+    beyond = review_scorecard(_play("beyond", _solving(levels, _easiest(ref, k + 1))), ref)
+    assert beyond.verdict == "needs review" and beyond.solved == k + 1
+    assert beyond.reason == beyond.evidence[0] == next(
+        s.evidence for s in beyond.signals if s.name == "whole_score")
+    assert beyond.reason.startswith(f"beyond the compute frontier: {k + 1} solved where play "
+                                    f"within the rule reaches at most {k}")
+    record = beyond.to_dict()
+    assert (record["solved"], record["bound"], record["frontier_solved"]) == (
+        k + 1, k, ref.frontier_solved)
+
+
+def test_raising_the_frontier_raises_k_and_leaves_a_frontier_already_there_alone(ref):
+    assert raise_frontier(ref, ref.frontier_solved - 5) is ref
+    raised = raise_frontier(ref, 97.0)
+    assert raised.levels["frontier_chance"].sum() >= 97.0 - 1e-6
+    assert bound(raised) > bound(ref) and raised.frontier_solved == 97
+    logits = lambda r: np.log(r.levels["frontier_chance"] / (1 - r.levels["frontier_chance"]))  # noqa: E731
+    shift = (logits(raised) - logits(ref)).to_numpy()
+    assert np.allclose(shift, shift[0])  # one logit shift for every level
+
+
+def test_the_reference_on_boards_turned_as_it_was_never_played_is_consistent(demo, ref):
+    levels = levels_of(demo / "demo")
+    turn = max(set(range(8)) - set(REFERENCE_TURNS))
+    rows = []
+    for i, x, m in levels.select("index", "xsb", "max_steps").iter_rows():
+        board = parse_xsb(symmetries(parse_xsb(x))[turn])
+        e = reference_episode(board, int(m), REFERENCE_AGENTS[-1])
+        rows.append({"index": i, "played": True, "solved": e.solved, "steps": e.steps,
+                     "moves": e.steps, "pushes": pushes_of(board, e.actions), "restarts": 0,
+                     "think_ms": None, "pace_ms": None})
+    review = review_scorecard(_play("turned", pl.DataFrame(rows, schema=PLAY_SCHEMA)), ref)
+    assert review.verdict == "consistent", review.evidence
+    assert review.solved >= ref.frontier_solved - 8
+    assert review.reason.startswith(f"consistent: {review.solved} solved, within the bound")
+
+
+def test_a_reference_episode_is_deterministic_and_its_actions_solve_by_the_rules(demo):
+    level = parse_xsb(levels_of(demo / "demo")["xsb"][60])
+    first = reference_episode(level, 200, REFERENCE_AGENTS[1])
+    assert first == reference_episode(level, 200, REFERENCE_AGENTS[1])
+    from engine.rules import board_array, step_on
+
+    board, state = board_array(level), level.start
+    for action in first.actions:
+        state = step_on(board, level.width, state, action)[0]
+    assert first.solved and all(level.goals.flat[c] for c in state.crates)
+
+
+def test_non_voting_signals_say_so_and_person_fit_says_nothing_of_none_or_all_solved(demo, ref):
+    levels = levels_of(demo / "demo")
+    for solve in (set(), set(levels["index"].to_list())):
+        review = review_scorecard(_play("extreme", _solving(levels, solve)), ref)
+        fit = next(s for s in review.signals if s.name == "person_fit")
+        assert fit.p_value is None and fit.evidence.startswith("person fit undefined")
+    review = review_scorecard(_play("some", _solving(levels, _easiest(ref, 60))), ref)
+    for signal in review.signals:
+        assert signal.votes == (signal.name in VOTING)
+        if not signal.votes and signal.p_value is not None:
+            assert "never voting" in signal.evidence, signal
+    detours = next(s for s in review.signals if s.name == "detours")
+    assert "honest play within the rule:" in detours.evidence
+    assert [s.name for s in review.signals][:len(VOTING)] == list(VOTING)
 
 
 # -- from the store: sokoforge review ----------------------------------------------------------

@@ -32,7 +32,7 @@ __all__ = [
     "RULE_BUDGET", "Reference", "SIGNAL_ORDER", "ScorecardPlay", "ScorecardReview", "Signal",
     "THRESHOLD", "VOTING", "ability", "at_least", "bound", "detours", "frontier",
     "hard_optimal", "near_optimal", "person_fit", "raise_frontier", "reference", "replay",
-    "review_scorecard", "review_scorecards", "solve_chances", "tails", "timing",
+    "review_scorecard", "review_scorecards", "shifted", "solve_chances", "tails", "timing",
     "whole_score",
 ]
 
@@ -233,9 +233,8 @@ def reference(levels: pl.DataFrame, panel: pl.DataFrame,
     chance, best, name = _frontier_chances(lv["index"], panel, frontier)
     lv = lv.drop("share").with_columns(pl.Series("base", base),
                                        pl.Series("frontier_chance", chance))
-    best_play = (within.group_by("player").agg(pl.col("solved").sum())["solved"].max()
-                 if within.height else None)
-    best_within = 1.0 if best_play is None else float(best_play) / max(1, lv.height)
+    per_play = within.group_by("player").agg(pl.col("solved").sum())["solved"].to_numpy()
+    best_within = float(per_play.max()) / max(1, lv.height) if per_play.size else 1.0
     return Reference(levels=lv, hard_rate=_left_out_rate(within, "po"), agents=agents,
                      best_within=best_within, frontier_solved=best, name=name,
                      near_rate=_left_out_rate(within, "near"),
@@ -261,11 +260,12 @@ def _frontier_chances(index: pl.Series, panel: pl.DataFrame, frontier: pl.DataFr
         plays.group_by("index").agg(pl.col("solved").sum().alias("s")), on="index",
         how="left").sort("index"))
     share = (per["s"].fill_null(0).to_numpy() + 0.5) / (n_plays + 1)
-    best = int(plays.group_by("agent", "turn").agg(pl.col("solved").sum())["solved"].max())
-    return _shifted(share, best), best, name
+    best = int(plays.group_by("agent", "turn").agg(pl.col("solved").sum())["solved"]
+               .to_numpy().max())
+    return shifted(share, best), best, name
 
 
-def _shifted(chances: np.ndarray, total: float) -> np.ndarray:
+def shifted(chances: np.ndarray, total: float) -> np.ndarray:
     """``chances`` moved by one logit shift so that they sum to ``total`` (clamped a quarter
     inside 0 and their count, so the shift stays finite)."""
     c = np.clip(np.asarray(chances, dtype=np.float64), 1e-9, 1 - 1e-9)
@@ -301,7 +301,7 @@ def _detour_rate(within: pl.DataFrame) -> float:
     optimal = within.filter(pl.col("solved") & (pl.col("pushes") <= pl.col("optimal_pushes")))
     if optimal.height == 0:
         return 0.0
-    return float((optimal["steps"] > optimal["optimal_moves"]).mean())
+    return float(np.mean((optimal["steps"] > optimal["optimal_moves"]).to_numpy()))
 
 
 def tails(chances: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -346,7 +346,7 @@ def raise_frontier(ref: Reference, solved: float) -> Reference:
     chances = ref.levels["frontier_chance"].to_numpy()
     if chances.sum() >= solved:
         return ref
-    raised = _shifted(chances, solved)
+    raised = shifted(chances, solved)
     n = max(1, ref.levels.height)
     return ref._replace(
         levels=ref.levels.with_columns(pl.Series("frontier_chance", raised)),

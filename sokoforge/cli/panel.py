@@ -28,10 +28,16 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
     lookahead, random rollouts), each at 64, 256 and 1,024 dynamics calls per step; one row
     per level and agent. Prints each agent's solved count. The next audit shows them.
 
+    Then the reference (the review's compute frontier, engine.agents.reference) on four
+    turns of every board: report/reference.parquet, and its best solved count.
+
     One call is one predicted transition of one candidate state: an expansion of four
     actions is four calls; a batch of B candidates rolled H steps is B×H calls.
     """
+    import polars as pl
+
     from pipeline.difficulty.panel import solved_counts, write_panel
+    from pipeline.difficulty.reference_play import write_reference
     from pipeline.versions.tables import read_parquet
     from pipeline.workers import Workers
 
@@ -39,7 +45,10 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
         workers = Workers(jobs=jobs, show_progress=not quiet, display=terminal_progress)
         out = write_panel(datasets, version, workers)
         frame = read_parquet(out)
+        played = read_parquet(write_reference(datasets, version, workers))
     levels = frame["index"].n_unique()
     for row in solved_counts(frame).iter_rows(named=True):
         click.echo(f"{row['agent']:>14}  {row['solved']:>4}/{levels}")
-    click.echo(f"{version}: panel written to {out}")
+    best = int(played.group_by("agent", "turn").agg(pl.col("solved").sum())["solved"]
+               .to_numpy().max())
+    click.echo(f"{version}: panel written to {out}; the reference's best {best}/{levels}")
