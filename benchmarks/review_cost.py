@@ -10,6 +10,7 @@ prints its wall time and peak resident memory (the child's own ``ru_maxrss``). T
 version's panel are kept in ``--cache DIR`` and reused, so two revisions review the same bytes.
 
     nice -n 10 .venv/bin/python benchmarks/review_cost.py --scorecards 10000 --cache /tmp/rc
+        [--code /tmp/main-tree]   # the same store reviewed by another revision's code
 """
 
 from __future__ import annotations
@@ -43,9 +44,12 @@ from serve.stores import (  # noqa: E402
 
 DEMO = ROOT / "datasets" / "demo"
 SOKOFORGE = [sys.executable, "-c", "from sokoforge.cli import main; main()"]
-# the review's child reports its own peak (ru_maxrss, KB on Linux) on its way out
+# the review's child reports its own peak (ru_maxrss, KB on Linux) and CPU seconds (user and
+# system: on a shared machine they move less with the load than the wall time) on its way out
 MEASURED = [sys.executable, "-c", "import atexit, resource, sys; atexit.register(lambda: print("
-            "'peak_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)); "
+            "'peak_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, 'cpu_s', "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_utime + "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_stime, file=sys.stderr)); "
             "from sokoforge.cli import main; main()"]
 T0 = 1_900_000_000.0
 AT_ONCE = 64  # scorecards written together: the store batches concurrent calls
@@ -139,6 +143,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scorecards", type=int, default=10_000)
     parser.add_argument("--cache", type=Path, required=True)
+    parser.add_argument("--code", type=Path, default=ROOT,
+                        help="Review with the sokoforge in this tree (e.g. `git archive main` "
+                             "unpacked), the store filled by this one: before and after.")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     datasets = version_folder(args.cache)
@@ -155,14 +162,16 @@ def main() -> None:
     actions = json.loads(facts.read_text())["actions"]
     began = time.perf_counter()
     done = subprocess.run([*MEASURED, "review", "demo", "--db", str(store), "--datasets",
-                           str(datasets), "--json"], capture_output=True, text=True, cwd=ROOT)
+                           str(datasets), "--json"], capture_output=True, text=True,
+                          cwd=args.code)
     took = time.perf_counter() - began
     if done.returncode != 0:
         raise SystemExit(done.stderr.strip())
-    peak_mb = int(done.stderr.split("peak_kb")[-1].split()[0]) / 1024
+    figures = done.stderr.split("peak_kb")[-1].split()
+    peak_mb, cpu = int(figures[0]) / 1024, float(figures[2])
     reviewed = sum(1 for line in done.stdout.splitlines() if line.startswith("{"))
-    print(f"review of {reviewed} scorecards ({actions} actions): {took:.1f} s, "
-          f"peak {peak_mb:.0f} MB")
+    print(f"review of {reviewed} scorecards ({actions} actions) by {args.code}: {took:.1f} s "
+          f"wall, {cpu:.1f} s CPU, peak {peak_mb:.0f} MB")
 
 
 if __name__ == "__main__":

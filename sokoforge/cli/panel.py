@@ -29,11 +29,11 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
     per level and agent. Prints each agent's solved count. The next audit shows them. On an
     adaptive game's pool it also calibrates the pool: report/items.parquet.
 
-    One call is one predicted transition of one candidate state: an expansion of four
-    actions is four calls; a batch of B candidates rolled H steps is B×H calls.
-
     Then the reference (the review's compute frontier, engine.agents.reference) on four
     turns of every board: report/reference.parquet, and its best solved count.
+
+    One call is one predicted transition of one candidate state: an expansion of four
+    actions is four calls; a batch of B candidates rolled H steps is B×H calls.
     """
     import polars as pl
 
