@@ -68,13 +68,19 @@ def version_of(seed: int, cache: Path) -> str:
     return version
 
 
-def play_seed(seed: int, cache: Path, version: str, store: Path, limit: int) -> list[dict]:
+KNOWS_ROWS = ("knows the", "the best reference", "shaped give-ups", "reference ")
+
+
+def play_seed(seed: int, cache: Path, version: str, store: Path, limit: int,
+              knows_only: bool = False) -> list[dict]:
     """Serve ``version`` on a fresh ``store`` and play the whole red team; one dict a card."""
     for stale in store.parent.glob(store.name + "*"):
         stale.unlink()
     server = Process(cache, store, *SERVE_LIMITS, versions=(version,))
     try:
         team = entrants(seed, PUBLIC, chosen=knows_the_review(cache / version, seed))
+        if knows_only:  # the cheaters that read the review, and the reference turned
+            team = [e for e in team if e.row.startswith(KNOWS_ROWS)]
         cards = asyncio.run(play_team(server.base, team, prefix=f"s{seed} ", at_once=limit))
     finally:
         server.stop()
@@ -99,7 +105,7 @@ def knows_the_review(folder: Path, seed: int) -> dict:
     for extra in (0, 5, 10):
         chances = stats.shifted(ref.levels["frontier_chance"].to_numpy(),
                                  ref.frontier_solved + extra)
-        shaped[f"give-ups shaped by difficulty, reference + {extra}"] = [
+        shaped[f"shaped give-ups, frontier + {extra}"] = [
             i for i, c in zip(ref.levels["index"], chances, strict=True) if rng.random() < c]
     return chosen_sets(levels, panel, played, shaped, ks=(0, 4, 8, 16))
 
@@ -116,7 +122,8 @@ def review(cache: Path, version: str, store: Path) -> dict[str, dict]:
     return {line["scorecard_id"]: line for line in lines}
 
 
-def run_seed(seed: int, cache: Path, review_only: bool, limit: int) -> list[dict]:
+def run_seed(seed: int, cache: Path, review_only: bool, limit: int,
+             knows_only: bool = False) -> list[dict]:
     """One seed's cards, each with its review line (kept in DIR/redteam-sSEED.json)."""
     version = version_of(seed, cache)
     store = cache / f"{version}.sqlite"
@@ -125,7 +132,7 @@ def run_seed(seed: int, cache: Path, review_only: bool, limit: int) -> list[dict
     if review_only:
         cards = json.loads(played.read_text())["cards"]
     else:
-        cards = play_seed(seed, cache, version, store, limit)
+        cards = play_seed(seed, cache, version, store, limit, knows_only)
         played.write_text(json.dumps({"seed": seed, "version": version, "cards": cards},
                                      indent=1))
     took = time.perf_counter() - began
@@ -232,11 +239,14 @@ def main() -> None:
     parser.add_argument("--review-only", action="store_true",
                         help="review the stores of an earlier run again, without playing")
     parser.add_argument("--at-once", type=int, default=4, help="keys playing at once")
+    parser.add_argument("--knows-only", action="store_true",
+                        help="only the cheaters that read the review and the reference turned")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sokoforge-redteam-") as tmp:
         cache = args.cache or Path(tmp)
         cache.mkdir(parents=True, exist_ok=True)
-        runs = {s: run_seed(s, cache, args.review_only, args.at_once) for s in args.seeds}
+        runs = {s: run_seed(s, cache, args.review_only, args.at_once, args.knows_only)
+                for s in args.seeds}
     bounds = ", ".join(f"{throttle_states(PUBLIC, share)} ({share:.2f} of them)"
                        for share in THROTTLE_SHARES)
     print(f"\nthe throttled decoders solve with the solver only where it expands at most "

@@ -570,7 +570,7 @@ def entrants(seed: int, public: Path, families: tuple[str, ...] = (
                          (_panel(f, budget, s + 10, _symmetry(seed, i)),))
                  for i, f in enumerate(families)]
     unplayed = [t for t in range(1, 8) if t not in REFERENCE_TURNS]
-    team += [Entrant(f"reference {a.name}, an unplayed turn", "honest",
+    team += [Entrant(f"reference {a.name} turned", "honest",
                      (partial(ReferencePlayer, a, s + 15, unplayed[(seed + i) % len(unplayed)]),))
              for i, a in enumerate(REFERENCE_AGENTS)]
     eps = _symmetry(seed, len(families))

@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from red_team import (
+    ChosenDecoder,
     Decoder,
     Entrant,
     PaddedDecoder,
@@ -197,3 +198,24 @@ def test_the_padded_decoder_solves_every_level_nearly_always_with_more_pushes_th
         assert level.is_solved(replay(level, lurd)[-1]) and len(plan) <= budget
         padded.append(sum(ch.isupper() for ch in lurd) > pushes)
     assert sum(padded) >= 0.9 * len(padded)  # a level whose every opening is optimal is kept
+
+
+def test_a_decoder_that_chose_its_levels_solves_them_off_their_optimal_pushes_and_no_other():
+    from engine.levels import canonical_id
+
+    rows = _demo()[:40:10]  # easy levels: the padded opening's searches stay small
+    levels = [parse_xsb(t) for t in rows["xsb"]]
+    chosen = frozenset(canonical_id(level) for level in levels[::2])
+    for k, (level, pushes, budget) in enumerate(zip(levels, rows["optimal_pushes"],
+                                                    rows["max_steps"], strict=True)):
+        cheater = ChosenDecoder(k, chosen)
+        cheater.reset()
+        drawn, board, state, history = painter(level), board_array(level), level.start, []
+        while len(history) < budget and not level.is_solved(state):
+            history.append(cheater.act(drawn.frame(state), drawn.goal(), history))
+            state = step_on(board, level.width, state, history[-1])[0]
+        made = _pushes(level, history)
+        if k % 2 == 0:
+            assert level.is_solved(state) and made >= pushes, k
+        else:
+            assert not level.is_solved(state) and made == 0, k

@@ -364,6 +364,9 @@ def test_sokoforge_review_prints_one_json_object_per_scorecard_and_writes_its_re
     assert all(isinstance(s, str) for x in lines for s in x["evidence"])
     report = json.loads((demo / "demo" / "report" / "review.json").read_text())
     assert report["needs_review"] == 2 and report["threshold"] == THRESHOLD
+    assert report["bound"] == max(x["bound"] for x in lines)  # K, read off the reviews
+    assert report["frontier_solved"] == lines[0]["frontier_solved"] > 80
+    assert all({"solved", "bound", "frontier_solved", "reason"} <= set(x) for x in lines)
     assert [c["scorecard_id"] for c in report["scorecards"]] == [x["scorecard_id"]
                                                                  for x in lines]
     markdown = (demo / "demo" / "report" / "review.md").read_text()

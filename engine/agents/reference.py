@@ -40,6 +40,7 @@ from engine.agents.planner import (
     _FAR,
     CALLS_PER_EXPANSION,
     _find,
+    _heap_push,
     _learned,
     _successor,
     action_offsets,
@@ -181,8 +182,7 @@ def reference_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_k
         s = _find(t_keys, cur)
         t_keys[s] = cur
         t_node[s] = 0
-        size = 1
-        heap[0] = _priority(h_root, bound_cur, 0, 0)
+        size = _heap_push(heap, 0, _priority(h_root, bound_cur, 0, 0))
         n_nodes, calls, goal_node = 1, 0, -1
         while size > 0 and calls + CALLS_PER_EXPANSION <= budget:
             i, size = pop_open(heap, size, n_closed)
@@ -219,8 +219,7 @@ def reference_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_k
                     n_first[j] = a if i == 0 else n_first[i]
                 n_kids[4 * i + a] = j
                 tie = _near_crate(nk, goal, width, n_crates)
-                heap[size] = _priority(ng + n_h[j], n_bound[j], tie, j)
-                size = _sift_up(heap, size)
+                size = _heap_push(heap, size, _priority(ng + n_h[j], n_bound[j], tie, j))
         target = goal_node
         if target < 0:
             best = -1
@@ -246,18 +245,6 @@ def _priority(f: int, pushes_left: int, near: int, node: int) -> int:
     node (f < 2^23, pushes < 2^13, nearness < 2^8, node < 2^20)."""
     return ((min(f, (1 << 22) - 1) << 41) | (min(pushes_left, (1 << 13) - 1) << 28)
             | (min(near, 255) << 20) | node)
-
-
-@njit(cache=True)
-def _sift_up(heap: np.ndarray, size: int) -> int:
-    i = size
-    while i > 0:
-        p = (i - 1) >> 1
-        if heap[p] <= heap[i]:
-            break
-        heap[p], heap[i] = heap[i], heap[p]
-        i = p
-    return size + 1
 
 
 @njit(cache=True)
