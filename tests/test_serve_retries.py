@@ -235,7 +235,7 @@ def test_an_act_sent_again_with_its_episode_step_is_played_once(srv):
     status, refusal = client.call("POST", path, {**body, "action": 2})
     assert status == 409 and "already played, as action 1" in refusal["detail"]
     status, _ = client.call("POST", path, {"action": 1, "episode_step": 2})
-    assert status == 422  # an episode's number without its episode
+    assert status == 400  # an episode's number without its episode
 
 
 def test_the_last_act_of_an_episode_sent_again_is_its_first_answer_through_workers(
