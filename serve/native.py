@@ -293,14 +293,14 @@ ROUTES = (
                 STEP, EPISODE_STEP),
           responses={200: "the next Frame (for a step already played, the Frame it was "
                           "answered with)",
-                     400: "several episodes in flight and none named",
+                     400: "several episodes in flight and none named, or episode_step "
+                          "without episode or with step",
                      401: "missing or unknown key",
                      404: "unknown or expired session (or another key's)",
                      409: "session over, episode not in flight, the version's round is over, "
                           "a session of a version this server does not serve, or a step that "
                           "skips ahead or was played as another change",
-                     422: "malformed body or action, or episode_step without episode or "
-                          "with step",
+                     422: "malformed body or action",
                      503: "the action could not be stored and was not played; retry it"},
           bodies={200: FRAME}, links=_SESSION_LINKS),
     Route("reset_session", "POST", "/api/sessions/{session_id}/reset",

@@ -32,11 +32,13 @@ def srv(data, tmp_path_factory):
         yield running
 
 
-def begin(base: str, name: str, game: str = "standard") -> tuple[Api, str, dict]:
+def begin(base: str, name: str, game: str = "standard",
+          parallel: int = 1) -> tuple[Api, str, dict]:
     client = Api(base)
     client.key = client.ok("POST", "/api/keys", {"name": name}, status=201)["api_key"]
     card = client.ok("POST", "/api/scorecards")["scorecard_id"]
-    return client, card, client.ok("POST", f"/api/scorecards/{card}/games/{game}/start")
+    return client, card, client.ok(
+        "POST", f"/api/scorecards/{card}/games/{game}/start?parallel={parallel}")
 
 
 def twice(client: Api, path: str, body: dict) -> tuple[int, bytes, bytes]:
@@ -214,11 +216,7 @@ def two_workers(tmp_path_factory):
 
 
 def test_an_act_sent_again_with_its_episode_step_is_played_once(srv):
-    client = Api(srv.base)
-    client.key = client.ok("POST", "/api/keys", {"name": "episode repeater"},
-                           status=201)["api_key"]
-    card = client.ok("POST", "/api/scorecards")["scorecard_id"]
-    frame = client.ok("POST", f"/api/scorecards/{card}/games/standard/start?parallel=2")
+    client, _, frame = begin(srv.base, "episode repeater", parallel=2)
     sid, first = frame["session_id"], frame["episodes"][0]
     assert first["step"] == 0
     path = f"/api/sessions/{sid}/act"
@@ -235,16 +233,12 @@ def test_an_act_sent_again_with_its_episode_step_is_played_once(srv):
     status, refusal = client.call("POST", path, {**body, "action": 2})
     assert status == 409 and "already played, as action 1" in refusal["detail"]
     status, _ = client.call("POST", path, {"action": 1, "episode_step": 2})
-    assert status == 422  # an episode's number without its episode
+    assert status == 400  # an episode's number without its episode
 
 
 def test_the_last_act_of_an_episode_sent_again_is_its_first_answer_through_workers(
         two_workers):
-    client = Api(two_workers.base)
-    client.key = client.ok("POST", "/api/keys", {"name": "last act repeater"},
-                           status=201)["api_key"]
-    card = client.ok("POST", "/api/scorecards")["scorecard_id"]
-    started = client.ok("POST", f"/api/scorecards/{card}/games/standard/start?parallel=4")
+    client, _, started = begin(two_workers.base, "last act repeater", parallel=4)
     sid, episode = started["session_id"], started["episodes"][0]
     path = f"/api/sessions/{sid}/act"
     answers = []
@@ -262,10 +256,7 @@ def test_the_last_act_of_an_episode_sent_again_is_its_first_answer_through_worke
 
 
 def test_racing_acts_on_different_episodes_through_two_workers_are_all_played(two_workers):
-    client = Api(two_workers.base)
-    client.key = client.ok("POST", "/api/keys", {"name": "racer"}, status=201)["api_key"]
-    card = client.ok("POST", "/api/scorecards")["scorecard_id"]
-    frame = client.ok("POST", f"/api/scorecards/{card}/games/standard/start?parallel=8")
+    client, _, frame = begin(two_workers.base, "racer", parallel=8)
     sid, episodes = frame["session_id"], [e["index"] for e in frame["episodes"]]
     rounds = 4
     gate = threading.Barrier(len(episodes))

@@ -269,7 +269,7 @@ class Sessions:
         on the stored session inside the store's transaction, which serialises it with the
         other processes' (never a refusal: a client's own concurrency is not an error)."""
         if episode_step is not None and (episode is None or step is not None):
-            raise Unprocessable("episode_step numbers a change within the episode it comes "
+            raise BadRequest("episode_step numbers a change within the episode it comes "
                                 "with: send it with episode, and without step")
         arrived = self.clock()  # stored with the action, for a review of its timing
         session = await self.cache.session(key, session_id)
