@@ -589,7 +589,7 @@ def test_files_written_into_a_hidden_version_after_its_build_are_its_owners_alon
         closed_round(tmp_path, tmp_path / "s.sqlite")
         reveal(tmp_path, "v")
         irt, _ = refit(tmp_path, "v", episodes_table(
-            [("ann", "sc-0", 0, True, 4), ("bob", "sc-1", 0, False, 9)]))
+            [("ann", "sc-0", 0, True, 4, 150.0), ("bob", "sc-1", 0, False, 9, 160.0)]))
     finally:
         os.umask(before)
     folder = tmp_path / "v"

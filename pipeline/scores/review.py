@@ -618,9 +618,13 @@ def review_scorecards(plays: Sequence[ScorecardPlay], ref: Reference) -> list[Sc
     """Every scorecard's review, in the order they opened; each compared with the scorecards
     of its key or name opened before it."""
     ordered = sorted(plays, key=lambda p: (p.opened, p.scorecard_id))
+    by_key: dict[str, list[int]] = {}
+    by_name: dict[str, list[int]] = {}
     out = []
     for i, play in enumerate(ordered):
-        earlier = [e for e in ordered[:i]
-                   if e.key_hash == play.key_hash or e.name == play.name]
-        out.append(review_scorecard(play, ref, earlier))
+        # the earlier scorecards of its key or its name, in order: a look-up, not a scan
+        mine = sorted(set(by_key.get(play.key_hash, ())) | set(by_name.get(play.name, ())))
+        out.append(review_scorecard(play, ref, [ordered[j] for j in mine]))
+        by_key.setdefault(play.key_hash, []).append(i)
+        by_name.setdefault(play.name, []).append(i)
     return out
