@@ -536,3 +536,67 @@ def test_a_real_full_disk_answers_503_on_both_faces_and_sigterm_stops_in_one_lin
         assert "ERROR the store's disk is full" in err, err
         (disk / "filler").unlink()
         assert stored_actions(db) == player.acked
+
+
+def acted_until(players: list[Player], enough, seconds: float) -> tuple[list, float]:
+    """Each of ``players`` acting in its own thread until ``enough(answers)`` holds or
+    ``seconds`` pass; returns every answer as (seconds since the start, status), in order."""
+    answers: list[tuple[float, int]] = []
+    lock, start = threading.Lock(), time.monotonic()
+    deadline = start + seconds
+
+    def act(player: Player) -> None:
+        n = 0
+        while time.monotonic() < deadline:
+            status, _ = player.act(n)
+            n += 1
+            with lock:
+                answers.append((time.monotonic() - start, status))
+                if enough(answers):
+                    return
+
+    threads = [threading.Thread(target=act, args=(p,)) for p in players]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers, time.monotonic() - start
+
+
+def test_a_freed_full_disk_serves_writes_again_at_once_and_the_wal_keeps_its_bound(data,
+                                                                                   tmp_path):
+    """The issue's steps on a 12 MB tmpfs, larger than the log's bound: three players, the
+    disk filled until their writes are refused (a few dozen times), then the filler deleted.
+    Writes are served again within a second, and then more of them than the freed space
+    holds are all served while the log stays under its bound (it never takes the freed
+    space); every acknowledged action is kept. ``-s`` prints the log's peak and the time."""
+    from serve.stores.sqlite import WAL_BOUND_BYTES
+
+    after = 1000  # actions after the disk is freed: ~16 KB of log each, more than 8 MB
+    with small_disk(tmp_path / "disk", "12m") as disk:
+        db = disk / "freed.sqlite"
+        srv = Process(data["root"], db, "--keys-per-address", "100000",
+                      "--scorecards-per-day", "100000")
+        peaks = WalPeaks(disk / "freed.sqlite-wal")
+        try:
+            players = [Player(*played(srv.base, 0, f"p{n}")[::2]) for n in range(3)]
+            filled(disk / "filler")
+            acted_until(players, lambda answers: sum(s == 503 for _, s in answers) >= 30, 60)
+            peaks.mark()
+            (disk / "filler").unlink()
+            answers, took = acted_until(
+                players, lambda answers: sum(s == 200 for _, s in answers) >= after, 20)
+            largest, _ = peaks.mark()
+        finally:
+            peaks.stop.set()
+            code, err = ended(srv)
+        served = [at for at, status in answers if status == 200]
+        assert len(served) >= after, (f"{len(served)} actions served in {took:.1f} s after "
+                                      f"the disk was freed, log peak {largest / 2**20:.2f} MB")
+        print(f"served again {served[0]:.3f} s after the disk was freed; {after} actions in "
+              f"{took:.2f} s; largest WAL {largest / 2**20:.2f} MB")
+        assert served[0] < 1.0
+        assert all(status == 200 for at, status in answers if at > served[0])
+        assert largest < WAL_BOUND_BYTES
+        assert code == 0 and "Traceback" not in err, err
+        assert stored_actions(db) == sum(p.acked for p in players)
