@@ -25,8 +25,8 @@ Before each batch the thread checks that the path still names the file the serve
 
 from __future__ import annotations
 
-__all__ = ["CHECKPOINT_SECONDS", "FULL_RETRY_SECONDS", "MAX_BATCH", "MAX_PAGES_ENV", "SQLiteStore", "WAL_BOUND_BYTES",
-           "WAL_RESET_BYTES"]
+__all__ = ["CHECKPOINT_SECONDS", "FULL_RETRY_SECONDS", "MAX_BATCH", "MAX_PAGES_ENV", "SQLiteStore",
+           "WAL_BOUND_BYTES", "WAL_RESET_BYTES"]
 
 import asyncio
 import contextlib

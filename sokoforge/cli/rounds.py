@@ -11,6 +11,7 @@ import click
 
 from sokoforge.cli.build import datasets_option
 from sokoforge.cli.errors import refusals
+from sokoforge.cli.store_option import checked_store
 
 DB_ENV = "SOKOFORGE_DB"
 
@@ -77,7 +78,8 @@ def _left(seconds: float) -> str:
 
 @round_group.command("close")
 @click.argument("version")
-@click.option("--db", default="sokoforge.sqlite", envvar=DB_ENV, show_default=True,
+@click.option("--db", callback=checked_store, default="sokoforge.sqlite", envvar=DB_ENV,
+              show_default=True,
               help="The server's store: a SQLite file or a postgresql:// URL "
                    f"(env {DB_ENV}).")
 @datasets_option
