@@ -599,6 +599,11 @@ class SQLiteStore(Store):
             return [r[0] for r in conn.execute(sql.VERSIONS)]
         return await self._call(job, guarded=False)
 
+    async def identity(self) -> str:
+        def job(conn: sqlite3.Connection) -> str:
+            return conn.execute("SELECT v FROM meta WHERE k='store_id'").fetchone()[0]
+        return await self._call(job, guarded=False)
+
     async def played_episodes(self, version: str, include_browser: bool = True,
                               browser_only: bool = False) -> list[PlayedEpisode]:
         query = sql.played_episodes(include_browser, browser_only)

@@ -126,6 +126,8 @@ def migrate(conn: sqlite3.Connection, path: str) -> None:
         conn.executescript(f"BEGIN; {MIGRATIONS[version]}; "
                            f"UPDATE meta SET v='{version}' WHERE k='schema'; COMMIT;")
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('acked', '0')")
+    # the store's id (``Store.identity``), made once, and the start's (``claim``)
+    conn.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', lower(hex(randomblob(16))))")
 
 
 class StoreFile:
