@@ -10,7 +10,9 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -138,6 +140,48 @@ def test_a_damaged_wal_after_a_kill_is_refused_until_the_loss_is_accepted(data, 
         assert 0 < stored_steps(second.base, client, gid) < 84
     finally:
         second.stop()
+
+
+def test_a_backup_restored_over_a_stopped_store_is_refused_as_a_backup_not_a_lost_log(
+        data, tmp_path):
+    """A backup taken while serving, more play, a clean stop, the backup copied over the
+    store: its next start refuses it saying it is an earlier copy (not a lost log) and what
+    to do; done, the backup is served as it was."""
+    db = tmp_path / "b.sqlite"
+    first = Process(data["root"], db)
+    try:
+        client, _, _ = played(first.base, 10)
+        with contextlib.closing(sqlite3.connect(db)) as live, contextlib.closing(
+                sqlite3.connect(tmp_path / "backup.sqlite")) as copy:
+            live.backup(copy)
+        acted(client, 30)
+    finally:
+        first.stop()
+    from serve.stores import StoreError
+    from serve.stores.sqlite_file import claim, release
+
+    os.replace(tmp_path / "backup.sqlite", db)
+    with pytest.raises(StoreError) as refusal:  # what the next start says (claim, in here)
+        claim(str(db))
+    line = str(refusal.value)
+    assert "earlier copy of this store" in line and "not a lost log" in line, line
+    assert "b.sqlite.acked" in line and "lost or damaged" not in line
+    (tmp_path / "b.sqlite.acked").unlink()  # the operator serves the backup, as it says
+    release(str(db), claim(str(db)))
+    assert stored_actions(db) == 10
+
+
+def test_a_serve_that_cannot_listen_leaves_no_new_store_behind(data, tmp_path):
+    """The port taken: ``serve`` on a new store refuses in one line and leaves no file."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-c", "from sokoforge.cli import main; main()",
+                               "serve", "t1", "--datasets", str(data["root"]), "--db",
+                               str(tmp_path / "new.sqlite"), "--port", str(port)],
+                              capture_output=True, text=True, timeout=90)
+    assert done.returncode == 1 and "cannot listen" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def _gone(pid: int) -> bool:
@@ -391,6 +435,9 @@ def test_a_store_file_truncated_while_served_answers_503_and_keeps_its_log(data,
             last, logged = stopped_in_one_line(first)
     assert logged.count("was truncated while served") == 1
     assert "truncated" in last and "left as it is" in last
+    sizes = [re.search(r"truncated while served \(([^)]*)\)", said).group(1)
+             for said in (logged, last)]
+    assert sizes[0] == sizes[1] == "to 0 bytes"  # the log and the stop say one size
     assert db.stat().st_size == 0 and (tmp_path / "t.sqlite-wal").stat().st_size > 0
     line = refused(data, db)
     assert "deleted or truncated" in line
