@@ -89,7 +89,9 @@ def close_command(version: str, db: str, datasets: Path) -> None:
     scorecard id; anonymous keys are not ranked) and standings.sha256, whose digest
     round.json records.
 
-    The store is opened first: if it cannot be, nothing changes. A round still open closes a
+    The store is opened first: if it cannot be, or it is not a store that served the round
+    (a server records its store's id in VERSION/round.log), nothing changes. A wrong close
+    is undone, before publication, by `round undo-close`. A round still open closes a
     few seconds from now, once every server has seen the time. Closing again writes the same
     bytes. Then `sokoforge reveal VERSION` publishes the seed.
     """
@@ -104,6 +106,27 @@ def close_command(version: str, db: str, datasets: Path) -> None:
     for path in done.files:
         click.echo(f"  {path}")
     click.echo(f"standings.sha256 sha256 {rnd.standings_sha256}")
+
+
+@round_group.command("undo-close")
+@click.argument("version")
+@click.option("--reason", required=True, metavar="TEXT",
+              help="Why the close is undone (e.g. closed from the wrong --db); logged.")
+@datasets_option
+def undo_close_command(version: str, reason: str, datasets: Path) -> None:
+    """Undo VERSION's close, before it is published: the standings files are removed, the
+    round is over but not closed, and the undo (when, why, the standings' sha256) is
+    appended to VERSION/round.log. Then close it again with the store that served it:
+    sokoforge round close VERSION --db STORE. A published round's standings stand.
+    """
+    from pipeline.versions.rounds import iso
+    from serve.records.standings import undo_close
+
+    with refusals():
+        was, _ = undo_close(datasets, version, reason)
+    click.echo(f"{version}: the close of {iso(was.closed or 0)} is undone (standings sha256 "
+               f"{was.standings_sha256}, logged in round.log); close it again: sokoforge "
+               f"round close {version} --db STORE")
 
 
 @round_group.command("publish")
