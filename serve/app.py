@@ -148,6 +148,8 @@ async def _lifetime(app: web.Application):
     if access_log is not None:
         access_log.start()
     await arena.store.start()
+    arena.rounds.serve_from(await arena.store.identity(),
+                            [g.version.version for g in arena.games])
 
     async def sweep() -> None:
         while True:

@@ -90,9 +90,11 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
     loaded = time.perf_counter() - t0
     gc.freeze()  # the loaded levels live as long as the process: keep them out of collections
     lock = None
+    created = False  # a store this start made: removed again if the start fails
     if not is_postgres(db):
-        from serve.stores.sqlite_file import claim, release
+        from serve.stores.sqlite_file import claim, release, remove_unused
 
+        created = not Path(db).exists()
         try:
             lock = claim(db)
         except StoreError as e:
@@ -117,11 +119,13 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
             stopped_by = asyncio.run(served.run(host, port, about))
         else:
             stopped_by = _supervise(served, host, port, workers, about)
-    except BaseException:
+    except BaseException as e:
         claim_versions.release()
         if lock is not None:
             with contextlib.suppress(StoreError):  # the fault that ended it is the one said
                 release(db, lock)
+            if created and isinstance(e, StartError):  # it served nothing: it leaves nothing
+                remove_unused(db)
         raise
     claim_versions.release()
     if lock is not None:

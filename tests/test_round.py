@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import dataclasses
 import hashlib
 import json
 import os
@@ -31,6 +32,7 @@ from pipeline.versions.publish import PUBLISHED_FILES
 from pipeline.versions.rounds import (
     NOTICE_SECONDS,
     RECHECK_SECONDS,
+    STANDINGS_FILES,
     Round,
     RoundBook,
     exact,
@@ -38,6 +40,7 @@ from pipeline.versions.rounds import (
     open_round,
     parse_time,
     read_round,
+    record_round,
 )
 from sokoforge.cli import main
 
@@ -105,6 +108,15 @@ def fill(db: Path, cards: list[tuple[str, str, float, float]], version: str = "v
     asyncio.run(run())
 
 
+def recorded_serving(root: Path, version: str, db: str) -> None:
+    """Record in ``version``'s round log that the store ``db`` served it, as a server serving
+    the round does (``round close`` ranks only from such a store)."""
+    from pipeline.versions.round_log import record_served
+    from serve.stores import read_store
+
+    record_served(root / version, read_store(db, lambda store: store.identity()), "now")
+
+
 def no_wait(seconds: float) -> None:
     """A close's wait, skipped: the tests give the close its time."""
 
@@ -116,6 +128,7 @@ def closed_round(root: Path, db: Path, version: str = "v") -> None:
     secret_version(root, version)
     fill(db, [("k1", "ann", 0.5, 150.0), ("k2", "bob", 0.7, 160.0)], version)
     open_round(root, version, closes=200.0, now=100.0)
+    recorded_serving(root, version, str(db))
     close_round(root, version, str(db), now=300.0)
 
 
@@ -231,6 +244,7 @@ def test_standings_rank_each_named_players_best_closed_in_time_leaving_late_and_
               ("k1", "ann", 0.9, 400.0),  # after the close: a server that did not know it
               ("k3", "anon-0123456789ab", 1.0, 170.0)])  # keyless play is not ranked
     open_round(tmp_path, "v", closes=200.0, now=100.0)
+    recorded_serving(tmp_path, "v", str(db))
     done = close_round(tmp_path, "v", str(db), now=300.0)
     ann, bob = interval_from_counts(3, 6), interval_from_counts(4, 6)
     assert [(r["rank"], r["name"], r["scorecard_id"], r["success_interval_lo"],
@@ -262,6 +276,7 @@ def test_closing_early_announces_a_time_every_server_reads_before_it_comes(tmp_p
         seen.append((ticks[0] < rnd.closes, rnd.closes, book.over("v", rnd.closes - 0.001),
                      book.over("v", rnd.closes) is not None))
 
+    recorded_serving(tmp_path, "v", str(db))
     done = close_round(tmp_path, "v", str(db), now=1000.0123, sleep=wait)
     announced = exact(1000.0123 + NOTICE_SECONDS)
     assert done.round.closes == announced and read_round(tmp_path / "v").closes == announced
@@ -278,17 +293,20 @@ def test_closing_twice_gives_the_same_bytes_and_refuses_a_store_that_ranks_other
     # closed at .056 of the closing second: in time, the closing time being .057
     fill(db, [("k1", "ann", 0.5, 600.056), ("k2", "bob", 0.7, 600.057)])
     open_round(tmp_path, "v", closes=5000.0, now=100.0)
+    recorded_serving(tmp_path, "v", str(db))
     close_round(tmp_path, "v", str(db), now=600.057 - NOTICE_SECONDS, sleep=no_wait)
     folder = tmp_path / "v"
     names = ("round.json", "standings.json", "standings.csv", "standings.sha256")
     first = {n: (folder / n).read_bytes() for n in names}
     assert read_round(folder).closes == 600.057
     assert [e["name"] for e in json.loads(first["standings.json"])["entries"]] == ["ann"]
+    recorded_serving(tmp_path, "v", str(db))
     again = close_round(tmp_path, "v", str(db), now=700.0, sleep=no_wait)
     assert {n: (folder / n).read_bytes() for n in names} == first
     assert [r["name"] for r in again.rows] == ["ann"]
     other = tmp_path / "other.sqlite"
     fill(other, [("k3", "cy", 0.9, 500.0)])
+    recorded_serving(tmp_path, "v", str(other))  # (two servers, each on its own store)
     with pytest.raises(PipelineError, match="now ranks otherwise"):
         close_round(tmp_path, "v", str(other), now=800.0)
     assert {n: (folder / n).read_bytes() for n in names} == first
@@ -320,6 +338,7 @@ def test_the_standings_carry_each_rows_review_verdict_and_the_close_writes_the_r
         Card(card_id("dec"), "key-1", "decoder", solutions(tmp_path / "v")),
         Card(card_id("plan"), "key-2", "planner", planner, opened=T0 + 5)])
     open_round(tmp_path, "v", closes=T0 + 3600, now=T0 - 1)
+    recorded_serving(tmp_path, "v", str(db))
     done = close_round(tmp_path, "v", str(db), now=T0 + 7200)
     assert COLUMNS[-1] == "review"
     assert [(r["name"], r["review"]) for r in done.rows] == [
@@ -330,6 +349,7 @@ def test_the_standings_carry_each_rows_review_verdict_and_the_close_writes_the_r
     assert {c["scorecard_id"]: c["verdict"] for c in report["scorecards"]} == {
         card_id("dec"): "needs review", card_id("plan"): "consistent"}
     first = (tmp_path / "v" / "standings.sha256").read_bytes()
+    recorded_serving(tmp_path, "v", str(db))
     close_round(tmp_path, "v", str(db), now=T0 + 7300)  # again: the same bytes
     assert (tmp_path / "v" / "standings.sha256").read_bytes() == first
 
@@ -365,6 +385,7 @@ def test_round_status_says_where_the_round_stands(tmp_path):
                         "round close v --db STORE")
     db = tmp_path / "s.sqlite"
     fill(db, [("k1", "ann", 0.5, 150.0)])
+    recorded_serving(tmp_path, "v", str(db))
     done = close_round(tmp_path, "v", str(db), now=300.0)
     assert status() == ("v: round closed at 1970-01-01T00:03:20.000Z; standings "
                         f"sha256 {done.round.standings_sha256}")
@@ -381,6 +402,7 @@ def test_the_board_of_a_round_ranks_what_its_standings_rank(tmp_path):
     fill(db, [("k1", "ann", 0.5, 150.0), ("k2", "bob", 0.7, 160.0),
               ("k1", "ann", 0.9, 400.0), ("k3", "anon-0123456789ab", 1.0, 170.0)])
     open_round(tmp_path, "v", closes=200.0, now=100.0)
+    recorded_serving(tmp_path, "v", str(db))
     rows = close_round(tmp_path, "v", str(db), now=300.0).rows
     with server(load_version(tmp_path, "v"), db, rounds=RoundBook(tmp_path)) as running:
         board = Api(running.base).ok("GET", "/api/leaderboard?version=v")
@@ -540,6 +562,7 @@ def test_publish_needs_a_closed_revealed_round_and_makes_the_version_a_public_pr
         publish_round(tmp_path, "v")
     fill(db, [("k1", "ann", 0.5, 150.0)])
     open_round(tmp_path, "v", closes=200.0, now=100.0)
+    recorded_serving(tmp_path, "v", str(db))
     close_round(tmp_path, "v", str(db), now=300.0)
     with pytest.raises(PipelineError, match="is not revealed"):
         publish_round(tmp_path, "v")
@@ -792,6 +815,7 @@ def test_a_round_sealed_before_standings_carried_k_closes_again_to_its_own_bytes
     digest = hashlib.sha256(before["standings.sha256"]).hexdigest()
     (tmp_path / "v" / "round.json").write_text(json.dumps(
         Round("v", 100.0, 200.0, closed=300.0, standings_sha256=digest).to_dict()))
+    recorded_serving(tmp_path, "v", str(db))
     close_round(tmp_path, "v", str(db), now=400.0)
     assert {n: (tmp_path / "v" / n).read_bytes() for n in before} == before
     assert read_round(tmp_path / "v").standings_sha256 == digest
@@ -802,3 +826,73 @@ def test_a_paired_p_value_never_reads_a_rounded_zero():
 
     assert shown_p(1.234e-9) == 1.23e-9 and shown_p(0.00004) == 4e-05
     assert shown_p(0.123456) == 0.1235 and shown_p(0.0) == 0.0 and shown_p(1.0) == 1.0
+
+
+def test_a_close_from_a_store_that_did_not_serve_the_round_is_refused_and_changes_nothing(
+        tmp_path, monkeypatch):
+    """The issue's steps: the server ran on k9.sqlite, and ``round close`` without ``--db``
+    reads the sokoforge.sqlite another server left here: refused, naming why (by the stores'
+    ids, never a location), and the round is not closed; the right store closes it."""
+    from serve.records.standings import close_round
+
+    write_dataset(tmp_path, "v")
+    served, stray = tmp_path / "k9.sqlite", tmp_path / "sokoforge.sqlite"
+    fill(served, [("k1", "ann", 0.5, 150.0)])
+    fill(stray, [])
+    open_round(tmp_path, "v", closes=200.0, now=100.0)
+    before = (tmp_path / "v" / "round.json").read_bytes()
+    with pytest.raises(PipelineError, match="no server has served"):  # none recorded yet
+        close_round(tmp_path, "v", str(served), now=300.0)
+    recorded_serving(tmp_path, "v", str(served))
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(main, ["round", "close", "v", "--datasets", str(tmp_path)],
+                              env={"SOKOFORGE_DB": None})
+    assert done.exit_code == 1 and "did not serve v's round" in done.output, done.output
+    assert len(done.output.strip().splitlines()) == 1
+    assert (tmp_path / "v" / "round.json").read_bytes() == before
+    assert not (tmp_path / "v" / "standings.json").exists()
+    assert [r["name"] for r in close_round(tmp_path, "v", str(served), now=300.0).rows] == [
+        "ann"]
+    log = (tmp_path / "v" / "round.log").read_text()
+    assert str(tmp_path) not in log and "k9" not in log  # ids, never where a store is
+
+
+def test_a_server_records_the_store_it_serves_a_round_from_in_the_round_log(tmp_path):
+    from pipeline.versions.round_log import served_by
+    from serve.games.dataset import load_version
+    from serve.stores import read_store
+
+    write_dataset(tmp_path, "v")
+    open_round(tmp_path, "v", closes=time.time() + 600)
+    db = tmp_path / "s.sqlite"
+    with server(load_version(tmp_path, "v"), db, rounds=RoundBook(tmp_path)):
+        pass
+    assert served_by(tmp_path / "v") == {read_store(str(db), lambda s: s.identity())}
+
+
+def test_a_wrong_close_is_undone_by_an_explicit_logged_command_before_publication_only(
+        tmp_path):
+    folder = tmp_path / "v"
+    closed_round(tmp_path, tmp_path / "s.sqlite")
+    sha = read_round(folder).standings_sha256
+    runner = CliRunner()
+    args = ["round", "undo-close", "v", "--datasets", str(tmp_path)]
+    assert runner.invoke(main, args).exit_code == 2  # --reason is required
+    done = runner.invoke(main, [*args, "--reason", "closed from the wrong --db"])
+    assert done.exit_code == 0 and "undone" in done.output, done.output
+    rnd = read_round(folder)
+    assert rnd.closed is None and rnd.standings_sha256 is None and rnd.closes == 200.0
+    assert not any((folder / n).exists() for n in STANDINGS_FILES)
+    events = [json.loads(line) for line in (folder / "round.log").read_text().splitlines()]
+    assert events[-1]["reason"] == "closed from the wrong --db"
+    assert events[-1]["standings_sha256"] == sha
+    again = runner.invoke(main, args + ["--reason", "twice"])
+    assert again.exit_code == 1 and "not closed" in again.output
+    from serve.records.standings import close_round
+
+    close_round(tmp_path, "v", str(tmp_path / "s.sqlite"), now=300.0)
+    assert read_round(folder).standings_sha256 == sha  # closed again from the right store
+    record_round(folder, dataclasses.replace(read_round(folder), published=400.0))
+    late = runner.invoke(main, [*args, "--reason", "too late"])
+    assert late.exit_code == 1 and "published" in late.output, late.output
+    assert read_round(folder).standings_sha256 == sha

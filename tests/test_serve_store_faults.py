@@ -10,7 +10,9 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -138,6 +140,48 @@ def test_a_damaged_wal_after_a_kill_is_refused_until_the_loss_is_accepted(data, 
         assert 0 < stored_steps(second.base, client, gid) < 84
     finally:
         second.stop()
+
+
+def test_a_backup_restored_over_a_stopped_store_is_refused_as_a_backup_not_a_lost_log(
+        data, tmp_path):
+    """A backup taken while serving, more play, a clean stop, the backup copied over the
+    store: its next start refuses it saying it is an earlier copy (not a lost log) and what
+    to do; done, the backup is served as it was."""
+    db = tmp_path / "b.sqlite"
+    first = Process(data["root"], db)
+    try:
+        client, _, _ = played(first.base, 10)
+        with contextlib.closing(sqlite3.connect(db)) as live, contextlib.closing(
+                sqlite3.connect(tmp_path / "backup.sqlite")) as copy:
+            live.backup(copy)
+        acted(client, 30)
+    finally:
+        first.stop()
+    from serve.stores import StoreError
+    from serve.stores.sqlite_file import claim, release
+
+    os.replace(tmp_path / "backup.sqlite", db)
+    with pytest.raises(StoreError) as refusal:  # what the next start says (claim, in here)
+        claim(str(db))
+    line = str(refusal.value)
+    assert "earlier copy of this store" in line and "not a lost log" in line, line
+    assert "b.sqlite.acked" in line and "lost or damaged" not in line
+    (tmp_path / "b.sqlite.acked").unlink()  # the operator serves the backup, as it says
+    release(str(db), claim(str(db)))
+    assert stored_actions(db) == 10
+
+
+def test_a_serve_that_cannot_listen_leaves_no_new_store_behind(data, tmp_path):
+    """The port taken: ``serve`` on a new store refuses in one line and leaves no file."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-c", "from sokoforge.cli import main; main()",
+                               "serve", "t1", "--datasets", str(data["root"]), "--db",
+                               str(tmp_path / "new.sqlite"), "--port", str(port)],
+                              capture_output=True, text=True, timeout=90)
+    assert done.returncode == 1 and "cannot listen" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def _gone(pid: int) -> bool:
@@ -391,6 +435,9 @@ def test_a_store_file_truncated_while_served_answers_503_and_keeps_its_log(data,
             last, logged = stopped_in_one_line(first)
     assert logged.count("was truncated while served") == 1
     assert "truncated" in last and "left as it is" in last
+    sizes = [re.search(r"truncated while served \(([^)]*)\)", said).group(1)
+             for said in (logged, last)]
+    assert sizes[0] == sizes[1] == "to 0 bytes"  # the log and the stop say one size
     assert db.stat().st_size == 0 and (tmp_path / "t.sqlite-wal").stat().st_size > 0
     line = refused(data, db)
     assert "deleted or truncated" in line
@@ -536,3 +583,67 @@ def test_a_real_full_disk_answers_503_on_both_faces_and_sigterm_stops_in_one_lin
         assert "ERROR the store's disk is full" in err, err
         (disk / "filler").unlink()
         assert stored_actions(db) == player.acked
+
+
+def acted_until(players: list[Player], enough, seconds: float) -> tuple[list, float]:
+    """Each of ``players`` acting in its own thread until ``enough(answers)`` holds or
+    ``seconds`` pass; returns every answer as (seconds since the start, status), in order."""
+    answers: list[tuple[float, int]] = []
+    lock, start = threading.Lock(), time.monotonic()
+    deadline = start + seconds
+
+    def act(player: Player) -> None:
+        n = 0
+        while time.monotonic() < deadline:
+            status, _ = player.act(n)
+            n += 1
+            with lock:
+                answers.append((time.monotonic() - start, status))
+                if enough(answers):
+                    return
+
+    threads = [threading.Thread(target=act, args=(p,)) for p in players]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers, time.monotonic() - start
+
+
+def test_a_freed_full_disk_serves_writes_again_at_once_and_the_wal_keeps_its_bound(data,
+                                                                                   tmp_path):
+    """The issue's steps on a 12 MB tmpfs, larger than the log's bound: three players, the
+    disk filled until their writes are refused (a few dozen times), then the filler deleted.
+    Writes are served again within a second, and then more of them than the freed space
+    holds are all served while the log stays under its bound (it never takes the freed
+    space); every acknowledged action is kept. ``-s`` prints the log's peak and the time."""
+    from serve.stores.sqlite import WAL_BOUND_BYTES
+
+    after = 1000  # actions after the disk is freed: ~16 KB of log each, more than 8 MB
+    with small_disk(tmp_path / "disk", "12m") as disk:
+        db = disk / "freed.sqlite"
+        srv = Process(data["root"], db, "--keys-per-address", "100000",
+                      "--scorecards-per-day", "100000")
+        peaks = WalPeaks(disk / "freed.sqlite-wal")
+        try:
+            players = [Player(*played(srv.base, 0, f"p{n}")[::2]) for n in range(3)]
+            filled(disk / "filler")
+            acted_until(players, lambda answers: sum(s == 503 for _, s in answers) >= 30, 60)
+            peaks.mark()
+            (disk / "filler").unlink()
+            answers, took = acted_until(
+                players, lambda answers: sum(s == 200 for _, s in answers) >= after, 20)
+            largest, _ = peaks.mark()
+        finally:
+            peaks.stop.set()
+            code, err = ended(srv)
+        served = [at for at, status in answers if status == 200]
+        assert len(served) >= after, (f"{len(served)} actions served in {took:.1f} s after "
+                                      f"the disk was freed, log peak {largest / 2**20:.2f} MB")
+        print(f"served again {served[0]:.3f} s after the disk was freed; {after} actions in "
+              f"{took:.2f} s; largest WAL {largest / 2**20:.2f} MB")
+        assert served[0] < 1.0
+        assert all(status == 200 for at, status in answers if at > served[0])
+        assert largest < WAL_BOUND_BYTES
+        assert code == 0 and "Traceback" not in err, err
+        assert stored_actions(db) == sum(p.acked for p in players)

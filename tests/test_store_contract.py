@@ -566,3 +566,16 @@ def test_a_full_disk_refuses_writes_as_unavailable_and_changes_nothing(location,
                 await store.open_scorecard(card(n + 10, "k1"), DAY, 10**6)
         assert (await store.scorecard("sc-k1-1")).key_hash == "k1"
     run(location, body)
+
+
+def test_a_store_keeps_one_identity_of_its_own_across_opens_and_another_store_has_another(
+        location, request):
+    async def body(a, b):
+        return await a.identity(), await b.identity()
+
+    first, second = run(location, body, stores=2)
+    again, _ = run(location, body, stores=2)
+    assert first == second == again and len(first) == 32 and location not in first
+    other = (location + ".other" if not location.startswith("postgres")
+             else request.getfixturevalue("postgres").database())
+    assert run(other, body, stores=2)[0] != first

@@ -27,6 +27,7 @@ from pipeline.errors import PipelineError
 from pipeline.versions.clearances import check_clearances
 from pipeline.versions.hidden_files import GITIGNORE
 from pipeline.versions.manifest import read_manifest, write_manifest
+from pipeline.versions.round_log import ROUND_LOG
 from pipeline.versions.rounds import (
     ROUND_FILE,
     STANDINGS_FILES,
@@ -41,8 +42,10 @@ from pipeline.versions.serving import is_served
 from pipeline.versions.version import LEVELS_FILE, MANIFEST_FILE
 from pipeline.versions.versions import REVEAL_FILE, read_reveal
 
-# What a published round's folder holds for git (its report/ and stages/ are not committed)
-PUBLISHED_FILES = (LEVELS_FILE, MANIFEST_FILE, ROUND_FILE, REVEAL_FILE, *STANDINGS_FILES)
+# What a published round's folder holds for git (its report/ and stages/ are not committed);
+# the round's log names the stores that served it by their ids alone
+PUBLISHED_FILES = (LEVELS_FILE, MANIFEST_FILE, ROUND_FILE, ROUND_LOG, REVEAL_FILE,
+                   *STANDINGS_FILES)
 
 
 @dataclass(frozen=True)

@@ -4,16 +4,20 @@ is refused with the reason; without a book no round closes."""
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from pipeline.errors import PipelineError
+from pipeline.versions.round_log import record_served
 from pipeline.versions.rounds import STANDINGS_CSV, STANDINGS_SHA256, RoundBook, round_state
 from pipeline.versions.rounds import iso as round_time
 from pipeline.versions.tables import read_parquet
 from serve.arena.errors import NotFound, RoundClosed
 
 __all__ = ["STANDINGS_ROUTES", "Rounds"]
+
+log = logging.getLogger("sokoforge.serve.rounds")
 
 # Where a closed round's final standings are served, by kind (VERSION: the version's name)
 STANDINGS_ROUTES = {"json": "/api/standings/VERSION",
@@ -28,6 +32,29 @@ class Rounds:
         self.book = book
         self.clock = clock
         self._tiers: dict[str, list[int] | None] = {}
+        self._store_id: str | None = None
+        self._recorded: set[str] = set()  # the versions whose round has this store recorded
+
+    def serve_from(self, store_id: str, versions: Iterable[str]) -> None:
+        """Record in the round log of each of ``versions`` under a round that the store
+        ``store_id`` serves it (what ``round close`` ranks from); a round opened later is
+        recorded when play on it first asks whether it is open."""
+        self._store_id = store_id
+        for version in versions:
+            self._record(version)
+
+    def _record(self, version: str) -> None:
+        if self._store_id is None or self.book is None or version in self._recorded:
+            return
+        rnd = self.book.get(version)
+        if rnd is None or rnd.published is not None:
+            return
+        self._recorded.add(version)
+        try:
+            record_served(self.book.datasets / version, self._store_id, round_time(self.clock()))
+        except (OSError, PipelineError) as e:  # play goes on; the close will say it is missing
+            log.warning("cannot record in %s's round log that this store serves it: %s",
+                        version, e)
 
     def view(self, version: str, served: bool = True) -> dict[str, Any]:
         """``{"round": {...}}`` for a version with a round (when it closes, whether it is over,
@@ -90,6 +117,7 @@ class Rounds:
     def require_open(self, version: str, also: str = "", at: float | None = None) -> None:
         """Refuse (``RoundClosed``, with the reason) a change on a version whose round is over
         at ``at`` (default: now)."""
+        self._record(version)
         now = self.clock() if at is None else at
         over = self.book.over(version, now) if self.book is not None else None
         if over is not None:
@@ -100,6 +128,9 @@ class Rounds:
         are over: a new scorecard could play none of them."""
         if self.book is None:
             return
+        versions = list(versions)
+        for version in versions:
+            self._record(version)
         over = [self.book.over(v, self.clock()) for v in versions]
         closed = [r for r in over if r is not None]
         if len(closed) == len(over):

@@ -11,9 +11,10 @@ anonymous key's play is not ranked, and a result some server took late is left o
 from __future__ import annotations
 
 __all__ = ["GRACE_SECONDS", "Closing", "close_round", "legacy_rows", "standing_row",
-           "standings"]
+           "standings", "undo_close"]
 
 import hashlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,9 +23,11 @@ from typing import Any
 
 from pipeline.errors import InputError, PipelineError
 from pipeline.scores.review import bound
+from pipeline.versions.round_log import ROUND_LOG, record, served_by
 from pipeline.versions.rounds import (
     COLUMNS,
     NOTICE_SECONDS,
+    STANDINGS_FILES,
     STANDINGS_SHA256,
     Round,
     exact,
@@ -39,6 +42,7 @@ from pipeline.versions.tables import read_parquet
 from serve.records.review import store_reviews, write_review
 from serve.stores import Standing, Store
 
+log = logging.getLogger("sokoforge.rounds")
 # Seconds ``close`` waits past the closing time before reading the store, for the requests a
 # server accepted just before it to be stored.
 GRACE_SECONDS = 1.0
@@ -70,6 +74,7 @@ def close_round(datasets: Path, version: str, db: str, now: float | None = None,
         raise PipelineError(f"{version} has no round to close: open one first "
                             f"(sokoforge round open {version} --closes TIME)")
     _check_store(db)
+    _check_served(folder, version, db)
     told = now
     now = time.time() if now is None else now
     closes = current.closes
@@ -121,6 +126,54 @@ def legacy_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     4 decimals (a tiny p then read 0.0; it now keeps 3 significant digits)."""
     return [{**r, "paired_p_above": None if r["paired_p_above"] is None
              else round(r["paired_p_above"], 4)} for r in rows]
+
+
+def _check_served(folder: Path, version: str, db: str) -> None:
+    """Refuse (``PipelineError``) a store the round's log does not say served the round:
+    its standings would be another store's (a default ``--db`` left by another server)."""
+    from serve.stores import StoreError, read_store, shown
+
+    try:
+        store_id = read_store(db, lambda store: store.identity())
+    except StoreError as e:
+        raise PipelineError(str(e)) from None
+    served = served_by(folder)
+    if store_id in served:
+        return
+    if not served:
+        raise PipelineError(f"no server has served {version}'s round (a server records its "
+                            f"store in {folder / ROUND_LOG} when it serves the version under "
+                            f"a round): {shown(db)} is not ranked; serve the round first")
+    raise PipelineError(f"the store {shown(db)} (id {store_id}) did not serve {version}'s "
+                        f"round, which was served by the store(s) {', '.join(sorted(served))}: "
+                        "give the --db its server ran with")
+
+
+def undo_close(datasets: Path, version: str, reason: str,
+               now: float | None = None) -> tuple[Round, Round]:
+    """Undo ``version``'s close before its publication: log it (with ``reason``, when, and
+    the standings' sha256) in the round's log, remove the standings and record the round as
+    over but not closed, so that ``close_round`` closes it again from the right store.
+    Returns the round as it was and as it is now."""
+    folder = version_folder(datasets, version)
+    current = read_round(folder)
+    if current is None or current.closed is None:
+        raise PipelineError(f"{version}'s round is not closed: there is no close to undo")
+    if current.published is not None:
+        raise PipelineError(f"{version}'s round was published at {iso(current.published)}: "
+                            "its standings are public and stand")
+    if not reason.strip():
+        raise InputError("say why the close is undone (--reason TEXT): it is logged")
+    now = time.time() if now is None else now
+    record(folder, {"undone_close": iso(current.closed), "at": iso(now), "reason": reason,
+                    "standings_sha256": current.standings_sha256})
+    for name in STANDINGS_FILES:
+        (folder / name).unlink(missing_ok=True)
+    rnd = Round(version, current.opened, current.closes)
+    record_round(folder, rnd)
+    log.warning("%s: the close of %s was undone (standings sha256 %s): %s", version,
+                iso(current.closed), current.standings_sha256, reason)
+    return current, rnd
 
 
 def standing_row(rank: int, s: Standing, mark: dict[str, Any],

@@ -22,13 +22,19 @@ from serve.stores.interface import (
     Write,
     miscounted_error,
 )
-from serve.stores.location import is_postgres, open_store, read_store, shown
+from serve.stores.location import (
+    BadLocation,
+    checked,
+    is_postgres,
+    open_store,
+    read_store,
+    shown,
+)
 from serve.stores.sql import ANONYMOUS
 
 __all__ = [
-    "ANONYMOUS", "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "PlayedSession",
-    "ScorecardRecord",
-    "SessionRecord",
+    "ANONYMOUS", "BadLocation", "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode",
+    "PlayedSession", "ScorecardRecord", "SessionRecord", "checked",
     "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit",
     "StoreUnavailable", "Write", "is_postgres", "miscounted_error", "open_store", "read_store",
     "shown",

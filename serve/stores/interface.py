@@ -292,6 +292,12 @@ class Store(ABC):
     async def versions(self) -> list[str]:
         """Every version with a closed result."""
 
+    @abstractmethod
+    async def identity(self) -> str:
+        """The store's id: random, written inside it when it was created, and the same
+        wherever it lives (a moved file, another URL to the database); never its location,
+        which may hold a password. Rounds record which store served them by it."""
+
     async def integrity(self, where: str) -> None:
         """Check that the stored actions agree with the sessions' records (``StoreError``)."""
         bad = await self.miscounted()

@@ -7,7 +7,7 @@ commands that read what was played: audit, irt, round close) reads a store.
 
 from __future__ import annotations
 
-__all__ = ["is_postgres", "open_store", "read_store", "shown"]
+__all__ = ["BadLocation", "checked", "is_postgres", "open_store", "read_store", "shown"]
 
 import asyncio
 import contextlib
@@ -20,14 +20,31 @@ from serve.stores.postgres import PostgresStore
 from serve.stores.sqlite import SQLiteStore
 
 
+class BadLocation(StoreError, ValueError):
+    """A store location that names no store this server opens (a URL of another scheme)."""
+
+
 def is_postgres(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
 
 
+def checked(location: str) -> str:
+    """``location`` if it names a store: a PostgreSQL URL or a file path. Any other URL
+    (``sqlite:///s.sqlite``) is refused (``BadLocation``): as a path it would be a new, empty
+    store in a folder named after the scheme."""
+    if "://" in location and not is_postgres(location):
+        scheme = location.partition("://")[0]
+        # the URL itself is not said: it may hold a password
+        raise BadLocation(f"a {scheme}:// URL names no store: give a postgresql:// URL or a "
+                          f"SQLite file's path (without {scheme}://)")
+    return location
+
+
 def open_store(location: str, synchronous: str = "NORMAL", locked_fd: int | None = None) -> Store:
     """The store at ``location``: a PostgreSQL URL, or else a SQLite file path (whose file,
-    when the server claimed it, is the one open as ``locked_fd``)."""
-    if is_postgres(location):
+    when the server claimed it, is the one open as ``locked_fd``); ``BadLocation`` for any
+    other URL."""
+    if is_postgres(checked(location)):
         return PostgresStore(location)
     return SQLiteStore(location, synchronous, locked_fd)
 
@@ -64,7 +81,7 @@ def read_store[T](location: str, read: Callable[[Store], Awaitable[T]]) -> T:
 
     Messages name the location without its password.
     """
-    if not is_postgres(location):
+    if not is_postgres(checked(location)):
         _check_is_a_store(location)
 
     async def run() -> T:

@@ -130,6 +130,11 @@ class PostgresStore(Store):
                 for version in range(have + 1, SCHEMA_VERSION + 1):
                     await conn.execute(MIGRATIONS[version])
                     await conn.execute("INSERT INTO schema_version VALUES ($1)", version)
+                # the store's id (``identity``), made once, by the first server to start
+                await conn.execute("CREATE TABLE IF NOT EXISTS store_identity (id text NOT NULL)")
+                await conn.execute("INSERT INTO store_identity SELECT md5(random()::text || "
+                                   "clock_timestamp()::text) WHERE NOT EXISTS "
+                                   "(SELECT 1 FROM store_identity)")
         except BaseException:
             await self.close()
             raise
@@ -365,6 +370,10 @@ class PostgresStore(Store):
         async with self._conn() as conn:
             rows = await conn.fetch(sql.VERSIONS)
         return [r[0] for r in rows]
+
+    async def identity(self) -> str:
+        async with self._conn() as conn:
+            return await conn.fetchval("SELECT id FROM store_identity")
 
     async def played_episodes(self, version: str, include_browser: bool = True,
                               browser_only: bool = False) -> list[PlayedEpisode]:

@@ -25,8 +25,8 @@ Before each batch the thread checks that the path still names the file the serve
 
 from __future__ import annotations
 
-__all__ = ["CHECKPOINT_SECONDS", "MAX_BATCH", "MAX_PAGES_ENV", "SQLiteStore", "WAL_BOUND_BYTES",
-           "WAL_RESET_BYTES"]
+__all__ = ["CHECKPOINT_SECONDS", "FULL_RETRY_SECONDS", "MAX_BATCH", "MAX_PAGES_ENV", "SQLiteStore",
+           "WAL_BOUND_BYTES", "WAL_RESET_BYTES"]
 
 import asyncio
 import contextlib
@@ -72,11 +72,13 @@ WAL_RESET_BYTES = 4 * 1024 * 1024  # a commit leaving the log past this restarts
 WAL_BOUND_BYTES = 8 * 1024 * 1024  # the log never passes this (unless a reader outside holds it)
 RESET_BUSY_MS = 200  # how long restarting the log waits for a reader outside the server
 RESET_BACKOFF = (0.02, 2.0)  # after a reader held it: the first and the longest wait to retry
+FULL_RETRY_SECONDS = 0.1  # how often a checkpoint the full disk refused is tried again
 # a test hook: the store holds at most this many pages (PRAGMA max_page_count), so a test
 # fills it as a full disk would
 MAX_PAGES_ENV = "SOKOFORGE_STORE_MAX_PAGES"
 # the SQLite result codes whose failure is the disk's or the file's, not the request's
 _FULL, _IOERR, _BUSY, _LOCKED, _CORRUPT, _CANTOPEN, _NOTADB = 13, 10, 5, 6, 11, 14, 26
+_READONLY = 8  # a write in a batch run with ``query_only``: the log may not grow
 _NOTHING_MORE = "this server stores nothing more until it is restarted on its store"
 
 
@@ -115,7 +117,9 @@ class SQLiteStore(Store):
         self._checkpointing = threading.Lock()  # one checkpoint at a time in this process
         self._reset_after = 0.0  # when restarting the log is tried again after a reader held it
         self._backoff = RESET_BACKOFF[0]
-        self._full = False  # a batch failed on a full disk since the log was last truncated
+        self._full = False  # the disk was full since the log was last truncated
+        self._full_retry = 0.0  # when a checkpoint the full disk refused is tried again
+        self._reads_only = False  # this batch may not write: the full disk holds the log
 
     # -- the database thread ------------------------------------------------------------
     async def start(self) -> None:
@@ -175,31 +179,51 @@ class SQLiteStore(Store):
         except FileNotFoundError:
             return 0
 
-    def _bound_wal(self, conn: sqlite3.Connection, full: bool = False) -> None:
+    def _bound_wal(self, conn: sqlite3.Connection) -> bool:
         """After a commit, while no writer of this server is in a transaction (the caller
         holds their turns): have a log grown past ``WAL_RESET_BYTES`` start again from its
         beginning (a ``RESTART`` checkpoint; the file is cut back to that size as it does).
-        After a ``full`` disk, whatever its size, and truncated, to give its space back.
+        After a full disk, whatever its size, and truncated, to give its space back, until
+        that succeeds. Returns False while the disk refuses the checkpoint.
 
         A reader outside the server may delay it, never for longer than ``RESET_BUSY_MS``;
-        then it is tried again after a wait that doubles up to ``RESET_BACKOFF[1]``."""
-        if not full and (time.monotonic() < self._reset_after
-                         or self._wal_bytes() <= WAL_RESET_BYTES):
-            return
+        then it is tried again after a wait that doubles up to ``RESET_BACKOFF[1]``. A
+        checkpoint the disk refused (it writes the database's new pages) is not a reader to
+        wait for: it is tried again ``FULL_RETRY_SECONDS`` later, whatever came before."""
+        now = time.monotonic()
+        if now < self._reset_after:
+            return True
+        if self._full:
+            if now < self._full_retry:
+                return False
+        elif self._wal_bytes() <= WAL_RESET_BYTES:
+            return True
         conn.execute(f"PRAGMA busy_timeout={RESET_BUSY_MS}")
         try:
             with self._checkpointing:  # after this process's own copy, if one is under way
-                busy = conn.execute(f"PRAGMA wal_checkpoint({'TRUNCATE' if full else 'RESTART'})"
-                                    ).fetchone()[0]
-        except sqlite3.Error:
-            busy = 1  # a full disk: the commits stay in the log, which they fit in
+                mode = "TRUNCATE" if self._full else "RESTART"
+                busy = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()[0]
+        except sqlite3.Error:  # a full disk: the commits stay in the log, which they fit in
+            self._full, self._full_retry = True, now + FULL_RETRY_SECONDS
+            return False
         finally:
             conn.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
         if busy:
-            self._reset_after = time.monotonic() + self._backoff
+            self._reset_after = now + self._backoff
             self._backoff = min(2 * self._backoff, RESET_BACKOFF[1])
         else:
             self._backoff = RESET_BACKOFF[0]
+            self._full = False
+        return True
+
+    def _log_has_room(self, conn: sqlite3.Connection) -> bool:
+        """Whether the next transaction may add to the log: after a full disk, a log past
+        ``WAL_RESET_BYTES`` only once it was emptied. Its checkpoint needs disk space for the
+        database's new pages: a log left to grow would take the space an operator frees,
+        and the store would stay full with the log past its bound."""
+        if not self._full or self._wal_bytes() <= WAL_RESET_BYTES:
+            return True
+        return self._bound_wal(conn)
 
     def _run(self, ready: Future) -> None:
         try:
@@ -260,12 +284,20 @@ class SQLiteStore(Store):
                 self._loop.call_soon_threadsafe(_settle, [(fut, False, refusal)
                                                           for _, fut, _ in batch])
                 return
-            committed = self._run_transaction(conn, batch)
+            # a log that may not grow still answers reads: the batch runs, refused any write
+            self._reads_only = not self._log_has_room(conn)
+            if self._reads_only:
+                conn.execute("PRAGMA query_only=ON")
+            try:
+                committed = self._run_transaction(conn, batch)
+            finally:
+                if self._reads_only:
+                    conn.execute("PRAGMA query_only=OFF")
+                    self._reads_only = False
             if committed or self._full:
-                # after a full disk, the log is truncated at once: the space it frees may be
-                # what the next writes need
-                self._bound_wal(conn, full=not committed)
-                self._full = False
+                # after a full disk, the log is truncated as soon as it can be: the space it
+                # frees may be what the next writes need
+                self._bound_wal(conn)
         finally:
             fcntl.flock(self._turns, fcntl.LOCK_UN)
 
@@ -285,6 +317,11 @@ class SQLiteStore(Store):
             log.error("%s", why)
             self._failing = why
 
+    def _full_disk(self, cause: str) -> str:
+        """What a request refused by a full disk is told, and the log says once."""
+        return (f"the store's disk is full ({cause}): nothing was stored; free space on the "
+                f"disk of {self.path}")
+
     def _fault(self, e: Exception) -> Exception:
         """``e`` as the request sees it: a failure of the disk or the file (SQLite's full,
         I/O, busy, damaged) is ``StoreUnavailable`` saying which, logged once."""
@@ -294,8 +331,9 @@ class SQLiteStore(Store):
         code = (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF
         if code == _FULL:
             self._full = True
-            why = (f"the store's disk is full ({e}): nothing was stored; free space on the "
-                   f"disk of {self.path}")
+            why = self._full_disk(str(e))
+        elif code == _READONLY and self._reads_only:
+            why = self._full_disk("its write-ahead log could not be copied into the database")
         elif code == _IOERR:
             why = f"the store's disk failed a read or write ({e}): nothing was stored"
         elif code in (_BUSY, _LOCKED):
@@ -317,7 +355,7 @@ class SQLiteStore(Store):
         outcomes: list[tuple[asyncio.Future, bool, Any]] = []
         acked = None
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("BEGIN" if self._reads_only else "BEGIN IMMEDIATE")
             changes = conn.total_changes
             for fn, fut, guarded in batch:
                 # a job of one statement is atomic by itself; others get a savepoint
@@ -581,6 +619,11 @@ class SQLiteStore(Store):
     async def versions(self) -> list[str]:
         def job(conn: sqlite3.Connection) -> list[str]:
             return [r[0] for r in conn.execute(sql.VERSIONS)]
+        return await self._call(job, guarded=False)
+
+    async def identity(self) -> str:
+        def job(conn: sqlite3.Connection) -> str:
+            return conn.execute("SELECT v FROM meta WHERE k='store_id'").fetchone()[0]
         return await self._call(job, guarded=False)
 
     async def played_episodes(self, version: str, include_browser: bool = True,

@@ -11,8 +11,9 @@ and gives it up.
 from __future__ import annotations
 
 __all__ = [
-    "BUSY_SECONDS", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "StoreFile", "StoreLock",
+    "BUSY_SECONDS", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "Acked", "StoreFile", "StoreLock",
     "acked_path", "claim", "kept_path", "lock_holder", "migrate", "release",
+    "remove_unused",
 ]
 
 import contextlib
@@ -20,6 +21,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import secrets
 import shutil
 import socket
 import sqlite3
@@ -27,6 +29,7 @@ import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import serve.stores.sql as sql
 from serve.stores.interface import (
@@ -126,6 +129,8 @@ def migrate(conn: sqlite3.Connection, path: str) -> None:
         conn.executescript(f"BEGIN; {MIGRATIONS[version]}; "
                            f"UPDATE meta SET v='{version}' WHERE k='schema'; COMMIT;")
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('acked', '0')")
+    # the store's id (``Store.identity``), made once, and the start's (``claim``)
+    conn.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', lower(hex(randomblob(16))))")
 
 
 class StoreFile:
@@ -157,9 +162,9 @@ class StoreFile:
         if (st.st_dev, st.st_ino) != self.identity:
             return (f"the store file {self.path} was replaced while served (the path names "
                     "another file now)")
-        if st.st_size < self.size:
-            return (f"the store file {self.path} was truncated while served (from "
-                    f"{self.size} to {st.st_size} bytes)")
+        if st.st_size < self.size:  # the size it has now: each process saw another before
+            return (f"the store file {self.path} was truncated while served (to "
+                    f"{st.st_size} bytes)")
         self.size = max(self.size, st.st_size)
         return None
 
@@ -310,13 +315,35 @@ def acked_path(path: str) -> str:
     return path + ".acked"
 
 
-def _acked(path: str) -> int | None:
-    """The acknowledged commits ``acked_path`` records, None without that file."""
+class Acked(NamedTuple):
+    """What ``acked_path`` records: how many commits were acknowledged, and of which store
+    (its id) since which start or clean stop of a server (``start``, made new at each);
+    both ids are empty in a file written before stores had them."""
+
+    commits: int
+    store_id: str = ""
+    start: str = ""
+
+
+def _acked(path: str) -> Acked | None:
+    """What ``acked_path`` records, None without that file."""
     try:
-        text = Path(acked_path(path)).read_text()
+        words = Path(acked_path(path)).read_text().split()
     except FileNotFoundError:
         return None
-    return int(text.strip() or 0)
+    return Acked(int(words[0]) if words else 0, *words[1:3])
+
+
+def _new_start(conn: sqlite3.Connection, path: str) -> None:
+    """Mark the store with a new start id, and write ``acked_path`` whole to match it: a copy
+    of the store made before now (a backup) keeps the id it had, which then tells it apart
+    from this store losing the end of its log. The count is the first line, the one line
+    each commit rewrites in place (``SQLiteStore``)."""
+    start = secrets.token_hex(8)
+    conn.execute("INSERT OR REPLACE INTO meta VALUES ('start', ?)", (start,))
+    count, store_id = (conn.execute("SELECT v FROM meta WHERE k=?", (k,)).fetchone()[0]
+                       for k in ("acked", "store_id"))
+    Path(acked_path(path)).write_text(f"{int(count):020d}\n{store_id} {start}\n")
 
 
 def claim(path: str) -> StoreLock:
@@ -348,6 +375,7 @@ def claim(path: str) -> StoreLock:
             miscounted = conn.execute(sql.MISCOUNTED).fetchone()[0]
             if miscounted:
                 raise miscounted_error(path, miscounted)
+            _new_start(conn, path)
         finally:
             conn.close()
         assert lock.file is not None
@@ -361,6 +389,18 @@ def claim(path: str) -> StoreLock:
         lock.release()
         raise
     return lock
+
+
+def remove_unused(path: str) -> None:
+    """Remove a store file and every file beside it that is its (log, shared memory,
+    ``acked_path``) if it never acknowledged a commit: what a server that created it and
+    failed to start leaves behind, which holds nothing anyone played."""
+    acked = _acked(path)
+    if acked is not None and acked.commits > 0:
+        return
+    for name in (path, f"{path}-wal", f"{path}-shm", acked_path(path)):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
 
 
 def kept_path(path: str) -> str:
@@ -387,6 +427,8 @@ def release(path: str, lock: StoreLock) -> None:
             with contextlib.closing(sqlite3.connect(path, isolation_level=None,
                                                     timeout=BUSY_SECONDS)) as conn:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                with contextlib.suppress(sqlite3.Error, OSError):  # a full disk: kept as it was
+                    _new_start(conn, path)
         except sqlite3.Error as e:
             raise StoreError(f"the write-ahead log {path}-wal could not be copied into the "
                              f"store at stop ({e}): it is kept beside it, and applied when "
@@ -433,21 +475,35 @@ def _check_files(path: str) -> None:
 
 
 def _check_acked(conn: sqlite3.Connection, path: str) -> None:
-    """Refuse a database holding fewer commits than were acknowledged."""
+    """Refuse a database holding fewer commits than were acknowledged, saying whether it is
+    this store that lost the end of its log, an earlier copy of it (a backup restored over
+    it) or another store."""
     acked = _acked(path)
     if acked is None:
         return
     try:
-        row = conn.execute("SELECT v FROM meta WHERE k='acked'").fetchone()
+        meta = dict(conn.execute("SELECT k, v FROM meta").fetchall())
     except sqlite3.OperationalError:  # no meta table: an empty database
-        row = None
-    held = int(row[0]) if row else 0
-    if held < acked:
-        raise StoreError(
-            f"the store {path} holds {held} commits but {acked} were acknowledged: the end of "
-            f"its write-ahead log {path}-wal was lost or damaged (deleted, corrupted, or not "
-            "synced before a power loss); restore the store with its log from a backup, or "
-            f"to serve what is left, delete {acked_path(path)}")
+        meta = {}
+    held = int(meta.get("acked", 0))
+    if held >= acked.commits:
+        return
+    said = f"the store {path} holds {held} commits but {acked.commits} were acknowledged"
+    delete = f"delete {acked_path(path)}"
+    if acked.store_id and meta.get("store_id") != acked.store_id:
+        raise StoreError(f"{said} by another store (id {acked.store_id}, this one's is "
+                         f"{meta.get('store_id', 'none')}): another store's file was put at "
+                         f"this path; to serve this one, {delete}")
+    if acked.start and meta.get("start") != acked.start:
+        raise StoreError(f"{said}: it is an earlier copy of this store (a backup restored over "
+                         "it, taken before the server's last start or stop), not a lost log; "
+                         f"to serve it as restored, without what was played after the backup, "
+                         f"{delete}")
+    raise StoreError(
+        f"{said}: the end of its write-ahead log {path}-wal was lost or damaged (deleted, "
+        "corrupted, or not synced before a power loss); restore the store with its log from "
+        f"a backup, or to serve what is left (or a backup taken since the server's last "
+        f"start, restored), {delete}")
 
 
 def _check_database(conn: sqlite3.Connection, path: str) -> None:

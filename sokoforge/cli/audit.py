@@ -10,13 +10,14 @@ import click
 
 from sokoforge.cli.build import datasets_option
 from sokoforge.cli.errors import CliError, refusals
+from sokoforge.cli.store_option import checked_store
 
 
 @click.command("audit")
 @click.argument("version")
 @click.option("--against", default=None, metavar="OTHER",
               help="Another version to show side by side, tier by tier and slot by slot.")
-@click.option("--db", default=None, metavar="STORE",
+@click.option("--db", callback=checked_store, default=None, metavar="STORE",
               help="A server's store (SQLite file or postgresql:// URL): also show how people "
               "fared on each level in the browser (report/people.md).")
 @datasets_option

@@ -10,11 +10,12 @@ import click
 
 from sokoforge.cli.build import datasets_option
 from sokoforge.cli.errors import CliError, refusals
+from sokoforge.cli.store_option import checked_store
 
 
 @click.command("irt")
 @click.argument("version")
-@click.option("--db", required=True, envvar="SOKOFORGE_DB",
+@click.option("--db", callback=checked_store, required=True, envvar="SOKOFORGE_DB",
               help="The server's store: its SQLite file or PostgreSQL URL (env SOKOFORGE_DB).")
 @click.option("--browser/--no-browser", default=True, show_default=True,
               help="Include runs played in a browser (scorecards of source browser).")

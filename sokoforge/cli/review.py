@@ -12,6 +12,7 @@ import click
 
 from sokoforge.cli.build import datasets_option
 from sokoforge.cli.errors import CliError, refusals
+from sokoforge.cli.store_option import checked_store
 
 if TYPE_CHECKING:
     from serve.records.review import VersionReview
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 @click.command("review")
 @click.argument("version")
-@click.option("--db", required=True, envvar="SOKOFORGE_DB",
+@click.option("--db", callback=checked_store, required=True, envvar="SOKOFORGE_DB",
               help="The server's store: its SQLite file or PostgreSQL URL (env SOKOFORGE_DB).")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object per scorecard per line: scorecard_id, name, verdict, "

@@ -11,6 +11,7 @@ import click
 
 from sokoforge.cli.build import datasets_option
 from sokoforge.cli.errors import refusals
+from sokoforge.cli.store_option import checked_store
 
 DB_ENV = "SOKOFORGE_DB"
 
@@ -89,7 +90,8 @@ def _left(seconds: float) -> str:
 
 @round_group.command("close")
 @click.argument("version")
-@click.option("--db", default="sokoforge.sqlite", envvar=DB_ENV, show_default=True,
+@click.option("--db", callback=checked_store, default="sokoforge.sqlite", envvar=DB_ENV,
+              show_default=True,
               help="The server's store: a SQLite file or a postgresql:// URL "
                    f"(env {DB_ENV}).")
 @datasets_option
@@ -99,7 +101,9 @@ def close_command(version: str, db: str, datasets: Path) -> None:
     scorecard id; anonymous keys are not ranked) and standings.sha256, whose digest
     round.json records.
 
-    The store is opened first: if it cannot be, nothing changes. A round still open closes a
+    The store is opened first: if it cannot be, or it is not a store that served the round
+    (a server records its store's id in VERSION/round.log), nothing changes. A wrong close
+    is undone, before publication, by `round undo-close`. A round still open closes a
     few seconds from now, once every server has seen the time. Closing again writes the same
     bytes. Then `sokoforge reveal VERSION` publishes the seed.
     """
@@ -114,6 +118,27 @@ def close_command(version: str, db: str, datasets: Path) -> None:
     for path in done.files:
         click.echo(f"  {path}")
     click.echo(f"standings.sha256 sha256 {rnd.standings_sha256}")
+
+
+@round_group.command("undo-close")
+@click.argument("version")
+@click.option("--reason", required=True, metavar="TEXT",
+              help="Why the close is undone (e.g. closed from the wrong --db); logged.")
+@datasets_option
+def undo_close_command(version: str, reason: str, datasets: Path) -> None:
+    """Undo VERSION's close, before it is published: the standings files are removed, the
+    round is over but not closed, and the undo (when, why, the standings' sha256) is
+    appended to VERSION/round.log. Then close it again with the store that served it:
+    sokoforge round close VERSION --db STORE. A published round's standings stand.
+    """
+    from pipeline.versions.rounds import iso
+    from serve.records.standings import undo_close
+
+    with refusals():
+        was, _ = undo_close(datasets, version, reason)
+    click.echo(f"{version}: the close of {iso(was.closed or 0)} is undone (standings sha256 "
+               f"{was.standings_sha256}, logged in round.log); close it again: sokoforge "
+               f"round close {version} --db STORE")
 
 
 @round_group.command("publish")

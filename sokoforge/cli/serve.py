@@ -14,6 +14,7 @@ import click
 
 from sokoforge.cli.build import datasets_option
 from sokoforge.cli.errors import USAGE, CliError, run_interruptibly
+from sokoforge.cli.store_option import checked_store, store_location
 
 DB_ENV = "SOKOFORGE_DB"
 STOPPED_LINE = "stopped (Ctrl-C)"  # what serve says after Ctrl-C (its --help quotes it)
@@ -25,7 +26,7 @@ STOPPED_LINE = "stopped (Ctrl-C)"  # what serve says after Ctrl-C (its --help qu
               help="One dataset version to serve (the same as giving it as an argument) "
               "[default: demo].")
 @datasets_option
-@click.option("--db", default=None,
+@click.option("--db", callback=checked_store, default=None,
               help="The store: a SQLite file, or a postgresql://user@host/db URL shared by "
               f"several servers [default: ${DB_ENV} or ./sokoforge.sqlite].")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
@@ -96,6 +97,7 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
     from serve.games.dataset import DatasetError
     from serve.limits import ConnectionLimits, Limits, parse_networks
     from serve.run import StartError, StopError, serve_forever
+    from serve.stores.location import is_postgres
 
     for option, value in (("--idle-minutes", idle_minutes), ("--header-timeout", header_timeout),
                           ("--body-timeout", body_timeout), ("--idle-timeout", idle_timeout)):
@@ -121,8 +123,8 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
     names = names or ["demo"]
     if len(set(names)) < len(names):
         raise CliError(f"a version is given twice: {' '.join(names)}", USAGE)
-    db_path = db or os.environ.get(DB_ENV) or "sokoforge.sqlite"
-    if "://" not in db_path and not Path(db_path).resolve().parent.is_dir():  # a file path
+    db_path = store_location(db or os.environ.get(DB_ENV) or "sokoforge.sqlite")
+    if not is_postgres(db_path) and not Path(db_path).resolve().parent.is_dir():  # a file path
         raise CliError(f"--db {db_path}: the folder {Path(db_path).parent} does not exist", USAGE)
     try:
         stopped_by = serve_forever(str(datasets), names, db_path, host, port, limits,
