@@ -8,9 +8,9 @@ from __future__ import annotations
 
 __all__ = [
     "ATTACHED", "CARD_META", "EPISODE_STEP", "FRAME", "GAME_NAME", "HANDLERS", "LEADERBOARD",
-    "LEADERBOARD_QUERY", "NAME_PATTERN", "NAME_RULE", "REPLAY", "RESULT", "ROUTES", "SCORE", "SCORECARD",
-    "SCORECARD_ID", "SESSION_ID", "SHAPE", "SOURCE", "SPEC", "STANDINGS", "STEP", "Tags",
-    "VERSION_NAME", "act",
+    "LEADERBOARD_QUERY", "NAME_PATTERN", "NAME_RULE", "REPLAY", "RESULT", "ROUTES", "SCORE",
+    "SCORECARD", "SCORECARD_ID", "SESSION_ID", "SHAPE", "SOURCE", "SPEC", "STANDINGS", "STEP",
+    "Tags", "VERSION_NAME", "act",
     "card_meta",
     "close_scorecard", "create_key", "frame", "frame_pieces", "get_leaderboard", "get_replay",
     "get_scorecard", "get_session", "get_spec", "get_standings", "get_standings_file",
