@@ -179,9 +179,8 @@ class PostgresStore(Store):
 
     async def find_key(self, key_hash: str) -> KeyRecord | None:
         async with self._conn() as conn:
-            row = await conn.fetchrow("SELECT key_hash, name FROM keys WHERE key_hash=$1",
-                                      key_hash)
-        return KeyRecord(*row) if row else None
+            row = await conn.fetchrow(sql.numbered(sql.KEY), key_hash)
+        return sql.key_record(row) if row else None
 
     # -- scorecards -------------------------------------------------------------------------
     async def open_scorecard(self, record: ScorecardRecord, day: str, limit: int) -> int:
@@ -202,12 +201,12 @@ class PostgresStore(Store):
     async def close_scorecard(self, scorecard_id: str, closed: float, result: dict,
                               final: list[Final]) -> dict:
         async with self._tx() as conn:
-            row = await conn.fetchrow("SELECT closed, result, key_hash, name FROM scorecards "
-                                      "WHERE id=$1 FOR UPDATE", scorecard_id)
+            row = await conn.fetchrow(sql.numbered(sql.CLOSING) + " FOR UPDATE", scorecard_id)
             if row is None:
                 raise KeyError(scorecard_id)
-            if row[0] is not None:
-                return json.loads(row[1])
+            card = sql.closing(row)
+            if card.result is not None:
+                return card.result
             for f in final:
                 done = await conn.execute(CLOSE_SESSION, f.session_id, f.expected)
                 if done != "UPDATE 1":
@@ -216,7 +215,7 @@ class PostgresStore(Store):
             await conn.execute("UPDATE scorecards SET closed=$1, result=$2 WHERE id=$3",
                                closed, json.dumps(result), scorecard_id)
             await conn.executemany(INSERT_STANDING, sql.standing_rows(
-                scorecard_id, result, row[2], row[3], closed))
+                scorecard_id, result, card.key_hash, card.name, closed))
             return result
 
     # -- sessions, episodes, actions -----------------------------------------------------------
@@ -253,7 +252,7 @@ class PostgresStore(Store):
     @staticmethod
     async def _episodes(conn: asyncpg.Connection, session_id: str) -> list[EpisodeRecord]:
         rows = await conn.fetch(EPISODES, session_id)
-        return [EpisodeRecord(*r) for r in rows]
+        return [sql.episode_record(r) for r in rows]
 
     @staticmethod
     async def _write_episodes(conn: asyncpg.Connection, session_id: str,
@@ -264,12 +263,14 @@ class PostgresStore(Store):
         async with self._tx() as conn:
             rows = await conn.fetch(sql.SESSION + " WHERE scorecard_id=$1 ORDER BY created",
                                     scorecard_id)
-            return [(SessionRecord(*r), await self._episodes(conn, r[0])) for r in rows]
+            return [(sql.session_record(r), await self._episodes(conn, r["id"])) for r in rows]
 
     async def session(self, session_id: str) -> tuple[SessionRecord, list[EpisodeRecord]] | None:
         async with self._tx() as conn:
             row = await conn.fetchrow(sql.SESSION + " WHERE id=$1", session_id)
-            return (SessionRecord(*row), await self._episodes(conn, session_id)) if row else None
+            if row is None:
+                return None
+            return sql.session_record(row), await self._episodes(conn, session_id)
 
     async def head(self, session_id: str) -> tuple[int, str, str, float] | None:
         async with self._conn() as conn:

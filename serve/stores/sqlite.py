@@ -402,9 +402,8 @@ class SQLiteStore(Store):
 
     async def find_key(self, key_hash: str) -> KeyRecord | None:
         def job(conn: sqlite3.Connection) -> KeyRecord | None:
-            row = conn.execute("SELECT key_hash, name FROM keys WHERE key_hash=?",
-                               (key_hash,)).fetchone()
-            return KeyRecord(*row) if row else None
+            row = conn.execute(sql.KEY, (key_hash,)).fetchone()
+            return sql.key_record(row) if row else None
         return await self._call(job, guarded=False)
 
     # -- scorecards -------------------------------------------------------------------------
@@ -430,12 +429,12 @@ class SQLiteStore(Store):
     async def close_scorecard(self, scorecard_id: str, closed: float, result: dict,
                               final: list[Final]) -> dict:
         def job(conn: sqlite3.Connection) -> dict:
-            row = conn.execute("SELECT closed, result, key_hash, name FROM scorecards "
-                               "WHERE id=?", (scorecard_id,)).fetchone()
+            row = conn.execute(sql.CLOSING, (scorecard_id,)).fetchone()
             if row is None:
                 raise KeyError(scorecard_id)
-            if row[0] is not None:
-                return json.loads(row[1])
+            card = sql.closing(row)
+            if card.result is not None:
+                return card.result
             for f in final:
                 if conn.execute(sql.CLOSE_SESSION, (f.session_id, f.expected)).rowcount != 1:
                     raise StaleSession(f.session_id)
@@ -446,7 +445,8 @@ class SQLiteStore(Store):
                 (closed, json.dumps(result), result["success_rate"], result["move_efficiency"],
                  result["deadlock_rate"], scorecard_id))
             conn.executemany(sql.INSERT_STANDING,
-                             sql.standing_rows(scorecard_id, result, row[2], row[3], closed))
+                             sql.standing_rows(scorecard_id, result, card.key_hash, card.name,
+                                               closed))
             return result
         return await self._call(job)
 
@@ -483,8 +483,7 @@ class SQLiteStore(Store):
     @staticmethod
     def _episodes(conn: sqlite3.Connection, session_id: str) -> list[EpisodeRecord]:
         rows = conn.execute(sql.EPISODES, (session_id,))
-        return [EpisodeRecord(r[0], bool(r[1]), bool(r[2]), bool(r[3]), r[4], r[5], r[6])
-                for r in rows]
+        return [sql.episode_record(r) for r in rows]
 
     @staticmethod
     def _write_episodes(conn: sqlite3.Connection, session_id: str,
@@ -495,13 +494,14 @@ class SQLiteStore(Store):
         def job(conn: sqlite3.Connection) -> list:
             rows = conn.execute(sql.SESSION + " WHERE scorecard_id=? ORDER BY created",
                                 (scorecard_id,)).fetchall()
-            return [(SessionRecord(*r), self._episodes(conn, r[0])) for r in rows]
+            return [(record, self._episodes(conn, record.id))
+                    for record in map(sql.session_record, rows)]
         return await self._call(job, guarded=False)
 
     async def session(self, session_id: str) -> tuple[SessionRecord, list[EpisodeRecord]] | None:
         def job(conn: sqlite3.Connection) -> tuple | None:
             row = conn.execute(sql.SESSION + " WHERE id=?", (session_id,)).fetchone()
-            return (SessionRecord(*row), self._episodes(conn, session_id)) if row else None
+            return (sql.session_record(row), self._episodes(conn, session_id)) if row else None
         return await self._call(job, guarded=False)
 
     async def head(self, session_id: str) -> tuple[int, str, str, float] | None:
