@@ -19,7 +19,9 @@ from typing import Any
 from numba import njit
 from numba.core.caching import CacheImpl, UserProvidedCacheLocator
 
-__all__ = ["cache_dir", "njit"]
+__all__ = [
+    "EngineCacheLocator", "cache_dir", "njit",
+]
 
 ENGINE = Path(__file__).resolve().parent
 

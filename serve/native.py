@@ -10,10 +10,9 @@ __all__ = [
     "ATTACHED", "CARD_META", "FRAME", "GAME_NAME", "HANDLERS", "LEADERBOARD", "LEADERBOARD_QUERY",
     "NAME_PATTERN", "REPLAY", "RESULT", "ROUTES", "SCORE", "SCORECARD", "SCORECARD_ID",
     "SESSION_ID", "SHAPE", "SOURCE", "SPEC", "STANDINGS", "STEP", "Tags", "VERSION_NAME", "act",
-    "card_meta",
-    "close_scorecard", "create_key", "frame", "frame_pieces", "get_leaderboard", "get_replay",
-    "get_scorecard", "get_session", "get_spec", "get_standings", "get_standings_file",
-    "observation", "open_scorecard", "reply_frame",
+    "card_meta", "close_scorecard", "create_key", "frame", "frame_pieces", "get_leaderboard",
+    "get_line", "get_replay", "get_scorecard", "get_session", "get_spec", "get_standings",
+    "get_standings_file", "observation", "open_scorecard", "reply_frame", "reply_pieces",
     "reset_session", "start_game",
 ]
 

@@ -8,7 +8,9 @@ truncated when the level's step budget is used up: the episode core's outcome
 
 from __future__ import annotations
 
-__all__ = ["ENV_ID", "SokobanEnv", "register"]
+__all__ = [
+    "ENV_ID", "SokobanEnv", "observation_space", "open_source", "register",
+]
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any

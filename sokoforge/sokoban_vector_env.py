@@ -9,7 +9,9 @@ the default) or in that same step (``autoreset_mode=AutoresetMode.SAME_STEP``).
 
 from __future__ import annotations
 
-__all__ = ["AUTORESET_MODES", "SokobanVectorEnv"]
+__all__ = [
+    "AUTORESET_MODES", "SokobanVectorEnv", "uniform_bounds_shared",
+]
 
 from pathlib import Path
 from typing import Any

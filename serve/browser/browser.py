@@ -11,7 +11,7 @@ from __future__ import annotations
 
 __all__ = [
     "EPISODE_REPLAY", "HANDLERS", "ROUTES", "SCRIPTS", "add_scripts", "get_episode_replay",
-    "play_page", "scorecard_page", "script",
+    "get_solution", "play_page", "scorecard_page", "script",
 ]
 
 from importlib import resources

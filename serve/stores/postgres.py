@@ -13,6 +13,7 @@ from __future__ import annotations
 
 __all__ = [
     "MIGRATIONS", "POOL_SIZE", "PostgresStore", "SCHEMA_LOCK", "SCHEMA_VERSION", "SESSIONS_LOCK",
+    "unavailable",
 ]
 
 import json

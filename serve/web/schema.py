@@ -8,7 +8,8 @@ from __future__ import annotations
 
 __all__ = [
     "ANY", "BOOLEAN", "Field", "INT", "INTEGER", "Invalid", "MAP", "NUMBER", "NotFinite", "Route",
-    "STR", "TEXT", "Unknown", "arr", "json_value", "maybe", "obj", "openapi", "string",
+    "STR", "TEXT", "Unknown", "arr", "encodable", "json_value", "maybe", "obj", "openapi",
+    "string",
 ]
 
 import json

@@ -7,12 +7,12 @@ its ``serve.web.schema.Route``; every refusal leaves as JSON ``{"detail": ...}``
 from __future__ import annotations
 
 __all__ = [
-    "ARENA", "BODY_CODINGS", "BodyTooSlow", "CONNECTIONS", "CodingRefused", "GZIP_MIN_BYTES",
-    "HTTP_STATUS", "Handler", "KEY_NAME", "MAX_BODY", "PAGE_HEADERS", "ROUTER_PATHS",
-    "STORE_UNAVAILABLE",
-    "accepts_gzip", "api_key", "bind", "body_coding", "client_ip", "error", "errors_as_json",
-    "gunzipped", "http_status", "identified", "inputs", "refusal_detail", "register", "reply",
-    "reply_bytes", "router_paths",
+    "ARENA", "BODY_CODINGS", "BodyTooSlow", "BodyUnreadable", "CONNECTIONS", "CodingRefused",
+    "GZIP_MIN_BYTES", "HTTP_STATUS", "Handler", "KEY_NAME", "MAX_BODY", "PAGE_HEADERS",
+    "ROUTER_PATHS", "STORE_UNAVAILABLE", "accepts_gzip", "api_key", "bind", "body_coding",
+    "client_ip", "closes_connection", "error", "errors_as_json", "gunzipped", "http_status",
+    "identified", "inputs", "json_body_only", "refusal_detail", "register", "reply", "reply_bytes",
+    "router_paths", "same_site_only", "unreadable_body",
 ]
 
 import asyncio

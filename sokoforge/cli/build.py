@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["STAGES", "build_command", "datasets_option", "stage_group", "verify_command"]
+__all__ = [
+    "STAGES", "build_command", "built_visibility", "datasets_option", "stage_group",
+    "verify_command",
+]
 
 from collections.abc import Callable
 from pathlib import Path
