@@ -72,7 +72,7 @@ class SokobanVectorEnv(VectorEnv):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 8,
                 "autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(self, num_envs: int = 1, version: str | None = None,
+    def __init__(self, num_envs: int = 1, version: str | None = None, *,
                  spec: str | Path | Spec | None = None, datasets: str | Path | None = None,
                  allow_hidden: bool = False, render_mode: str | None = None,
                  copy: bool = True, workers: int = 1,

@@ -342,7 +342,8 @@ def _publish(folder: BuildFolder, plan: Plan) -> None:
 
 
 def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None,
-               rotation: dict | None, may_start: bool, excluded, exclusion_root: Path) -> Plan:
+               rotation: dict | None, *, may_start: bool, excluded, exclusion_root: Path
+               ) -> Plan:
     """The recorded plan of a build in progress, checked against the arguments, or a new one."""
     if folder.plan_file.is_file():
         rec = json.loads(folder.plan_file.read_text())

@@ -198,7 +198,7 @@ def _info(entry: GameEntry) -> dict:
 
 
 def _frame(request: web.Request, session: Session, grids: list[bytes], action: int, data: dict,
-           reasoning: Any, full_reset: bool) -> web.Response:
+           *, reasoning: Any, full_reset: bool) -> web.Response:
     return reply_bytes(request, _frame_body(session, grids, action, data, reasoning, full_reset),
                        "application/json")
 
@@ -312,7 +312,8 @@ async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) 
                 session, _current(session), 0, data, None, scope == "game"), args["step"])
             return reply_bytes(request, body, "application/json")
         session = await arena.current(key, started)  # 404 once expired, like an action
-    return _frame(request, session, _current(session), 0, data, None, full_reset)
+    return _frame(request, session, _current(session), 0, data, reasoning=None,
+                  full_reset=full_reset)
 
 
 def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:

@@ -96,7 +96,7 @@ class EpisodeRun:
         return None if self.game is None else encode_state(self.game.state)
 
     @classmethod
-    def restored(cls, served: ServedLevel, done: bool, solved: bool, deadlocked: bool,
+    def restored(cls, served: ServedLevel, *, done: bool, solved: bool, deadlocked: bool,
                  steps: int, actions: str, snapshot: str | None) -> EpisodeRun:
         """The episode as a stored row left it: from its snapshot, or (rows written before
         snapshots existed) by replaying its action string once."""

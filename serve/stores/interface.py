@@ -197,7 +197,7 @@ class Store(ABC):
 
     @abstractmethod
     async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
-                             total: int, live_since: float, address: str = "",
+                             total: int, live_since: float, *, address: str = "",
                              per_address: int | None = None) -> None:
         """Add a session unless its scorecard is closed or already plays its game
         (``StoreConflict``), or the key (``StoreLimit`` kind ``key``), the client ``address``

@@ -221,7 +221,7 @@ class PostgresStore(Store):
 
     # -- sessions, episodes, actions -----------------------------------------------------------
     async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
-                             total: int, live_since: float, address: str = "",
+                             total: int, live_since: float, *, address: str = "",
                              per_address: int | None = None) -> None:
         async with self._tx() as conn:
             # counting then inserting must not interleave with another server's

@@ -452,7 +452,7 @@ class SQLiteStore(Store):
 
     # -- sessions, episodes, actions -----------------------------------------------------------
     async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
-                             total: int, live_since: float, address: str = "",
+                             total: int, live_since: float, *, address: str = "",
                              per_address: int | None = None) -> None:
         def job(conn: sqlite3.Connection) -> None:
             card = conn.execute("SELECT closed FROM scorecards WHERE id=?",
