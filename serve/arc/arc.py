@@ -41,6 +41,7 @@ from serve.web.schema import (
     STR,
     TEXT,
     Field,
+    HandlerArgs,
     Invalid,
     Route,
     Unknown,
@@ -246,39 +247,46 @@ async def _scorecard(arena: Arena, key: KeyRecord, card_id: str) -> dict:
 
 
 # -- handlers --------------------------------------------------------------------------------
-async def games(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+async def games(request: web.Request, arena: Arena, key: None, args: HandlerArgs) -> web.Response:
+    """ARC-AGI-3 ``GET /api/games``: the served games an ARC client may play."""
     return reply(request, [_info(g) for g in arena.games if g.episodes <= w.MAX_LEVELS])
 
 
-async def anonkey(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+async def anonkey(request: web.Request, arena: Arena, key: None, args: HandlerArgs) -> web.Response:
+    """An anonymous API key for keyless ARC play (same site only)."""
     same_site_only(request)
     address = client_ip(request, arena.limits.trusted_proxies)
     api = await arena.create_key(ANON_PREFIX + secrets.token_hex(6), address, anonymous=True)
     return reply(request, {"api_key": api})
 
 
-async def game(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+async def game(request: web.Request, arena: Arena, key: None, args: HandlerArgs) -> web.Response:
+    """One served game's ARC info."""
     return reply(request, _info(_served_game(arena, request.match_info["game_id"])))
 
 
 async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
-                         args: dict) -> web.Response:
+                         args: HandlerArgs) -> web.Response:
+    """ARC ``open_scorecard``: a scorecard on the key; its card id."""
     card, _ = await arena.open_scorecard(key, meta=native.card_meta(args))
     return reply(request, {"card_id": card.id})
 
 
 async def close_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
-                          args: dict) -> web.Response:
+                          args: HandlerArgs) -> web.Response:
+    """ARC ``close_scorecard``: close it; its final scorecard."""
     await arena.close(key, args["card_id"])
     return reply(request, await _scorecard(arena, key, args["card_id"]))
 
 
 async def get_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
-                        args: dict) -> web.Response:
+                        args: HandlerArgs) -> web.Response:
+    """ARC ``GET /api/scorecard/{card_id}``: a scorecard's runs so far."""
     return reply(request, await _scorecard(arena, key, request.match_info["card_id"]))
 
 
-async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
+async def reset(request: web.Request, arena: Arena, key: KeyRecord,
+                args: HandlerArgs) -> web.Response:
     """Start the game on a scorecard; with the guid of a started one, restart it as its
     ``restarts`` allows (the current level after an action in it, else the whole game), or
     where it allows none, answer its current frame."""
@@ -320,7 +328,9 @@ def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
     """The handler of ``POST /api/cmd/ACTION{number}``."""
     move = w.MOVES.get(number, WAIT)
 
-    async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
+    async def act(request: web.Request, arena: Arena, key: KeyRecord,
+                  args: HandlerArgs) -> web.Response:
+        """ARC ``ACTION{number}``: one move (or a wait) in the game; the frame after it."""
         game = w.game_id(_served_game(arena, args["game_id"]).version.version)
         data = {"game_id": game}
         if number == 6:

@@ -7,7 +7,8 @@ against exactly these declarations, and ``openapi()`` renders the same objects.
 from __future__ import annotations
 
 __all__ = [
-    "ANY", "BOOLEAN", "Field", "INT", "INTEGER", "Invalid", "MAP", "NUMBER", "NotFinite", "Route",
+    "ANY", "BOOLEAN", "Field", "HandlerArgs", "INT", "INTEGER", "Invalid", "MAP", "NUMBER",
+    "NotFinite", "Route",
     "STR", "TEXT", "Unknown", "arr", "encodable", "json_value", "maybe", "obj", "openapi",
     "string",
 ]
@@ -16,9 +17,37 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from engine.errors import SokoforgeError
+
+
+class HandlerArgs(TypedDict, total=False):
+    """A request's arguments as its route's fields parsed them (path, query and body): a
+    handler reads the ones its route declares."""
+
+    action: int
+    card_id: str
+    episode: int | None
+    file: str
+    game: str | None
+    game_id: str
+    guid: str | None
+    limit: int
+    name: str
+    opaque: Any
+    parallel: int
+    reasoning: Any
+    scorecard_id: str
+    session_id: str
+    source: str | None
+    source_url: str | None
+    step: int | None
+    tags: list[str] | None
+    version: str | None
+    x: int | None
+    y: int | None
+
 
 INT = "integer"
 STR = "string"
