@@ -52,7 +52,7 @@ from pipeline.scores.matching import (
 )
 from pipeline.seeds import ENLARGE
 from pipeline.spec import Spec
-from pipeline.stages.build import BuildFolder, Plan, StageRun, build
+from pipeline.stages.build import BuildFolder, Plan, Rotation, StageRun, build
 from pipeline.stages.generate import CANDIDATE_SCHEMA
 from pipeline.stages.grade import grade, with_predicted_compute
 from pipeline.stages.slot_draws import Target, draw, draws_in_round
@@ -122,7 +122,7 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
                             "be rotated")
     spec = prev_version.spec
     files, ids = excluded_levels(exclude)
-    rotation = {"from": prev, "excluded_files": files, "excluded_ids": ids}
+    rotation: Rotation = {"from": prev, "excluded_files": files, "excluded_ids": ids}
     result = build(new, datasets=datasets, spec=spec, seed=seed, workers=workers,
                    rotation=rotation, select=select_stage)
     with private_writes(is_hidden(spec.to_dict())):  # a hidden version's report is private

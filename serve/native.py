@@ -18,6 +18,7 @@ __all__ = [
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,7 +222,8 @@ SOURCE = Field("source", STR, "'browser' for a run a person plays on the play pa
 
 def card_meta(args: HandlerArgs) -> dict[str, Any]:
     """The ``CARD_META`` values a request gave."""
-    return {f.name: args[f.name] for f in CARD_META if args.get(f.name) is not None}
+    given: Mapping[str, object] = args
+    return {f.name: given[f.name] for f in CARD_META if given.get(f.name) is not None}
 
 
 ROUTES = (

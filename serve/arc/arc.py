@@ -332,7 +332,7 @@ def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
                   args: HandlerArgs) -> web.Response:
         """ARC ``ACTION{number}``: one move (or a wait) in the game; the frame after it."""
         game = w.game_id(_served_game(arena, args["game_id"]).version.version)
-        data = {"game_id": game}
+        data: dict[str, Any] = {"game_id": game}
         if number == 6:
             data.update({k: args[k] for k in ("x", "y") if args[k] is not None})
 

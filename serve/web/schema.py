@@ -24,15 +24,16 @@ from engine.errors import SokoforgeError
 
 class HandlerArgs(TypedDict, total=False):
     """A request's arguments as its route's fields parsed them (path, query and body): a
-    handler reads the ones its route declares."""
+    handler reads the ones its route declares. ``Any`` marks a field that one route requires
+    and another lets out (then None): its handler knows which."""
 
     action: int
     card_id: str
-    episode: int | None
+    episode: Any  # int | None
     file: str
-    game: str | None
+    game: Any  # str | None
     game_id: str
-    guid: str | None
+    guid: Any  # str | None
     limit: int
     name: str
     opaque: Any
@@ -42,9 +43,9 @@ class HandlerArgs(TypedDict, total=False):
     session_id: str
     source: str | None
     source_url: str | None
-    step: int | None
+    step: Any  # int | None
     tags: list[str] | None
-    version: str | None
+    version: Any  # str | None
     x: int | None
     y: int | None
 
