@@ -13,6 +13,8 @@ graded before compute_to_solve existed is regraded by the predictor.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "DIFFICULTY_TOLERANCE", "MAX_ENLARGEMENTS", "PANEL_CLOSE", "REFINE_DRAWS", "REFINE_GAP",
     "RotationResult", "check_graded_alike", "draw_targets", "excluded_levels", "graded_alike",
@@ -80,13 +82,13 @@ class RotationResult:
     failed_checks: list[str]
 
 
-def excluded_levels(paths: Sequence[Path]) -> tuple[list[dict], list[str]]:
+def excluded_levels(paths: Sequence[Path]) -> tuple[list[dict[str, Any]], list[str]]:
     """The records (name, sha256, levels) of ``--exclude`` files and their canonical ids.
 
     Canonical ids are invariant under the 8 symmetries, so rotations and reflections of a
     listed level are excluded with it.
     """
-    files: list[dict] = []
+    files: list[dict[str, Any]] = []
     ids: set[str] = set()
     for path in paths:
         try:

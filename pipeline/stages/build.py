@@ -145,7 +145,8 @@ def recorded_rotation(datasets: Path, version: str) -> Rotation | None:
     plan_file = BuildFolder(datasets, version).plan_file
     if not plan_file.is_file():
         return None
-    return json.loads(plan_file.read_text()).get("rotation")
+    rotation: Rotation | None = json.loads(plan_file.read_text()).get("rotation")
+    return rotation
 
 
 def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int | None = None,
@@ -348,7 +349,8 @@ def _publish(folder: BuildFolder, plan: Plan) -> None:
 
 
 def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None,
-               rotation: Rotation | None, *, may_start: bool, excluded, exclusion_root: Path
+               rotation: Rotation | None, *, may_start: bool,
+               excluded: Callable[[], list[str]], exclusion_root: Path
                ) -> Plan:
     """The recorded plan of a build in progress, checked against the arguments, or a new one."""
     if folder.plan_file.is_file():

@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -217,7 +218,7 @@ def tier_of(n_crates: int) -> int:
     return n_crates - 1
 
 
-def _refuse_repeats(kept: list, ids: list[str], datasets: Path) -> None:
+def _refuse_repeats(kept: list[Any], ids: list[str], datasets: Path) -> None:
     """A level twice in the collection, or already in a version, would fail the audit."""
     seen: dict[str, str] = {}
     clashes = []

@@ -139,7 +139,7 @@ def _redraw_from_origins(origins: Any, stored: pl.DataFrame, spec: Spec, seed: i
     return rows, problems
 
 
-def _find_in_generated(manifest: dict, stored: pl.DataFrame, spec: Spec, seed: int,
+def _find_in_generated(manifest: dict[str, Any], stored: pl.DataFrame, spec: Spec, seed: int,
                        workers: Workers) -> tuple[list[Candidate | None], list[str]]:
     """For a manifest without origins: each stored level found among the generated ones."""
     with tempfile.TemporaryDirectory(prefix="sokoforge-verify-") as tmp:

@@ -193,19 +193,19 @@ def _served_game(arena: Arena, requested: str) -> GameEntry:
     return entry
 
 
-def _info(entry: GameEntry) -> dict:
+def _info(entry: GameEntry) -> dict[str, Any]:
     v = entry.version
     return w.game_info(v.version, v.game, [lv.optimal_moves for lv in v.levels], entry.restarts)
 
 
-def _frame(request: web.Request, session: Session, grids: list[bytes], action: int, data: dict,
-           *, reasoning: Any, full_reset: bool) -> web.Response:
+def _frame(request: web.Request, session: Session, grids: list[bytes], action: int,
+           data: dict[str, Any], *, reasoning: Any, full_reset: bool) -> web.Response:
     return reply_bytes(request, _frame_body(session, grids, action, data, reasoning, full_reset),
                        "application/json")
 
 
-def _frame_body(session: Session, grids: list[bytes], action: int, data: dict, reasoning: Any,
-                full_reset: bool) -> bytes:
+def _frame_body(session: Session, grids: list[bytes], action: int, data: dict[str, Any],
+                reasoning: Any, full_reset: bool) -> bytes:
     """The FrameData of ``session`` as it is now."""
     solved = sum(e.solved for e in session.episodes)
     return w.frame_data(game=w.game_id(session.version.version), guid=session.id, grids=grids,
@@ -225,7 +225,7 @@ def _current(session: Session) -> list[bytes]:
     return [w.grid(run.served.painter, run.game.state if run.game is not None else None)]
 
 
-async def _runs(arena: Arena, key: KeyRecord, view: dict) -> list[dict]:
+async def _runs(arena: Arena, key: KeyRecord, view: dict[str, Any]) -> list[dict[str, Any]]:
     """The ARC runs of a scorecard: one per game started on it."""
     runs = []
     for progress in view["games"].values():
@@ -239,7 +239,7 @@ async def _runs(arena: Arena, key: KeyRecord, view: dict) -> list[dict]:
     return runs
 
 
-async def _scorecard(arena: Arena, key: KeyRecord, card_id: str) -> dict:
+async def _scorecard(arena: Arena, key: KeyRecord, card_id: str) -> dict[str, Any]:
     view = await arena.scorecard_view(key, card_id)
     return w.scorecard(card_id, await _runs(arena, key, view), name=view["name"],
                        version=view["version"], closed=view["closed"], result=view["score"],

@@ -10,6 +10,8 @@ opens one.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "ScorecardRecord", "SessionRecord",
     "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit",
@@ -70,9 +72,9 @@ class ScorecardRecord:
     games: dict[str, str]
     opened: float
     closed: float | None = None
-    result: dict | None = None
+    result: dict[str, Any] | None = None
     source: str | None = None
-    meta: dict | None = None
+    meta: dict[str, Any] | None = None
 
     @property
     def version(self) -> str:
@@ -139,7 +141,7 @@ class Standing:
     session_id: str | None
     name: str
     closed: float
-    result: dict
+    result: dict[str, Any]
     source: str | None = None
 
 
@@ -237,8 +239,8 @@ class Store(ABC):
         ``session_id``) as expired; returns how many were."""
 
     @abstractmethod
-    async def close_scorecard(self, scorecard_id: str, closed: float, result: dict,
-                              final: list[Final]) -> dict:
+    async def close_scorecard(self, scorecard_id: str, closed: float, result: dict[str, Any],
+                              final: list[Final]) -> dict[str, Any]:
         """Close once: store the result, each game's standing and the sessions' final rows.
         A scorecard already closed keeps and returns its first result; a session whose
         ``seq`` moved since raises ``StaleSession`` and changes nothing."""

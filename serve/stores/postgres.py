@@ -162,7 +162,7 @@ class PostgresStore(Store):
             used = await conn.fetchval("SELECT count FROM counters WHERE kind=$1 AND "
                                        "subject=$2 AND day=$3", kind, subject, day)
             raise StoreLimit(used if count is None else limit, kind)
-        return count
+        return int(count)
 
     async def create_key(self, record: KeyRecord, counter: str, day: str, limit: int) -> int:
         async with self._tx() as conn:
@@ -199,8 +199,8 @@ class PostgresStore(Store):
             row = await conn.fetchrow(sql.numbered(sql.CARD + " WHERE id=?"), scorecard_id)
         return sql.card_record(row) if row else None
 
-    async def close_scorecard(self, scorecard_id: str, closed: float, result: dict,
-                              final: list[Final]) -> dict:
+    async def close_scorecard(self, scorecard_id: str, closed: float, result: dict[str, Any],
+                              final: list[Final]) -> dict[str, Any]:
         async with self._tx() as conn:
             row = await conn.fetchrow(sql.numbered(sql.CLOSING) + " FOR UPDATE", scorecard_id)
             if row is None:
@@ -328,7 +328,7 @@ class PostgresStore(Store):
 
     async def miscounted(self) -> int:
         async with self._conn() as conn:
-            return await conn.fetchval(sql.MISCOUNTED)
+            return int(await conn.fetchval(sql.MISCOUNTED))
 
     # -- leaderboard -------------------------------------------------------------------------
     async def leaderboard(self, version: str, limit: int, before: float | None = None,

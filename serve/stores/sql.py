@@ -118,7 +118,7 @@ def numbered(sql: str) -> str:
     return re.sub(r"\?", lambda _: f"${next(count)}", sql)
 
 
-def conditional_write(write: Write) -> tuple[str, tuple]:
+def conditional_write(write: Write) -> tuple[str, tuple[Any, ...]]:
     """The compare-and-set of a session row for ``write`` and its arguments: it changes one
     row only if the stored count and writer are the expected ones and the session may still
     be played (or, for a game restart, revived while its scorecard is open)."""
@@ -133,13 +133,13 @@ def conditional_write(write: Write) -> tuple[str, tuple]:
                  write.expected_writer)
 
 
-def episode_rows(session_id: str, episodes) -> list[tuple]:
+def episode_rows(session_id: str, episodes: Iterable[EpisodeRecord]) -> list[tuple[Any, ...]]:
     return [(e.done, e.solved, e.deadlocked, e.steps, e.actions, e.snapshot, session_id,
              e.index) for e in episodes]
 
 
-def standing_rows(scorecard_id: str, result: dict, key_hash: str, name: str,
-                  closed: float) -> list[tuple]:
+def standing_rows(scorecard_id: str, result: dict[str, Any], key_hash: str, name: str,
+                  closed: float) -> list[tuple[Any, ...]]:
     """One standings row per game the closed scorecard's result scores."""
     return [(scorecard_id, game, result["versions"][game], key_hash, name, closed,
              result["session_ids"][game], score["success_rate"], score["move_efficiency"],
