@@ -113,6 +113,19 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     ``seed`` None draws a secret seed (kept under ``datasets/.secrets``); a given seed is
     public (tests, demos). A refused or impossible rotation raises ``PipelineError`` and leaves
     neither the version, its build folder nor its secret behind.
+
+    Args:
+        new, prev: the version to build and the one it is matched to (both under
+            ``datasets``).
+        datasets: where versions live.
+        exclude: level files whose levels (under any symmetry) ``new`` must not hold.
+        seed: None for a secret seed.
+        workers: the processes the build runs on.
+
+    Raises:
+        InputError: no version ``prev``, or an unreadable ``--exclude`` file.
+        PipelineError: ``prev`` was imported, or the rotation is refused (no match within
+            the tolerances: the message says which slots).
     """
     # its levels are compared with the manifest by the audit that ends the rotation
     prev_version = open_version(datasets, prev, require_intact=False)

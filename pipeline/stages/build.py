@@ -161,6 +161,20 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
     the build as a rotation (see ``pipeline.rotate``), which passes its own ``select`` stage
     in place of the spec's. A stage that fails removes the build folder and a secret seed
     drawn for it: the next attempt starts afresh.
+
+    Args:
+        version: the new version's name (a folder under ``datasets``).
+        datasets: where versions live.
+        spec, seed: what to build (the spec is required for a new build).
+        workers: the processes the stages run on.
+        stages: which stages to run, in the registry's order and without gaps.
+        exclusion_root, excluded_versions: the versions whose levels must not repeat.
+        rotation, select: a rotation's record and its select stage.
+
+    Raises:
+        PipelineError: an unknown stage, stages out of order, a build in progress that
+            disagrees with the arguments, or a stage that cannot make its output.
+        InputError: a bad version name or spec.
     """
     check_version_name(version)
     unknown = [s for s in stages if s not in STAGES]

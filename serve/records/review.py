@@ -140,7 +140,17 @@ def _episode_times(steps: list[tuple[int, int]], ms: list[int | None]
 
 async def scorecard_play(store: Store, scorecard_id: str, version: str,
                    levels: dict[int, tuple[Level, int]]) -> ScorecardPlay | None:
-    """One closed scorecard's levels as played on ``version`` (None: not closed there)."""
+    """One closed scorecard's levels as played on ``version`` (None: not closed there).
+
+    Args:
+        store: the store to read.
+        scorecard_id: the scorecard.
+        version: the version whose sessions count.
+        levels: each level index of ``version`` -> (its level, its step budget).
+
+    Raises:
+        StoreError: the store cannot be read.
+    """
     card = await store.scorecard(scorecard_id)
     if card is None or card.closed is None:
         return None
@@ -160,7 +170,13 @@ async def scorecard_play(store: Store, scorecard_id: str, version: str,
 
 async def review_version(datasets: Path, version: str, store: Store) -> list[ScorecardReview]:
     """The review of every closed scorecard that played ``version`` in ``store``, in the
-    order they opened (``pipeline.scores.review.review_scorecards``)."""
+    order they opened (``pipeline.scores.review.review_scorecards``).
+
+    Raises:
+        InputError: no version ``version`` under ``datasets`` (``VersionMissing``), or one
+            altered (``VersionAltered``).
+        StoreError: the store cannot be read.
+    """
     opened = _open(datasets, version)
     table = opened.levels(["index", "xsb", "max_steps"])
     levels = {int(i): (parse_xsb(x), int(m)) for i, x, m in table.iter_rows()}
@@ -220,7 +236,11 @@ def write_review(datasets: Path, version: str, reviews: Sequence[ScorecardReview
 def store_reviews(datasets: Path, version: str, db: str) -> list[ScorecardReview]:
     """``review_version`` over the store at ``db`` (a SQLite file or a PostgreSQL URL), nothing
     written; ``InputError`` for an unknown version or a store that is not there or cannot be
-    read (unreadable input)."""
+    read (unreadable input).
+
+    Raises:
+        InputError: an unknown version, or a store that is not there or cannot be read.
+    """
     _open(datasets, version)  # an unknown version is refused before the store is read
     if not is_postgres(db) and not Path(db).is_file():
         raise InputError(f"no store at {db}: give the server's --db")
@@ -231,7 +251,11 @@ def store_reviews(datasets: Path, version: str, db: str) -> list[ScorecardReview
 
 
 def review_store(datasets: Path, version: str, db: str) -> ReviewReport:
-    """``store_reviews`` with its report written (``write_review``)."""
+    """``store_reviews`` with its report written (``write_review``).
+
+    Raises:
+        InputError: as ``store_reviews``.
+    """
     reviews = store_reviews(datasets, version, db)
     return ReviewReport(version, reviews, write_review(datasets, version, reviews))
 

@@ -172,7 +172,14 @@ class Final:
 
 
 class Store(ABC):
-    """Durable state of keys, scorecards, sessions, actions, results and rate counters."""
+    """Durable state of keys, scorecards, sessions, actions, results and rate counters.
+
+    Raises (any method):
+        StoreUnavailable: the store can take or give nothing now (a full or failing disk, a
+            lost connection, its file replaced); nothing changed.
+        StoreError: the store cannot be used (damaged, locked, of a newer schema).
+        StoreConflict, StoreLimit, StaleSession: as each method says.
+    """
 
     @abstractmethod
     async def start(self) -> None:
