@@ -152,7 +152,8 @@ def named(columns: tuple[str, ...], row: Iterable[Any]) -> dict[str, Any]:
 
 
 class Closing(NamedTuple):
-    """A scorecard as its closing reads it: ``result`` is None until it is closed."""
+    """A scorecard as its closing reads it: ``result`` is None until it is closed (and only
+    then)."""
 
     closed: float | None
     result: dict[str, Any] | None
@@ -161,9 +162,10 @@ class Closing(NamedTuple):
 
 
 def closing(row: Iterable[Any]) -> Closing:
-    """A ``CLOSING`` row as its record (its result parsed)."""
+    """A ``CLOSING`` row as its record (its result parsed once it is closed)."""
     r = named(_CLOSING_COLUMNS, row)
-    return Closing(closed=r["closed"], result=json.loads(r["result"]) if r["result"] else None,
+    return Closing(closed=r["closed"],
+                   result=None if r["closed"] is None else json.loads(r["result"]),
                    key_hash=r["key_hash"], name=r["name"])
 
 
