@@ -121,7 +121,26 @@ def check_playable(level: Level, max_steps: int) -> None:
 def begin(level: Level, max_steps: int, state: State | None = None, steps: int = 0) -> Episode:
     """An episode of ``level`` with a budget of ``max_steps`` actions, from ``state`` (default
     the level's start) with ``steps`` already used (a stored episode put back).
-    ``UnplayableLevel`` for a new episode (no step used) that would be over already."""
+
+    Args:
+        level: the level played.
+        max_steps: the budget of actions (moves and waits).
+        state: where play stands; None for the level's start.
+        steps: the steps already used (0 for a new episode).
+
+    Raises:
+        UnplayableLevel: a new episode (no step used) would be over already (solved at its
+            start, or a budget under one step).
+
+    >>> from engine.levels import parse_xsb
+    >>> episode = begin(parse_xsb("#####\\n#@$.#\\n#####"), max_steps=10)
+    >>> episode, result = step(episode, 3)  # right: the crate onto the goal
+    >>> result
+    StepResult(moved=True, pushed=True, solved=True, done=True)
+    >>> restart(episode)
+    Traceback (most recent call last):
+    engine.episode.EpisodeOver: the episode is over: it cannot be restarted
+    """
     if steps == 0:
         check_playable(level, max_steps)
     state = level.start if state is None else state
@@ -129,8 +148,12 @@ def begin(level: Level, max_steps: int, state: State | None = None, steps: int =
 
 
 def step(episode: Episode, action: int) -> tuple[Episode, StepResult]:
-    """One action: a move 0-3, or ``WAIT``, which only uses a step. ``EpisodeOver`` once the
-    episode is over; a bad action raises ``engine.rules.BadAction`` and uses no step."""
+    """One action: a move 0-3 (up, down, left, right), or ``WAIT``, which only uses a step.
+
+    Raises:
+        EpisodeOver: the episode is over (solved, or its budget used).
+        BadAction: ``action`` is none of those (``engine.rules``); no step is used.
+    """
     if _over(episode.solved, episode.steps, episode.max_steps):
         raise EpisodeOver("the episode is over: no more actions")
     if action == WAIT and isinstance(action, int | np.integer) and not isinstance(action, bool):
@@ -146,8 +169,11 @@ def step(episode: Episode, action: int) -> tuple[Episode, StepResult]:
 
 
 def restart(episode: Episode) -> Episode:
-    """The level back at its start; the steps already used stay used. ``EpisodeOver`` once the
-    episode is over."""
+    """The level back at its start; the steps already used stay used.
+
+    Raises:
+        EpisodeOver: the episode is over (solved, or its budget used).
+    """
     if episode.over:
         raise EpisodeOver("the episode is over: it cannot be restarted")
     start = episode.level.start

@@ -22,7 +22,7 @@ from numba import njit
 from numba.core import event
 from numba.core.caching import CacheImpl, UserProvidedCacheLocator
 
-__all__ = ["COMPILING_NOTICE", "cache_dir", "njit", "say_compiling"]
+__all__ = ["COMPILING_NOTICE", "EngineCacheLocator", "cache_dir", "njit", "say_compiling"]
 
 ENGINE = Path(__file__).resolve().parent
 COMPILING_NOTICE = ".compiling-said"  # in the cache folder: the line was said for it

@@ -13,6 +13,8 @@ graded before compute_to_solve existed is regraded by the predictor.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "DIFFICULTY_TOLERANCE", "MAX_ENLARGEMENTS", "PANEL_CLOSE", "REFINE_DRAWS", "REFINE_GAP",
     "RotationResult", "check_graded_alike", "draw_targets", "excluded_levels", "graded_alike",
@@ -53,7 +55,7 @@ from pipeline.scores.matching import (
 )
 from pipeline.seeds import ENLARGE
 from pipeline.spec import Spec
-from pipeline.stages.build import BuildFolder, Plan, StageRun, build
+from pipeline.stages.build import BuildFolder, Plan, Rotation, StageRun, build
 from pipeline.stages.generate import CANDIDATE_SCHEMA
 from pipeline.stages.grade import grade, with_predicted_compute
 from pipeline.stages.slot_draws import Target, draw, draws_in_round
@@ -81,13 +83,13 @@ class RotationResult:
     failed_checks: list[str]
 
 
-def excluded_levels(paths: Sequence[Path]) -> tuple[list[dict], list[str]]:
+def excluded_levels(paths: Sequence[Path]) -> tuple[list[dict[str, Any]], list[str]]:
     """The records (name, sha256, levels) of ``--exclude`` files and their canonical ids.
 
     Canonical ids are invariant under the 8 symmetries, so rotations and reflections of a
     listed level are excluded with it.
     """
-    files: list[dict] = []
+    files: list[dict[str, Any]] = []
     ids: set[str] = set()
     for path in paths:
         try:
@@ -112,6 +114,19 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
     ``seed`` None draws a secret seed (kept under ``datasets/.secrets``); a given seed is
     public (tests, demos). A refused or impossible rotation raises ``PipelineError`` and leaves
     neither the version, its build folder nor its secret behind.
+
+    Args:
+        new, prev: the version to build and the one it is matched to (both under
+            ``datasets``).
+        datasets: where versions live.
+        exclude: level files whose levels (under any symmetry) ``new`` must not hold.
+        seed: None for a secret seed.
+        workers: the processes the build runs on.
+
+    Raises:
+        InputError: no version ``prev``, or an unreadable ``--exclude`` file.
+        PipelineError: ``prev`` was imported, or the rotation is refused (no match within
+            the tolerances: the message says which slots).
     """
     # its levels are compared with the manifest by the audit that ends the rotation
     prev_version = open_version(datasets, prev, require_intact=False)
@@ -123,7 +138,7 @@ def rotate(new: str, prev: str, *, datasets: Path, exclude: Sequence[Path] = (),
                             "be rotated")
     spec = prev_version.spec
     files, ids = excluded_levels(exclude)
-    rotation = {"from": prev, "excluded_files": files, "excluded_ids": ids}
+    rotation: Rotation = {"from": prev, "excluded_files": files, "excluded_ids": ids}
     result = build(new, datasets=datasets, spec=spec, seed=seed, workers=workers,
                    rotation=rotation, select=select_stage)
     with private_writes(is_hidden(spec.to_dict())):  # a hidden version's report is private

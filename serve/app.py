@@ -29,7 +29,7 @@ from serve.play import Arena
 from serve.stores import StoreUnavailable
 from serve.web.access_log import AccessLog
 from serve.web.access_log import middleware as access_middleware
-from serve.web.schema import MAP, TEXT, Route, obj, openapi
+from serve.web.schema import MAP, TEXT, HandlerArgs, Route, obj, openapi
 from serve.web.web import (
     ARENA,
     CONNECTIONS,
@@ -168,7 +168,8 @@ async def _lifetime(app: web.Application):
         access_log.stop()
 
 
-async def _openapi(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+async def _openapi(request: web.Request, arena: Arena, key: None,
+                   args: HandlerArgs) -> web.Response:
     served = ", ".join(f"{g} {v}" for g, v in arena.games.versions().items())
     doc = openapi(all_routes(), title=f"sokoforge: {served}", version=arena.version.version,
                   description="The agent protocol over hidden dataset versions (one game "
@@ -184,7 +185,7 @@ def _static(name: str) -> bytes:
     return resources.files("serve").joinpath("static", name).read_bytes()
 
 
-async def _docs(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+async def _docs(request: web.Request, arena: Arena, key: None, args: HandlerArgs) -> web.Response:
     return reply_bytes(request, _static("docs.html"), "text/html")
 
 
@@ -194,13 +195,14 @@ async def _asset(request: web.Request) -> web.Response:
     return reply_bytes(request, _static(name), kind)
 
 
-async def _landing(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+async def _landing(request: web.Request, arena: Arena, key: None,
+                   args: HandlerArgs) -> web.Response:
     origin = request.app.get(PUBLIC_URL) or _local_origin(request)
     return reply_bytes(request, pages.landing(arena.spec(), origin).encode(), "text/html")
 
 
 async def _leaderboard_page(request: web.Request, arena: Arena, key: None,
-                            args: dict) -> web.Response:
+                            args: HandlerArgs) -> web.Response:
     if args["version"] is not None or args["game"] is not None:
         boards = [await arena.leaderboard(args["version"], args["limit"], args["game"])]
     else:  # every served game's version, one table each

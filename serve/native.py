@@ -10,16 +10,16 @@ __all__ = [
     "ATTACHED", "CARD_META", "EPISODE_STEP", "FRAME", "GAME_NAME", "HANDLERS", "LEADERBOARD",
     "LEADERBOARD_QUERY", "NAME_PATTERN", "NAME_RULE", "REPLAY", "RESULT", "ROUTES", "SCORE",
     "SCORECARD", "SCORECARD_ID", "SESSION_ID", "SHAPE", "SOURCE", "SPEC", "STANDINGS", "STEP",
-    "Tags", "VERSION_NAME", "act",
-    "card_meta",
-    "close_scorecard", "create_key", "frame", "frame_pieces", "get_leaderboard", "get_replay",
-    "get_scorecard", "get_session", "get_spec", "get_standings", "get_standings_file",
-    "observation", "open_scorecard", "reply_frame",
+    "Tags", "VERSION_NAME", "act", "card_meta", "close_scorecard", "create_key", "frame",
+    "frame_pieces", "get_leaderboard", "get_line", "get_replay", "get_scorecard", "get_session",
+    "get_spec", "get_standings", "get_standings_file", "observation", "open_scorecard",
+    "reply_frame", "reply_pieces",
     "reset_session", "start_game",
 ]
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,7 @@ from serve.web.schema import (
     STR,
     TEXT,
     Field,
+    HandlerArgs,
     Invalid,
     Route,
     arr,
@@ -240,9 +241,10 @@ SOURCE = Field("source", STR, "'browser' for a run a person plays on the play pa
                pattern="browser")
 
 
-def card_meta(args: dict) -> dict:
+def card_meta(args: HandlerArgs) -> dict[str, Any]:
     """The ``CARD_META`` values a request gave."""
-    return {f.name: args[f.name] for f in CARD_META if args.get(f.name) is not None}
+    given: Mapping[str, object] = args
+    return {f.name: given[f.name] for f in CARD_META if given.get(f.name) is not None}
 
 
 ROUTES = (
@@ -461,7 +463,9 @@ def reply_pieces(request: web.Request, pieces: list[bytes | Picture]) -> web.Res
                         headers={"Vary": "Accept-Encoding"})
 
 
-async def create_key(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+async def create_key(request: web.Request, arena: Arena, key: None,
+                     args: HandlerArgs) -> web.Response:
+    """Mint an API key for a name (same site, JSON body): shown once, stored hashed."""
     same_site_only(request)
     json_body_only(request)
     address = client_ip(request, arena.limits.trusted_proxies)
@@ -472,7 +476,8 @@ async def create_key(request: web.Request, arena: Arena, key: None, args: dict) 
 
 
 async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
-                         args: dict) -> web.Response:
+                         args: HandlerArgs) -> web.Response:
+    """Open a scorecard on the key for every served game; its id and the day's count."""
     card, opened = await arena.open_scorecard(key, args["source"], card_meta(args))
     return reply(request, {"scorecard_id": card.id, "games": list(card.games),
                            "episodes_per_game": arena.version.episodes,
@@ -482,21 +487,25 @@ async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
 
 
 async def start_game(request: web.Request, arena: Arena, key: KeyRecord,
-                     args: dict) -> web.Response:
+                     args: HandlerArgs) -> web.Response:
+    """Start a game on a scorecard with ``parallel`` episodes at once; its first frame."""
     session = await arena.start(key, request.match_info["scorecard_id"],
                                 request.match_info["game"], args["parallel"],
                                 client_ip(request, arena.limits.trusted_proxies))
     return reply_frame(request, session, None)
 
 
-async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
+async def act(request: web.Request, arena: Arena, key: KeyRecord,
+              args: HandlerArgs) -> web.Response:
+    """One action in one episode of a session; the frame after it."""
     pieces = await arena.act(key, request.match_info["session_id"], args["action"],
                              args["episode"], frame_pieces, args["step"], args["episode_step"])
     return reply_pieces(request, pieces)
 
 
 async def reset_session(request: web.Request, arena: Arena, key: KeyRecord,
-                        args: dict) -> web.Response:
+                        args: HandlerArgs) -> web.Response:
+    """Restart an episode (or the game, as the game allows); the frame after it."""
     pieces = await arena.restart(key, request.match_info["session_id"], args["episode"],
                                  lambda session, scope: frame_pieces(session, None, scope),
                                  args["step"])
@@ -504,39 +513,47 @@ async def reset_session(request: web.Request, arena: Arena, key: KeyRecord,
 
 
 async def get_session(request: web.Request, arena: Arena, key: KeyRecord,
-                      args: dict) -> web.Response:
+                      args: HandlerArgs) -> web.Response:
+    """A session's current frame (its own key only)."""
     return reply_frame(request, await arena.current(key, request.match_info["session_id"]), None)
 
 
 async def get_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
-                        args: dict) -> web.Response:
+                        args: HandlerArgs) -> web.Response:
+    """A scorecard's progress and scores so far (its own key only)."""
     return reply(request, await arena.scorecard_view(key, request.match_info["scorecard_id"]))
 
 
 async def close_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
-                          args: dict) -> web.Response:
+                          args: HandlerArgs) -> web.Response:
+    """Close a scorecard: its sessions end and its result is final."""
     return reply(request, await arena.close(key, request.match_info["scorecard_id"]))
 
 
-async def get_replay(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+async def get_replay(request: web.Request, arena: Arena, key: None,
+                     args: HandlerArgs) -> web.Response:
+    """A session's episodes and actions; its owner sees them before the round closes."""
     viewer = await arena.owner_of(api_key(request))
     return reply(request, await arena.replay(request.match_info["session_id"], viewer))
 
 
 async def get_leaderboard(request: web.Request, arena: Arena, key: None,
-                          args: dict) -> web.Response:
+                          args: HandlerArgs) -> web.Response:
+    """Each name's best closed result on a version (one game), ranked."""
     return reply(request, await arena.leaderboard(args["version"], args["limit"],
                                                   args["game"]))
 
 
 async def get_standings(request: web.Request, arena: Arena, key: None,
-                        args: dict) -> web.Response:
+                        args: HandlerArgs) -> web.Response:
+    """A closed round's final standings (standings.json)."""
     data = arena.rounds.standings_file(request.match_info["version"], STANDINGS_JSON)
     return reply_bytes(request, data, "application/json")
 
 
 async def get_standings_file(request: web.Request, arena: Arena, key: None,
-                             args: dict) -> web.Response:
+                             args: HandlerArgs) -> web.Response:
+    """One of a closed round's standings files (json, csv or sha256)."""
     name = request.match_info["file"]
     data = arena.rounds.standings_file(request.match_info["version"], name)
     kind = {"json": "application/json", "csv": "text/csv"}.get(name.rpartition(".")[2],
@@ -544,11 +561,15 @@ async def get_standings_file(request: web.Request, arena: Arena, key: None,
     return reply_bytes(request, data, kind)
 
 
-async def get_line(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+async def get_line(request: web.Request, arena: Arena, key: None,
+                   args: HandlerArgs) -> web.Response:
+    """The calibrated line of a game: its ability scale's anchors."""
     return reply(request, arena.line(args["game"]))
 
 
-async def get_spec(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+async def get_spec(request: web.Request, arena: Arena, key: None,
+                   args: HandlerArgs) -> web.Response:
+    """The served versions' specs: what a client needs to know before playing."""
     return reply(request, arena.spec())
 
 

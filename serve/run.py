@@ -75,7 +75,7 @@ class StopError(SokoforgeError, RuntimeError):
 
 
 def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: str, port: int,
-                  limits: Limits, synchronous: str = "NORMAL", public: str | None = None,
+                  limits: Limits, *, synchronous: str = "NORMAL", public: str | None = None,
                   connections: ConnectionLimits | None = None, workers: int = 1,
                   access_log: str | None = None) -> int:
     """Load ``versions`` (one game each) from ``root`` and serve them until SIGINT or SIGTERM;

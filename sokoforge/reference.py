@@ -8,7 +8,9 @@ the pages cannot drift (``python -m sokoforge.reference`` rewrites them; a test 
 
 from __future__ import annotations
 
-__all__ = ["DOCS", "PAGES", "protocol_page", "levels_page", "spec_page", "write_pages"]
+__all__ = [
+    "DOCS", "PAGES", "levels_page", "protocol_page", "spec_defaults", "spec_page", "write_pages",
+]
 
 import sys
 from pathlib import Path

@@ -8,7 +8,9 @@ truncated when the level's step budget is used up: the episode core's outcome
 
 from __future__ import annotations
 
-__all__ = ["ENV_ID", "SokobanEnv", "register"]
+__all__ = [
+    "ENV_ID", "SokobanEnv", "observation_space", "open_source", "register",
+]
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +41,27 @@ class SokobanEnv(gymnasium.Env):
     level). Actions: 0 up, 1 down, 2 left, 3 right. ``info``: ``steps`` used, ``noop``
     (the action did not move the player), ``pushed``, ``level`` (index in the version).
     Pictures are in the version's look (each level's own theme in a themed version).
+
+    Args:
+        version: a version's name under ``datasets`` (public, unless ``allow_hidden``).
+        spec: instead of ``version``, a spec (name, path or ``Spec``) to draw fresh levels of.
+        datasets: the datasets folder (default: ``pipeline.versions.datasets_folder``'s).
+        allow_hidden: let a hidden version be played (a maintainer's tool).
+        render_mode: None or ``"rgb_array"``.
+
+    Raises:
+        PipelineError: a bad render mode, version or spec (the message says which), a level
+            index out of range in ``reset``, or ``step`` before ``reset``.
+        BadAction: ``step`` with an action that is not 0-3 (``engine.rules``).
+
+    >>> import gymnasium, sokoforge_gym
+    >>> env = gymnasium.make("sokoforge/Sokoban-v0", version="public-A")
+    >>> obs, info = env.reset(seed=0, options={"level": 0})
+    >>> obs["obs"].shape, info["steps"], info["max_steps"]
+    ((64, 64, 3), 0, 80)
+    >>> obs, reward, terminated, truncated, info = env.step(0)  # up
+    >>> reward, terminated, truncated, info["steps"]
+    (0.0, False, False, 1)
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 8}
@@ -60,7 +83,11 @@ class SokobanEnv(gymnasium.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Start an episode on a level drawn with ``seed`` (or ``options={"level": i}``)."""
+        """Start an episode on a level drawn with ``seed`` (or ``options={"level": i}``).
+
+        Raises:
+            PipelineError: ``options["level"]`` is not a level index of the version.
+        """
         from pipeline.trajectories import fresh_levels
 
         super().reset(seed=seed)
@@ -83,7 +110,12 @@ class SokobanEnv(gymnasium.Env):
 
     def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool,
                                          dict[str, Any]]:
-        """One action: reward 1.0 when it solves the level, else 0.0."""
+        """One action: reward 1.0 when it solves the level, else 0.0.
+
+        Raises:
+            PipelineError: the env was not reset.
+            BadAction: ``action`` is not 0-3.
+        """
         if self._episode is None:
             raise PipelineError("call reset() before step()")
         check_move(action)  # True or 1.0 is not action 1; WAIT is the server's alone

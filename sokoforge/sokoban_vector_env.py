@@ -9,7 +9,9 @@ the default) or in that same step (``autoreset_mode=AutoresetMode.SAME_STEP``).
 
 from __future__ import annotations
 
-__all__ = ["AUTORESET_MODES", "SokobanVectorEnv"]
+__all__ = [
+    "AUTORESET_MODES", "SokobanVectorEnv", "uniform_bounds_shared",
+]
 
 from pathlib import Path
 from typing import Any
@@ -65,12 +67,23 @@ class SokobanVectorEnv(VectorEnv):
     (``sokoforge.drawn_levels``). ``autoreset_mode`` is ``AutoresetMode.NEXT_STEP`` or
     ``SAME_STEP`` (then ``info["final_obs"]`` and ``info["final_info"]`` hold what the
     ending step showed, for the sub-envs of ``info["_final_obs"]``).
+
+    Args:
+        num_envs: how many sub-envs step together.
+        version, spec, datasets, allow_hidden, render_mode: the single env's.
+        copy: False to be given the env's own observation buffers (no copy per step).
+        workers: processes drawing a spec's fresh levels ahead of play.
+        autoreset_mode: ``NEXT_STEP`` or ``SAME_STEP``.
+
+    Raises:
+        PipelineError: a bad argument (the message names it), ``step`` before ``reset``, or
+            actions that are not ``num_envs`` integers 0-3.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 8,
                 "autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(self, num_envs: int = 1, version: str | None = None,
+    def __init__(self, num_envs: int = 1, version: str | None = None, *,
                  spec: str | Path | Spec | None = None, datasets: str | Path | None = None,
                  allow_hidden: bool = False, render_mode: str | None = None,
                  copy: bool = True, workers: int = 1,
@@ -143,7 +156,12 @@ class SokobanVectorEnv(VectorEnv):
 
     def step(self, actions: Any) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray,
                                           np.ndarray, dict[str, Any]]:
-        """One action (0 up, 1 down, 2 left, 3 right) per sub-env, all played in one call."""
+        """One action (0 up, 1 down, 2 left, 3 right) per sub-env, all played in one call.
+
+        Raises:
+            PipelineError: the env was not reset, or ``actions`` are not ``num_envs``
+                integers 0-3.
+        """
         if not self._seeded:
             raise PipelineError("call reset() before step()")
         acts = np.asarray(actions)

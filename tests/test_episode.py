@@ -250,3 +250,12 @@ def test_the_core_the_served_run_and_the_vector_kernel_play_alike(seed, side, n_
     assume(not level.is_solved(level.start))  # the vector env's levels start unsolved
     episode = play_alike(level, max_steps, actions)
     event("solved" if episode.solved else "truncated" if episode.over else "still in play")
+
+
+def test_the_episode_cores_doctest_passes():
+    import doctest
+
+    import engine.episode
+
+    result = doctest.testmod(engine.episode)
+    assert result.attempted >= 5 and result.failed == 0

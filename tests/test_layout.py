@@ -1,6 +1,8 @@
 """The tree stays easy to find one's way in: no folder of the packages holds more than 12
-modules at its top, and the README's Layout names every folder and every module in it."""
+modules at its top, the README's Layout names every folder and every module in it, and every
+module's `__all__` lists its public functions and classes."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -61,3 +63,28 @@ def test_the_checks_above_see_the_subpackages_of_the_tree():
     # the checks above see the real tree: every package has subpackages with modules
     assert {"engine/search", "pipeline/stages", "serve/arc"} <= set(folders())
     assert "solver" in modules("engine/search") and "build" in modules("pipeline/stages")
+
+
+def test_every_modules_all_lists_its_public_functions_and_classes_and_only_names_it_binds():
+    drifting = []
+    for path in sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        public = {n.name for n in tree.body
+                  if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                  and not n.name.startswith("_")}
+        bound = {t.id for n in tree.body if isinstance(n, ast.Assign | ast.AnnAssign)
+                 for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                 for t in ast.walk(target) if isinstance(t, ast.Name)}
+        bound |= {(a.asname or a.name).split(".")[0] for n in tree.body
+                  if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
+        listed = next((ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                       and any(getattr(t, "id", None) == "__all__" for t in n.targets)), None)
+        if listed is None:
+            if public:
+                drifting.append(f"{path.relative_to(ROOT)}: no __all__")
+            continue
+        missing, unbound = public - set(listed), set(listed) - public - bound
+        if missing or unbound:
+            drifting.append(f"{path.relative_to(ROOT)}: missing {sorted(missing)}, "
+                            f"bound nowhere {sorted(unbound)}")
+    assert drifting == []

@@ -519,6 +519,12 @@ def test_a_wrong_seed_stops_at_the_commitment_before_any_redraw(built, monkeypat
                          "Error: v1 does not verify\n")
 
 
+def test_a_candidate_has_the_candidate_schemas_columns_in_its_order():
+    from pipeline.stages.generate import CANDIDATE_SCHEMA, Candidate
+
+    assert Candidate._fields == tuple(CANDIDATE_SCHEMA)
+
+
 def test_the_manifest_records_each_levels_origin_and_verify_redraws_it_alone(built, tmp_path):
     from pipeline.stages.generate import goal_first_attempt
 
@@ -531,7 +537,7 @@ def test_the_manifest_records_each_levels_origin_and_verify_redraws_it_alone(bui
         assert origin["draw"] == "generate" and origin["tier"] == row["tier"]
         drawn = goal_first_attempt(tiny, SEED, origin["tier"], origin["layout"],
                                    origin["attempt"])
-        assert drawn[origin["pick"]][9] == row["xsb"]
+        assert drawn[origin["pick"]].xsb == row["xsb"]
     # The version alone (no stages, nothing else in the folder) verifies.
     alone = tmp_path / "alone"
     alone.mkdir()

@@ -37,10 +37,12 @@ def test_a_snapshot_puts_an_episode_back_without_replaying_its_actions(data):
     snapshot = played.snapshot()
     assert decode_state(snapshot) == played.state and encode_state(played.state) == snapshot
     # the action string is not consulted when a snapshot is there: a wrong one changes nothing
-    back = EpisodeRun.restored(level, False, False, False, 4, "LLLL", snapshot)
+    back = EpisodeRun.restored(level, done=False, solved=False, deadlocked=False,
+                               steps=4, actions="LLLL", snapshot=snapshot)
     assert back.state == played.state and back.steps == 4
     assert (back.frame() == played.frame()).all()  # the same picture, in the level's look
-    replayed = EpisodeRun.restored(level, False, False, False, 4, "DRRU", None)
+    replayed = EpisodeRun.restored(level, done=False, solved=False, deadlocked=False,
+                                   steps=4, actions="DRRU", snapshot=None)
     assert replayed.state == played.state  # a row written before snapshots: replayed once
 
 

@@ -139,3 +139,12 @@ def test_a_themed_version_is_shown_in_each_level_s_own_theme(tmp_path):
         level, look = parse_xsb(row["xsb"]), stored_look("themed", row)
         assert np.array_equal(obs["obs"], draw(level, None, look))
         assert np.array_equal(obs["goal"], draw_goal(level, look))
+
+
+def test_the_gymnasium_envs_doctest_passes():
+    import doctest
+
+    import sokoforge.sokoban_env
+
+    result = doctest.testmod(sokoforge.sokoban_env)
+    assert result.attempted >= 6 and result.failed == 0

@@ -141,12 +141,16 @@ def test_sessions_in_flight_are_counted_per_address_whatever_the_key_across_stor
         for key in ("k1", "k2", "k3"):
             await a.create_key(KeyRecord(key, key), "addr", DAY, 100)
             await a.open_scorecard(card(1, key), DAY, 100)
-        await a.create_session(session(1, "k1"), 3, 5, 10, NOW - 60, "near", 2)
-        await b.create_session(session(1, "k2"), 3, 5, 10, NOW - 60, "near", 2)
+        await a.create_session(session(1, "k1"), 3, 5, 10, NOW - 60, address="near",
+                                per_address=2)
+        await b.create_session(session(1, "k2"), 3, 5, 10, NOW - 60, address="near",
+                                per_address=2)
         with pytest.raises(StoreLimit) as near:
-            await b.create_session(session(1, "k3"), 3, 5, 10, NOW - 60, "near", 2)
+            await b.create_session(session(1, "k3"), 3, 5, 10, NOW - 60, address="near",
+                                per_address=2)
         assert (near.value.kind, near.value.count) == ("address", 2)
-        await a.create_session(session(1, "k3"), 3, 5, 10, NOW - 60, "far", 2)
+        await a.create_session(session(1, "k3"), 3, 5, 10, NOW - 60, address="far",
+                                per_address=2)
     run(location, body, stores=2)
 
 

@@ -8,8 +8,8 @@ same bytes. Only the final ``rename`` makes ``datasets/<VERSION>/`` appear.
 from __future__ import annotations
 
 __all__ = [
-    "BuildFolder", "BuildResult", "Plan", "STAGES", "STAGE_FUNCTIONS", "Stage", "StageRun",
-    "abandon", "build", "build_lock", "recorded_rotation", "run_stages", "stage_chain",
+    "BuildFolder", "BuildResult", "Plan", "Rotation", "STAGES", "STAGE_FUNCTIONS", "Stage",
+    "StageRun", "abandon", "build", "build_lock", "recorded_rotation", "run_stages", "stage_chain",
 ]
 
 import contextlib
@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import IO
+from typing import IO, Any, TypedDict
 
 from engine.search.index import StateSpaceTooLarge
 from pipeline import seeds
@@ -56,6 +56,13 @@ STAGES = ("generate", "select", "solve", "grade", "write")
 _LOCK_TRIES = 20
 
 
+# A build that is a rotation (``pipeline.rotate``): the version it rotates (``from``), the
+# ``--exclude`` files' records (name, sha256, levels) and their canonical ids. "from" is a
+# keyword, hence the functional form.
+Rotation = TypedDict("Rotation", {"from": str, "excluded_files": list[dict[str, Any]],
+                                  "excluded_ids": list[str]})
+
+
 @dataclass(frozen=True)
 class Plan:
     """What a build makes: fixed when it starts, recorded so that a resumed build agrees."""
@@ -66,12 +73,11 @@ class Plan:
     seed_source: str
     salt: str
     excluded_versions: tuple[str, ...]
-    # A rotation (pipeline.rotate): {"from": PREV, "excluded_files": [...], ...}, else None.
-    rotation: dict | None = None
+    rotation: Rotation | None = None  # a rotation's record, else None
     # The sha256 of each excluded version's levels.parquet when the build started.
     excluded_sha256: tuple[str, ...] = ()
 
-    def record(self) -> dict:
+    def record(self) -> dict[str, Any]:
         """The plan as stored in ``stages/build.json``: a secret seed only as its commitment."""
         rec = {"version": self.version, "spec": self.spec.to_dict(),
                "seed_source": self.seed_source, "salt": self.salt,
@@ -134,18 +140,19 @@ class BuildFolder:
             path.unlink(missing_ok=True)
 
 
-def recorded_rotation(datasets: Path, version: str) -> dict | None:
+def recorded_rotation(datasets: Path, version: str) -> Rotation | None:
     """The rotation a build of ``version`` in progress records (None for a plain build)."""
     plan_file = BuildFolder(datasets, version).plan_file
     if not plan_file.is_file():
         return None
-    return json.loads(plan_file.read_text()).get("rotation")
+    rotation: Rotation | None = json.loads(plan_file.read_text()).get("rotation")
+    return rotation
 
 
 def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int | None = None,
           workers: Workers | None = None, stages: Sequence[str] = STAGES,
           exclusion_root: Path | None = None, excluded_versions: Sequence[str] | None = None,
-          rotation: dict | None = None, select: Stage | None = None) -> BuildResult:
+          rotation: Rotation | None = None, select: Stage | None = None) -> BuildResult:
     """Run ``stages`` of ``version`` (all by default), resuming a build in progress.
 
     ``seed`` None draws a secret seed (or reuses the build's own); ``exclusion_root`` is where
@@ -154,6 +161,20 @@ def build(version: str, *, datasets: Path, spec: Spec | None = None, seed: int |
     the build as a rotation (see ``pipeline.rotate``), which passes its own ``select`` stage
     in place of the spec's. A stage that fails removes the build folder and a secret seed
     drawn for it: the next attempt starts afresh.
+
+    Args:
+        version: the new version's name (a folder under ``datasets``).
+        datasets: where versions live.
+        spec, seed: what to build (the spec is required for a new build).
+        workers: the processes the stages run on.
+        stages: which stages to run, in the registry's order and without gaps.
+        exclusion_root, excluded_versions: the versions whose levels must not repeat.
+        rotation, select: a rotation's record and its select stage.
+
+    Raises:
+        PipelineError: an unknown stage, stages out of order, a build in progress that
+            disagrees with the arguments, or a stage that cannot make its output.
+        InputError: a bad version name or spec.
     """
     check_version_name(version)
     unknown = [s for s in stages if s not in STAGES]
@@ -342,7 +363,9 @@ def _publish(folder: BuildFolder, plan: Plan) -> None:
 
 
 def _open_plan(folder: BuildFolder, spec: Spec | None, seed: int | None,
-               rotation: dict | None, may_start: bool, excluded, exclusion_root: Path) -> Plan:
+               rotation: Rotation | None, *, may_start: bool,
+               excluded: Callable[[], list[str]], exclusion_root: Path
+               ) -> Plan:
     """The recorded plan of a build in progress, checked against the arguments, or a new one."""
     if folder.plan_file.is_file():
         rec = json.loads(folder.plan_file.read_text())

@@ -10,15 +10,15 @@ when the forward optimum lands in the band.
 from __future__ import annotations
 
 __all__ = [
-    "CANDIDATE_SCHEMA", "SCATTER_MAX_STATES", "TRAP_DRAWS", "candidate_row", "draw_start",
-    "generate", "goal_first_attempt", "placed", "scatter_attempt", "window",
+    "CANDIDATE_SCHEMA", "SCATTER_MAX_STATES", "TRAP_DRAWS", "Candidate", "candidate_row",
+    "draw_start", "generate", "goal_first_attempt", "placed", "scatter_attempt", "window",
 ]
 
 import math
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -48,8 +48,30 @@ CANDIDATE_SCHEMA = {
     "draw": pl.Int8, "round": pl.Int8, "span_lo": pl.Int16, "span_hi": pl.Int16, "pick": pl.Int8,
 }
 
-TIER, SLOT, BAND_LO, BAND_HI, XSB = (list(CANDIDATE_SCHEMA).index(c) for c in
-                                     ("tier", "slot", "band_lo", "band_hi", "xsb"))
+
+
+class Candidate(NamedTuple):
+    """One candidate level: the fields of ``CANDIDATE_SCHEMA``, in its column order (so a list
+    of them is a table's rows; a test holds the two equal)."""
+
+    tier: int
+    slot: int
+    layout: int  # the slot whose layout draw made it
+    attempt: int
+    band_lo: int  # the optimum band of the slot it stands in
+    band_hi: int
+    n_crates: int
+    height: int
+    width: int
+    xsb: str
+    distance: int  # its optimal solution length
+    canonical_id: str
+    wall_layout_id: str
+    draw: int  # where it was drawn (``pipeline.seeds``: GENERATED, ENLARGE, REDRAW) ...
+    round: int  # ... in which round of targeted draws, for which span, the how-manieth start
+    span_lo: int
+    span_hi: int
+    pick: int
 
 
 @dataclass(frozen=True)
@@ -78,7 +100,7 @@ def window(slot: int, n_slots: int, k: int) -> range:
     return range(start, min(start + k, n_slots))
 
 
-def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]]:
+def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[Candidate]:
     tier = spec.tiers[unit.tier]
     lo, hi = tier.band(unit.slot)
     too_large: StateSpaceTooLarge | None = None
@@ -101,7 +123,7 @@ def _goal_first_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]
 
 
 def goal_first_attempt(spec: Spec, seed: int, tier_no: int, own: int, attempt: int
-                       ) -> list[tuple[Any, ...]] | None:
+                       ) -> list[Candidate] | None:
     """The candidates of one layout draw for slot ``own``, or None when the draw is unusable.
 
     The layout offers a start to each slot of ``own``'s window; the draw counts only when
@@ -117,7 +139,7 @@ def goal_first_attempt(spec: Spec, seed: int, tier_no: int, own: int, attempt: i
     if sset.max_distance < lo:
         return None
     rng = derived_rng(seed, tier_no, own, attempt, START)
-    rows: list[tuple[Any, ...]] = []
+    rows: list[Candidate] = []
     for slot in window(own, tier.levels, spec.candidates_per_slot):
         s_lo, s_hi = tier.band(slot)
         start = draw_start(sset, rng, tier, (s_lo, s_hi), spec.min_first_push_traps)
@@ -125,9 +147,9 @@ def goal_first_attempt(spec: Spec, seed: int, tier_no: int, own: int, attempt: i
             if slot == own:
                 return None
             continue
-        rows.append(candidate_row(tier_no, slot, own, attempt, (s_lo, s_hi),
-                                  board.with_start(start), sset.distance(start),
-                                  pick=len(rows)))
+        rows.append(candidate_row(board.with_start(start), tier=tier_no, slot=slot, layout=own,
+                                  attempt=attempt, band=(s_lo, s_hi),
+                                  distance=sset.distance(start), pick=len(rows)))
     return rows
 
 
@@ -152,18 +174,18 @@ def _near_centre(sset: SolvableSet, rng: np.random.Generator, lo: int, hi: int) 
     return start if start is not None else sset.sample_start(rng, lo, hi)
 
 
-def _scatter_unit(spec: Spec, seed: int, unit: _Unit) -> list[tuple[Any, ...]]:
+def _scatter_unit(spec: Spec, seed: int, unit: _Unit) -> list[Candidate]:
     tier = spec.tiers[unit.tier]
     band = tier.band(unit.slot)
-    rows: list[tuple[Any, ...]] = []
+    rows: list[Candidate] = []
     for attempt in range(spec.max_attempts):
         level = scatter_attempt(spec, seed, unit.tier, unit.slot, attempt)
         if level is None:
             continue
         result = forward_solve(level, max_states=SCATTER_MAX_STATES)
         if result.status == "solved" and band[0] <= result.optimal[0] <= band[1]:
-            rows.append(candidate_row(unit.tier, unit.slot, unit.slot, attempt, band, level,
-                                      result.optimal[0]))
+            rows.append(candidate_row(level, tier=unit.tier, slot=unit.slot, layout=unit.slot,
+                                      attempt=attempt, band=band, distance=result.optimal[0]))
             if len(rows) == spec.candidates_per_slot:
                 break
     if not rows:
@@ -182,20 +204,25 @@ def scatter_attempt(spec: Spec, seed: int, tier_no: int, slot: int, attempt: int
                          spec.height, spec.width, tier.wall_density, tier.crates)
 
 
-def candidate_row(tier: int, slot: int, layout: int, attempt: int, band: tuple[int, int],
-                  level: Level, distance: int, draw: int = GENERATED, round_: int = 0,
-                  span: tuple[int, int] = (0, 0), pick: int = 0) -> tuple[Any, ...]:
-    """One candidate in the column order of ``CANDIDATE_SCHEMA`` (targeted draws use it too).
+def candidate_row(level: Level, *, tier: int, slot: int, layout: int, attempt: int,
+                  band: tuple[int, int], distance: int, draw: int = GENERATED, round_: int = 0,
+                  span: tuple[int, int] = (0, 0), pick: int = 0) -> Candidate:
+    """``level`` as a candidate for ``slot`` of ``tier`` (targeted draws use it too).
 
-    ``draw``, ``round_``, ``layout``, ``attempt``, ``span`` and ``pick`` are its origin.
+    Args:
+        level: the board with its start state.
+        tier, slot, band: the slot it is drawn for, and that slot's optimum band.
+        layout, attempt, pick, draw, round_, span: its origin (``pipeline.stages.origins``).
+        distance: its optimal solution length.
     """
-    return (tier, slot, layout, attempt, band[0], band[1], level.n_crates, level.height,
-            level.width, to_xsb(level), int(distance), canonical_id(level),
-            wall_layout_id(level), draw, round_, span[0], span[1], pick)
+    return Candidate(
+        tier=tier, slot=slot, layout=layout, attempt=attempt, band_lo=band[0], band_hi=band[1],
+        n_crates=level.n_crates, height=level.height, width=level.width, xsb=to_xsb(level),
+        distance=int(distance), canonical_id=canonical_id(level),
+        wall_layout_id=wall_layout_id(level), draw=draw, round=round_, span_lo=span[0],
+        span_hi=span[1], pick=pick)
 
 
-def placed(row: tuple[Any, ...], slot: int, band: tuple[int, int]) -> tuple[Any, ...]:
-    """A candidate row standing in ``slot`` with that slot's ``band`` (as a rotation places it)."""
-    out = list(row)
-    out[SLOT], out[BAND_LO], out[BAND_HI] = slot, band[0], band[1]
-    return tuple(out)
+def placed(row: Candidate, slot: int, band: tuple[int, int]) -> Candidate:
+    """A candidate standing in ``slot`` with that slot's ``band`` (as a rotation places it)."""
+    return row._replace(slot=slot, band_lo=band[0], band_hi=band[1])

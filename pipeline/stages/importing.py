@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -129,8 +130,9 @@ def import_collection(version: str, files: Sequence[Path], *, datasets: Path,
         with private_writes(visibility != "public"):
             tmp = fresh_folder(folder.root.parent, f"{version}.import-")
             try:
-                _write_version(tmp, version, sources, table, spec, game, visibility,
-                               skip_unsolvable, result)
+                _write_version(tmp, version, sources, table, spec=spec, game=game,
+                               visibility=visibility, skip_unsolvable=skip_unsolvable,
+                               result=result)
                 os.rename(tmp, folder.final)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -216,7 +218,7 @@ def tier_of(n_crates: int) -> int:
     return n_crates - 1
 
 
-def _refuse_repeats(kept: list, ids: list[str], datasets: Path) -> None:
+def _refuse_repeats(kept: list[Any], ids: list[str], datasets: Path) -> None:
     """A level twice in the collection, or already in a version, would fail the audit."""
     seen: dict[str, str] = {}
     clashes = []
@@ -239,7 +241,7 @@ def _refuse_repeats(kept: list, ids: list[str], datasets: Path) -> None:
         raise PipelineError(f"{len(clashes)} level(s) repeat: " + "; ".join(clashes))
 
 
-def _write_version(folder: Path, version: str, sources: list[Source], table: pl.DataFrame,
+def _write_version(folder: Path, version: str, sources: list[Source], table: pl.DataFrame, *,
                    spec: Spec, game: str, visibility: str, skip_unsolvable: bool,
                    result: ImportResult) -> None:
     """levels.parquet, a copy of every source file, then the manifest, into ``folder``."""

@@ -20,6 +20,7 @@ from pipeline.seeds import ENLARGE, GENERATED, REDRAW
 from pipeline.spec import Spec
 from pipeline.stages.generate import (
     SCATTER_MAX_STATES,
+    Candidate,
     candidate_row,
     goal_first_attempt,
     placed,
@@ -43,7 +44,7 @@ def origins(levels: pl.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def redraw(spec: Spec, seed: int, origin: dict[str, Any], slot: int) -> tuple[Any, ...] | None:
+def redraw(spec: Spec, seed: int, origin: dict[str, Any], slot: int) -> Candidate | None:
     """The candidate row ``origin`` names, standing in ``slot`` of its tier (and its band).
 
     None when the seed draws nothing there (a wrong seed, or an origin not of this spec).
@@ -71,12 +72,12 @@ def redraw(spec: Spec, seed: int, origin: dict[str, Any], slot: int) -> tuple[An
 
 
 def _scatter_rows(spec: Spec, seed: int, tier: int, slot: int, attempt: int
-                  ) -> list[tuple[Any, ...]]:
+                  ) -> list[Candidate]:
     level = scatter_attempt(spec, seed, tier, slot, attempt)
     if level is None:
         return []
     result = forward_solve(level, max_states=SCATTER_MAX_STATES)
     if result.status != "solved":
         return []
-    return [candidate_row(tier, slot, slot, attempt, spec.tiers[tier].band(slot), level,
-                          result.optimal[0])]
+    return [candidate_row(level, tier=tier, slot=slot, layout=slot, attempt=attempt,
+                          band=spec.tiers[tier].band(slot), distance=result.optimal[0])]

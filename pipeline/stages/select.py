@@ -30,7 +30,7 @@ from pipeline.workers import Workers
 MAX_REDRAWS = 3  # rounds of more candidates for the unfilled slots before the build fails
 
 
-def select(candidates: Path, out: Path, spec: Spec, seed: int, exclude_ids: frozenset[str],
+def select(candidates: Path, out: Path, spec: Spec, seed: int, exclude_ids: frozenset[str], *,
            exclude_layouts: frozenset[str] = frozenset(), workers: Workers | None = None
            ) -> Path:
     """Write the chosen candidates to ``out``, one per slot in (tier, slot) order.

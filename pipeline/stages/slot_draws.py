@@ -17,7 +17,6 @@ __all__ = [
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import polars as pl
 
@@ -25,7 +24,7 @@ from engine.search.index import StateSpaceTooLarge
 from engine.search.reverse import solvable_set
 from pipeline.seeds import LAYOUT, START, derived_rng
 from pipeline.spec import Spec
-from pipeline.stages.generate import CANDIDATE_SCHEMA, candidate_row
+from pipeline.stages.generate import CANDIDATE_SCHEMA, Candidate, candidate_row
 from pipeline.stages.grade import first_push_traps
 from pipeline.stages.layouts import goal_layout
 from pipeline.workers import Workers
@@ -61,7 +60,7 @@ def draw(spec: Spec, seed: int, kind: int, round_: int, targets: Sequence[Target
 
 
 def targeted_attempt(spec: Spec, seed: int, kind: int, round_: int, target: Target,
-                     attempt: int) -> list[tuple[Any, ...]]:
+                     attempt: int) -> list[Candidate]:
     """The candidates of one layout draw for ``target`` (none when the draw is unusable)."""
     key = (kind, round_, target.tier, target.layout, attempt)
     tier = spec.tiers[target.tier]
@@ -80,16 +79,17 @@ def targeted_attempt(spec: Spec, seed: int, kind: int, round_: int, target: Targ
     if spec.min_first_push_traps:  # a trap spec's levels are drawn with their traps
         starts = {st for st in starts if first_push_traps(board.with_start(st), sset)
                   >= spec.min_first_push_traps}
-    return [candidate_row(target.tier, target.slot, target.layout, attempt, target.band,
-                          board.with_start(start), sset.distance(start), kind, round_,
-                          target.span, pick)
+    return [candidate_row(board.with_start(start), tier=target.tier, slot=target.slot,
+                          layout=target.layout, attempt=attempt, band=target.band,
+                          distance=sset.distance(start), draw=kind, round_=round_,
+                          span=target.span, pick=pick)
             for pick, start in enumerate(sorted(starts, key=lambda st: (st.player, st.crates)))]
 
 
 def _draw_target(spec: Spec, seed: int, kind: int, round_: int, target: Target
-                 ) -> list[tuple[Any, ...]]:
+                 ) -> list[Candidate]:
     wanted = draws_in_round(round_)
-    rows: list[tuple[Any, ...]] = []
+    rows: list[Candidate] = []
     for attempt in range(spec.max_attempts):
         if len(rows) >= wanted or target.span[0] > target.span[1]:
             break

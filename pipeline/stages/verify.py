@@ -24,7 +24,7 @@ from pipeline import seeds
 from pipeline.errors import InputError, PipelineError
 from pipeline.spec import Spec
 from pipeline.stages.build import STAGES, BuildFolder, Plan, StageRun, run_stages
-from pipeline.stages.generate import CANDIDATE_SCHEMA, TIER, XSB, generate, placed
+from pipeline.stages.generate import CANDIDATE_SCHEMA, Candidate, generate, placed
 from pipeline.stages.origins import redraw
 from pipeline.versions.manifest import difficulty_model_sha256
 from pipeline.versions.tables import read_parquet, sha256_file, write_parquet
@@ -122,16 +122,16 @@ def verify(version: str, seed: int, *, datasets: Path, workers: Workers | None =
 
 
 def _redraw_from_origins(origins: Any, stored: pl.DataFrame, spec: Spec, seed: int
-                         ) -> tuple[list[tuple | None], list[str]]:
+                         ) -> tuple[list[Candidate | None], list[str]]:
     """Each stored level redrawn from its recorded origin, or None where it does not match."""
     if not isinstance(origins, list) or len(origins) != stored.height:
         raise InputError(f"the manifest's origins are not a list of {stored.height}, one "
                             "per level")
-    rows: list[tuple | None] = []
+    rows: list[Candidate | None] = []
     problems: list[str] = []
     for level, origin in zip(stored.iter_rows(named=True), origins, strict=True):
         row = redraw(spec, seed, origin, int(level["slot"]))
-        if row is None or row[XSB] != level["xsb"]:
+        if row is None or row.xsb != level["xsb"]:
             problems.append(f"level {level['index']} (tier {level['tier']} slot "
                             f"{level['slot']}) is not what its origin {origin} draws")
             row = None
@@ -139,13 +139,13 @@ def _redraw_from_origins(origins: Any, stored: pl.DataFrame, spec: Spec, seed: i
     return rows, problems
 
 
-def _find_in_generated(manifest: dict, stored: pl.DataFrame, spec: Spec, seed: int,
-                       workers: Workers) -> tuple[list[tuple | None], list[str]]:
+def _find_in_generated(manifest: dict[str, Any], stored: pl.DataFrame, spec: Spec, seed: int,
+                       workers: Workers) -> tuple[list[Candidate | None], list[str]]:
     """For a manifest without origins: each stored level found among the generated ones."""
     with tempfile.TemporaryDirectory(prefix="sokoforge-verify-") as tmp:
         pool = read_parquet(generate(spec, seed, Path(tmp) / "generate.parquet", workers))
-    found = {(r[TIER], r[XSB]): r for r in pool.iter_rows()}
-    rows: list[tuple | None] = []
+    found = {(r.tier, r.xsb): r for r in map(Candidate._make, pool.iter_rows())}
+    rows: list[Candidate | None] = []
     problems: list[str] = []
     for level in stored.iter_rows(named=True):
         row = found.get((level["tier"], level["xsb"]))
@@ -174,7 +174,7 @@ def _model_free_differences(stored: pl.DataFrame, rebuilt: pl.DataFrame) -> list
     return problems
 
 
-def _rebuild(rows: list[tuple | None], spec: Spec, seed: int, workers: Workers,
+def _rebuild(rows: list[Candidate | None], spec: Spec, seed: int, workers: Workers,
              columns: list[str]) -> tuple[str, pl.DataFrame]:
     """The sha256 of levels.parquet made from the chosen candidates by solve, grade, write,
     and the table it holds.

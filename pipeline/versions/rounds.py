@@ -14,7 +14,8 @@ close compares. The server reads the record to refuse new play on a round that i
 from __future__ import annotations
 
 __all__ = ["COLUMNS", "NOTICE_SECONDS", "ROUND_FILE", "STANDINGS_CSV", "STANDINGS_FILES",
-           "STANDINGS_JSON", "STANDINGS_SHA256", "Round", "RoundBook", "bound_text", "exact", "iso",
+           "STANDINGS_JSON", "STANDINGS_SHA256", "Round", "RoundBook", "RoundRecord",
+           "StandingsRecord", "bound_text", "exact", "iso",
            "open_round", "parse_time", "read_round", "record_round", "round_state",
            "standings_bytes", "version_folder", "write_standings"]
 
@@ -28,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from pipeline.errors import InputError, PipelineError
 from pipeline.versions.hidden_files import private_writes_in
@@ -108,6 +109,27 @@ def _time(value: Any) -> float:
     return parse_time(value)
 
 
+class StandingsRecord(TypedDict):
+    """Where a closed round's standings files are, and the sha256 of their sums."""
+
+    json: str
+    csv: str
+    sums: str
+    sha256: str
+
+
+class RoundRecord(TypedDict):
+    """A round as ``round.json`` records it (times in ISO 8601, UTC)."""
+
+    format: int
+    version: str
+    opened: str
+    closes: str
+    closed: str | None
+    standings: StandingsRecord | None
+    published: NotRequired[str]
+
+
 @dataclass(frozen=True)
 class Round:
     """A version's round as recorded: ``closes`` the announced closing time, ``closed`` when
@@ -136,11 +158,11 @@ class Round:
                 "scorecards or play on it; its final standings are at "
                 f"/leaderboard?version={self.version}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RoundRecord:
         def when(ts: float | None) -> str | None:
             return None if ts is None else iso(ts)
 
-        data = {"format": 1, "version": self.version, "opened": iso(self.opened),
+        data: RoundRecord = {"format": 1, "version": self.version, "opened": iso(self.opened),
                 "closes": iso(self.closes), "closed": when(self.closed),
                 "standings": None if self.standings_sha256 is None else {
                     "json": STANDINGS_JSON, "csv": STANDINGS_CSV, "sums": STANDINGS_SHA256,
@@ -150,7 +172,7 @@ class Round:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Round:
+    def from_dict(cls, data: Mapping[str, Any]) -> Round:
         standings = data.get("standings") or {}
 
         def when(key: str) -> float | None:

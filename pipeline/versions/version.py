@@ -140,6 +140,18 @@ def open_version(datasets: Path, name: str, *, require_intact: bool = True,
     ``require_intact`` refuses a levels file that is missing or altered (``VersionAltered``);
     readers that report it themselves (audit, verify) pass False. ``strict`` reads the
     manifest with every field the pipeline relies on; the server needs fewer (False).
+
+    Args:
+        datasets: where versions live.
+        name: the version's name.
+        require_intact: refuse a missing or altered levels file.
+        strict: read every manifest field the pipeline relies on.
+
+    Raises:
+        VersionMissing: no version ``name`` under ``datasets``.
+        VersionAltered: its manifest is missing, or (``require_intact``) its levels file is
+            missing or does not match the manifest.
+        InputError: a bad name, or a manifest that is unreadable or incomplete.
     """
     check_version_name(name)
     folder = Path(datasets) / name

@@ -41,6 +41,7 @@ from serve.web.schema import (
     STR,
     TEXT,
     Field,
+    HandlerArgs,
     Invalid,
     Route,
     Unknown,
@@ -192,19 +193,19 @@ def _served_game(arena: Arena, requested: str) -> GameEntry:
     return entry
 
 
-def _info(entry: GameEntry) -> dict:
+def _info(entry: GameEntry) -> dict[str, Any]:
     v = entry.version
     return w.game_info(v.version, v.game, [lv.optimal_moves for lv in v.levels], entry.restarts)
 
 
-def _frame(request: web.Request, session: Session, grids: list[bytes], action: int, data: dict,
-           reasoning: Any, full_reset: bool) -> web.Response:
+def _frame(request: web.Request, session: Session, grids: list[bytes], action: int,
+           data: dict[str, Any], *, reasoning: Any, full_reset: bool) -> web.Response:
     return reply_bytes(request, _frame_body(session, grids, action, data, reasoning, full_reset),
                        "application/json")
 
 
-def _frame_body(session: Session, grids: list[bytes], action: int, data: dict, reasoning: Any,
-                full_reset: bool) -> bytes:
+def _frame_body(session: Session, grids: list[bytes], action: int, data: dict[str, Any],
+                reasoning: Any, full_reset: bool) -> bytes:
     """The FrameData of ``session`` as it is now."""
     solved = sum(e.solved for e in session.episodes)
     return w.frame_data(game=w.game_id(session.version.version), guid=session.id, grids=grids,
@@ -224,7 +225,7 @@ def _current(session: Session) -> list[bytes]:
     return [w.grid(run.served.painter, run.game.state if run.game is not None else None)]
 
 
-async def _runs(arena: Arena, key: KeyRecord, view: dict) -> list[dict]:
+async def _runs(arena: Arena, key: KeyRecord, view: dict[str, Any]) -> list[dict[str, Any]]:
     """The ARC runs of a scorecard: one per game started on it."""
     runs = []
     for progress in view["games"].values():
@@ -238,7 +239,7 @@ async def _runs(arena: Arena, key: KeyRecord, view: dict) -> list[dict]:
     return runs
 
 
-async def _scorecard(arena: Arena, key: KeyRecord, card_id: str) -> dict:
+async def _scorecard(arena: Arena, key: KeyRecord, card_id: str) -> dict[str, Any]:
     view = await arena.scorecard_view(key, card_id)
     return w.scorecard(card_id, await _runs(arena, key, view), name=view["name"],
                        version=view["version"], closed=view["closed"], result=view["score"],
@@ -246,39 +247,46 @@ async def _scorecard(arena: Arena, key: KeyRecord, card_id: str) -> dict:
 
 
 # -- handlers --------------------------------------------------------------------------------
-async def games(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+async def games(request: web.Request, arena: Arena, key: None, args: HandlerArgs) -> web.Response:
+    """ARC-AGI-3 ``GET /api/games``: the served games an ARC client may play."""
     return reply(request, [_info(g) for g in arena.games if g.episodes <= w.MAX_LEVELS])
 
 
-async def anonkey(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+async def anonkey(request: web.Request, arena: Arena, key: None, args: HandlerArgs) -> web.Response:
+    """An anonymous API key for keyless ARC play (same site only)."""
     same_site_only(request)
     address = client_ip(request, arena.limits.trusted_proxies)
     api = await arena.create_key(ANON_PREFIX + secrets.token_hex(6), address, anonymous=True)
     return reply(request, {"api_key": api})
 
 
-async def game(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+async def game(request: web.Request, arena: Arena, key: None, args: HandlerArgs) -> web.Response:
+    """One served game's ARC info."""
     return reply(request, _info(_served_game(arena, request.match_info["game_id"])))
 
 
 async def open_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
-                         args: dict) -> web.Response:
+                         args: HandlerArgs) -> web.Response:
+    """ARC ``open_scorecard``: a scorecard on the key; its card id."""
     card, _ = await arena.open_scorecard(key, meta=native.card_meta(args))
     return reply(request, {"card_id": card.id})
 
 
 async def close_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
-                          args: dict) -> web.Response:
+                          args: HandlerArgs) -> web.Response:
+    """ARC ``close_scorecard``: close it; its final scorecard."""
     await arena.close(key, args["card_id"])
     return reply(request, await _scorecard(arena, key, args["card_id"]))
 
 
 async def get_scorecard(request: web.Request, arena: Arena, key: KeyRecord,
-                        args: dict) -> web.Response:
+                        args: HandlerArgs) -> web.Response:
+    """ARC ``GET /api/scorecard/{card_id}``: a scorecard's runs so far."""
     return reply(request, await _scorecard(arena, key, request.match_info["card_id"]))
 
 
-async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
+async def reset(request: web.Request, arena: Arena, key: KeyRecord,
+                args: HandlerArgs) -> web.Response:
     """Start the game on a scorecard; with the guid of a started one, restart it as its
     ``restarts`` allows (the current level after an action in it, else the whole game), or
     where it allows none, answer its current frame."""
@@ -312,16 +320,19 @@ async def reset(request: web.Request, arena: Arena, key: KeyRecord, args: dict) 
                 session, _current(session), 0, data, None, scope == "game"), args["step"])
             return reply_bytes(request, body, "application/json")
         session = await arena.current(key, started)  # 404 once expired, like an action
-    return _frame(request, session, _current(session), 0, data, None, full_reset)
+    return _frame(request, session, _current(session), 0, data, reasoning=None,
+                  full_reset=full_reset)
 
 
 def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
     """The handler of ``POST /api/cmd/ACTION{number}``."""
     move = w.MOVES.get(number, WAIT)
 
-    async def act(request: web.Request, arena: Arena, key: KeyRecord, args: dict) -> web.Response:
+    async def act(request: web.Request, arena: Arena, key: KeyRecord,
+                  args: HandlerArgs) -> web.Response:
+        """ARC ``ACTION{number}``: one move (or a wait) in the game; the frame after it."""
         game = w.game_id(_served_game(arena, args["game_id"]).version.version)
-        data = {"game_id": game}
+        data: dict[str, Any] = {"game_id": game}
         if number == 6:
             data.update({k: args[k] for k in ("x", "y") if args[k] is not None})
 

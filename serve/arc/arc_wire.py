@@ -69,7 +69,7 @@ class ArcError(SokoforgeError):
         code = not_found if arc_status == 404 else _CODE.get(arc_status, SERVER_ERROR)
         return cls(arc_status, code, message)
 
-    def body(self) -> dict:
+    def body(self) -> dict[str, Any]:
         return {"error": self.code, "message": self.message}
 
 
@@ -98,7 +98,7 @@ RESTART_NOTES = {"none": "RESET never restarts (no free retries)",
 
 
 def game_info(version: str, game: str, optimal_moves: Sequence[int],
-              restarts: str = "none") -> dict:
+              restarts: str = "none") -> dict[str, Any]:
     """The game object of ``GET /api/games`` and ``GET /api/games/{id}``; its title and a
     ``restarts-MODE`` tag say what RESET may do in it."""
     return {"game_id": game_id(version),
@@ -151,7 +151,7 @@ def grid(painter: Painter, state: State | None) -> bytes:
 
 
 def frame_data(*, game: str, guid: str, grids: list[bytes], state: str,
-               levels_completed: int, win_levels: int, action: int, data: dict,
+               levels_completed: int, win_levels: int, action: int, data: dict[str, Any],
                reasoning: Any, full_reset: bool) -> bytes:
     """The JSON body of the FrameData answer to a RESET or ACTIONn command (``grids`` from
     ``grid``)."""
@@ -170,7 +170,8 @@ def level_score(optimal: int, steps: int) -> float:
     return min(115.0, (optimal / steps) ** 2 * 100.0) if steps > 0 else 0.0
 
 
-def run(game: str, guid: str | None, state: str, episodes: Sequence[dict]) -> dict:
+def run(game: str, guid: str | None, state: str, episodes: Sequence[dict[str, Any]]
+        ) -> dict[str, Any]:
     """One run of the game: ``episodes`` are ``{solved, steps, optimal}`` in play order.
 
     The score weights level i (1-based) by i, as the API does, so later (harder) levels count
@@ -190,8 +191,8 @@ def run(game: str, guid: str | None, state: str, episodes: Sequence[dict]) -> di
             "level_baseline_actions": [int(e["optimal"] or 0) for e in episodes]}
 
 
-def scorecard(card_id: str, runs: list[dict], *, name: str, version: str, closed: bool,
-              result: dict | None, meta: dict | None = None) -> dict:
+def scorecard(card_id: str, runs: list[dict[str, Any]], *, name: str, version: str, closed: bool,
+              result: dict[str, Any] | None, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """The scorecard object: one environment per played game, each with its run.
 
     ``result`` is the leaderboard Score of the native protocol once closed (its success

@@ -140,8 +140,9 @@ class SessionCache:
         alone touches the image cache): for a change made inside the store's transaction."""
         entry = entry_for(self.games, record.game, record.version, f"session {record.id}")
         levels = entry.version.levels
-        episodes = [EpisodeRun.restored(levels[r.index], r.done, r.solved, r.deadlocked,
-                                        r.steps, r.actions, r.snapshot) for r in rows]
+        episodes = [EpisodeRun.restored(levels[r.index], done=r.done, solved=r.solved,
+                                        deadlocked=r.deadlocked, steps=r.steps,
+                                        actions=r.actions, snapshot=r.snapshot) for r in rows]
         session = Session(episodes, entry.version.tiers, record.parallel, record.state,
                           record=record, name=name, entry=entry, last_active=record.last_active,
                           seq=record.seq, writer=record.writer, own=secrets.token_hex(8))

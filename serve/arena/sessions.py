@@ -125,7 +125,8 @@ class Sessions:
         try:
             await self.store.create_session(record, entry.episodes, self.limits.sessions_per_key,
                                             self.limits.sessions_total, self.cache.cutoff(),
-                                            subject_of(address), self.limits.address_sessions())
+                                            address=subject_of(address),
+                                            per_address=self.limits.address_sessions())
         except StoreConflict as e:
             if str(e) == "closed":
                 raise Conflict(f"scorecard {scorecard_id} is closed; open a new one") from None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 __all__ = [
     "EPISODE_REPLAY", "HANDLERS", "ROUTES", "SCRIPTS", "add_scripts", "get_episode_replay",
-    "play_page", "scorecard_page", "script",
+    "get_solution", "play_page", "scorecard_page", "script",
 ]
 
 from importlib import resources
@@ -22,7 +22,18 @@ from serve.arena.errors import NotFound
 from serve.browser import pages
 from serve.native import GAME_NAME, SCORECARD_ID, SESSION_ID
 from serve.play import Arena
-from serve.web.schema import BOOLEAN, INTEGER, STR, TEXT, Field, Route, arr, obj, string
+from serve.web.schema import (
+    BOOLEAN,
+    INTEGER,
+    STR,
+    TEXT,
+    Field,
+    HandlerArgs,
+    Route,
+    arr,
+    obj,
+    string,
+)
 from serve.web.web import api_key, reply, reply_bytes
 
 SCRIPTS = ("board.js", "play.js", "scorecard.js")
@@ -78,7 +89,8 @@ def _html(request: web.Request, text: str, status: int = 200) -> web.Response:
     return reply_bytes(request, text.encode(), "text/html", status)
 
 
-async def play_page(request: web.Request, arena: Arena, key: None, args: dict) -> web.Response:
+async def play_page(request: web.Request, arena: Arena, key: None,
+                    args: HandlerArgs) -> web.Response:
     name = args["game"]
     entry = arena.games.get(name)
     if entry is None or not entry.public:
@@ -92,7 +104,7 @@ async def play_page(request: web.Request, arena: Arena, key: None, args: dict) -
 
 
 async def scorecard_page(request: web.Request, arena: Arena, key: None,
-                         args: dict) -> web.Response:
+                         args: HandlerArgs) -> web.Response:
     card_id = args["scorecard_id"]
     try:
         view = await arena.scorecard_outcomes(card_id)
@@ -103,14 +115,14 @@ async def scorecard_page(request: web.Request, arena: Arena, key: None,
 
 
 async def get_episode_replay(request: web.Request, arena: Arena, key: None,
-                             args: dict) -> web.Response:
+                             args: HandlerArgs) -> web.Response:
     viewer = await arena.owner_of(api_key(request))
     return reply(request, await arena.replay_frames(args["session_id"], int(args["episode"]),
                                                     viewer))
 
 
 async def get_solution(request: web.Request, arena: Arena, key: None,
-                       args: dict) -> web.Response:
+                       args: HandlerArgs) -> web.Response:
     return reply(request, arena.solution_frames(args["game"], int(args["episode"])))
 
 

@@ -6,6 +6,8 @@ replay viewer add the package's own scripts (``serve/static``, same origin, noth
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["STYLE", "landing", "leaderboard", "play", "refusal", "scorecard"]
 
 from html import escape
@@ -52,7 +54,7 @@ def _page(title: str, body: str, scripts: tuple[str, ...] = ()) -> str:
             f"<a href='/api/docs'>API</a></nav>{body}{tags}</body></html>")
 
 
-def landing(spec: dict, origin: str) -> str:
+def landing(spec: dict[str, Any], origin: str) -> str:
     """What is served, how to connect, and the spec's numbers."""
     rows = "".join(
         f"<tr><td>{t['index']}</td><td>{t['crates']} crate{'s' if t['crates'] > 1 else ''}</td>"
@@ -110,7 +112,7 @@ in parallel; a session expires after {limits['idle_minutes']:g} minutes idle.</p
 _ORDER = {"ramp": "in order, easiest first", "file": "in the order of its files"}
 
 
-def _what_set(spec: dict) -> str:
+def _what_set(spec: dict[str, Any]) -> str:
     """What the levels are, truthfully: public, from a public seed (anyone can redraw them,
     though people do not see them here), or hidden."""
     if spec.get("public"):
@@ -121,7 +123,7 @@ def _what_set(spec: dict) -> str:
     return "hidden Sokoban levels"
 
 
-def _round_line(spec: dict) -> str:
+def _round_line(spec: dict[str, Any]) -> str:
     """A paragraph per served game whose version has a round: open until when, or closed."""
     out = []
     for name, g in (spec.get("game_specs") or {"": spec}).items():
@@ -131,7 +133,7 @@ def _round_line(spec: dict) -> str:
     return "".join(out)
 
 
-def _round_state(version: str, rnd: dict, game: str = "", on_board: bool = False) -> str:
+def _round_state(version: str, rnd: dict[str, Any], game: str = "", on_board: bool = False) -> str:
     """One sentence on a round: when it closes, or that it closed, its board (not on the
     board itself) and its final standings' files."""
     which = f"game <code>{escape(game)}</code>, " if game else ""
@@ -155,14 +157,14 @@ def _round_state(version: str, rnd: dict, game: str = "", on_board: bool = False
             f"{escape(rnd['closes'])}): {rule}; {board}{final}.")
 
 
-def _play_link(spec: dict) -> str:
+def _play_link(spec: dict[str, Any]) -> str:
     if not spec.get("public"):
         return ""
     return (f"<p>A public game: <a href='/play/{escape(spec['game'])}'>play it in the "
             "browser</a> with the arrow keys.</p>")
 
 
-def _games(spec: dict) -> str:
+def _games(spec: dict[str, Any]) -> str:
     """Every served game, when there are several; the page below describes the first."""
     games = spec.get("game_specs") or {}
     if len(games) < 2:
@@ -177,7 +179,7 @@ def _games(spec: dict) -> str:
     return f"<p>Games served (one scorecard may play each once):</p><ul>{items}</ul>"
 
 
-def _board_table(board: dict, playable: bool) -> str:
+def _board_table(board: dict[str, Any], playable: bool) -> str:
     """One version's ranking; each name links to its scorecard's page."""
     rows = "".join(
         f"<tr><td>{e['rank']}</td><td><a href='/scorecards/{escape(e['scorecard_id'])}' "
@@ -205,13 +207,13 @@ def _board_table(board: dict, playable: bool) -> str:
             f"</table></div>")
 
 
-def _interval(score: dict) -> str:
+def _interval(score: dict[str, Any]) -> str:
     """A Score's success interval as percentages, or nothing when it has none."""
     interval = score.get("success_interval")
     return f"{interval[0]:.0%}&ndash;{interval[1]:.0%}" if interval else ""
 
 
-def _tie(entry: dict) -> str:
+def _tie(entry: dict[str, Any]) -> str:
     """The mark of an entry a paired test cannot tell from the one above."""
     if not entry.get("indistinguishable_from_above"):
         return ""
@@ -239,7 +241,7 @@ def _browser_tag(source: str | None) -> str:
         source == "browser") else ""
 
 
-def _line_table(line: dict) -> str:
+def _line_table(line: dict[str, Any]) -> str:
     """A line's names on one ability scale, each beside its raw success per version."""
     rows = "".join(
         f"<tr><td>{e['rank']}</td><td>{escape(e['name'])}</td>"
@@ -261,8 +263,8 @@ def _line_table(line: dict) -> str:
               "</table></div>")
 
 
-def leaderboard(boards: list[dict], playable: frozenset[str] = frozenset(),
-                lines: list[dict] | None = None) -> str:
+def leaderboard(boards: list[dict[str, Any]], playable: frozenset[str] = frozenset(),
+                lines: list[dict[str, Any]] | None = None) -> str:
     """One ranking table per game and version, with links to the other versions' boards;
     the games in ``playable`` link to their play page; ``lines`` the linked abilities of
     served versions' lines."""
@@ -295,7 +297,7 @@ def refusal(status: int, title: str, detail: str) -> str:
                  f"<p class=muted>HTTP {status}</p>")
 
 
-def play(game: dict) -> str:
+def play(game: dict[str, Any]) -> str:
     """The play page of one public game: a key, the board, arrow keys and buttons; every move
     goes through the agent protocol (``serve/static/play.js``)."""
     g = {k: escape(str(game[k])) for k in ("name", "version", "episodes", "restarts")}
@@ -344,7 +346,7 @@ its own; your run goes on">Show the solution</button>
     return _page(f"play {game['name']}", body, ("board.js", "play.js"))
 
 
-def _outcome_row(e: dict, replay: bool, owner_only: bool = False) -> str:
+def _outcome_row(e: dict[str, Any], replay: bool, owner_only: bool = False) -> str:
     """One episode's outcome; its replay button, when it was played, is hidden for a hidden
     game until the page's script finds the kept key is the one that played it; a public
     game's level also shows its solution."""
@@ -361,7 +363,7 @@ def _outcome_row(e: dict, replay: bool, owner_only: bool = False) -> str:
             f"<td>{'yes' if e['deadlocked'] else 'no'}</td><td>{button}</td></tr>")
 
 
-def _score(score: dict | None) -> str:
+def _score(score: dict[str, Any] | None) -> str:
     if not score:
         return "<p class=muted>Not closed yet: no Score.</p>"
     interval = (f", 95% interval {_interval(score)} over draws of levels"
@@ -373,7 +375,7 @@ def _score(score: dict | None) -> str:
             f"{score['total_actions']} actions.</p>")
 
 
-def _review(review: dict | None, scorecard_id: str) -> str:
+def _review(review: dict[str, Any] | None, scorecard_id: str) -> str:
     """A scorecard's fair-play verdict; its evidence is filled in by the page's script for
     the key that played it."""
     if review is None:
@@ -388,7 +390,7 @@ def _review(review: dict | None, scorecard_id: str) -> str:
             "a person's look and proves nothing.</p><ul></ul></section>")
 
 
-def scorecard(view: dict) -> str:
+def scorecard(view: dict[str, Any]) -> str:
     """A scorecard's page: its tags, Score and each game's per-episode outcomes, with a
     replay viewer (``serve/static/scorecard.js``) for the episodes one may watch."""
     shown = [t for t in view["tags"] if not (view["source"] == "browser" and t == "browser")]

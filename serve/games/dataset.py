@@ -81,7 +81,7 @@ class ServedVersion:
 
     version: str
     game: str
-    manifest: dict
+    manifest: dict[str, Any]
     levels: tuple[ServedLevel, ...]
     tiers: tuple[tuple[int, int], ...]
     sha256: str
@@ -100,7 +100,7 @@ class ServedVersion:
                     or (manifest.get("generator") or {}).get("method") == "imported")
         return "file" if imported else "ramp"
 
-    def spec(self) -> dict:
+    def spec(self) -> dict[str, Any]:
         """The public numbers of the served set: counts and budgets, never layouts."""
         spec = self.manifest.get("spec") or {}
         tiers = []
@@ -152,7 +152,7 @@ def load_version(root: Path, version: str) -> ServedVersion:
                          sha256=opened.sha256, folder=opened.folder)
 
 
-def _read_rows(path: Path) -> list[dict]:
+def _read_rows(path: Path) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     try:
@@ -172,7 +172,7 @@ def _read_rows(path: Path) -> list[dict]:
     return rows
 
 
-def _served_level(row: dict, version_look: str) -> ServedLevel:
+def _served_level(row: dict[str, Any], version_look: str) -> ServedLevel:
     from engine.search.index import StateSpaceTooLarge
     from engine.search.reverse import solvable_set
 

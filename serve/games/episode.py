@@ -10,13 +10,13 @@ exactly where it was without replaying it.
 from __future__ import annotations
 
 __all__ = [
-    "EpisodeRun", "Outcome", "PLAYED", "RESTART_GAME", "RESTART_LEVEL", "Run", "decode_state",
-    "encode_state", "new_run", "replay_states", "score",
+    "EpisodeRun", "Outcome", "PLAYED", "RESTART_GAME", "RESTART_LEVEL", "Run", "Score",
+    "decode_state", "encode_state", "new_run", "replay_states", "score",
 ]
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from engine import episode as core
 from engine.episode import Episode, StepResult
@@ -96,7 +96,7 @@ class EpisodeRun:
         return None if self.game is None else encode_state(self.game.state)
 
     @classmethod
-    def restored(cls, served: ServedLevel, done: bool, solved: bool, deadlocked: bool,
+    def restored(cls, served: ServedLevel, *, done: bool, solved: bool, deadlocked: bool,
                  steps: int, actions: str, snapshot: str | None) -> EpisodeRun:
         """The episode as a stored row left it: from its snapshot, or (rows written before
         snapshots existed) by replaying its action string once."""
@@ -217,7 +217,8 @@ class Run:
                 run.finish(False)
         self.state, self.in_flight = GAME_OVER, []
 
-    def score(self) -> dict:
+    def score(self) -> Score:
+        """The run's Score so far."""
         return score(self.episodes)
 
 
@@ -228,7 +229,20 @@ def new_run(levels: Sequence[ServedLevel], tiers: Sequence[tuple[int, int]],
     return run
 
 
-def score(episodes: list[EpisodeRun]) -> dict:
+class Score(TypedDict):
+    """A run's Score, as the API's ``SCORE`` declares it (``serve.native``)."""
+
+    episodes: int
+    solved: int
+    success_rate: float
+    success_interval: list[float]  # [lo, hi], 95%
+    move_efficiency: float
+    avg_steps_solved: float
+    deadlock_rate: float
+    total_actions: int
+
+
+def score(episodes: list[EpisodeRun]) -> Score:
     """The Score: unfinished episodes count as unsolved; efficiency is optimal/steps over solved;
     the success interval is over draws of levels, tier by tier (``pipeline.precision``)."""
     n = len(episodes)

@@ -6,6 +6,8 @@ refuses two versions of one game, so a game name always means one set of levels.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["GameEntry", "RESTARTS", "Registry", "is_public", "manifest_is_public", "restarts_of"]
 
 from collections.abc import Iterable, Iterator
@@ -41,7 +43,7 @@ class GameEntry:
         """Each level's step budget, in play order."""
         return tuple(lv.max_steps for lv in self.version.levels)
 
-    def spec(self) -> dict:
+    def spec(self) -> dict[str, Any]:
         return {**self.version.spec(), "restarts": self.restarts, "public": self.public}
 
 
@@ -52,7 +54,7 @@ def is_public(version: ServedVersion) -> bool:
     return manifest_is_public(version.manifest)
 
 
-def manifest_is_public(manifest: dict) -> bool:
+def manifest_is_public(manifest: dict[str, Any]) -> bool:
     """``is_public`` from the manifest alone, before any level is read."""
     visibility = manifest.get("visibility")
     if visibility is not None:

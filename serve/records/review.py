@@ -216,7 +216,13 @@ async def review_version(datasets: Path, version: str, store: Store,
     order they opened (``pipeline.scores.review.review_scorecards``), its frontier raised by
     the clearings (``serve.records.clearing``; those made before ``cleared_before`` alone,
     when given). The store is read in one go (``Store.played_sessions``) and each episode
-    replayed once, with a progress line."""
+    replayed once, with a progress line.
+
+    Raises:
+        InputError: no version ``version`` under ``datasets`` (``VersionMissing``), or one
+            altered (``VersionAltered``).
+        StoreError: the store cannot be read.
+    """
     began = time.perf_counter()
     opened = _open(datasets, version)
     table = opened.levels(["index", "xsb", "max_steps"])
@@ -309,7 +315,11 @@ def store_reviews(datasets: Path, version: str, db: str, cleared_before: float |
                   ) -> VersionReview:
     """``review_version`` over the store at ``db`` (a SQLite file or a PostgreSQL URL), nothing
     written; ``InputError`` for an unknown version or a store that is not there or cannot be
-    read (unreadable input)."""
+    read (unreadable input).
+
+    Raises:
+        InputError: an unknown version, or a store that is not there or cannot be read.
+    """
     _open(datasets, version)  # an unknown version is refused before the store is read
     if not is_postgres(db) and not Path(db).is_file():
         raise InputError(f"no store at {db}: give the server's --db")
@@ -321,7 +331,11 @@ def store_reviews(datasets: Path, version: str, db: str, cleared_before: float |
 
 
 def review_store(datasets: Path, version: str, db: str) -> ReviewReport:
-    """``store_reviews`` with its report written (``write_review``)."""
+    """``store_reviews`` with its report written (``write_review``).
+
+    Raises:
+        InputError: as ``store_reviews``.
+    """
     done = store_reviews(datasets, version, db)
     return ReviewReport(version, done, write_review(datasets, version, done))
 

@@ -57,7 +57,7 @@ class Closing:
     files: tuple[Path, ...]
 
 
-def close_round(datasets: Path, version: str, db: str, now: float | None = None,
+def close_round(datasets: Path, version: str, db: str, *, now: float | None = None,
                 notice: float = NOTICE_SECONDS, grace: float = GRACE_SECONDS,
                 sleep: Callable[[float], None] = time.sleep) -> Closing:
     """Close ``version``'s round, write its final standings from the store ``db`` and record

@@ -10,6 +10,8 @@ opens one.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "ScorecardRecord", "SessionRecord",
     "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit",
@@ -74,9 +76,9 @@ class ScorecardRecord:
     games: dict[str, str]
     opened: float
     closed: float | None = None
-    result: dict | None = None
+    result: dict[str, Any] | None = None
     source: str | None = None
-    meta: dict | None = None
+    meta: dict[str, Any] | None = None
 
     @property
     def version(self) -> str:
@@ -143,7 +145,7 @@ class Standing:
     session_id: str | None
     name: str
     closed: float
-    result: dict
+    result: dict[str, Any]
     source: str | None = None
 
 
@@ -186,7 +188,14 @@ class Final:
 
 
 class Store(ABC):
-    """Durable state of keys, scorecards, sessions, actions, results and rate counters."""
+    """Durable state of keys, scorecards, sessions, actions, results and rate counters.
+
+    Raises (any method):
+        StoreUnavailable: the store can take or give nothing now (a full or failing disk, a
+            lost connection, its file replaced); nothing changed.
+        StoreError: the store cannot be used (damaged, locked, of a newer schema).
+        StoreConflict, StoreLimit, StaleSession: as each method says.
+    """
 
     @abstractmethod
     async def start(self) -> None:
@@ -213,7 +222,7 @@ class Store(ABC):
 
     @abstractmethod
     async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
-                             total: int, live_since: float, address: str = "",
+                             total: int, live_since: float, *, address: str = "",
                              per_address: int | None = None) -> None:
         """Add a session unless its scorecard is closed or already plays its game
         (``StoreConflict``), or the key (``StoreLimit`` kind ``key``), the client ``address``
@@ -261,8 +270,8 @@ class Store(ABC):
         ``session_id``) as expired; returns how many were."""
 
     @abstractmethod
-    async def close_scorecard(self, scorecard_id: str, closed: float, result: dict,
-                              final: list[Final]) -> dict:
+    async def close_scorecard(self, scorecard_id: str, closed: float, result: dict[str, Any],
+                              final: list[Final]) -> dict[str, Any]:
         """Close once: store the result, each game's standing and the sessions' final rows.
         A scorecard already closed keeps and returns its first result; a session whose
         ``seq`` moved since raises ``StaleSession`` and changes nothing."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 __all__ = [
     "MIGRATIONS", "POOL_SIZE", "PostgresStore", "SCHEMA_LOCK", "SCHEMA_VERSION", "SESSIONS_LOCK",
+    "unavailable",
 ]
 
 import json
@@ -168,7 +169,7 @@ class PostgresStore(Store):
             used = await conn.fetchval("SELECT count FROM counters WHERE kind=$1 AND "
                                        "subject=$2 AND day=$3", kind, subject, day)
             raise StoreLimit(used if count is None else limit, kind)
-        return count
+        return int(count)
 
     async def create_key(self, record: KeyRecord, counter: str, day: str, limit: int) -> int:
         async with self._tx() as conn:
@@ -186,9 +187,8 @@ class PostgresStore(Store):
 
     async def find_key(self, key_hash: str) -> KeyRecord | None:
         async with self._conn() as conn:
-            row = await conn.fetchrow("SELECT key_hash, name FROM keys WHERE key_hash=$1",
-                                      key_hash)
-        return KeyRecord(*row) if row else None
+            row = await conn.fetchrow(sql.numbered(sql.KEY), key_hash)
+        return sql.key_record(row) if row else None
 
     # -- scorecards -------------------------------------------------------------------------
     async def open_scorecard(self, record: ScorecardRecord, day: str, limit: int) -> int:
@@ -206,15 +206,15 @@ class PostgresStore(Store):
             row = await conn.fetchrow(sql.numbered(sql.CARD + " WHERE id=?"), scorecard_id)
         return sql.card_record(row) if row else None
 
-    async def close_scorecard(self, scorecard_id: str, closed: float, result: dict,
-                              final: list[Final]) -> dict:
+    async def close_scorecard(self, scorecard_id: str, closed: float, result: dict[str, Any],
+                              final: list[Final]) -> dict[str, Any]:
         async with self._tx() as conn:
-            row = await conn.fetchrow("SELECT closed, result, key_hash, name FROM scorecards "
-                                      "WHERE id=$1 FOR UPDATE", scorecard_id)
+            row = await conn.fetchrow(sql.numbered(sql.CLOSING) + " FOR UPDATE", scorecard_id)
             if row is None:
                 raise KeyError(scorecard_id)
-            if row[0] is not None:
-                return json.loads(row[1])
+            card = sql.closing(row)
+            if card.result is not None:
+                return card.result
             for f in final:
                 done = await conn.execute(CLOSE_SESSION, f.session_id, f.expected)
                 if done != "UPDATE 1":
@@ -223,12 +223,12 @@ class PostgresStore(Store):
             await conn.execute("UPDATE scorecards SET closed=$1, result=$2 WHERE id=$3",
                                closed, json.dumps(result), scorecard_id)
             await conn.executemany(INSERT_STANDING, sql.standing_rows(
-                scorecard_id, result, row[2], row[3], closed))
+                scorecard_id, result, card.key_hash, card.name, closed))
             return result
 
     # -- sessions, episodes, actions -----------------------------------------------------------
     async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
-                             total: int, live_since: float, address: str = "",
+                             total: int, live_since: float, *, address: str = "",
                              per_address: int | None = None) -> None:
         async with self._tx() as conn:
             # counting then inserting must not interleave with another server's
@@ -260,7 +260,7 @@ class PostgresStore(Store):
     @staticmethod
     async def _episodes(conn: asyncpg.Connection, session_id: str) -> list[EpisodeRecord]:
         rows = await conn.fetch(EPISODES, session_id)
-        return [EpisodeRecord(*r) for r in rows]
+        return [sql.episode_record(r) for r in rows]
 
     @staticmethod
     async def _write_episodes(conn: asyncpg.Connection, session_id: str,
@@ -271,12 +271,14 @@ class PostgresStore(Store):
         async with self._tx() as conn:
             rows = await conn.fetch(sql.SESSION + " WHERE scorecard_id=$1 ORDER BY created",
                                     scorecard_id)
-            return [(SessionRecord(*r), await self._episodes(conn, r[0])) for r in rows]
+            return [(sql.session_record(r), await self._episodes(conn, r["id"])) for r in rows]
 
     async def session(self, session_id: str) -> tuple[SessionRecord, list[EpisodeRecord]] | None:
         async with self._tx() as conn:
             row = await conn.fetchrow(sql.SESSION + " WHERE id=$1", session_id)
-            return (SessionRecord(*row), await self._episodes(conn, session_id)) if row else None
+            if row is None:
+                return None
+            return sql.session_record(row), await self._episodes(conn, session_id)
 
     async def head(self, session_id: str) -> tuple[int, str, str, float] | None:
         async with self._conn() as conn:
@@ -356,7 +358,7 @@ class PostgresStore(Store):
 
     async def miscounted(self) -> int:
         async with self._conn() as conn:
-            return await conn.fetchval(sql.MISCOUNTED)
+            return int(await conn.fetchval(sql.MISCOUNTED))
 
     # -- leaderboard -------------------------------------------------------------------------
     async def leaderboard(self, version: str, limit: int, before: float | None = None,

@@ -10,16 +10,20 @@ __all__ = [
     "ACTION_TIMES", "ANONYMOUS", "BROWSER", "CARD", "CLOSE_SESSION", "EPISODES", "EXPIRE",
     "HEAD", "INSERT_ACTION", "INSERT_STANDING", "LIVE", "LIVE_OF_KEY", "MISCOUNTED", "SESSION",
     "PLAYED_ACTIONS", "PLAYED_CARDS", "PLAYED_EPISODES", "PLAYED_SESSIONS", "STEPS", "VERSIONS",
-    "WRITE_EPISODE",
-    "card_record", "conditional_write", "episode_rows", "leaderboard", "numbered", "played_episode",
-    "played_episodes", "played_sessions", "standing", "standing_rows",
+    "WRITE_EPISODE", "CLOSING", "KEY",
+    "Closing", "card_record", "closing", "conditional_write", "episode_record", "episode_rows",
+    "key_record", "leaderboard", "named", "numbered", "played_episode", "played_episodes",
+    "played_sessions", "session_record", "standing", "standing_rows",
 ]
 
 import json
 import re
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 from serve.stores.interface import (
     EpisodeRecord,
+    KeyRecord,
     PlayedEpisode,
     PlayedSession,
     ScorecardRecord,
@@ -28,13 +32,28 @@ from serve.stores.interface import (
     Write,
 )
 
-SESSION = ("SELECT id, scorecard_id, key_hash, game, version, parallel, state, created, "
-           "last_active, seq, writer FROM sessions")
-EPISODES = ("SELECT idx, done, solved, deadlocked, steps, actions, snapshot FROM episodes "
+# Each SELECT's columns, named once: its rows are read by these names (``named``), so the two
+# backends' rows (SQLite's tuples, asyncpg's records) go through the same mappers below.
+_SESSION_COLUMNS = ("id", "scorecard_id", "key_hash", "game", "version", "parallel", "state",
+                    "created", "last_active", "seq", "writer")
+_EPISODE_COLUMNS = ("idx", "done", "solved", "deadlocked", "steps", "actions", "snapshot")
+_CARD_COLUMNS = ("id", "key_hash", "name", "games", "opened", "closed", "result", "source",
+                 "meta")
+_CLOSING_COLUMNS = ("closed", "result", "key_hash", "name")
+_KEY_COLUMNS = ("key_hash", "name")
+_PLAYED_COLUMNS = ("id", "key_hash", "name", "source", "idx", "solved", "steps", "deadlocked",
+                   "done", "closed")
+_STANDING_COLUMNS = ("scorecard_id", "name", "closed", "result", "session_id", "source")
+
+SESSION = f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions"
+EPISODES = (f"SELECT {', '.join(_EPISODE_COLUMNS)} FROM episodes "
             "WHERE session_id=? ORDER BY idx")
 WRITE_EPISODE = ("UPDATE episodes SET done=?, solved=?, deadlocked=?, steps=?, actions=?, "
                  "snapshot=? WHERE session_id=? AND idx=?")
-CARD = "SELECT id, key_hash, name, games, opened, closed, result, source, meta FROM scorecards"
+CARD = f"SELECT {', '.join(_CARD_COLUMNS)} FROM scorecards"
+# a scorecard as its closing reads it (PostgreSQL adds FOR UPDATE)
+CLOSING = f"SELECT {', '.join(_CLOSING_COLUMNS)} FROM scorecards WHERE id=?"
+KEY = f"SELECT {', '.join(_KEY_COLUMNS)} FROM keys WHERE key_hash=?"
 HEAD = "SELECT seq, writer, state, last_active FROM sessions WHERE id=?"
 STEPS = "SELECT episode, action FROM actions WHERE session_id=? AND seq<=? ORDER BY seq"
 INSERT_ACTION = ("INSERT INTO actions (session_id, seq, episode, action, at, ms) "
@@ -113,7 +132,7 @@ def numbered(sql: str) -> str:
     return re.sub(r"\?", lambda _: f"${next(count)}", sql)
 
 
-def conditional_write(write: Write) -> tuple[str, tuple]:
+def conditional_write(write: Write) -> tuple[str, tuple[Any, ...]]:
     """The compare-and-set of a session row for ``write`` and its arguments: it changes one
     row only if the stored count and writer are the expected ones and the session may still
     be played (or, for a game restart, revived while its scorecard is open)."""
@@ -128,51 +147,102 @@ def conditional_write(write: Write) -> tuple[str, tuple]:
                  write.expected_writer)
 
 
-def episode_rows(session_id: str, episodes) -> list[tuple]:
+def episode_rows(session_id: str, episodes: Iterable[EpisodeRecord]) -> list[tuple[Any, ...]]:
     return [(e.done, e.solved, e.deadlocked, e.steps, e.actions, e.snapshot, session_id,
              e.index) for e in episodes]
 
 
-def standing_rows(scorecard_id: str, result: dict, key_hash: str, name: str,
-                  closed: float) -> list[tuple]:
+def standing_rows(scorecard_id: str, result: dict[str, Any], key_hash: str, name: str,
+                  closed: float) -> list[tuple[Any, ...]]:
     """One standings row per game the closed scorecard's result scores."""
     return [(scorecard_id, game, result["versions"][game], key_hash, name, closed,
              result["session_ids"][game], score["success_rate"], score["move_efficiency"],
              score["deadlock_rate"], json.dumps(score)) for game, score in result["games"].items()]
 
 
-def card_record(row) -> ScorecardRecord:
+def named(columns: tuple[str, ...], row: Iterable[Any]) -> dict[str, Any]:
+    """A row of a SELECT of ``columns`` as {column: value} (either backend's row)."""
+    return dict(zip(columns, row, strict=True))
+
+
+class Closing(NamedTuple):
+    """A scorecard as its closing reads it: ``result`` is None until it is closed (and only
+    then)."""
+
+    closed: float | None
+    result: dict[str, Any] | None
+    key_hash: str
+    name: str
+
+
+def closing(row: Iterable[Any]) -> Closing:
+    """A ``CLOSING`` row as its record (its result parsed once it is closed)."""
+    r = named(_CLOSING_COLUMNS, row)
+    return Closing(closed=r["closed"],
+                   result=None if r["closed"] is None else json.loads(r["result"]),
+                   key_hash=r["key_hash"], name=r["name"])
+
+
+def key_record(row: Iterable[Any]) -> KeyRecord:
+    """A ``KEY`` row as its record."""
+    return KeyRecord(**named(_KEY_COLUMNS, row))
+
+
+def session_record(row: Iterable[Any]) -> SessionRecord:
+    """A ``SESSION`` row as its record."""
+    return SessionRecord(**named(_SESSION_COLUMNS, row))
+
+
+def episode_record(row: Iterable[Any]) -> EpisodeRecord:
+    """An ``EPISODES`` row (SQLite's integers or PostgreSQL's booleans) as its record."""
+    r = named(_EPISODE_COLUMNS, row)
+    return EpisodeRecord(index=r["idx"], done=bool(r["done"]), solved=bool(r["solved"]),
+                         deadlocked=bool(r["deadlocked"]), steps=r["steps"],
+                         actions=r["actions"], snapshot=r["snapshot"])
+
+
+def card_record(row: Iterable[Any]) -> ScorecardRecord:
     """A ``CARD`` row as its record."""
-    return ScorecardRecord(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5],
-                           json.loads(row[6]) if row[6] else None, row[7],
-                           json.loads(row[8]) if row[8] else None)
+    r = named(_CARD_COLUMNS, row)
+    return ScorecardRecord(
+        id=r["id"], key_hash=r["key_hash"], name=r["name"], games=json.loads(r["games"]),
+        opened=r["opened"], closed=r["closed"],
+        result=json.loads(r["result"]) if r["result"] else None, source=r["source"],
+        meta=json.loads(r["meta"]) if r["meta"] else None)
 
 
-def played_episode(row) -> PlayedEpisode:
+def played_episode(row: Iterable[Any]) -> PlayedEpisode:
     """A ``played_episodes`` row (SQLite's integers or PostgreSQL's booleans) as a record."""
-    return PlayedEpisode(row[0], row[1], row[2], row[3], int(row[4]), bool(row[5]), int(row[6]),
-                         bool(row[7]), bool(row[8]), float(row[9]))
+    r = named(_PLAYED_COLUMNS, row)
+    return PlayedEpisode(
+        scorecard_id=r["id"], key_hash=r["key_hash"], name=r["name"], source=r["source"],
+        index=int(r["idx"]), solved=bool(r["solved"]), steps=int(r["steps"]),
+        deadlocked=bool(r["deadlocked"]), done=bool(r["done"]),
+        closed=None if r["closed"] is None else float(r["closed"]))
 
 
-def standing(row) -> Standing:
+def standing(row: Iterable[Any]) -> Standing:
     """A ``LEADERBOARD`` row as its record."""
-    return Standing(row[0], row[4], row[1], row[2], json.loads(row[3]), row[5])
+    r = named(_STANDING_COLUMNS, row)
+    return Standing(scorecard_id=r["scorecard_id"], session_id=r["session_id"], name=r["name"],
+                    closed=r["closed"], result=json.loads(r["result"]), source=r["source"])
 
 
-def played_sessions(cards, sessions, episodes, actions
+def played_sessions(cards: Iterable[Any], sessions: Iterable[Any], episodes: Iterable[Any],
+                    actions: Iterable[Any]
                     ) -> list[tuple[ScorecardRecord, list[PlayedSession]]]:
     """``Store.played_sessions`` from the rows of ``PLAYED_CARDS``, ``PLAYED_SESSIONS``,
-    ``PLAYED_EPISODES`` and ``PLAYED_ACTIONS`` (SQLite's integers or PostgreSQL's booleans)."""
+    ``PLAYED_EPISODES`` (a session id, then an ``EPISODES`` row) and ``PLAYED_ACTIONS``."""
     per_episodes: dict[str, list[EpisodeRecord]] = {}
     for r in episodes:
-        per_episodes.setdefault(r[0], []).append(EpisodeRecord(
-            int(r[1]), bool(r[2]), bool(r[3]), bool(r[4]), int(r[5]), r[6], r[7]))
+        row = tuple(r)
+        per_episodes.setdefault(row[0], []).append(episode_record(row[1:]))
     per_actions: dict[str, list[tuple[int, int, int | None]]] = {}
     for r in actions:
         per_actions.setdefault(r[0], []).append((int(r[1]), int(r[2]), r[3]))
     per_card: dict[str, list[PlayedSession]] = {}
     for r in sessions:
-        record = SessionRecord(*r)
+        record = session_record(r)
         per_card.setdefault(record.scorecard_id, []).append(PlayedSession(
             record, tuple(per_episodes.get(record.id, ())),
             tuple(per_actions.get(record.id, ()))))

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import serve.stores.sql as sql
 from serve.stores.interface import (
@@ -63,6 +63,8 @@ from serve.stores.interface import (
     Write,
 )
 from serve.stores.sqlite_file import BUSY_SECONDS, StoreFile, acked_path, migrate
+
+T = TypeVar("T")
 
 log = logging.getLogger("sokoforge.serve.store")
 log.addHandler(logging.NullHandler())  # said by a server's log; a command says it in its one line
@@ -86,7 +88,7 @@ _STOP = object()
 _LEADERBOARD = {named: sql.leaderboard(named) for named in (False, True)}
 
 
-def _settle(outcomes: list[tuple[asyncio.Future, bool, Any]]) -> None:
+def _settle(outcomes: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
     for fut, ok, value in outcomes:
         if fut.cancelled():
             continue
@@ -107,7 +109,7 @@ class SQLiteStore(Store):
             raise ValueError(f"synchronous must be FULL or NORMAL, got {synchronous!r}")
         self.path = str(path)
         self.synchronous = synchronous.upper()
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._turns: int | None = None  # the lock file writers of several processes share
         self._locked_fd = locked_fd
@@ -126,8 +128,8 @@ class SQLiteStore(Store):
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._loop = asyncio.get_running_loop()
-        self._pending: list = []
-        ready: Future = Future()
+        self._pending: list[Any] = []
+        ready: Future[None] = Future()
         self._thread = threading.Thread(target=self._run, args=(ready,), name="sqlite-store",
                                         daemon=True)
         self._thread.start()
@@ -225,7 +227,7 @@ class SQLiteStore(Store):
             return True
         return self._bound_wal(conn)
 
-    def _run(self, ready: Future) -> None:
+    def _run(self, ready: Future[None]) -> None:
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                    timeout=BUSY_SECONDS)
@@ -270,7 +272,7 @@ class SQLiteStore(Store):
         if self._file is not None and self._locked_fd is None:
             os.close(self._file.fd)
 
-    def _run_batch(self, conn: sqlite3.Connection, batch: list) -> None:
+    def _run_batch(self, conn: sqlite3.Connection, batch: list[Any]) -> None:
         if self._turns is None:
             self._run_transaction(conn, batch)
             return
@@ -350,9 +352,9 @@ class SQLiteStore(Store):
         self._said(why)
         return StoreUnavailable(why)
 
-    def _run_transaction(self, conn: sqlite3.Connection, batch: list) -> bool:
+    def _run_transaction(self, conn: sqlite3.Connection, batch: list[Any]) -> bool:
         """Run ``batch`` in one transaction and answer each job; whether it committed."""
-        outcomes: list[tuple[asyncio.Future, bool, Any]] = []
+        outcomes: list[tuple[asyncio.Future[Any], bool, Any]] = []
         acked = None
         try:
             conn.execute("BEGIN" if self._reads_only else "BEGIN IMMEDIATE")
@@ -397,7 +399,7 @@ class SQLiteStore(Store):
         self._loop.call_soon_threadsafe(_settle, outcomes)  # one wake-up per batch
         return True
 
-    async def _call(self, fn: Callable[[sqlite3.Connection], Any], guarded: bool = True) -> Any:
+    async def _call(self, fn: Callable[[sqlite3.Connection], T], guarded: bool = True) -> T:
         """Queue ``fn`` for the database thread and wait until its transaction committed;
         ``guarded=False`` for a job of one statement, which needs no savepoint of its own.
 
@@ -406,7 +408,7 @@ class SQLiteStore(Store):
         """
         if self._thread is None:
             raise RuntimeError("the store is not started")
-        fut = self._loop.create_future()
+        fut: asyncio.Future[T] = self._loop.create_future()
         if not self._pending:
             self._loop.call_soon(self._hand_over)
         self._pending.append((fn, fut, guarded))
@@ -441,9 +443,8 @@ class SQLiteStore(Store):
 
     async def find_key(self, key_hash: str) -> KeyRecord | None:
         def job(conn: sqlite3.Connection) -> KeyRecord | None:
-            row = conn.execute("SELECT key_hash, name FROM keys WHERE key_hash=?",
-                               (key_hash,)).fetchone()
-            return KeyRecord(*row) if row else None
+            row = conn.execute(sql.KEY, (key_hash,)).fetchone()
+            return sql.key_record(row) if row else None
         return await self._call(job, guarded=False)
 
     # -- scorecards -------------------------------------------------------------------------
@@ -466,15 +467,15 @@ class SQLiteStore(Store):
             return sql.card_record(row) if row else None
         return await self._call(job, guarded=False)
 
-    async def close_scorecard(self, scorecard_id: str, closed: float, result: dict,
-                              final: list[Final]) -> dict:
-        def job(conn: sqlite3.Connection) -> dict:
-            row = conn.execute("SELECT closed, result, key_hash, name FROM scorecards "
-                               "WHERE id=?", (scorecard_id,)).fetchone()
+    async def close_scorecard(self, scorecard_id: str, closed: float, result: dict[str, Any],
+                              final: list[Final]) -> dict[str, Any]:
+        def job(conn: sqlite3.Connection) -> dict[str, Any]:
+            row = conn.execute(sql.CLOSING, (scorecard_id,)).fetchone()
             if row is None:
                 raise KeyError(scorecard_id)
-            if row[0] is not None:
-                return json.loads(row[1])
+            card = sql.closing(row)
+            if card.result is not None:
+                return card.result
             for f in final:
                 if conn.execute(sql.CLOSE_SESSION, (f.session_id, f.expected)).rowcount != 1:
                     raise StaleSession(f.session_id)
@@ -485,13 +486,14 @@ class SQLiteStore(Store):
                 (closed, json.dumps(result), result["success_rate"], result["move_efficiency"],
                  result["deadlock_rate"], scorecard_id))
             conn.executemany(sql.INSERT_STANDING,
-                             sql.standing_rows(scorecard_id, result, row[2], row[3], closed))
+                             sql.standing_rows(scorecard_id, result, card.key_hash, card.name,
+                                               closed))
             return result
         return await self._call(job)
 
     # -- sessions, episodes, actions -----------------------------------------------------------
     async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
-                             total: int, live_since: float, address: str = "",
+                             total: int, live_since: float, *, address: str = "",
                              per_address: int | None = None) -> None:
         def job(conn: sqlite3.Connection) -> None:
             card = conn.execute("SELECT closed FROM scorecards WHERE id=?",
@@ -522,8 +524,7 @@ class SQLiteStore(Store):
     @staticmethod
     def _episodes(conn: sqlite3.Connection, session_id: str) -> list[EpisodeRecord]:
         rows = conn.execute(sql.EPISODES, (session_id,))
-        return [EpisodeRecord(r[0], bool(r[1]), bool(r[2]), bool(r[3]), r[4], r[5], r[6])
-                for r in rows]
+        return [sql.episode_record(r) for r in rows]
 
     @staticmethod
     def _write_episodes(conn: sqlite3.Connection, session_id: str,
@@ -531,21 +532,24 @@ class SQLiteStore(Store):
         conn.executemany(sql.WRITE_EPISODE, sql.episode_rows(session_id, episodes))
 
     async def sessions(self, scorecard_id: str) -> list[tuple[SessionRecord, list[EpisodeRecord]]]:
-        def job(conn: sqlite3.Connection) -> list:
+        def job(conn: sqlite3.Connection) -> list[tuple[SessionRecord, list[EpisodeRecord]]]:
             rows = conn.execute(sql.SESSION + " WHERE scorecard_id=? ORDER BY created",
                                 (scorecard_id,)).fetchall()
-            return [(SessionRecord(*r), self._episodes(conn, r[0])) for r in rows]
+            return [(record, self._episodes(conn, record.id))
+                    for record in map(sql.session_record, rows)]
         return await self._call(job, guarded=False)
 
     async def session(self, session_id: str) -> tuple[SessionRecord, list[EpisodeRecord]] | None:
-        def job(conn: sqlite3.Connection) -> tuple | None:
+        def job(conn: sqlite3.Connection) -> tuple[SessionRecord, list[EpisodeRecord]] | None:
             row = conn.execute(sql.SESSION + " WHERE id=?", (session_id,)).fetchone()
-            return (SessionRecord(*row), self._episodes(conn, session_id)) if row else None
+            return (sql.session_record(row), self._episodes(conn, session_id)) if row else None
         return await self._call(job, guarded=False)
 
     async def head(self, session_id: str) -> tuple[int, str, str, float] | None:
-        def job(conn: sqlite3.Connection) -> tuple | None:
-            return conn.execute(sql.HEAD, (session_id,)).fetchone()
+        def job(conn: sqlite3.Connection) -> tuple[int, str, str, float] | None:
+            row: tuple[int, str, str, float] | None = conn.execute(sql.HEAD,
+                                                                   (session_id,)).fetchone()
+            return row
         return await self._call(job, guarded=False)
 
     async def steps(self, session_id: str, upto: int) -> list[tuple[int, int]]:
@@ -595,7 +599,7 @@ class SQLiteStore(Store):
 
     async def miscounted(self) -> int:
         def job(conn: sqlite3.Connection) -> int:
-            return conn.execute(sql.MISCOUNTED).fetchone()[0]
+            return int(conn.execute(sql.MISCOUNTED).fetchone()[0])
         return await self._call(job, guarded=False)
 
     # -- leaderboard -------------------------------------------------------------------------

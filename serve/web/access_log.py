@@ -54,8 +54,8 @@ class AccessLog:
         self._thread = threading.Thread(target=self._write, name="access-log", daemon=True)
         self._thread.start()
 
-    def note(self, at: float, method: str, route: str, status: int, seconds: float, size: int,
-             client: str, key_name: str | None) -> None:
+    def note(self, at: float, method: str, route: str, status: int, *, seconds: float,
+             size: int, client: str, key_name: str | None) -> None:
         self._notes.append((at, method, route, status, seconds, size, client, key_name))
 
     def stop(self) -> None:
@@ -137,4 +137,5 @@ def _note(log: AccessLog, request: web.Request, status: int, t0: float, size: in
     client = forwarded_client(request.remote, request.headers.get("X-Forwarded-For"),
                               request.app[ARENA].limits.trusted_proxies)
     log.note(time.time(), request.method, route_template(request), status,
-             time.perf_counter() - t0, size, client, request.get(KEY_NAME))
+             seconds=time.perf_counter() - t0, size=size, client=client,
+             key_name=request.get(KEY_NAME))

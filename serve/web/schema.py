@@ -7,17 +7,48 @@ against exactly these declarations, and ``openapi()`` renders the same objects.
 from __future__ import annotations
 
 __all__ = [
-    "ANY", "BOOLEAN", "Field", "INT", "INTEGER", "Invalid", "MAP", "NUMBER", "NotFinite", "Route",
-    "STR", "TEXT", "Unknown", "arr", "json_value", "maybe", "obj", "openapi", "string",
+    "ANY", "BOOLEAN", "Field", "HandlerArgs", "INT", "INTEGER", "Invalid", "MAP", "NUMBER",
+    "NotFinite", "Route",
+    "STR", "TEXT", "Unknown", "arr", "encodable", "json_value", "maybe", "obj", "openapi",
+    "string",
 ]
 
 import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from engine.errors import SokoforgeError
+
+
+class HandlerArgs(TypedDict, total=False):
+    """A request's arguments as its route's fields parsed them (path, query and body): a
+    handler reads the ones its route declares. ``Any`` marks a field that one route requires
+    and another lets out (then None): its handler knows which."""
+
+    action: int
+    card_id: str
+    episode: Any  # int | None
+    file: str
+    game: Any  # str | None
+    game_id: str
+    guid: Any  # str | None
+    limit: int
+    name: str
+    opaque: Any
+    parallel: int
+    reasoning: Any
+    scorecard_id: str
+    session_id: str
+    source: str | None
+    source_url: str | None
+    step: Any  # int | None
+    tags: list[str] | None
+    version: Any  # str | None
+    x: int | None
+    y: int | None
+
 
 INT = "integer"
 STR = "string"
@@ -112,7 +143,7 @@ class Field:
             return self.check(int(text))
         return self.check(text)
 
-    def openapi(self) -> dict:
+    def openapi(self) -> dict[str, Any]:
         schema: dict[str, Any] = {"description": self.description}
         if self.kind != ANY:
             schema["type"] = self.kind
@@ -155,7 +186,8 @@ class Route:
     error_schema: str = "Error"  # the components schema its refusals follow
     head: bool = True  # a GET answers HEAD too, unless the GET changes something
     params: tuple[Field, ...] = ()  # the path's {parameters}, each a string of a known shape
-    bodies: dict[int, dict] = field(default_factory=dict)  # JSON schema of each 2xx answer
+    # the JSON schema of each 2xx answer
+    bodies: dict[int, dict[str, Any]] = field(default_factory=dict)
     invalid_status: int = 422  # the status of a body or query that breaks its declaration
     store: bool = True  # it reads or writes the store, so a store that cannot be used is a 503
     # what a 2xx answer leads to: link name -> (operation, {path parameter: JSON pointer into
@@ -240,8 +272,8 @@ def _json_kind(value: Any) -> str:
 
 # JSON schemas of answers, in the OpenAPI 3.0 dialect: its ``integer`` refuses 2.0, as the
 # server does, and ``nullable`` says where null may stand
-def obj(required: dict[str, dict], optional: dict[str, dict] | None = None,
-        nullable: bool = False) -> dict:
+def obj(required: dict[str, dict[str, Any]], optional: dict[str, dict[str, Any]] | None = None,
+        nullable: bool = False) -> dict[str, Any]:
     """An object schema: ``required`` properties always present, ``optional`` ones maybe."""
     schema: dict[str, Any] = {"type": "object", "properties": {**required, **(optional or {})}}
     if required:
@@ -251,16 +283,16 @@ def obj(required: dict[str, dict], optional: dict[str, dict] | None = None,
     return schema
 
 
-def arr(items: dict) -> dict:
+def arr(items: dict[str, Any]) -> dict[str, Any]:
     return {"type": "array", "items": items}
 
 
-def maybe(schema: dict) -> dict:
+def maybe(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` or null."""
     return {**schema, "nullable": True}
 
 
-def string(pattern: str | None = None, enum: list[str] | None = None) -> dict:
+def string(pattern: str | None = None, enum: list[str] | None = None) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "string"}
     if pattern is not None:
         schema["pattern"] = f"^(?:{pattern})$"
@@ -305,7 +337,7 @@ def _responses(r: Route) -> dict[int, str]:
     return out
 
 
-def _response(r: Route, code: int, text: str) -> dict:
+def _response(r: Route, code: int, text: str) -> dict[str, Any]:
     if code >= 400:
         answer: dict[str, Any] = {"description": text, "content": {"application/json": {
             "schema": {"$ref": f"#/components/schemas/{r.error_schema}"}}}}
@@ -326,9 +358,9 @@ def _response(r: Route, code: int, text: str) -> dict:
     return answer
 
 
-def openapi(routes: list[Route], title: str, version: str, description: str) -> dict:
+def openapi(routes: list[Route], title: str, version: str, description: str) -> dict[str, Any]:
     """The OpenAPI 3.0 document of ``routes``: every input and every answer the server gives."""
-    paths: dict[str, dict] = {}
+    paths: dict[str, dict[str, Any]] = {}
     for r in routes:
         op: dict[str, Any] = {"operationId": r.operation, "summary": r.summary, "tags": [r.tag]}
         params = [{"name": f.name, "in": "path", "required": True,

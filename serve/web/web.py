@@ -7,12 +7,12 @@ its ``serve.web.schema.Route``; every refusal leaves as JSON ``{"detail": ...}``
 from __future__ import annotations
 
 __all__ = [
-    "ARENA", "BODY_CODINGS", "BodyTooSlow", "CONNECTIONS", "CodingRefused", "GZIP_MIN_BYTES",
-    "HTTP_STATUS", "Handler", "KEY_NAME", "MAX_BODY", "PAGE_HEADERS", "ROUTER_PATHS",
-    "STORE_UNAVAILABLE",
-    "accepts_gzip", "api_key", "bind", "body_coding", "client_ip", "error", "errors_as_json",
-    "gunzipped", "http_status", "identified", "inputs", "refusal_detail", "register", "reply",
-    "reply_bytes", "router_paths",
+    "ARENA", "BODY_CODINGS", "BodyTooSlow", "BodyUnreadable", "CONNECTIONS", "CodingRefused",
+    "GZIP_MIN_BYTES", "HTTP_STATUS", "Handler", "KEY_NAME", "MAX_BODY", "PAGE_HEADERS",
+    "ROUTER_PATHS", "STORE_UNAVAILABLE", "accepts_gzip", "api_key", "bind", "body_coding",
+    "client_ip", "closes_connection", "error", "errors_as_json", "gunzipped", "http_status",
+    "identified", "inputs", "json_body_only", "refusal_detail", "register", "reply", "reply_bytes",
+    "router_paths", "same_site_only", "unreadable_body",
 ]
 
 import asyncio
@@ -21,7 +21,7 @@ import logging
 import re
 import zlib
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -44,7 +44,7 @@ from serve.arena.errors import (
 from serve.limits import ConnectionLimits, Network, client_address
 from serve.play import Arena
 from serve.stores import StoreUnavailable
-from serve.web.schema import Invalid, NotFinite, Route, Unknown
+from serve.web.schema import HandlerArgs, Invalid, NotFinite, Route, Unknown
 
 log = logging.getLogger("sokoforge.serve")
 GZIP_MIN_BYTES = 1024
@@ -63,7 +63,7 @@ PAGE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer"}
 
-Handler = Callable[[web.Request, Any, Any, dict], Awaitable[web.StreamResponse]]
+Handler = Callable[[web.Request, Any, Any, HandlerArgs], Awaitable[web.StreamResponse]]
 
 
 def accepts_gzip(request: web.Request) -> bool:
@@ -251,7 +251,7 @@ def bind(app: web.Application, route: Route, handler: Handler) -> None:
     register(app, route, endpoint)
 
 
-async def inputs(request: web.Request, route: Route) -> dict[str, Any]:
+async def inputs(request: web.Request, route: Route) -> HandlerArgs:
     """The path, query and body values of ``request`` checked against ``route``'s
     declarations."""
     args = route.parse_path(request.match_info)
@@ -275,7 +275,7 @@ async def inputs(request: web.Request, route: Route) -> dict[str, Any]:
             args.update(route.parse_body(raw))
         except NotFinite as e:
             raise BadRequest(str(e)) from None
-    return args
+    return cast(HandlerArgs, args)  # the fields' names are HandlerArgs' keys
 
 
 BODY_CODINGS = ("gzip", "x-gzip", "identity")  # what a request body may be sent in

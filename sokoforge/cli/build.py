@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["STAGES", "build_command", "datasets_option", "stage_group", "verify_command"]
+__all__ = [
+    "STAGES", "build_command", "built_visibility", "datasets_option", "stage_group",
+    "verify_command",
+]
 
 from collections.abc import Callable
 from pathlib import Path
@@ -58,7 +61,7 @@ def _build_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _run(version: str, stages: tuple[str, ...], seed: str | None, spec_name: str | None,
+def _run(version: str, stages: tuple[str, ...], *, seed: str | None, spec_name: str | None,
          jobs: int, backend: str, scheduler: str | None, quiet: bool, datasets: Path) -> None:
     from pipeline.rotate import select_stage
     from pipeline.seeds import parse_seed

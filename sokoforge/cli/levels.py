@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["labelled", "read_drawn_levels", "read_levels", "render_command", "solve_command"]
+__all__ = [
+    "labelled", "read_drawn_levels", "read_levels", "render_command", "solve_command",
+    "write_animation",
+]
 
 import json
 import os

@@ -3,7 +3,9 @@ to its final standings and its publication."""
 
 from __future__ import annotations
 
-__all__ = ["round_group"]
+__all__ = [
+    "close_command", "open_command", "publish_command", "round_group", "status_command",
+]
 
 from pathlib import Path
 

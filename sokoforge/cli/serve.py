@@ -128,8 +128,9 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
         raise CliError(f"--db {db_path}: the folder {Path(db_path).parent} does not exist", USAGE)
     try:
         stopped_by = serve_forever(str(datasets), names, db_path, host, port, limits,
-                                   synchronous.upper(), public, connections, workers,
-                                   access_log)
+                                   synchronous=synchronous.upper(), public=public,
+                                   connections=connections, workers=workers,
+                                   access_log=access_log)
     except DatasetError as e:
         shown = names[0] if len(names) == 1 else " ".join(names)
         raise CliError(f"cannot serve {shown!r}: {e}", 2) from None
