@@ -375,7 +375,7 @@ class PostgresStore(Store):
 
     async def identity(self) -> str:
         async with self._conn() as conn:
-            return await conn.fetchval("SELECT id FROM store_identity")
+            return str(await conn.fetchval("SELECT id FROM store_identity"))
 
     async def played_episodes(self, version: str, include_browser: bool = True,
                               browser_only: bool = False) -> list[PlayedEpisode]:

@@ -627,7 +627,7 @@ class SQLiteStore(Store):
 
     async def identity(self) -> str:
         def job(conn: sqlite3.Connection) -> str:
-            return conn.execute("SELECT v FROM meta WHERE k='store_id'").fetchone()[0]
+            return str(conn.execute("SELECT v FROM meta WHERE k='store_id'").fetchone()[0])
         return await self._call(job, guarded=False)
 
     async def played_episodes(self, version: str, include_browser: bool = True,

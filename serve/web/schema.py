@@ -30,6 +30,7 @@ class HandlerArgs(TypedDict, total=False):
     action: int
     card_id: str
     episode: Any  # int | None
+    episode_step: int | None
     file: str
     game: Any  # str | None
     game_id: str
