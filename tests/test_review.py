@@ -275,6 +275,23 @@ def test_a_cheater_that_chooses_what_to_solve_passes_at_k_and_is_flagged_beyond_
         k + 1, k, ref.frontier_solved)
 
 
+def test_human_like_timing_changes_no_verdict_of_a_cheater_that_chose_its_levels(demo, ref):
+    """A cheater that waits before each level as a search would (longer on the levels with
+    more states) and then plays at a person's pace: timing turns, the verdicts do not."""
+    levels = levels_of(demo / "demo")
+    states = dict(ref.levels.select("index", "reachable_states").iter_rows())
+    for k in (bound(ref), bound(ref) + 1):
+        rows = _solving(levels, _easiest(ref, k))
+        timed = rows.with_columns(
+            think_ms=pl.col("index").replace_strict(states).cast(pl.Float64).log1p() * 40.0,
+            pace_ms=pl.lit(180.0))
+        plain, human = (review_scorecard(_play("t", r), ref) for r in (rows, timed))
+        timing = next(s for s in human.signals if s.name == "timing")
+        assert not timing.votes and timing.value > 0.9  # it looks like search before play
+        assert (human.verdict, human.reason) == (plain.verdict, plain.reason)
+        assert human.verdict == ("consistent" if k == bound(ref) else "needs review")
+
+
 def test_raising_the_frontier_raises_k_and_leaves_a_frontier_already_there_alone(ref):
     assert raise_frontier(ref, ref.frontier_solved - 5) is ref
     raised = raise_frontier(ref, 97.0)

@@ -11,10 +11,10 @@ from __future__ import annotations
 __all__ = [
     "PANEL_COLUMN", "PANEL_FILE", "PANEL_STEPS_COLUMN", "PanelPlay", "outcome_matrix",
     "panel_frame", "panel_of_version", "play_episodes", "play_table", "pushes_of",
-    "solved_counts", "with_outcomes", "write_panel",
+    "solved_counts", "with_outcomes", "write_panel", "write_played",
 ]
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
@@ -135,9 +135,16 @@ def panel_of_version(version: Version, workers: Workers) -> pl.DataFrame:
 def write_panel(datasets: Path, name: str, workers: Workers) -> Path:
     """Write ``report/panel.parquet`` of version ``name`` (its levels as its manifest says;
     the report folder is made if needed)."""
+    return write_played(datasets, name, PANEL_FILE, lambda v: panel_of_version(v, workers))
+
+
+def write_played(datasets: Path, name: str, file: str,
+                 play: Callable[[Version], pl.DataFrame]) -> Path:
+    """Write what ``play`` gives of version ``name`` to its ``report/FILE`` (the report
+    folder made if needed; a hidden version's its owner's alone)."""
     version = open_version(datasets, name)
-    frame = panel_of_version(version, workers)
-    out = version.report_dir / PANEL_FILE
+    frame = play(version)
+    out = version.report_dir / file
     with private_writes(is_hidden(version.manifest)):
         version.report_dir.mkdir(exist_ok=True)
         write_parquet(frame, out)

@@ -26,10 +26,8 @@ from engine.agents.reference import (
     reference_episode,
 )
 from engine.levels import parse_xsb, symmetries
-from pipeline.difficulty.panel import pushes_of
-from pipeline.versions.hidden_files import is_hidden, private_writes
-from pipeline.versions.tables import write_parquet
-from pipeline.versions.version import Version, open_version
+from pipeline.difficulty.panel import pushes_of, write_played
+from pipeline.versions.version import Version
 from pipeline.workers import Workers
 
 REFERENCE_FILE = "reference.parquet"  # in a version's report/
@@ -67,10 +65,5 @@ def reference_of_version(version: Version, workers: Workers,
 def write_reference(datasets: Path, name: str, workers: Workers) -> Path:
     """Write ``report/reference.parquet`` of version ``name`` (the report folder is made if
     needed; a hidden version's its owner's alone)."""
-    version = open_version(datasets, name)
-    frame = reference_of_version(version, workers)
-    out = version.report_dir / REFERENCE_FILE
-    with private_writes(is_hidden(version.manifest)):
-        version.report_dir.mkdir(exist_ok=True)
-        write_parquet(frame, out)
-    return out
+    return write_played(datasets, name, REFERENCE_FILE,
+                        lambda v: reference_of_version(v, workers))

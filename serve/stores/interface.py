@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "ScorecardRecord", "SessionRecord",
-    "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit",
+    "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "PlayedSession", "ScorecardRecord",
+    "SessionRecord", "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit",
     "StoreUnavailable", "Write", "miscounted_error",
 ]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 __all__ = [
     "close_command", "open_command", "publish_command", "round_group", "status_command",
+    "undo_close_command",
 ]
 
 from pathlib import Path
