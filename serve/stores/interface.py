@@ -14,8 +14,8 @@ from typing import Any
 
 __all__ = [
     "EpisodeRecord", "Final", "KeyRecord", "PlayedEpisode", "PlayedSession", "ScorecardRecord",
-    "SessionRecord", "StaleSession", "Standing", "Store", "StoreConflict", "StoreError", "StoreLimit",
-    "StoreUnavailable", "Write", "miscounted_error",
+    "SessionRecord", "StaleSession", "Standing", "Store", "StoreConflict", "StoreError",
+    "StoreLimit", "StoreUnavailable", "Write", "miscounted_error",
 ]
 
 from abc import ABC, abstractmethod
