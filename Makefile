@@ -77,8 +77,9 @@ $(EXAMPLES_STAMP): $(STAMP)
 	touch $(EXAMPLES_STAMP)
 
 # pytest on one worker per core (pytest-xdist), each handed a whole module at a time (its
-# module fixtures built once), in the order tests/conftest.py gives (the modules with the most
-# slow tests first; --no-loadscope-reorder keeps xdist from sorting by test count instead);
+# module fixtures built once), in the order tests/conftest.py gives (the longest modules
+# first, by tests/durations.json; --no-loadscope-reorder keeps xdist from sorting by test
+# count instead);
 # here rather than in pyproject's addopts, so that a plain `pytest tests/test_x.py` runs in
 # one process, and in a venv without pytest-xdist at all.
 PARALLEL := -n auto --dist loadfile --no-loadscope-reorder

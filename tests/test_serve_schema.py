@@ -17,7 +17,7 @@ from serve_support import Api, server
 from engine.rules import lurd_to_actions
 
 HERE = Path(__file__).resolve().parent
-EXAMPLES = 25  # per operation and phase: about 1,500 cases, a minute or so on a shared core
+EXAMPLES = 15  # per operation and phase: about 1,300 cases, 20 s or so on a shared core
 
 
 @pytest.fixture(scope="module")
