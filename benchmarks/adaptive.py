@@ -139,8 +139,8 @@ def session(items: pl.DataFrame, solved: np.ndarray, length: int, parallel: int,
     while shown.size < length:
         theta = ad.estimate(a, b, shown, solved[shown]).theta
         block = ad.choose_block(theta, a, b, tiers, shown, shares,
-                                min(parallel, length - shown.size), rng,
-                                ad.over_exposed(counts, sessions), top)
+                                parallel=min(parallel, length - shown.size), rng=rng,
+                                blocked=ad.over_exposed(counts, sessions), top=top)
         shown = np.concatenate([shown, np.array(block, dtype=np.int64)])
     weights = ad.ramp_weights(tiers, shares)
     return ad.equated_success(a, b, weights, ad.posterior(a, b, shown, solved[shown])), shown

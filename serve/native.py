@@ -499,7 +499,8 @@ async def act(request: web.Request, arena: Arena, key: KeyRecord,
               args: HandlerArgs) -> web.Response:
     """One action in one episode of a session; the frame after it."""
     pieces = await arena.act(key, request.match_info["session_id"], args["action"],
-                             args["episode"], frame_pieces, args["step"], args["episode_step"])
+                             args["episode"], frame_pieces, args["step"],
+                             episode_step=args["episode_step"])
     return reply_pieces(request, pieces)
 
 

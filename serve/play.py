@@ -101,10 +101,10 @@ class Arena:
         return await self.sessions.start(key, card, game, parallel, address)
 
     async def act(self, key: KeyRecord, session_id: str, action: int, episode: int | None,
-                  answer: Callable[[Session, Outcome], T], step: int | None = None,
+                  answer: Callable[[Session, Outcome], T], step: int | None = None, *,
                   episode_step: int | None = None) -> T:
         return await self.sessions.act(key, session_id, action, episode, answer, step,
-                                       episode_step)
+                                       episode_step=episode_step)
 
     async def restart(self, key: KeyRecord, session_id: str, episode: int | None,
                       answer: Callable[[Session, str], T], step: int | None = None) -> T:

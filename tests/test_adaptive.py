@@ -64,11 +64,11 @@ def test_a_block_is_new_levels_of_the_tier_furthest_below_its_share(pool):
     rng = np.random.default_rng(1)
     shown = np.flatnonzero(tiers == 0)[:3]
     block = ad.choose_block(0.0, fit.discrimination, fit.difficulty, tiers, shown, SHARES,
-                            4, rng)
+                            parallel=4, rng=rng)
     assert len(set(block)) == 4 and not set(block) & set(shown.tolist())
     assert 0 not in tiers[block].tolist()  # tier 0 is over its share already
-    best = ad.choose_block(0.0, fit.discrimination, fit.difficulty, tiers, shown, SHARES, 1,
-                           rng, top=1)[0]
+    best = ad.choose_block(0.0, fit.discrimination, fit.difficulty, tiers, shown, SHARES,
+                           parallel=1, rng=rng, top=1)[0]
     info = ad.information(0.0, fit.discrimination, fit.difficulty)
     same_tier = np.flatnonzero(tiers == tiers[best])
     assert info[best] == info[same_tier].max()
@@ -80,7 +80,7 @@ def test_a_session_covers_the_tiers_in_their_shares(pool):
     shown: list[int] = []
     for _ in range(20):
         shown += ad.choose_block(1.0, fit.discrimination, fit.difficulty, tiers,
-                                 np.array(shown, dtype=int), SHARES, 1, rng)
+                                 np.array(shown, dtype=int), SHARES, parallel=1, rng=rng)
     assert np.bincount(tiers[shown]).tolist() == [5, 5, 6, 4]
 
 
@@ -92,8 +92,8 @@ def test_over_exposed_levels_are_passed_over_once_enough_sessions_are_counted(po
     blocked = ad.over_exposed(counts, 4)
     assert blocked is not None and blocked[:40].all() and not blocked[40:].any()
     picks = ad.choose_block(0.0, fit.discrimination, fit.difficulty, tiers,
-                            np.array([], dtype=int), SHARES, 1, np.random.default_rng(0),
-                            blocked)
+                            np.array([], dtype=int), SHARES, parallel=1,
+                            rng=np.random.default_rng(0), blocked=blocked)
     assert picks[0] >= 40
 
 
@@ -106,7 +106,8 @@ def test_no_level_is_shown_in_more_than_a_quarter_of_twenty_sessions(pool):
         for _ in range(10):
             blocked = ad.over_exposed(counts, session)
             shown += ad.choose_block(0.0, fit.discrimination, fit.difficulty, tiers,
-                                     np.array(shown, dtype=int), SHARES, 1, rng, blocked)
+                                     np.array(shown, dtype=int), SHARES, parallel=1, rng=rng,
+                                     blocked=blocked)
         counts[shown] += 1
     assert counts.max() / 20 <= ad.MAX_EXPOSURE
 

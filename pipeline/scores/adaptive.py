@@ -91,7 +91,8 @@ def calibrate(solved: np.ndarray, features: np.ndarray, tiers: np.ndarray) -> Ca
     penalty[-len(np.unique(tiers)):, -len(np.unique(tiers)):] = 0.0  # tier means unpenalised
     mean, sd = np.zeros(n_levels), 3.0
     for _ in range(_CALIBRATION_ROUNDS):
-        theta, b, a = fit_2pl(agent, level, trials, hits, n_agents, n_levels, mean, sd)
+        theta, b, a = fit_2pl(agent, level, trials, hits, n_agents, n_levels,
+                                 difficulty_mean=mean, difficulty_sd=sd)
         weights = np.linalg.solve(x.T @ x + penalty, x.T @ b)
         # the spread of true difficulties around the regression: the fitted ones' spread
         # plus each one's posterior variance (the fit shrinks them, an EM step adds it back)
@@ -99,7 +100,8 @@ def calibrate(solved: np.ndarray, features: np.ndarray, tiers: np.ndarray) -> Ca
         variance = 1 / (np.bincount(level, a[level] ** 2 * p * (1 - p), n_levels) + 1 / sd ** 2)
         mean = x @ weights
         sd = max(math.sqrt(float(np.mean((b - mean) ** 2 + variance))), _MIN_DIFFICULTY_SD)
-    theta, b, a = fit_2pl(agent, level, trials, hits, n_agents, n_levels, mean, sd)
+    theta, b, a = fit_2pl(agent, level, trials, hits, n_agents, n_levels,
+                             difficulty_mean=mean, difficulty_sd=sd)
     return Calibration(a, b, mean, sd, theta)
 
 
@@ -181,7 +183,7 @@ def over_exposed(exposure: np.ndarray | None, sessions: int,
 
 
 def choose_block(theta: float, a: np.ndarray, b: np.ndarray, tiers: np.ndarray,
-                 shown: np.ndarray, targets: dict[int, float], parallel: int,
+                 shown: np.ndarray, targets: dict[int, float], *, parallel: int,
                  rng: np.random.Generator, blocked: np.ndarray | None = None,
                  top: int = TOP) -> list[int]:
     """The next ``parallel`` levels (indices) at ability ``theta``: by content balance, then

@@ -81,7 +81,7 @@ class ItemResponse:
 
 
 def fit_2pl(agent: np.ndarray, level: np.ndarray, trials: np.ndarray, solved: np.ndarray,
-            n_agents: int, n_levels: int, difficulty_mean: np.ndarray | None = None,
+            n_agents: int, n_levels: int, *, difficulty_mean: np.ndarray | None = None,
             difficulty_sd: float = DIFFICULTY_SD) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(ability, difficulty, discrimination)`` maximising the posterior of the counts
     ``solved`` out of ``trials`` for each (agent, level) pair; each level's difficulty prior

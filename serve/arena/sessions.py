@@ -257,7 +257,7 @@ class Sessions:
 
     # -- play ------------------------------------------------------------------------------------
     async def act(self, key: KeyRecord, session_id: str, action: int, episode: int | None,
-                  answer: Callable[[Session, Outcome], T], step: int | None = None,
+                  answer: Callable[[Session, Outcome], T], step: int | None = None, *,
                   episode_step: int | None = None) -> T:
         """Play one action (0-3, or ``WAIT`` for the ARC face's no-ops; the faces' declarations
         bound it) of one episode in flight and persist it before returning ``answer``'s; as
