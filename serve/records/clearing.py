@@ -35,7 +35,7 @@ from pipeline.versions.clearances import (
     record_clearance,
 )
 from pipeline.versions.rounds import version_folder
-from serve.stores import Store, StoreError, read_store
+from serve.stores import Store, StoreError, read_store, shown
 
 
 class Raised(NamedTuple):
@@ -58,7 +58,7 @@ def _solved_on(db: str, scorecard_id: str, version: str) -> tuple[str, int]:
     except StoreError as e:
         raise InputError(str(e)) from None
     if card is None or card.closed is None or card.result is None:
-        raise InputError(f"no closed scorecard {scorecard_id[:40]!r} in the store {db}")
+        raise InputError(f"no closed scorecard {scorecard_id[:40]!r} in the store {shown(db)}")
     games = [g for g, v in (card.result.get("versions") or {}).items() if v == version]
     if not games:
         raise InputError(f"the scorecard {scorecard_id} did not play {version}")
