@@ -39,7 +39,7 @@ from engine.agents.panel import PANEL_FAMILIES, PanelAgent, episode  # noqa: E40
 from engine.levels import parse_xsb, symmetries  # noqa: E402
 from pipeline.precision import Z95  # noqa: E402
 from pipeline.scores import adaptive as ad  # noqa: E402
-from pipeline.scores.items import read_items  # noqa: E402
+from pipeline.scores.items import model_sd, read_items  # noqa: E402
 from pipeline.spec import load_spec  # noqa: E402
 from pipeline.workers import Workers  # noqa: E402
 
@@ -97,6 +97,7 @@ def play(item: tuple[Agent, str, int, int]) -> bool:
 
 def versions(cache: Path, builds: int) -> tuple[Path, list[Path]]:
     """The pool (with panel and items) and the standard builds, built into ``cache``."""
+    cache.mkdir(parents=True, exist_ok=True)
     def made(name: str, *args: str) -> Path:
         folder = cache / name
         if not (folder / "manifest.json").exists():
@@ -105,7 +106,7 @@ def versions(cache: Path, builds: int) -> tuple[Path, list[Path]]:
         return folder
 
     pool = made("pool", "--spec", "adaptive", "--seed", "101")
-    if not (pool / "report" / "items.parquet").exists():
+    if not (pool / "report" / "items.json").exists():
         subprocess.run([*SOKOFORGE, "panel", "pool", "--datasets", str(cache), "--jobs", "2",
                         "--quiet"], check=True)
     return pool, [made(f"std-{201 + i}", "--seed", str(201 + i)) for i in range(builds)]
@@ -131,7 +132,7 @@ def outcomes(folder: Path, workers: Workers) -> dict[str, np.ndarray]:
 
 def session(items: pl.DataFrame, solved: np.ndarray, length: int, parallel: int,
             rng: np.random.Generator, counts: np.ndarray, sessions: int,
-            shares: dict[int, float], top: int) -> tuple[ad.Equated, np.ndarray]:
+            shares: dict[int, float], top: int, error: float) -> tuple[ad.Equated, np.ndarray]:
     """One simulated session of ``length`` levels: its equated success and the levels shown."""
     a, b = items["discrimination"].to_numpy(), items["difficulty"].to_numpy()
     tiers = items["tier"].to_numpy()
@@ -143,7 +144,8 @@ def session(items: pl.DataFrame, solved: np.ndarray, length: int, parallel: int,
                                 blocked=ad.over_exposed(counts, sessions), top=top)
         shown = np.concatenate([shown, np.array(block, dtype=np.int64)])
     weights = ad.ramp_weights(tiers, shares)
-    return ad.equated_success(a, b, weights, ad.posterior(a, b, shown, solved[shown])), shown
+    return ad.equated_success(a, b, weights, ad.posterior(a, b, shown, solved[shown]),
+                              model_sd=error), shown
 
 
 def rmse(errors: list[float]) -> float:
@@ -168,7 +170,7 @@ def main() -> None:
     began = time.perf_counter()
     pool, standards = versions(args.cache, args.builds)
     workers = Workers(jobs=args.jobs, show_progress=False)
-    items = read_items(pool)
+    items, error = read_items(pool), model_sd(pool)
     on_pool = outcomes(pool, workers)
     on_builds = [outcomes(f, workers) for f in standards]
     played = time.perf_counter() - began
@@ -190,7 +192,7 @@ def main() -> None:
         for _ in range(args.sessions):
             for agent in AGENTS:
                 eq, shown = session(items, on_pool[agent.name], length, args.parallel, rng,
-                                    counts, sessions, shares, args.top)
+                                    counts, sessions, shares, args.top, error)
                 counts[shown] += 1
                 sessions += 1
                 t = truth[agent.name]

@@ -45,6 +45,7 @@ from pipeline.scores.equivalence import (
     compare,
     planner_solved,
 )
+from pipeline.scores.items import is_pool, write_items
 from pipeline.scores.matching import (
     OPTIMUM_TOLERANCE,
     MatchError,
@@ -362,6 +363,8 @@ def _report(datasets: Path, new: str, prev: str, path: Path, workers: Workers
         # The audit below shows NEW's panel, and with PREV's the move one agent can expect.
         write_panel(datasets, new, workers)
         write_reference(datasets, new, workers)  # the review's compute frontier
+        if is_pool(open_version(datasets, new).manifest):
+            write_items(datasets, new)  # a pool's sessions choose by its item parameters
         if not (datasets / prev / REPORT_DIR / PANEL_FILE).is_file():
             write_panel(datasets, prev, workers)
         result = audit(datasets, new, prev)

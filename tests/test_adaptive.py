@@ -135,3 +135,35 @@ def test_equated_success_rises_with_ability_and_holds_its_value_inside_its_inter
         assert eq.value == pytest.approx(float(sigmoid(a * (theta - b)) @ weights), abs=0.01)
         values.append(eq.value)
     assert values == sorted(values)
+
+
+def test_the_equated_interval_holds_the_levels_sampling_and_the_model_error(pool):
+    a, b, tiers, _ = pool
+    weights = ad.ramp_weights(tiers, SHARES)
+    sharp = np.zeros(ad.ABILITY_GRID.size)
+    sharp[np.argmin(np.abs(ad.ABILITY_GRID))] = 1.0  # the ability known exactly: 0
+    p = sigmoid(a * (0.0 - b))
+    sampling = float(np.sqrt((p * (1 - p)) @ weights ** 2))
+    known = ad.equated_success(a, b, weights, sharp)
+    assert known.high - known.low == pytest.approx(2 * 1.96 * sampling, rel=0.05)
+    unsure = ad.equated_success(a, b, weights, sharp, model_sd=0.03)
+    width = 2 * 1.96 * np.hypot(sampling, 0.03)
+    assert unsure.high - unsure.low == pytest.approx(width, rel=0.05)
+    assert unsure.value == known.value
+
+
+def test_the_model_error_is_measured_on_agents_left_out_of_the_calibration():
+    population = LevelPopulation(tiers=(25, 25, 30, 20))
+    rng = np.random.default_rng(5)
+    b, a = population.draw(rng)
+    tiers = population.tier_of_level
+    feature = (b + 0.5 * rng.standard_normal(b.size))[:, None]
+    abilities = np.linspace(-2.0, 2.0, 5)
+    names = [f"agent {i}" for i in range(5)]
+    alike = np.stack([play(t, b, a, rng) for t in abilities], axis=1)
+    kept = ad.model_error(alike, feature, tiers, SHARES, agents=names, episodes=15)
+    # each agent solving by its own order of the levels: no one scale places them all
+    unlike = np.stack([play(t, rng.permutation(b), a, rng) for t in abilities], axis=1)
+    broken = ad.model_error(unlike, feature, tiers, SHARES, agents=names, episodes=15)
+    assert set(kept.bias) == set(names) and kept.sessions >= 2
+    assert kept.sd < 0.05 < broken.sd

@@ -9,9 +9,9 @@ from __future__ import annotations
 __all__ = [
     "AuditRefused", "AuditResult", "Check", "Comparison", "TierPair", "VersionFacts", "audit",
     "check_bands", "check_board_crates", "check_budgets", "check_compute", "check_crates",
-    "check_difficulty_order", "check_manifest", "check_optima", "check_solutions", "check_traps",
-    "check_unique_ids", "compare_versions", "deadlock_facts", "deadlock_summary", "is_imported",
-    "load_version", "read_rotation", "tier_summary",
+    "check_difficulty_order", "check_information", "check_manifest", "check_optima",
+    "check_solutions", "check_traps", "check_unique_ids", "compare_versions", "deadlock_facts",
+    "deadlock_summary", "is_imported", "load_version", "read_rotation", "tier_summary",
 ]
 
 import json
@@ -29,9 +29,11 @@ from engine.search.index import StateSpaceTooLarge
 from engine.search.reachable import push_reachable_stats
 from engine.search.reverse import solvable_set
 from engine.search.solver import solve
+from pipeline.audit.information import RAMP_LEVELS, InformationCurve, information_curve
 from pipeline.difficulty.panel import PANEL_FILE
 from pipeline.errors import InputError, PipelineError
 from pipeline.scores.equivalence import EQUIVALENCE_FILE
+from pipeline.scores.items import is_pool, read_items
 from pipeline.scores.round_move import RoundMove, move_between
 from pipeline.spec import Spec
 from pipeline.stages.grade import first_push_traps
@@ -98,6 +100,8 @@ class AuditResult:
     move: RoundMove | None = None
     # report/panel.parquet of the version when `sokoforge panel` has written one, as stored
     panel: bytes | None = None
+    # a calibrated pool's information curve (pipeline.audit.information)
+    information: InformationCurve | None = None
 
     @property
     def passed(self) -> bool:
@@ -403,6 +407,33 @@ def check_unique_ids(facts: VersionFacts, root: Path) -> Check:
                  not bad, tuple(bad))
 
 
+def check_information(facts: VersionFacts, root: Path
+                      ) -> tuple[Check, InformationCurve | None]:
+    """A pool's sessions inform at least as much as the standard ramp over the abilities it
+    spans (the floor, ``pipeline.audit.information``); a pool never calibrated fails, for it
+    cannot be served. Also the curve itself, when there are item parameters."""
+    name = (f"a session informs at least as much as the standard ramp's {RAMP_LEVELS} levels "
+            "over the abilities the ramp spans")
+    try:
+        items = read_items(root / facts.name)
+    except PipelineError as e:
+        return Check(name, False, (str(e),)), None
+    if items["index"].to_list() != facts.table["index"].to_list() or (
+            items["tier"].to_list() != facts.table["tier"].to_list()):
+        return Check(name, False, (f"report/items.parquet is not of these levels: run "
+                                   f"`sokoforge panel {facts.name}` again",)), None
+    spec = facts.spec
+    curve = information_curve(items["discrimination"].to_numpy().astype(np.float64),
+                              items["difficulty"].to_numpy().astype(np.float64),
+                              items["tier"].to_numpy(), spec.tier_shares(),
+                              episodes=spec.adaptive.episodes if spec.adaptive else 50)
+    inside = (curve.theta >= curve.span[0]) & (curve.theta <= curve.span[1])
+    bad = tuple(f"ability {t:+.2f}: a session's information {s:.1f} below the ramp's {r:.1f}"
+                for t, s, r, ok in zip(curve.theta, curve.session, curve.ramp, inside,
+                                       strict=True) if ok and s < r)
+    return Check(name, not bad, bad), curve
+
+
 def is_imported(manifest: dict[str, Any]) -> bool:
     """Whether a version came from level files (``sokoforge import``) rather than a spec."""
     return manifest.get("seed_source") == IMPORTED
@@ -456,16 +487,21 @@ def audit(root: Path, version: str, against: str | None = None) -> AuditResult:
     ]
     if "compute_to_solve" in facts.table.columns:  # versions graded before it have none
         checks.insert(-1, check_compute(facts))
+    curve = None
+    if is_pool(facts.manifest):
+        informs, curve = check_information(facts, root)
+        checks.append(informs)
     irt_path = root / version / REPORT_DIR / "irt.json"
     irt = json.loads(irt_path.read_text()) if irt_path.is_file() else None
     panel_path = root / version / REPORT_DIR / PANEL_FILE
     panel = panel_path.read_bytes() if panel_path.is_file() else None
     if not against:
-        return AuditResult(facts, checks, irt=irt, panel=panel)
+        return AuditResult(facts, checks, irt=irt, panel=panel, information=curve)
     other = load_version(root, against)
     move = move_between(root, against, version, other.table["tier"].to_numpy(),
                         facts.table["tier"].to_numpy())
-    return AuditResult(facts, checks, other, compare_versions(facts, other), irt, move, panel)
+    return AuditResult(facts, checks, other, compare_versions(facts, other), irt, move, panel,
+                       curve)
 
 
 def tier_summary(facts: VersionFacts) -> pl.DataFrame:

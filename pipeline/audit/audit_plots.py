@@ -8,7 +8,8 @@ from __future__ import annotations
 
 __all__ = [
     "colour_legend", "contact_sheet", "level_looks", "plot_calibration", "plot_difficulty",
-    "plot_histograms", "plot_optima", "plot_panel", "plot_pushes_and_slack", "version_curve",
+    "plot_histograms", "plot_information", "plot_optima", "plot_panel",
+    "plot_pushes_and_slack", "version_curve",
 ]
 
 import io
@@ -24,6 +25,7 @@ from matplotlib.ticker import MaxNLocator
 from engine.levels import parse_xsb
 from engine.pictures.look import Look, frame, stored_look
 from pipeline.audit.audit import Comparison, VersionFacts, is_imported
+from pipeline.audit.information import RAMP_LEVELS, InformationCurve
 from pipeline.difficulty.compute_curve import RULE_BUDGET
 from pipeline.difficulty.difficulty import load_model
 from pipeline.difficulty.reliability import curve, wilson_interval
@@ -377,4 +379,35 @@ def plot_panel(counts: pl.DataFrame, tier_sizes: dict[int, int]) -> bytes:
     ax.set_yticks(range(counts.height), [f"{a} ({s})" for a, s in
                                          zip(counts["agent"], counts["solved"], strict=True)])
     ax.set_title("levels solved per tier, by agent (dynamics calls per step)", fontsize=10)
+    return _png(fig)
+
+
+def plot_information(name: str, c: InformationCurve) -> bytes:
+    """Test information against ability: a session's, the standard ramp's (the floor) and
+    the whole pool's (right axis), the ramp's span shaded, its expected success on top."""
+    fig = Figure(figsize=(8.4, 5.2))
+    ax = fig.subplots()
+    ax.axvspan(*c.span, color="#e8eef7", zorder=0,
+               label="abilities the standard ramp spans (its middle 90% of difficulties)")
+    ax.plot(c.theta, c.session, "-", color="#c62828", lw=2,
+            label=f"a session of {c.episodes} levels")
+    ax.plot(c.theta, c.ramp, "--", color="#333333", lw=1.5,
+            label=f"the standard ramp, {RAMP_LEVELS} levels (the floor)")
+    ax.set_xlabel("ability theta (logits)")
+    ax.set_ylabel("test information (1 / standard error squared)")
+    ax.set_ylim(0, 1.45 * max(float(c.session.max()), float(c.ramp.max())))  # the legend's room
+    ax.grid(alpha=0.3)
+    right = ax.twinx()
+    right.plot(c.theta, c.pool, ":", color="#1f5fa8", lw=1.5,
+               label=f"the whole pool ({name})")
+    right.set_ylabel("the whole pool's information", color="#1f5fa8")
+    right.set_ylim(0, 1.45 * float(c.pool.max()))
+    top = ax.secondary_xaxis("top")
+    top.set_xticks(list(c.theta[::8]), [f"{s:.2f}" for s in c.success[::8]])
+    top.set_xlabel("expected success on the standard ramp at that ability")
+    lines = ax.get_legend_handles_labels()
+    more = right.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], loc="upper left", fontsize=8)
+    ax.set_title(f"{name}: information curve", pad=8)
+    fig.tight_layout()
     return _png(fig)

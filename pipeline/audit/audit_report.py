@@ -36,6 +36,7 @@ from pipeline.audit.audit_plots import (
     plot_calibration,
     plot_difficulty,
     plot_histograms,
+    plot_information,
     plot_optima,
     plot_panel,
     plot_pushes_and_slack,
@@ -46,6 +47,7 @@ from pipeline.audit.audit_tables import (
     cell_text,
     comparison_slots,
     comparison_tiers,
+    information_table,
     irt_agents,
     irt_levels,
     irt_note,
@@ -56,10 +58,12 @@ from pipeline.audit.audit_tables import (
 from pipeline.difficulty.compute_curve import RULE_BUDGET, grade_rule
 from pipeline.difficulty.difficulty import load_model
 from pipeline.difficulty.panel import PANEL_FILE
+from pipeline.difficulty.reference_play import REFERENCE_FILE
 from pipeline.difficulty.reliability import load_pool_curve
 from pipeline.scores.currency import CALL
 from pipeline.scores.equivalence import EQUIVALENCE_FILE, Equivalence
 from pipeline.scores.irt import IRT_FILE
+from pipeline.scores.items import ITEMS_FILE, ITEMS_FIT_FILE
 from pipeline.scores.linking import LINE_FILE
 from pipeline.versions.hidden_files import fresh_folder, is_hidden, make_private, private_writes
 from pipeline.versions.manifest import visibility
@@ -105,6 +109,9 @@ class Report:
                      facts.table.group_by("tier").len().sort("tier").iter_rows()}
             self.images["panel.png"] = ("Agent panel: levels solved per tier",
                                         plot_panel(self.panel, sizes))
+        if result.information is not None:
+            self.images["information.png"] = ("Information curve of the pool",
+                                              plot_information(facts.name, result.information))
         if other is not None:
             self.images["against_contact_sheet.png"] = (f"Contact sheet of {other.name}",
                                                         contact_sheet(other))
@@ -270,6 +277,9 @@ class Report:
                     "", md_table(irt_levels(r.irt))]
         if self.panel is not None:
             out += ["", "## Agent panel", "", _PANEL_NOTE, "", md_table(self.panel)]
+        if r.information is not None:
+            out += ["", "## Information curve", "", _INFORMATION_NOTE, "",
+                    r.information.statement(), "", md_table(information_table(r.information))]
         if r.against is not None and r.comparison is not None:
             out += ["", f"## {r.facts.name} against {r.against.name}", "",
                     md_table(comparison_tiers(r)), ""]
@@ -340,6 +350,13 @@ class Report:
                              f"<p class='note'>{html.escape(_PANEL_NOTE)}</p>"
                              + "<div class='row'>" + figure("panel.png")
                              + f"<div>{_html_table(self.panel)}</div></div>"))
+        if r.information is not None:
+            sections.append(("information", "Information curve",
+                             f"<p class='note'>{html.escape(_INFORMATION_NOTE)}</p>"
+                             f"<p>{html.escape(r.information.statement())}</p>"
+                             "<div class='row'>" + figure("information.png")
+                             + f"<div>{_html_table(information_table(r.information))}</div>"
+                             "</div>"))
         if r.against is not None and r.comparison is not None:
             notes = r.comparison.not_compared or ("every tier and slot compared",)
             body = (_html_table(comparison_tiers(r)) + "<ul class='notes'>"
@@ -393,6 +410,8 @@ class Report:
         if r.move is not None:
             lines += ["", r.move.statement]
         lines += ["", *self.calibration_lines(), ""]
+        if r.information is not None:
+            lines += [r.information.statement(), ""]
         for c in r.checks:
             lines.append(f"{c.status}  {c.name}" + (f": {c.describe(4)}" if _detail(c) else ""))
         return "\n".join(lines)
@@ -468,6 +487,14 @@ def swap_in(fresh: Path, folder: Path) -> None:
 _DEADLOCK_NOTE = ("Recomputed from each board: dead fraction = share of the states reachable "
                   "from the start from which the level can no longer be solved; a first-push "
                   "trap = a push available at the start that leads straight into such a state.")
+_INFORMATION_NOTE = (
+    "Test information at each ability under the pool's item parameters (report/items.parquet): "
+    "a level informs a^2 p (1 - p), a test its levels' sum, and one over the sum's square "
+    "root is the standard error of the ability. A session's levels are those choose_block "
+    "picks at that ability (content balance and exposure's random top few, mean of a few "
+    "draws); the standard ramp's is 100 levels drawn as the pool's, by tier share. The "
+    "floor checked: a session informs at least as much as the ramp over the abilities the "
+    "ramp spans.")
 _LEGEND_NOTE = ("Each kind of cell as the contact sheet below draws it (the agent's view), "
                 "and the colours of the level labels.")
 _STYLE = ("body{font-family:sans-serif;max-width:1400px;margin:1em auto;padding:0 1em;"
@@ -503,6 +530,7 @@ def _text_table(df: pl.DataFrame) -> list[str]:
     cells = [list(df.columns)] + [[cell_text(v) for v in row] for row in df.iter_rows()]
     widths = [max(len(row[i]) for row in cells) for i in range(len(df.columns))]
     return ["  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
-# report/ files other commands write: the difficulty refit, the line's fit, the agent panel
-KEPT = (IRT_FILE, LINE_FILE, PANEL_FILE)
+# report/ files other commands write: the difficulty refit, the line's fit, the agent panel,
+# the reference's play, a pool's item parameters and their fit
+KEPT = (IRT_FILE, LINE_FILE, PANEL_FILE, REFERENCE_FILE, ITEMS_FILE, ITEMS_FIT_FILE)
 _MOVE_HEADING = "### How far one agent's score moves between the rounds"

@@ -5,8 +5,8 @@ the panel's counts and the item-response refit, as polars frames the report rend
 from __future__ import annotations
 
 __all__ = [
-    "bins_table", "cell_text", "comparison_slots", "comparison_tiers", "irt_agents", "irt_levels",
-    "irt_note", "md_table", "panel_counts", "version_metadata",
+    "bins_table", "cell_text", "comparison_slots", "comparison_tiers", "information_table",
+    "irt_agents", "irt_levels", "irt_note", "md_table", "panel_counts", "version_metadata",
 ]
 
 import io
@@ -22,6 +22,7 @@ from pipeline.audit.audit import (
     AuditResult,
     VersionFacts,
 )
+from pipeline.audit.information import InformationCurve
 from pipeline.difficulty.compute_curve import grade_rule
 from pipeline.difficulty.difficulty import load_model
 from pipeline.difficulty.panel import solved_counts
@@ -174,3 +175,23 @@ def irt_levels(irt: dict, limit: int = 10) -> pl.DataFrame:
     return pl.DataFrame([{k: lv[k] for k in ("index", "tier", "solve_rate",
                                               "empirical_difficulty", "compute_to_solve",
                                               "grade")} for lv in rows])
+
+
+def information_table(c: InformationCurve, step: int = 4) -> pl.DataFrame:
+    """The information curve every ``step`` abilities (one logit apart on the default grid):
+    the standard ramp's expected success, each test's information, a session's standard
+    error and how many times the ramp's information it holds."""
+    rows = []
+    for i in range(0, c.theta.size, step):
+        rows.append({
+            "ability": round(float(c.theta[i]), 2),
+            "standard success": round(float(c.success[i]), 3),
+            "in the ramp's span": bool(c.span[0] <= c.theta[i] <= c.span[1]),
+            "pool": round(float(c.pool[i]), 1),
+            f"session of {c.episodes}": round(float(c.session[i]), 1),
+            "standard ramp": round(float(c.ramp[i]), 1),
+            "session / ramp": round(float(c.session[i] / max(c.ramp[i], 1e-12)), 2),
+            "session's standard error": round(float(c.session[i]) ** -0.5, 2)
+            if c.session[i] > 0 else None,
+        })
+    return pl.DataFrame(rows)

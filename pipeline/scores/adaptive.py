@@ -24,7 +24,16 @@ logistic model of ``pipeline.scores.irt`` (P(solve) = sigmoid(a (theta - b))):
   easiest level not yet shown of the tier the balance would pick next.
 - **Equating** (``equated_success``): the expected success on the standard game's
   100-level ramp, the mean of each standard level's P(solve) weighted as the ramp weighs
-  it, over the ability's posterior (mean and central 95% interval).
+  it, over the ability's posterior. Its 95% interval holds three errors, not one: the
+  ability's posterior; the pool's levels being a sample of the game's (the ramp-weighted
+  variance of the outcomes, sum w^2 p (1 - p)); and the model's own error on an agent it
+  was not fitted to (``model_sd``, measured by ``model_error``).
+- **Model error** (``model_error``): each panel agent left out in turn, the pool calibrated
+  on the others, and sessions of the left-out agent played on its own outcomes: the error
+  of their equated success against its success on the whole pool, beyond what the
+  posterior already allows for. Twelve agents cannot make the 2PL fit agents unlike them
+  (an agent's success on the levels near its ability says less about the rest than the
+  model claims); the interval says so rather than hiding it.
 
 Pure numpy, deterministic for a given random generator.
 """
@@ -32,10 +41,10 @@ Pure numpy, deterministic for a given random generator.
 from __future__ import annotations
 
 __all__ = [
-    "ABILITY_GRID", "Ability", "Calibration", "Equated", "MAX_EXPOSURE", "PRIOR_SD", "TOP",
-    "calibrate", "choose_block", "equated_success", "estimate", "information",
-    "next_tier", "over_exposed", "pad_unplayed", "posterior", "ramp_weights",
-    "success_probability",
+    "ABILITY_GRID", "Ability", "Calibration", "Equated", "MAX_EXPOSURE", "ModelError",
+    "PRIOR_SD", "TOP", "calibrate", "choose_block", "equated_success", "estimate",
+    "information", "model_error", "next_tier", "over_exposed", "pad_unplayed", "posterior",
+    "ramp_weights", "success_probability",
 ]
 
 import math
@@ -47,13 +56,16 @@ from pipeline.difficulty.logistic import sigmoid
 from pipeline.precision import LEVEL
 from pipeline.scores.irt import fit_2pl
 
-ABILITY_GRID = np.linspace(-8.0, 8.0, 321)  # theta's posterior is held on these points
-PRIOR_SD = 1.5  # an unseen agent's ability ~ N(0, 1.5^2): the panel's scale, a little wider
+ABILITY_GRID = np.linspace(-10.0, 10.0, 401)  # theta's posterior on these points: 4 prior sd
+# an unseen agent's ability ~ N(0, 2.5^2): the pool's difficulties spread about 2.3 logits
+# either side of 0 (one sd), and an agent may sit anywhere along them
+PRIOR_SD = 2.5
 TOP = 20  # each pick is at random among this many most informative levels of its tier
 MAX_EXPOSURE = 0.25  # no level in more than this share of sessions, once counted
 _CALIBRATION_ROUNDS = 4  # alternations of the 2PL fit and the difficulty regression
 _RIDGE = 1.0  # the difficulty regression's penalty (standardised features)
 _MIN_DIFFICULTY_SD = 0.3  # the prior's spread never falls below this (logits)
+_ERROR_SESSIONS = 3  # sessions of each left-out agent that ``model_error`` plays
 
 
 @dataclass(frozen=True)
@@ -255,10 +267,81 @@ class Equated:
 
 
 def equated_success(a: np.ndarray, b: np.ndarray, weights: np.ndarray,
-                    ability_posterior: np.ndarray) -> Equated:
+                    ability_posterior: np.ndarray, *, model_sd: float = 0.0) -> Equated:
     """The expected success over the levels ``(a, b)`` weighted by ``weights`` (the ramp's,
-    ``ramp_weights``), under ``ability_posterior`` (on ``ABILITY_GRID``). Success rises with
-    ability, so the interval is the ability interval's image."""
-    curve = success_probability(ABILITY_GRID, a, b) @ weights
-    lo, hi = _quantiles(ability_posterior, curve)
-    return Equated(round(float(ability_posterior @ curve), 4), round(lo, 4), round(hi, 4))
+    ``ramp_weights``), under ``ability_posterior`` (on ``ABILITY_GRID``). The interval is
+    the central 95% of the success at each ability plus a normal error of the levels'
+    sampling (sum w^2 p (1 - p)) and ``model_sd`` (``model_error``'s), mixed over the
+    posterior."""
+    p = success_probability(ABILITY_GRID, a, b)
+    curve = p @ weights
+    sd = np.sqrt((p * (1 - p)) @ (weights * weights) + model_sd ** 2)
+    value = float(ability_posterior @ curve)
+    # the mixture's distribution function on a fine grid of success; grid points of no
+    # weight are left out (the posterior is sharp after a few dozen levels)
+    kept = ability_posterior > 1e-9 * ability_posterior.max()
+    z = (_SUCCESS_GRID[None, :] - curve[kept, None]) / sd[kept, None]
+    cdf = ability_posterior[kept] @ _normal_cdf(z) / ability_posterior[kept].sum()
+    tail = (1 - LEVEL) / 2
+    lo = _SUCCESS_GRID[min(int(np.searchsorted(cdf, tail)), _SUCCESS_GRID.size - 1)]
+    hi = _SUCCESS_GRID[min(int(np.searchsorted(cdf, 1 - tail)), _SUCCESS_GRID.size - 1)]
+    return Equated(round(value, 4), round(float(min(lo, value)), 4),
+                   round(float(max(hi, value)), 4))
+
+
+_SUCCESS_GRID = np.linspace(0.0, 1.0, 2001)  # the equated interval's resolution: 0.0005
+
+
+def _normal_cdf(z: np.ndarray) -> np.ndarray:
+    """The standard normal's distribution function, vectorised: erf by Abramowitz and
+    Stegun's 7.1.26 (absolute error below 1.5e-7)."""
+    x = np.abs(z) / math.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741
+                                                       + t * (-1.453152027 + t * 1.061405429))))
+    erf = 1.0 - poly * np.exp(-x * x)
+    return 0.5 * (1.0 + np.sign(z) * erf)
+
+
+@dataclass(frozen=True)
+class ModelError:
+    """What ``model_error`` measured: the model's error (sd) on an agent left out of the
+    calibration, and each left-out agent's mean error (equated minus its pool success)."""
+
+    sd: float
+    bias: dict[str, float]
+    sessions: int
+    episodes: int
+
+
+def model_error(solved: np.ndarray, features: np.ndarray, tiers: np.ndarray,
+                targets: dict[int, float], *, agents: list[str], episodes: int,
+                seed: int = 0) -> ModelError:
+    """The equated success's error on agents outside the calibration: each of the panel's
+    ``agents`` (columns of ``solved``) left out, the pool calibrated on the others, and
+    ``_ERROR_SESSIONS`` sessions of ``episodes`` levels played on the left-out agent's own
+    outcomes, each scored against its success on the pool (weighted as ``targets``). sd^2
+    is their mean squared error less the part the posterior already holds (its variance of
+    the equated success)."""
+    outcomes = np.asarray(solved, dtype=bool)
+    weights = ramp_weights(tiers, targets)
+    rng = np.random.default_rng(seed)
+    bias, excess = {}, []
+    for g, name in enumerate(agents):
+        rest = calibrate(np.delete(outcomes, g, axis=1), features, tiers)
+        a, b, y = rest.discrimination, rest.difficulty, outcomes[:, g]
+        curve = success_probability(ABILITY_GRID, a, b) @ weights
+        errors = []
+        for _ in range(_ERROR_SESSIONS):
+            shown = np.array([], dtype=np.int64)
+            while shown.size < min(episodes, a.size):
+                theta = estimate(a, b, shown, y[shown]).theta
+                shown = np.append(shown, choose_block(theta, a, b, tiers, shown, targets,
+                                                      parallel=1, rng=rng))
+            weights_theta = posterior(a, b, shown, y[shown])
+            value = float(weights_theta @ curve)
+            errors.append(value - float(weights @ y))
+            excess.append(errors[-1] ** 2 - float(weights_theta @ (curve - value) ** 2))
+        bias[name] = round(float(np.mean(errors)), 4)
+    sd = math.sqrt(max(float(np.mean(excess)), 0.0))
+    return ModelError(round(sd, 4), bias, _ERROR_SESSIONS, episodes)

@@ -1,15 +1,19 @@
 """A pool's item parameters: the panel's outcomes and the grade features, calibrated, written.
 
-``sokoforge panel POOL`` plays the panel (report/panel.parquet), then writes
-``report/items.parquet`` here: one row per level (index, tier, discrimination, difficulty,
+``sokoforge panel POOL`` plays the panel (report/panel.parquet), then writes here
+``report/items.parquet``: one row per level (index, tier, discrimination, difficulty,
 prior_difficulty), fitted by ``pipeline.scores.adaptive.calibrate`` on the panel's outcomes
-and the difficulty model's grade features (``pipeline.difficulty.difficulty.FEATURES``).
+and the difficulty model's grade features (``pipeline.difficulty.difficulty.FEATURES``);
+and ``report/items.json``: the model's error on an agent outside the panel
+(``pipeline.scores.adaptive.model_error``), which widens every equated interval.
 """
 
 from __future__ import annotations
 
-__all__ = ["ITEMS_FILE", "is_pool", "items_frame", "read_items", "write_items"]
+__all__ = ["ITEMS_FILE", "ITEMS_FIT_FILE", "is_pool", "items_frame", "model_sd", "read_items",
+           "write_items"]
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +23,13 @@ import polars as pl
 from pipeline.difficulty.difficulty import load_model, transformed
 from pipeline.difficulty.panel import PANEL_FILE
 from pipeline.errors import PipelineError
-from pipeline.scores.adaptive import calibrate
+from pipeline.scores.adaptive import ModelError, calibrate, model_error
 from pipeline.versions.hidden_files import is_hidden, private_writes
-from pipeline.versions.tables import read_parquet, write_parquet
+from pipeline.versions.tables import read_parquet, write_parquet, write_text
 from pipeline.versions.version import open_version
 
 ITEMS_FILE = "items.parquet"  # in a pool's report/
+ITEMS_FIT_FILE = "items.json"  # ... and how well they fit an agent outside the panel
 
 
 def is_pool(manifest: dict[str, Any]) -> bool:
@@ -32,18 +37,27 @@ def is_pool(manifest: dict[str, Any]) -> bool:
     return "adaptive" in (manifest.get("spec") or {})
 
 
-def items_frame(levels: pl.DataFrame, panel: pl.DataFrame) -> pl.DataFrame:
-    """The item parameters of ``levels`` (index, tier and the grade features) from the long
-    ``panel`` table of the same levels (index, agent, solved)."""
-    levels = levels.sort("index")
+def _panel_matrix(levels: pl.DataFrame, panel: pl.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """The panel's outcomes as levels x agents booleans (levels by index) and the agents."""
     wide = (panel.select("index", "agent", "solved").sort("index", "agent")
             .pivot(on="agent", index="index", values="solved").sort("index"))
     if wide["index"].to_list() != levels["index"].to_list():
         raise PipelineError("the panel's levels are not the version's: play the panel again")
-    solved = wide.drop("index").to_numpy().astype(bool)
+    agents = [c for c in wide.columns if c != "index"]
+    return wide.drop("index").to_numpy().astype(bool), agents
+
+
+def _features(levels: pl.DataFrame) -> np.ndarray:
     model = load_model()
-    features = transformed(levels, model.columns, model.transforms)
-    fit = calibrate(solved, features, levels["tier"].to_numpy())
+    return transformed(levels, model.columns, model.transforms)
+
+
+def items_frame(levels: pl.DataFrame, panel: pl.DataFrame) -> pl.DataFrame:
+    """The item parameters of ``levels`` (index, tier and the grade features) from the long
+    ``panel`` table of the same levels (index, agent, solved)."""
+    levels = levels.sort("index")
+    solved, _ = _panel_matrix(levels, panel)
+    fit = calibrate(solved, _features(levels), levels["tier"].to_numpy())
     return pl.DataFrame({
         "index": levels["index"].cast(pl.Int16),
         "tier": levels["tier"].cast(pl.Int8),
@@ -53,16 +67,34 @@ def items_frame(levels: pl.DataFrame, panel: pl.DataFrame) -> pl.DataFrame:
     })
 
 
+def _fit_record(error: ModelError) -> dict[str, Any]:
+    return {"model_sd": error.sd, "left_out_bias": error.bias, "sessions": error.sessions,
+            "episodes": error.episodes,
+            "how": "each panel agent left out in turn, the pool calibrated on the others, and "
+                   "sessions of the left-out agent played on its own outcomes: the rms error "
+                   "of their equated success against its success on the whole pool, beyond "
+                   "the posterior's own variance"}
+
+
 def write_items(datasets: Path, name: str) -> Path:
-    """Calibrate pool ``name`` from its report/panel.parquet and write report/items.parquet."""
+    """Calibrate pool ``name`` from its report/panel.parquet: write report/items.parquet and
+    the model's error on an agent outside the panel, report/items.json."""
     version = open_version(datasets, name)
     panel_path = version.report_dir / PANEL_FILE
     if not panel_path.is_file():
         raise PipelineError(f"{name} has no {PANEL_FILE}: run `sokoforge panel {name}` first")
-    frame = items_frame(version.levels(), read_parquet(panel_path))
+    levels, panel = version.levels().sort("index"), read_parquet(panel_path)
+    frame = items_frame(levels, panel)
+    solved, agents = _panel_matrix(levels, panel)
+    spec = version.spec
+    episodes = spec.adaptive.episodes if spec.adaptive is not None else 50
+    error = model_error(solved, _features(levels), levels["tier"].to_numpy(),
+                        spec.tier_shares(), agents=agents, episodes=episodes)
     out = version.report_dir / ITEMS_FILE
     with private_writes(is_hidden(version.manifest)):
         write_parquet(frame, out)
+        write_text(json.dumps(_fit_record(error), indent=2) + "\n",
+                   version.report_dir / ITEMS_FIT_FILE)
     return out
 
 
@@ -73,3 +105,16 @@ def read_items(folder: Path) -> pl.DataFrame:
         raise PipelineError(f"{folder.name} has no report/{ITEMS_FILE}: run "
                             f"`sokoforge panel {folder.name}` first")
     return read_parquet(path).sort("index")
+
+
+def model_sd(folder: Path) -> float:
+    """The model's error on an agent outside the panel (report/items.json's ``model_sd``),
+    for ``equated_success(..., model_sd=)``; refused when the pool was never calibrated."""
+    path = folder / "report" / ITEMS_FIT_FILE
+    try:
+        return float(json.loads(path.read_text(encoding="utf-8"))["model_sd"])
+    except FileNotFoundError:
+        raise PipelineError(f"{folder.name} has no report/{ITEMS_FIT_FILE}: run "
+                            f"`sokoforge panel {folder.name}` again") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise PipelineError(f"{path}: not a readable item fit ({e})") from None
