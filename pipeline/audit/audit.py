@@ -423,10 +423,11 @@ def check_information(facts: VersionFacts, root: Path
         return Check(name, False, (f"report/items.parquet is not of these levels: run "
                                    f"`sokoforge panel {facts.name}` again",)), None
     spec = facts.spec
+    assert spec.adaptive is not None  # a pool's spec has [adaptive]
     curve = information_curve(items["discrimination"].to_numpy().astype(np.float64),
                               items["difficulty"].to_numpy().astype(np.float64),
                               items["tier"].to_numpy(), spec.tier_shares(),
-                              episodes=spec.adaptive.episodes if spec.adaptive else 50)
+                              episodes=spec.adaptive.episodes)
     inside = (curve.theta >= curve.span[0]) & (curve.theta <= curve.span[1])
     bad = tuple(f"ability {t:+.2f}: a session's information {s:.1f} below the ramp's {r:.1f}"
                 for t, s, r, ok in zip(curve.theta, curve.session, curve.ramp, inside,

@@ -338,10 +338,10 @@ def model_error(solved: np.ndarray, features: np.ndarray, tiers: np.ndarray,
                 theta = estimate(a, b, shown, y[shown]).theta
                 shown = np.append(shown, choose_block(theta, a, b, tiers, shown, targets,
                                                       parallel=1, rng=rng))
-            weights_theta = posterior(a, b, shown, y[shown])
-            value = float(weights_theta @ curve)
+            belief = posterior(a, b, shown, y[shown])
+            value = float(belief @ curve)
             errors.append(value - float(weights @ y))
-            excess.append(errors[-1] ** 2 - float(weights_theta @ (curve - value) ** 2))
+            excess.append(errors[-1] ** 2 - float(belief @ (curve - value) ** 2))
         bias[name] = round(float(np.mean(errors)), 4)
     sd = math.sqrt(max(float(np.mean(excess)), 0.0))
     return ModelError(round(sd, 4), bias, _ERROR_SESSIONS, episodes)

@@ -23,7 +23,7 @@ import polars as pl
 from pipeline.difficulty.difficulty import load_model, transformed
 from pipeline.difficulty.panel import PANEL_FILE
 from pipeline.errors import PipelineError
-from pipeline.scores.adaptive import ModelError, calibrate, model_error
+from pipeline.scores.adaptive import Calibration, ModelError, calibrate, model_error
 from pipeline.versions.hidden_files import is_hidden, private_writes
 from pipeline.versions.tables import read_parquet, write_parquet, write_text
 from pipeline.versions.version import open_version
@@ -57,7 +57,10 @@ def items_frame(levels: pl.DataFrame, panel: pl.DataFrame) -> pl.DataFrame:
     ``panel`` table of the same levels (index, agent, solved)."""
     levels = levels.sort("index")
     solved, _ = _panel_matrix(levels, panel)
-    fit = calibrate(solved, _features(levels), levels["tier"].to_numpy())
+    return _frame(levels, calibrate(solved, _features(levels), levels["tier"].to_numpy()))
+
+
+def _frame(levels: pl.DataFrame, fit: Calibration) -> pl.DataFrame:
     return pl.DataFrame({
         "index": levels["index"].cast(pl.Int16),
         "tier": levels["tier"].cast(pl.Int8),
@@ -83,13 +86,15 @@ def write_items(datasets: Path, name: str) -> Path:
     panel_path = version.report_dir / PANEL_FILE
     if not panel_path.is_file():
         raise PipelineError(f"{name} has no {PANEL_FILE}: run `sokoforge panel {name}` first")
-    levels, panel = version.levels().sort("index"), read_parquet(panel_path)
-    frame = items_frame(levels, panel)
-    solved, agents = _panel_matrix(levels, panel)
     spec = version.spec
-    episodes = spec.adaptive.episodes if spec.adaptive is not None else 50
-    error = model_error(solved, _features(levels), levels["tier"].to_numpy(),
-                        spec.tier_shares(), agents=agents, episodes=episodes)
+    if spec.adaptive is None:
+        raise PipelineError(f"{name} is not an adaptive game's pool: it has no item parameters")
+    levels = version.levels().sort("index")
+    solved, agents = _panel_matrix(levels, read_parquet(panel_path))
+    features, tiers = _features(levels), levels["tier"].to_numpy()
+    frame = _frame(levels, calibrate(solved, features, tiers))
+    error = model_error(solved, features, tiers, spec.tier_shares(), agents=agents,
+                        episodes=spec.adaptive.episodes)
     out = version.report_dir / ITEMS_FILE
     with private_writes(is_hidden(version.manifest)):
         write_parquet(frame, out)

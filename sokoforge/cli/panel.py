@@ -27,7 +27,10 @@ def panel_command(version: str, jobs: int, quiet: bool, datasets: Path) -> None:
     Four families of agents (the reference planner, greedy best-first, a breadth-first
     lookahead, random rollouts), each at 64, 256 and 1,024 dynamics calls per step; one row
     per level and agent. Prints each agent's solved count. The next audit shows them. On an
-    adaptive game's pool it also calibrates the pool: report/items.parquet.
+    adaptive game's pool it also calibrates the pool: report/items.parquet (each level's
+    discrimination and difficulty) and report/items.json (the model's error on an agent
+    outside the panel, measured by leaving each panel agent out; it widens every equated
+    interval).
 
     Then the reference (the review's compute frontier, engine.agents.reference) on four
     turns of every board: report/reference.parquet, and its best solved count.
