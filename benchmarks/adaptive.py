@@ -10,13 +10,14 @@ with chance eps, then a new plan from there), and random play. Each plays every 
 - standard: one build's success, against the truth of the other builds (leave one out);
 - adaptive: ``--sessions`` simulated sessions per agent and length L (25, 50, 100): levels
   chosen by ``pipeline.scores.adaptive`` from the pool, the agent's own outcome on each,
-  scored as ``equated_success``. Sessions of all agents take turns, so the exposure counts
-  (which cap a level at 25% of sessions) are a mix of agents, as on a server.
+  scored as ``equated_success`` with the pool's measured model error (report/items.json).
+  Sessions of all agents take turns, so the exposure counts (which cap a level at 25% of
+  sessions) are a mix of agents, as on a server.
 
 Prints RMSE overall and per ability band, the adaptive 95% intervals' coverage, the largest
 exposure of a level, and the sessions needed to tell two agents 0.05 apart.
 
-    nice -n 10 .venv/bin/python benchmarks/adaptive.py [--cache /tmp/adaptive-bench]
+    nice -n 10 .venv/bin/python benchmarks/adaptive.py --builds 10 [--seed 1] [--cache DIR]
 """
 
 from __future__ import annotations
@@ -101,12 +102,14 @@ def versions(cache: Path, builds: int) -> tuple[Path, list[Path]]:
     def made(name: str, *args: str) -> Path:
         folder = cache / name
         if not (folder / "manifest.json").exists():
+            say(f"building {name}")
             subprocess.run([*SOKOFORGE, "build", name, *args, "--datasets", str(cache),
                             "--jobs", "2", "--quiet"], check=True)
         return folder
 
     pool = made("pool", "--spec", "adaptive", "--seed", "101")
     if not (pool / "report" / "items.json").exists():
+        say("playing the panel on the pool and calibrating it")
         subprocess.run([*SOKOFORGE, "panel", "pool", "--datasets", str(cache), "--jobs", "2",
                         "--quiet"], check=True)
     return pool, [made(f"std-{201 + i}", "--seed", str(201 + i)) for i in range(builds)]
@@ -123,6 +126,7 @@ def outcomes(folder: Path, workers: Workers) -> dict[str, np.ndarray]:
     rows = pl.read_parquet(folder / "levels.parquet").sort("index").select(
         "xsb", "max_steps").rows()
     items = [(agent, x, int(m), i) for agent in AGENTS for i, (x, m) in enumerate(rows)]
+    say(f"playing {len(AGENTS)} agents on the {len(rows)} levels of {folder.name}")
     solved = np.array(workers.map(play, items, label="agents"), dtype=bool)
     out = {agent.name: part for agent, part in
            zip(AGENTS, solved.reshape(len(AGENTS), len(rows)), strict=True)}
@@ -146,6 +150,11 @@ def session(items: pl.DataFrame, solved: np.ndarray, length: int, parallel: int,
     weights = ad.ramp_weights(tiers, shares)
     return ad.equated_success(a, b, weights, ad.posterior(a, b, shown, solved[shown]),
                               model_sd=error), shown
+
+
+def say(line: str) -> None:
+    """A progress line, on stderr (the figures go to stdout)."""
+    print(f"... {line}", file=sys.stderr, flush=True)
 
 
 def rmse(errors: list[float]) -> float:
@@ -187,6 +196,7 @@ def main() -> None:
     exposure: dict[int, float] = {}
     rng = np.random.default_rng(args.seed)
     for length in LENGTHS:
+        say(f"{args.sessions * len(AGENTS)} adaptive sessions of {length} levels")
         errors[f"adaptive {length}"] = []
         counts, sessions = np.zeros(items.height, dtype=np.int64), 0
         for _ in range(args.sessions):

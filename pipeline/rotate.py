@@ -200,8 +200,14 @@ def matched_select(folder: BuildFolder, plan: Plan, workers: Workers, exclusion_
         extra = _enlarge(folder, plan, round_ + 1, goal.filter(pl.col("index").is_in(loose)),
                          goal, workers)
         if extra is not None:
-            pool = pl.concat([pool, extra], how="vertical_relaxed")
-            rows = match(goal, pool, ids, layouts, planner_gap=gap, panel=rule)
+            pool = pl.concat([pool, extra], how="vertical_relaxed")  # the rows above stay
+            try:
+                rows = match(goal, pool, ids, layouts, planner_gap=gap, panel=rule)
+            except MatchError:
+                # the larger model not solved within the solver's deterministic budget (on
+                # a pool of 1,000 levels): the match already found stands
+                workers.say("select: the closer match was not found within the solver's "
+                            "budget; the first one stands")
     # Each new level takes the slot (and band) of the PREV level it stands in for; play order
     # is then easiest first within each tier, as in an ordinary build.
     chosen = (pool[rows].drop("slot", "band_lo", "band_hi", "planner_solved", PANEL_COLUMN,
