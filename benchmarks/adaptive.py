@@ -134,10 +134,12 @@ def outcomes(folder: Path, workers: Workers) -> dict[str, np.ndarray]:
     return out
 
 
-def session(items: pl.DataFrame, solved: np.ndarray, length: int, parallel: int,
+def session(items: pl.DataFrame, solved: np.ndarray, length: int, *, parallel: int,
             rng: np.random.Generator, counts: np.ndarray, sessions: int,
-            shares: dict[int, float], top: int, error: float) -> tuple[ad.Equated, np.ndarray]:
-    """One simulated session of ``length`` levels: its equated success and the levels shown."""
+            shares: dict[int, float], top: int, error: float
+            ) -> tuple[ad.Equated, np.ndarray]:
+    """One simulated session of ``length`` levels: its equated success and the levels shown
+    (``counts`` of earlier ``sessions`` cap exposure; ``error`` is the pool's model error)."""
     a, b = items["discrimination"].to_numpy(), items["difficulty"].to_numpy()
     tiers = items["tier"].to_numpy()
     shown = np.array([], dtype=np.int64)
@@ -201,8 +203,9 @@ def main() -> None:
         counts, sessions = np.zeros(items.height, dtype=np.int64), 0
         for _ in range(args.sessions):
             for agent in AGENTS:
-                eq, shown = session(items, on_pool[agent.name], length, args.parallel, rng,
-                                    counts, sessions, shares, args.top, error)
+                eq, shown = session(items, on_pool[agent.name], length, parallel=args.parallel,
+                                    rng=rng, counts=counts, sessions=sessions, shares=shares,
+                                    top=args.top, error=error)
                 counts[shown] += 1
                 sessions += 1
                 t = truth[agent.name]
