@@ -105,7 +105,7 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
             raise StartError(str(e)) from None
     claim_versions = ServedVersions(Path(root) / v for v in names)  # reveal refuses them
     try:
-        levels = sum(g.episodes for g in games)
+        levels = sum(len(g.version.levels) for g in games)  # a pool's all, not a session's
         named = ", ".join(f"{g.name} (version {g.version.version})" for g in games)
         base = f"http://{url_host(host)}:"
         about = (f"serving {levels} levels of {named} on {base}"

@@ -13,15 +13,19 @@ import numpy as np
 import polars as pl
 import pytest
 import requests
+from arc_agi import Arcade, OperationMode
+from arcengine import GameAction, GameState
 from click.testing import CliRunner
-from serve_support import Api, server
+from serve_support import Api, SolutionAgent, server, solutions_by_goal
 
 from engine.rules import lurd_to_actions
 from pipeline.scores.adaptive import pad_unplayed
 from pipeline.spec import spec_from_dict
 from pipeline.stages.build import build
 from pipeline.workers import Workers
+from serve.arc import arc_wire as w
 from serve.arena.errors import Conflict
+from serve.client import play
 from serve.games.dataset import load_version
 from serve.games.games import Registry
 from serve.limits import Limits
@@ -44,7 +48,7 @@ def pool(tmp_path_factory):
     out = CliRunner().invoke(main, ["panel", "pool", "--datasets", str(datasets), "--quiet"])
     assert out.exit_code == 0, out.output
     rows = pl.read_parquet(datasets / "pool" / "levels.parquet").sort("index").to_dicts()
-    return SimpleNamespace(datasets=datasets, version=load_version(datasets, "pool"),
+    return SimpleNamespace(datasets=datasets, version=load_version(datasets, "pool"), rows=rows,
                            solutions=[lurd_to_actions(r["solution"]) for r in rows])
 
 
@@ -269,3 +273,39 @@ def test_upstreams_client_plays_a_pool_served_alone_as_standard(pool, tmp_path, 
 def test_the_as_option_serves_one_version_only():
     out = CliRunner().invoke(main, ["serve", "a", "b", "--as", "standard"])
     assert out.exit_code == 2 and "give one version" in out.output
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_the_reference_client_plays_a_pool_to_its_end_and_reports_its_ability(pool, tmp_path,
+                                                                            parallel):
+    SolutionAgent.solutions = solutions_by_goal(pool.rows)
+    with server(pool.version, tmp_path / "store.sqlite") as running:
+        outcome = asyncio.run(play(running.base, SolutionAgent, name=f"reference {parallel}",
+                                   parallel=parallel, echo=lambda line: None))
+    score = outcome["score"]
+    assert score["episodes"] == EPISODES and score["success_rate"] == 1.0
+    assert score["equated_success"]["low"] <= score["equated_success"]["value"]
+
+
+def test_the_arc_face_lists_and_plays_a_pool_to_its_episodes_end(pool, tmp_path):
+    with server(pool.version, tmp_path / "store.sqlite") as running:
+        games = requests.get(f"{running.base}/api/games", timeout=10).json()
+        assert [(g["game_id"], g["baseline_actions"]) for g in games] == [
+            (w.game_id("pool"), [])]  # no level is known before a session chooses it
+        key = Api(running.base).ok("POST", "/api/keys", {"name": "arc"}, status=201)["api_key"]
+        arc = Arcade(arc_api_key=key, arc_base_url=running.base,
+                     operation_mode=OperationMode.ONLINE)
+        env = arc.make("sokoban")
+        frame = env.observation_space
+        assert frame.win_levels == EPISODES and frame.levels_completed == 0
+        steps = 0
+        while frame.state is GameState.NOT_FINISHED:
+            frame = env.step(GameAction.ACTION5)  # a no-op: every episode waits out its budget
+            assert frame is not None, "the toolkit refused or lost an answer"
+            steps += 1
+        assert frame.state is GameState.GAME_OVER and frame.levels_completed == 0
+        card = arc.close_scorecard()
+        assert card is not None and card.environments[0].runs[0].actions == steps
+        view = Api(running.base, key).ok("GET", f"/api/scorecards/{card.card_id}")
+    assert view["score"]["episodes"] == EPISODES and view["score"]["solved"] == 0
+    assert view["score"]["ability"]["theta"] < 0  # solving nothing: below the pool's middle
