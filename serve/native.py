@@ -91,17 +91,19 @@ _STANDINGS_FILE = Field("file", STR, "must be standings.json, standings.csv or s
 INTERVAL = {**arr(NUMBER), "minItems": 2, "maxItems": 2,
             "description": f"[lo, hi] of the success rate: {METHOD}; it covers the agent's "
                            "rate over every draw of levels the game's spec could make"}
+# what an adaptive game's Score adds (``serve.games.adaptive``)
+_ADAPTIVE_SCORE = {
+    "ability": {**obj({"theta": NUMBER, "low": NUMBER, "high": NUMBER}),
+                "description": "an adaptive game's: the ability estimate on its pool's scale, "
+                               "with its 95% interval"},
+    "equated_success": {**obj({"value": NUMBER, "low": NUMBER, "high": NUMBER}),
+                        "description": "an adaptive game's: the expected success on the "
+                        "standard game's ramp at that ability, with its 95% interval; compare "
+                        "this across games, not success_rate (near 0.5 by design)"}}
 SCORE = obj({"episodes": INTEGER, "solved": INTEGER, "success_rate": NUMBER,
              "success_interval": INTERVAL, "move_efficiency": NUMBER,
              "avg_steps_solved": NUMBER, "deadlock_rate": NUMBER, "total_actions": INTEGER},
-            {"ability": {**obj({"theta": NUMBER, "low": NUMBER, "high": NUMBER}),
-                         "description": "an adaptive game's: the ability estimate on its "
-                                        "pool's scale, with its 95% interval"},
-             "equated_success": {**obj({"value": NUMBER, "low": NUMBER, "high": NUMBER}),
-                                 "description": "an adaptive game's: the expected success on "
-                                 "the standard game's ramp at that ability, with its 95% "
-                                 "interval; compare this across games, not success_rate "
-                                 "(near 0.5 by design)"}})
+            _ADAPTIVE_SCORE)
 _OBSERVATION = obj({"obs": TEXT, "goal": TEXT, "shape": arr(INTEGER), "dtype": TEXT,
                     "encoding": TEXT})
 _EPISODE = obj({"index": INTEGER, "of": INTEGER, "steps_used": INTEGER, "max_steps": INTEGER,
@@ -140,10 +142,11 @@ SCORECARD = obj({"scorecard_id": string(SCORECARD_ID), "name": TEXT, "version": 
                  "opened_at": maybe(TEXT), "closed": BOOLEAN, "closed_at": maybe(TEXT),
                  "games": {"type": "object", "additionalProperties": _PROGRESS},
                  "score": maybe(SCORE)}, {**ATTACHED, "review": REVIEW})
-RESULT = obj({**SCORE["properties"], "scorecard_id": string(SCORECARD_ID), "name": TEXT,
-              "version": TEXT, "closed": BOOLEAN,
-              "games": {"type": "object", "additionalProperties": SCORE}},
-             {"session_ids": {"type": "object", "additionalProperties": maybe(TEXT)}})
+RESULT = obj({**{k: SCORE["properties"][k] for k in SCORE["required"]},
+              "scorecard_id": string(SCORECARD_ID), "name": TEXT, "version": TEXT,
+              "closed": BOOLEAN, "games": {"type": "object", "additionalProperties": SCORE}},
+             {"session_ids": {"type": "object", "additionalProperties": maybe(TEXT)},
+              **_ADAPTIVE_SCORE})
 REPLAY = obj({"session_id": string(SESSION_ID), "name": maybe(TEXT), "game": TEXT,
               "version": TEXT, "state": TEXT, "owner_view": BOOLEAN,
               "episodes": arr(obj({"index": INTEGER, "finished": BOOLEAN, "solved": BOOLEAN,
