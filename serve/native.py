@@ -290,7 +290,10 @@ ROUTES = (
     Route("start_game", "POST", "/api/scorecards/{scorecard_id}/games/{game}/start",
           "Start the one session of a game on a scorecard; returns the first Frame.", auth=True,
           params=(_SCORECARD, _GAME),
-          query=(Field("parallel", INT, "episodes of the current tier kept in flight",
+          query=(Field("parallel", INT, "episodes of the current tier kept in flight (of an "
+                       "adaptive game: of the current block, whose unplayed episodes are fewer "
+                       "when its spec's parallel is smaller; the next block is chosen when "
+                       "every episode of this one has ended)",
                        required=False, minimum=1, maximum=32, default=1),),
           responses={200: "the first Frame", 401: "missing or unknown key",
                      404: "unknown scorecard or game (or another key's)",

@@ -309,3 +309,21 @@ def test_the_arc_face_lists_and_plays_a_pool_to_its_episodes_end(pool, tmp_path)
         view = Api(running.base, key).ok("GET", f"/api/scorecards/{card.card_id}")
     assert view["score"]["episodes"] == EPISODES and view["score"]["solved"] == 0
     assert view["score"]["ability"]["theta"] < 0  # solving nothing: below the pool's middle
+
+
+def test_a_numbered_step_sent_again_is_answered_on_the_levels_recorded(pool, tmp_path):
+    """A client that lost the answer to the step that ended a block sends it again: the
+    answer is replayed from the stored steps on the block then chosen, nothing chosen anew."""
+    async def body(a: Arena, _):
+        key, _, session = await started(a)
+        sid, step = session.id, 0
+        for episode in range(BLOCK):
+            for action in pool.solutions[session.episodes[episode].served.index]:
+                step += 1
+                answered = await a.act(key, sid, action, episode, lambda s, _: levels_of(s),
+                                       step)
+        assert len(answered) == 2 * BLOCK
+        for _ in range(3):
+            again = await a.act(key, sid, action, BLOCK - 1, lambda s, _: levels_of(s), step)
+            assert again == answered
+    on_workers(pool, str(tmp_path / "store.sqlite"), body)

@@ -7,6 +7,19 @@ random among the top few of the tier the content balance picks, never one alread
 Each choice draws fresh randomness, so two sessions of one agent see different sequences;
 the store records every choice (``EpisodeRecord.level``), and a session rebuilt from the
 store replays the recorded levels rather than choosing again.
+
+Serving choices, stated once:
+
+- A client's ``?parallel=N`` is how many episodes it plays at once; in flight are at most N
+  of the current block's unplayed episodes (all of them when N is at least the spec's
+  ``parallel``), and a block is never opened before the one before it has ended.
+- Exposure is held by the random pick among the ``TOP`` most informative levels of a tier;
+  the server keeps no count of how many sessions showed each level, so ``choose_block``'s
+  ``blocked`` (``over_exposed``) is not used while serving.
+- Upstream's client plays only the game named ``standard``: ``sokoforge serve POOL --as
+  standard`` serves a pool alone under that name (``/api/spec`` and the scorecards then
+  name it ``standard``, and its ``adaptive`` object says what it is; the ARC face's
+  ``/api/games`` names a game by its version, as for any game).
 """
 
 from __future__ import annotations
