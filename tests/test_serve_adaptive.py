@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -26,7 +27,7 @@ from pipeline.workers import Workers
 from serve.arc import arc_wire as w
 from serve.arena.errors import Conflict
 from serve.client import play
-from serve.games.dataset import load_version
+from serve.games.dataset import DatasetError, load_version
 from serve.games.games import Registry
 from serve.limits import Limits
 from serve.play import Arena
@@ -327,3 +328,10 @@ def test_a_numbered_step_sent_again_is_answered_on_the_levels_recorded(pool, tmp
             again = await a.act(key, sid, action, BLOCK - 1, lambda s, _: levels_of(s), step)
             assert again == answered
     on_workers(pool, str(tmp_path / "store.sqlite"), body)
+
+
+def test_a_pool_never_calibrated_is_refused_before_its_levels_are_precomputed(pool, tmp_path):
+    shutil.copytree(pool.datasets / "pool", tmp_path / "pool")
+    (tmp_path / "pool" / "report" / "items.parquet").unlink()
+    with pytest.raises(DatasetError, match="run `sokoforge panel pool` first"):
+        load_version(tmp_path, "pool")
