@@ -70,7 +70,7 @@ class Session(Run):
 def record_of(run: EpisodeRun) -> EpisodeRecord:
     """An episode as the store keeps it."""
     return EpisodeRecord(run.index, run.done, run.solved, run.deadlocked, run.steps,
-                         "".join(run.actions), run.snapshot())
+                         "".join(run.actions), run.snapshot(), run.served.index)
 
 
 def entry_for(games: Registry, game: str, version: str, what: str) -> GameEntry:
@@ -140,9 +140,12 @@ class SessionCache:
         alone touches the image cache): for a change made inside the store's transaction."""
         entry = entry_for(self.games, record.game, record.version, f"session {record.id}")
         levels = entry.version.levels
-        episodes = [EpisodeRun.restored(levels[r.index], done=r.done, solved=r.solved,
+        # each episode on its recorded level; an adaptive session's episodes whose level is
+        # not chosen yet (the rows after the chosen ones) are not played yet either
+        episodes = [EpisodeRun.restored(levels[r.level], done=r.done, solved=r.solved,
                                         deadlocked=r.deadlocked, steps=r.steps,
-                                        actions=r.actions, snapshot=r.snapshot) for r in rows]
+                                        actions=r.actions, snapshot=r.snapshot)
+                    for r in rows if r.level is not None]
         session = Session(episodes, entry.version.tiers, record.parallel, record.state,
                           record=record, name=name, entry=entry, last_active=record.last_active,
                           seq=record.seq, writer=record.writer, own=secrets.token_hex(8))

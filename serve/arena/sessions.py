@@ -123,7 +123,8 @@ class Sessions:
         record = SessionRecord("gs-" + secrets.token_hex(12), scorecard_id, key.key_hash, game,
                                entry.version.version, parallel, IN_PROGRESS, now, now, 0, own)
         try:
-            await self.store.create_session(record, entry.episodes, self.limits.sessions_per_key,
+            await self.store.create_session(record, range(entry.episodes),
+                                            self.limits.sessions_per_key,
                                             self.limits.sessions_total, self.cache.cutoff(),
                                             address=subject_of(address),
                                             per_address=self.limits.address_sessions())
