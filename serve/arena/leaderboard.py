@@ -107,7 +107,7 @@ class Leaderboard:
                                     [lv.tier for lv in served.version.levels])
         return await self._answer(version, served, entries, PRECISION)
 
-    async def _answer(self, version: str, served: GameEntry | None, entries: list[dict],
+    async def _answer(self, version: str, served: GameEntry | None, entries: list[dict[str, Any]],
                       precision: dict[str, str]) -> dict[str, Any]:
         """The board of ``version`` with its ranked ``entries`` and how they were ranked."""
         versions = sorted(set(await self.store.versions()) | set(self.games.versions().values()))

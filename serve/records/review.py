@@ -116,9 +116,10 @@ def _reference(version: Version) -> Reference:
 
 def episode_row(level: Level, max_steps: int, record: EpisodeRecord,
                 times: Sequence[tuple[int | None, int | None]] = ()) -> dict[str, Any]:
-    """One played level's row (``pipeline.scores.review.PLAY_SCHEMA``): its stored action string
-    replayed from the start to count moves, pushes and restarts; ``times`` the arrival (ms)
-    of the action before its first one and of each of its own, None where not kept."""
+    """One played level's row (``pipeline.scores.review.PLAY_SCHEMA``), on the level the
+    episode played: its stored action string replayed from the start to count moves, pushes
+    and restarts; ``times`` the arrival (ms) of the action before its first one and of each of
+    its own, None where not kept."""
     moves = pushes = restarts = 0
     if record.actions:
         game = core.begin(level, max_steps)
@@ -131,7 +132,7 @@ def episode_row(level: Level, max_steps: int, record: EpisodeRecord,
             moves += result.moved
             pushes += result.pushed
     think, pace = _pace(times)
-    return {"index": record.index, "played": record.done and (record.steps > 0 or record.solved),
+    return {"index": record.level, "played": record.done and (record.steps > 0 or record.solved),
             "solved": record.solved, "steps": record.steps, "moves": moves, "pushes": pushes,
             "restarts": restarts, "think_ms": think, "pace_ms": pace}
 
@@ -170,8 +171,8 @@ def play_of(card: ScorecardRecord, sessions: Sequence[PlayedSession],
         steps = [(episode, action) for episode, action, _ in played.actions]
         per = _episode_times(steps, [ms for _, _, ms in played.actions])
         for record in played.episodes:
-            if record.index in levels:
-                level, max_steps = levels[record.index]
+            if record.level in levels:  # the level it showed; its times are the episode's
+                level, max_steps = levels[record.level]
                 rows.append(episode_row(level, max_steps, record, per.get(record.index, [])))
     frame = pl.DataFrame(rows, schema=PLAY_SCHEMA)  # type: ignore[arg-type]
     return ScorecardPlay(card.id, card.key_hash, card.name, card.opened, card.closed or 0.0,
