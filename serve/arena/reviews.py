@@ -29,7 +29,10 @@ def bound_view(report: dict[str, Any]) -> dict[str, Any] | None:
     bound, levels = report.get("bound"), report.get("levels")
     if not isinstance(bound, int) or not isinstance(levels, int):
         return None
-    return {"solved": bound, "levels": levels, "text": bound_text(bound, levels)}
+    equated = report.get("equated_bound")  # a pool's: stated on the equated scale
+    equated = float(equated) if isinstance(equated, (int, float)) else None
+    return {"solved": bound, "levels": levels, "text": bound_text(bound, levels, equated),
+            **({} if equated is None else {"equated_success": equated})}
 
 
 class Reviews:

@@ -34,6 +34,7 @@ from pipeline.difficulty.panel import PANEL_FILE, panel_of_version
 from pipeline.difficulty.reference_play import REFERENCE_FILE, reference_of_version
 from pipeline.errors import InputError
 from pipeline.progress import progress
+from pipeline.scores.items import is_pool, read_pool
 from pipeline.scores.review import (
     FALSE_FLAG_RATE,
     PLAY_SCHEMA,
@@ -43,6 +44,7 @@ from pipeline.scores.review import (
     ScorecardPlay,
     ScorecardReview,
     bound,
+    equated_bound,
     reference,
     review_scorecards,
 )
@@ -208,6 +210,7 @@ class VersionReview:
     reference: Reference
     clearances: list[str]
     seconds: float = 0.0
+    equated_bound: float | None = None  # a pool's K on the equated scale (``equated_bound``)
 
 
 async def review_version(datasets: Path, version: str, store: Store,
@@ -238,7 +241,13 @@ async def review_version(datasets: Path, version: str, store: Store,
     raised = cleared_reference(datasets, version, _reference(opened), cleared_before)
     said.info("review of %s: judging %d scorecard(s)", version, len(plays))
     reviews = review_scorecards(plays, raised.reference) if plays else []
-    return VersionReview(reviews, raised.reference, raised.notes, time.perf_counter() - began)
+    equated = None
+    if is_pool(opened.manifest):  # each session judged on the levels it showed; K equated
+        pool = read_pool(opened.folder)
+        equated = equated_bound(raised.reference, pool.discrimination, pool.difficulty,
+                                pool.ramp_weights())
+    return VersionReview(reviews, raised.reference, raised.notes, time.perf_counter() - began,
+                         equated)
 
 
 def _open(datasets: Path, version: str) -> Version:
@@ -247,12 +256,14 @@ def _open(datasets: Path, version: str) -> Version:
 
 
 def review_report(version: str, reviews: Sequence[ScorecardReview],
-                  ref: Reference | None = None) -> dict[str, Any]:
+                  ref: Reference | None = None, equated: float | None = None
+                  ) -> dict[str, Any]:
     """``review.json``'s content: the rule the verdicts follow, the version's bound (K: more
     solved needs source review), the reference's best and its name, each signal's one line,
     and every scorecard's verdict with its evidence and signals. Without ``ref`` the bound
     and the reference's best are read off the reviews (a scorecard that played every level
-    carries the version's K), and the reference's name is null."""
+    carries the version's K), and the reference's name is null. A pool's K is stated on the
+    ``equated`` scale too (``equated_bound``)."""
     signals = {s.name: {"measures": s.measures, "votes": s.votes}
                for s in (reviews[0].signals if reviews else [])}
     if ref is not None:
@@ -266,6 +277,7 @@ def review_report(version: str, reviews: Sequence[ScorecardReview],
     return {"format": 1, "version": version, "false_flag_rate": FALSE_FLAG_RATE,
             "threshold": THRESHOLD, "voting": list(VOTING), "bound": most,
             "frontier_solved": best, "reference": name, "signals": signals,
+            **({} if equated is None else {"equated_bound": equated}),
             "needs_review": sum(r.verdict != "consistent" for r in reviews),
             "scorecards": [r.to_dict() for r in reviews]}
 
@@ -274,8 +286,10 @@ def _markdown(version: str, report: dict[str, Any]) -> str:
     """``review.md``: the rule and the bound, the signals, each scorecard's verdict with its
     solved count and reason, then each one's evidence, and what the clearings did."""
     cards = report["scorecards"]
+    said = ("" if report.get("bound") is None else
+            bound_text(report["bound"], report.get("levels"), report.get("equated_bound")))
     stated = ("" if report.get("bound") is None else
-              f" {bound_text(report['bound'], report.get('levels')).capitalize()}"
+              f" {said.capitalize()}"
               f" (the reference solves {report.get('frontier_solved')}).")
     lines = [f"# Fair-play review of {version}", "",
              f"{len(cards)} closed scorecard(s); {report['needs_review']} need review. A "
@@ -302,7 +316,7 @@ def write_review(datasets: Path, version: str, done: VersionReview) -> tuple[Pat
     version its owner's alone (0600, under the version's ``.gitignore``). Beside
     ``review_report``'s content: the version's ``levels`` and the ``clearances`` lines."""
     opened = open_version(datasets, version, require_intact=False, strict=False)
-    report = {**review_report(version, done.reviews, done.reference),
+    report = {**review_report(version, done.reviews, done.reference, done.equated_bound),
               "levels": opened.levels(["index"]).height, "clearances": done.clearances}
     paths = opened.report_dir / REVIEW_JSON, opened.report_dir / REVIEW_MD
     with private_writes(is_hidden(opened.manifest)):
