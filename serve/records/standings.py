@@ -94,7 +94,8 @@ def close_round(datasets: Path, version: str, db: str, *, now: float | None = No
     # closed again: judged with the clearings as they stood at the close, so the same bytes
     done = store_reviews(datasets, version, db, cleared_before=current.closed)
     verdicts = {r.scorecard_id: r.verdict for r in done.reviews}
-    if is_pool(read_manifest(folder / MANIFEST_FILE)):  # names by pooled ability
+    pool = is_pool(read_manifest(folder / MANIFEST_FILE))
+    if pool:  # names by pooled ability
         rows = pooled_standings(db, version, closes, read_pool(folder), verdicts)
         files = standings_bytes(version, rows, POOLED_COLUMNS, bound=bound(done.reference),
                                 levels=len(tiers), equated=done.equated_bound)
@@ -102,7 +103,7 @@ def close_round(datasets: Path, version: str, db: str, *, now: float | None = No
         rows = standings(db, version, closes, tiers.to_list(), verdicts)
         files = standings_bytes(version, rows, bound=bound(done.reference), levels=len(tiers))
     digest = hashlib.sha256(files[STANDINGS_SHA256]).hexdigest()
-    if current.closed is not None and digest != current.standings_sha256:
+    if current.closed is not None and digest != current.standings_sha256 and not pool:
         files = standings_bytes(version, legacy_rows(rows))  # sealed before they carried K
         digest = hashlib.sha256(files[STANDINGS_SHA256]).hexdigest()
     if current.closed is not None and digest != current.standings_sha256:
