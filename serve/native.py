@@ -368,7 +368,8 @@ ROUTES = (
           params=(_SESSION,), responses={200: "the replay", 404: "unknown session"},
           bodies={200: REPLAY}),
     Route("get_leaderboard", "GET", "/api/leaderboard",
-          "Each name's best closed scorecard of a version (or a served game's), ranked.",
+          "Each name's best closed scorecard of a version (or a served game's), ranked; on "
+          "an adaptive game, each name's ability pooled over all its closed scorecards.",
           query=LEADERBOARD_QUERY,
           responses={200: "the ranking", 404: "a game this server does not serve",
                      422: "bad version, game or limit"},

@@ -10,9 +10,10 @@ and the difficulty model's grade features (``pipeline.difficulty.difficulty.FEAT
 
 from __future__ import annotations
 
-__all__ = ["ITEMS_FILE", "Pool", "is_pool", "items_frame", "pool_of", "read_items",
-           "read_pool", "refit_frame", "refit_items", "write_items"]
+__all__ = ["ITEMS_FILE", "Pool", "folder_is_pool", "is_pool", "items_frame", "pool_of",
+           "read_items", "read_pool", "refit_frame", "refit_items", "write_items"]
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,6 @@ from pipeline.scores.adaptive import Trials, calibrate_trials, panel_trials, ram
 from pipeline.scores.irt import round_episodes
 from pipeline.spec import spec_from_dict
 from pipeline.versions.hidden_files import is_hidden, private_writes
-from pipeline.versions.manifest import read_manifest
 from pipeline.versions.rounds import read_round
 from pipeline.versions.tables import read_parquet, write_parquet
 from pipeline.versions.version import LEVELS_FILE, MANIFEST_FILE, Version, open_version
@@ -38,6 +38,16 @@ ITEMS_FILE = "items.parquet"  # in a pool's report/
 def is_pool(manifest: dict[str, Any]) -> bool:
     """Whether a version's manifest is an adaptive game's pool (its spec has ``adaptive``)."""
     return "adaptive" in (manifest.get("spec") or {})
+
+
+def folder_is_pool(folder: Path) -> bool:
+    """``is_pool`` of the version in ``folder`` (False when its manifest cannot be read: a
+    version's own checks say why, where they matter)."""
+    try:
+        manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and is_pool(manifest)
 
 
 def _wide_panel(levels: pl.DataFrame, panel: pl.DataFrame) -> np.ndarray:
@@ -189,6 +199,6 @@ def pool_of(items: pl.DataFrame, manifest: dict[str, Any],
 def read_pool(folder: Path) -> Pool:
     """The ``Pool`` of the version in ``folder``: its manifest, levels and
     report/items.parquet (``PipelineError`` when it is no pool or was never calibrated)."""
-    manifest = read_manifest(folder / MANIFEST_FILE)
+    manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
     levels = read_parquet(folder / LEVELS_FILE, ["index", "optimal_moves"]).sort("index")
     return pool_of(read_items(folder), manifest, levels["optimal_moves"].to_numpy())

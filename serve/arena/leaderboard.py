@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import PipelineError
-from pipeline.scores.items import Pool, is_pool, read_pool
+from pipeline.scores.items import Pool, folder_is_pool, is_pool, read_pool
 from pipeline.scores.linking import read_line
 from pipeline.scores.pooled import ABOVE_METHOD, POOLED_METHOD
 from serve.arena.errors import NotFound
@@ -66,7 +66,8 @@ class Leaderboard:
             folder: Path | None = None
             if served is not None:
                 folder = served.version.folder if is_pool(served.version.manifest) else None
-            elif self.rounds.book is not None:
+            elif self.rounds.book is not None and folder_is_pool(self.rounds.book.datasets
+                                                                  / version):
                 folder = self.rounds.book.datasets / version
             try:
                 self._pools[version] = None if folder is None else read_pool(folder)

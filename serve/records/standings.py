@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import InputError, PipelineError
-from pipeline.scores.items import Pool, is_pool, read_pool
+from pipeline.scores.items import Pool, folder_is_pool, read_pool
 from pipeline.scores.review import bound
-from pipeline.versions.manifest import read_manifest
 from pipeline.versions.round_log import ROUND_LOG, record, served_by
 from pipeline.versions.rounds import (
     COLUMNS,
@@ -44,7 +43,6 @@ from pipeline.versions.rounds import (
     write_standings,
 )
 from pipeline.versions.tables import read_parquet
-from pipeline.versions.version import MANIFEST_FILE
 from serve.records.pooled_board import pooled_board
 from serve.records.review import store_reviews, write_review
 from serve.stores import Standing, Store
@@ -94,7 +92,7 @@ def close_round(datasets: Path, version: str, db: str, *, now: float | None = No
     # closed again: judged with the clearings as they stood at the close, so the same bytes
     done = store_reviews(datasets, version, db, cleared_before=current.closed)
     verdicts = {r.scorecard_id: r.verdict for r in done.reviews}
-    pool = is_pool(read_manifest(folder / MANIFEST_FILE))
+    pool = folder_is_pool(folder)
     if pool:  # names by pooled ability
         rows = pooled_standings(db, version, closes, read_pool(folder), verdicts)
         files = standings_bytes(version, rows, POOLED_COLUMNS, bound=bound(done.reference),
