@@ -18,7 +18,10 @@ from pipeline.stages.build import build
 from pipeline.versions.rounds import POOLED_COLUMNS, bound_text
 from pipeline.workers import Workers
 from serve.arena.images import ImageCache
+from serve.arena.leaderboard import Leaderboard
 from serve.arena.replays import Replays
+from serve.arena.rounds import Rounds
+from serve.browser import pages
 from serve.games.dataset import load_version
 from serve.games.games import Registry
 from serve.records.pooled_board import pooled_entries
@@ -141,14 +144,18 @@ def pool_store(tmp_path_factory):
     return datasets, db
 
 
+@pytest.fixture(scope="module")
+def games(pool_store):
+    """The pool as a server serves it."""
+    return Registry([load_version(pool_store[0], "pool")])
+
+
 @pytest.mark.slow
-def test_the_readers_take_an_episodes_recorded_level_not_its_index(pool_store):
+def test_the_readers_take_an_episodes_recorded_level_not_its_index(pool_store, games):
     datasets, db = pool_store
     table = closed_episodes(str(db), ["pool"])["pool"]
     first = table.filter(pl.col("scorecard") == f"sc-{0:024x}").sort("index")
     assert first["index"].to_list() == [0, 2, 5, 7, 9]  # the levels shown, not episodes 0-4
-
-    games = Registry([load_version(datasets, "pool")])
 
     async def read():
         store = open_store(str(db))
@@ -227,3 +234,25 @@ def sqlite_results(db) -> list[str]:
     with sqlite3.connect(db) as conn:
         return [r[0] for r in conn.execute("SELECT result FROM scorecards ORDER BY id")]
 
+
+
+@pytest.mark.slow
+def test_the_served_board_of_a_pool_ranks_names_by_pooled_ability_and_says_so(pool_store,
+                                                                              games):
+    _, db = pool_store
+
+    async def read():
+        store = open_store(str(db))
+        await store.start()
+        try:
+            return await Leaderboard(games, store, Rounds(None, lambda: 0.0)).standings(
+                "pool")
+        finally:
+            await store.close()
+
+    board = asyncio.run(read())
+    assert board["adaptive"] and "pooled" in board["precision"]["ability"]
+    assert [(e["name"], e["scorecards"]) for e in board["entries"]] == [("alpha", 2),
+                                                                         ("beta", 1)]
+    page = pages.leaderboard([board])
+    assert "equated success" in page and "do not compare it across games" in page
