@@ -92,9 +92,19 @@ _STANDINGS_FILE = Field("file", STR, "must be standings.json, standings.csv or s
 INTERVAL = {**arr(NUMBER), "minItems": 2, "maxItems": 2,
             "description": f"[lo, hi] of the success rate: {METHOD}; it covers the agent's "
                            "rate over every draw of levels the game's spec could make"}
+# what an adaptive game's Score adds (``serve.games.adaptive``)
+_ADAPTIVE_SCORE = {
+    "ability": {**obj({"theta": NUMBER, "low": NUMBER, "high": NUMBER}),
+                "description": "an adaptive game's: the ability estimate on its pool's scale, "
+                               "with its 95% interval"},
+    "equated_success": {**obj({"value": NUMBER, "low": NUMBER, "high": NUMBER}),
+                        "description": "an adaptive game's: the expected success on the "
+                        "standard game's ramp at that ability, with its 95% interval; compare "
+                        "this across games, not success_rate (near 0.5 by design)"}}
 SCORE = obj({"episodes": INTEGER, "solved": INTEGER, "success_rate": NUMBER,
              "success_interval": INTERVAL, "move_efficiency": NUMBER,
-             "avg_steps_solved": NUMBER, "deadlock_rate": NUMBER, "total_actions": INTEGER})
+             "avg_steps_solved": NUMBER, "deadlock_rate": NUMBER, "total_actions": INTEGER},
+            _ADAPTIVE_SCORE)
 _OBSERVATION = obj({"obs": TEXT, "goal": TEXT, "shape": arr(INTEGER), "dtype": TEXT,
                     "encoding": TEXT})
 _EPISODE = obj({"index": INTEGER, "of": INTEGER, "steps_used": INTEGER, "max_steps": INTEGER,
@@ -133,10 +143,11 @@ SCORECARD = obj({"scorecard_id": string(SCORECARD_ID), "name": TEXT, "version": 
                  "opened_at": maybe(TEXT), "closed": BOOLEAN, "closed_at": maybe(TEXT),
                  "games": {"type": "object", "additionalProperties": _PROGRESS},
                  "score": maybe(SCORE)}, {**ATTACHED, "review": REVIEW})
-RESULT = obj({**SCORE["properties"], "scorecard_id": string(SCORECARD_ID), "name": TEXT,
-              "version": TEXT, "closed": BOOLEAN,
-              "games": {"type": "object", "additionalProperties": SCORE}},
-             {"session_ids": {"type": "object", "additionalProperties": maybe(TEXT)}})
+RESULT = obj({**{k: SCORE["properties"][k] for k in SCORE["required"]},
+              "scorecard_id": string(SCORECARD_ID), "name": TEXT, "version": TEXT,
+              "closed": BOOLEAN, "games": {"type": "object", "additionalProperties": SCORE}},
+             {"session_ids": {"type": "object", "additionalProperties": maybe(TEXT)},
+              **_ADAPTIVE_SCORE})
 REPLAY = obj({"session_id": string(SESSION_ID), "name": maybe(TEXT), "game": TEXT,
               "version": TEXT, "state": TEXT, "owner_view": BOOLEAN,
               "episodes": arr(obj({"index": INTEGER, "finished": BOOLEAN, "solved": BOOLEAN,
@@ -206,7 +217,10 @@ SPEC = obj({"version": TEXT, "game": TEXT, "games": arr(TEXT), "episodes": INTEG
            {"boards": arr(arr(INTEGER)), "step_budget": MAP,
             "seed_commitment": maybe(TEXT), "rotated_from": maybe(TEXT),
             "restarts": string(enum=["none", "level", "game"]), "look": MAP,
-            "game_specs": MAP})
+            "game_specs": MAP,
+            "adaptive": {**obj({"pool": INTEGER, "episodes": INTEGER, "parallel": INTEGER}),
+                         "description": "an adaptive game's: its pool's levels, the episodes "
+                                        "a session plays, chosen `parallel` at a time"}})
 
 _SESSION_LINKS = {"act": ("act", {"session_id": "/session_id"}),
                   "reset": ("reset_session", {"session_id": "/session_id"}),
@@ -421,17 +435,17 @@ def frame(session: Session, outcome: Outcome | None,
           images: list[Picture] | None = None, restarted: str | None = None) -> dict:
     """The Frame after ``outcome`` (None on start): serial or parallel shape by the session."""
     over = session.state != IN_PROGRESS
-    of = len(session.episodes)
+    of = session.length
     out: dict[str, Any] = {"session_id": session.id, "game": session.record.game,
                            "state": "GAME_OVER" if over else "IN_PROGRESS", "step": session.seq}
     if session.parallel == 1:
         index = session.in_flight[0] if session.in_flight else (
-            outcome.episode if outcome else of - 1)
+            outcome.episode if outcome else len(session.episodes) - 1)
         run = session.episodes[index]
         out["episode"] = _episode(run, of)
         out["observation"] = None if over else observation(run, images)
     else:
-        tiers = session.version.tiers
+        tiers = session.tiers  # an adaptive game's are its blocks
         t = min(session.tier, len(tiers) - 1)
         out["episodes"] = [{**_episode(session.episodes[i], of),
                             "observation": observation(session.episodes[i], images)}

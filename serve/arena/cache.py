@@ -70,7 +70,7 @@ class Session(Run):
 def record_of(run: EpisodeRun) -> EpisodeRecord:
     """An episode as the store keeps it."""
     return EpisodeRecord(run.index, run.done, run.solved, run.deadlocked, run.steps,
-                         "".join(run.actions), run.snapshot(), run.served.index)
+                         "".join(run.actions), run.snapshot(), level=run.served.index)
 
 
 def entry_for(games: Registry, game: str, version: str, what: str) -> GameEntry:
@@ -144,9 +144,10 @@ class SessionCache:
         # not chosen yet (the rows after the chosen ones) are not played yet either
         episodes = [EpisodeRun.restored(levels[r.level], done=r.done, solved=r.solved,
                                         deadlocked=r.deadlocked, steps=r.steps,
-                                        actions=r.actions, snapshot=r.snapshot)
+                                        actions=r.actions, snapshot=r.snapshot, place=r.index)
                     for r in rows if r.level is not None]
-        session = Session(episodes, entry.version.tiers, record.parallel, record.state,
+        session = Session(episodes, entry.tiers, record.parallel, record.state,
+                          chooser=entry.chooser([e.served.index for e in episodes]),
                           record=record, name=name, entry=entry, last_active=record.last_active,
                           seq=record.seq, writer=record.writer, own=secrets.token_hex(8))
         session.refill()
