@@ -12,7 +12,6 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.scores.adaptive import estimate
-from pipeline.scores.items import Pool, read_pool
 from pipeline.scores.pooled import Shown, above_probability, marks_above, pooled
 from pipeline.stages.build import build
 from pipeline.versions.rounds import POOLED_COLUMNS, bound_text
@@ -24,7 +23,8 @@ from serve.arena.rounds import Rounds
 from serve.browser import pages
 from serve.games.dataset import load_version
 from serve.games.games import Registry
-from serve.records.pooled_board import pooled_entries
+from serve.games.pool import Pool
+from serve.records.pooled_board import Board, pooled_entries, read_board
 from serve.records.ranking_precision import RankingPrecision
 from serve.records.results import closed_episodes
 from serve.records.review import play_of, store_reviews
@@ -45,9 +45,11 @@ from tests.test_adaptive_pool import SEED, small_pool
 
 # a pool of 40 levels in two tiers, difficulties spread over the scale, ten a session
 LEVELS = 40
-SYNTHETIC = Pool(np.full(LEVELS, 1.5), np.linspace(-3.0, 3.0, LEVELS),
-                 np.repeat([0, 1], LEVELS // 2), {0: 0.5, 1: 0.5}, 10,
-                 np.full(LEVELS, 10, dtype=np.int64))
+TIERS = np.repeat([0, 1], LEVELS // 2)
+SYNTHETIC = Pool(discrimination=np.full(LEVELS, 1.5), difficulty=np.linspace(-3.0, 3.0, LEVELS),
+                 tiers=TIERS, targets={0: 0.5, 1: 0.5}, ramp=np.full(LEVELS, 1 / LEVELS),
+                 episodes=10, block=1)
+BOARD = Board(SYNTHETIC, (10,) * LEVELS)
 # the built pool's sessions: (name, levels shown in play order, solved)
 SESSIONS = [("alpha", [7, 2, 5, 0, 9], [True, True, True, True, False]),
             ("alpha", [3, 6, 8, 1, 4], [True, True, True, True, True]),
@@ -68,7 +70,7 @@ def test_a_name_with_one_lucky_session_does_not_outrank_a_higher_pooled_ability(
     lucky = played("lucky", "sc-lucky", middling, [True] * 9 + [False])
     steady = [e for i in range(4) for e in played(
         "steady", f"sc-steady{i}", hard, [True] * 6 + [False] * 4, closed=float(i))]
-    board = pooled_entries(lucky + steady, SYNTHETIC)
+    board = pooled_entries(lucky + steady, BOARD)
     assert [e["name"] for e in board] == ["steady", "lucky"]
     # by its best session's success (the standard board's rule) lucky would lead
     assert board[1]["success_rate"] == 0.9 > board[0]["success_rate"] == 0.6
@@ -200,7 +202,7 @@ def test_the_review_of_a_pool_judges_the_levels_shown_with_its_bound_equated(poo
 @pytest.mark.slow
 def test_pool_standings_rank_each_name_once_by_pooled_ability(pool_store):
     datasets, db = pool_store
-    rows = pooled_standings(str(db), "pool", 100.0, read_pool(datasets / "pool"),
+    rows = pooled_standings(str(db), "pool", 100.0, read_board(datasets / "pool"),
                             {f"sc-{2:024x}": "needs review"})
     assert [r["name"] for r in rows] == ["alpha", "beta"]
     assert all(list(r) == list(POOLED_COLUMNS) for r in rows)

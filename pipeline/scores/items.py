@@ -5,16 +5,15 @@
 prior_difficulty), fitted by ``pipeline.scores.adaptive.calibrate`` on the panel's outcomes
 and the difficulty model's grade features (``pipeline.difficulty.difficulty.FEATURES``).
 ``sokoforge irt POOL`` refits them on the panel's and the closed scorecards' outcomes together
-(``refit_items``). ``Pool`` is the parameters as the readers use them, beside the spec's shares.
+(``refit_items``).
 """
 
 from __future__ import annotations
 
-__all__ = ["ITEMS_FILE", "Pool", "folder_is_pool", "is_pool", "items_frame", "pool_of",
-           "read_items", "read_pool", "refit_frame", "refit_items", "write_items"]
+__all__ = ["ITEMS_FILE", "folder_is_pool", "is_pool", "items_frame", "read_items",
+           "refit_frame", "refit_items", "write_items"]
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +23,12 @@ import polars as pl
 from pipeline.difficulty.difficulty import load_model, transformed
 from pipeline.difficulty.panel import PANEL_FILE
 from pipeline.errors import PipelineError
-from pipeline.scores.adaptive import Trials, calibrate_trials, panel_trials, ramp_weights
+from pipeline.scores.adaptive import Trials, calibrate_trials, panel_trials
 from pipeline.scores.irt import round_episodes
-from pipeline.spec import spec_from_dict
 from pipeline.versions.hidden_files import is_hidden, private_writes
 from pipeline.versions.rounds import read_round
 from pipeline.versions.tables import read_parquet, write_parquet
-from pipeline.versions.version import LEVELS_FILE, MANIFEST_FILE, Version, open_version
+from pipeline.versions.version import MANIFEST_FILE, Version, open_version
 
 ITEMS_FILE = "items.parquet"  # in a pool's report/
 
@@ -163,42 +161,3 @@ def read_items(folder: Path) -> pl.DataFrame:
                             f"`sokoforge panel {folder.name}` first")
     return read_parquet(path).sort("index")
 
-
-@dataclass(frozen=True)
-class Pool:
-    """A pool's item parameters by level index (``discrimination``, ``difficulty``, ``tiers``),
-    the tier shares its sessions balance to, the episodes each session shows and each level's
-    ``optimal_moves`` (what a Score's move efficiency divides by)."""
-
-    discrimination: np.ndarray
-    difficulty: np.ndarray
-    tiers: np.ndarray
-    shares: dict[int, float]
-    episodes: int
-    optimal_moves: np.ndarray
-
-    def ramp_weights(self) -> np.ndarray:
-        """Each level's weight in the equated success: the pool weighed as the ramp is."""
-        return ramp_weights(self.tiers, self.shares)
-
-
-def pool_of(items: pl.DataFrame, manifest: dict[str, Any],
-            optimal_moves: np.ndarray) -> Pool:
-    """The ``Pool`` of a version's ``items`` (``read_items``), its ``manifest`` and its
-    levels' ``optimal_moves`` (by index)."""
-    spec = spec_from_dict(manifest["spec"], source="the pool's manifest")
-    if spec.adaptive is None:
-        raise PipelineError("not a pool: its spec has no [adaptive] table")
-    items = items.sort("index")
-    return Pool(items["discrimination"].to_numpy().astype(np.float64),
-                items["difficulty"].to_numpy().astype(np.float64),
-                items["tier"].to_numpy().astype(np.int64), spec.tier_shares(),
-                spec.adaptive.episodes, np.asarray(optimal_moves, dtype=np.int64))
-
-
-def read_pool(folder: Path) -> Pool:
-    """The ``Pool`` of the version in ``folder``: its manifest, levels and
-    report/items.parquet (``PipelineError`` when it is no pool or was never calibrated)."""
-    manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
-    levels = read_parquet(folder / LEVELS_FILE, ["index", "optimal_moves"]).sort("index")
-    return pool_of(read_items(folder), manifest, levels["optimal_moves"].to_numpy())

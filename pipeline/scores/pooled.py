@@ -16,11 +16,12 @@ the smaller tail, ``2 min(P, 1 - P)``, a p-value's reading, and the entry is
 
 from __future__ import annotations
 
-__all__ = ["ABOVE_METHOD", "POOLED_METHOD", "Pooled", "Shown", "above_probability",
+__all__ = ["ABOVE_METHOD", "POOLED_METHOD", "ItemPool", "Pooled", "Shown", "above_probability",
            "marks_above", "pooled", "session_trials"]
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -33,7 +34,25 @@ from pipeline.scores.adaptive import (
     pad_unplayed,
     posterior,
 )
-from pipeline.scores.items import Pool
+
+
+class ItemPool(Protocol):
+    """What pooling reads of a pool (``serve.games.pool.Pool`` is one): its levels' item
+    parameters and tiers, the tier targets its sessions balance to, its levels' weights on
+    the standard ramp (``ramp``) and the episodes a session shows."""
+
+    @property
+    def discrimination(self) -> np.ndarray: ...
+    @property
+    def difficulty(self) -> np.ndarray: ...
+    @property
+    def tiers(self) -> np.ndarray: ...
+    @property
+    def targets(self) -> dict[int, float]: ...
+    @property
+    def ramp(self) -> np.ndarray: ...
+    @property
+    def episodes(self) -> int: ...
 
 POOLED_METHOD = ("ability pooled over every closed session of the name: one posterior (EAP, "
                  "central 95% interval) from all the levels they showed and their outcomes "
@@ -65,14 +84,14 @@ class Pooled:
     levels: int
 
 
-def session_trials(pool: Pool, shown: Shown) -> tuple[np.ndarray, np.ndarray]:
+def session_trials(pool: ItemPool, shown: Shown) -> tuple[np.ndarray, np.ndarray]:
     """A session's levels and outcomes as its close counts them: padded to the pool's
     ``episodes`` with failures on the easiest unshown levels of the tiers it lacks."""
     return pad_unplayed(pool.difficulty, pool.tiers, np.array(shown.levels, dtype=np.int64),
-                        np.array(shown.solved, dtype=bool), pool.shares, pool.episodes)
+                        np.array(shown.solved, dtype=bool), pool.targets, pool.episodes)
 
 
-def pooled(pool: Pool, sessions: Sequence[Shown]) -> Pooled:
+def pooled(pool: ItemPool, sessions: Sequence[Shown]) -> Pooled:
     """One name's ability from all its ``sessions``: one posterior over all their (padded)
     levels and outcomes; a level two sessions showed is two trials of it."""
     parts = [session_trials(pool, s) for s in sessions]
@@ -81,7 +100,7 @@ def pooled(pool: Pool, sessions: Sequence[Shown]) -> Pooled:
     a, b = pool.discrimination, pool.difficulty
     weights = posterior(a, b, levels, solved)
     return Pooled(estimate(a, b, levels, solved),
-                  equated_success(a, b, pool.ramp_weights(), weights), weights,
+                  equated_success(a, b, pool.ramp, weights), weights,
                   len(sessions), int(levels.size))
 
 

@@ -4,18 +4,17 @@ a version's line."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from pipeline.errors import PipelineError
-from pipeline.scores.items import Pool, folder_is_pool, is_pool, read_pool
+from pipeline.scores.items import folder_is_pool
 from pipeline.scores.linking import read_line
 from pipeline.scores.pooled import ABOVE_METHOD, POOLED_METHOD
 from serve.arena.errors import NotFound
 from serve.arena.rounds import Rounds
 from serve.arena.scorecards import iso
 from serve.games.games import GameEntry, Registry
-from serve.records.pooled_board import pooled_board
+from serve.records.pooled_board import Board, pooled_board, read_board, served_board
 from serve.records.ranking_precision import PRECISION, RankingPrecision
 from serve.stores import Store
 
@@ -33,7 +32,7 @@ class Leaderboard:
         self.store = store
         self.rounds = rounds
         self.ranking = RankingPrecision(store)
-        self._pools: dict[str, Pool | None] = {}
+        self._pools: dict[str, Board | None] = {}
 
     def _game(self, game: str | None) -> GameEntry:
         """The served game ``game``, the first one without a name."""
@@ -58,21 +57,21 @@ class Leaderboard:
                 **{k: fit[k] for k in ("versions", "scales", "links", "notes", "model")},
                 "entries": entries}
 
-    def _pool(self, version: str) -> Pool | None:
-        """The item parameters of ``version`` when it is an adaptive game's pool (served, or
-        with a round), read once; None for a fixed game (or a pool never calibrated)."""
+    def _pool(self, version: str) -> Board | None:
+        """What the board of ``version`` reads when it is an adaptive game's pool (served,
+        or archived with a round), read once; None for a fixed game."""
         if version not in self._pools:
             served = self.games.by_version(version)
-            folder: Path | None = None
+            book = self.rounds.book
+            board = None
             if served is not None:
-                folder = served.version.folder if is_pool(served.version.manifest) else None
-            elif self.rounds.book is not None and folder_is_pool(self.rounds.book.datasets
-                                                                  / version):
-                folder = self.rounds.book.datasets / version
-            try:
-                self._pools[version] = None if folder is None else read_pool(folder)
-            except (OSError, PipelineError):
-                self._pools[version] = None
+                board = served_board(served.version)
+            elif book is not None and folder_is_pool(book.datasets / version):
+                try:
+                    board = read_board(book.datasets / version)
+                except (OSError, PipelineError):
+                    board = None  # never calibrated: no board to rank it by
+            self._pools[version] = board
         return self._pools[version]
 
     async def standings(self, version: str | None, limit: int = 100,

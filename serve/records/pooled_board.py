@@ -10,28 +10,57 @@ near 0.5 by design and compares with no other game), and adds ``ability``,
 
 from __future__ import annotations
 
-__all__ = ["pooled_board", "pooled_entries"]
+__all__ = ["Board", "pooled_board", "pooled_entries", "read_board", "served_board"]
 
+import json
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from pipeline.precision import success_interval
-from pipeline.scores.items import Pool
 from pipeline.scores.pooled import Shown, marks_above, pooled
 from pipeline.versions.rounds import iso
+from pipeline.versions.tables import read_parquet
+from pipeline.versions.version import LEVELS_FILE, MANIFEST_FILE
+from serve.games.dataset import ServedVersion
+from serve.games.pool import Pool, load_pool
 from serve.stores import PlayedEpisode, Store
 from serve.stores.sql import ANONYMOUS
 
 
-def _figures(episodes: Sequence[PlayedEpisode], pool: Pool) -> dict[str, Any]:
+class Board(NamedTuple):
+    """What a pool's board reads besides the store: its item parameters and each level's
+    optimal moves (a Score's move efficiency divides by them), by level index."""
+
+    pool: Pool
+    optimal_moves: tuple[int, ...]
+
+
+def served_board(version: ServedVersion) -> Board | None:
+    """The ``Board`` of a served version, None unless it is a pool."""
+    if version.pool is None:
+        return None
+    return Board(version.pool, tuple(lv.optimal_moves for lv in version.levels))
+
+
+def read_board(folder: Path) -> Board:
+    """The ``Board`` of the pool in ``folder`` (its manifest, levels and items), as a server
+    would load it; ``PipelineError`` when it was never calibrated."""
+    manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    levels = read_parquet(folder / LEVELS_FILE, ["index", "tier", "optimal_moves"]).sort("index")
+    return Board(load_pool(folder, manifest, [int(t) for t in levels["tier"]]),
+                 tuple(int(m) for m in levels["optimal_moves"]))
+
+
+def _figures(episodes: Sequence[PlayedEpisode], board: Board) -> dict[str, Any]:
     """The Score's raw figures over every episode of a name's sessions (unplayed ones count
     unsolved, as a close counts them)."""
     n = len(episodes)
     solved = [e for e in episodes if e.solved and e.level is not None]
-    efficiency = [int(pool.optimal_moves[e.level]) / e.steps for e in solved if e.steps > 0]
+    efficiency = [board.optimal_moves[e.level] / e.steps for e in solved if e.steps > 0]
     outcomes = [e.solved for e in episodes]
     tiers = (None if any(e.level is None for e in episodes) else
-             [int(pool.tiers[e.level]) for e in episodes if e.level is not None])
+             [int(board.pool.tiers[e.level]) for e in episodes if e.level is not None])
     return {
         "success_rate": round(len(solved) / n, 4) if n else 0.0,
         "success_interval": success_interval(outcomes, tiers),
@@ -43,7 +72,7 @@ def _figures(episodes: Sequence[PlayedEpisode], pool: Pool) -> dict[str, Any]:
         "total_actions": sum(e.steps for e in episodes)}
 
 
-def pooled_entries(played: Sequence[PlayedEpisode], pool: Pool, *, before: float | None = None,
+def pooled_entries(played: Sequence[PlayedEpisode], board: Board, *, before: float | None = None,
                    exclude_anonymous: bool = False) -> list[dict[str, Any]]:
     """Every name's pooled entry from the closed scorecards' episodes ``played`` (those closed
     before ``before``; anonymous keys' left out if ``exclude_anonymous``), ranked by pooled
@@ -61,7 +90,7 @@ def pooled_entries(played: Sequence[PlayedEpisode], pool: Pool, *, before: float
         sessions = [Shown(tuple(e.level for e in by_card[c] if e.level is not None),
                           tuple(e.solved for e in by_card[c] if e.level is not None))
                     for c in order]
-        fit = pooled(pool, sessions)
+        fit = pooled(board.pool, sessions)
         last = by_card[order[-1]][0]
         entries.append({
             "name": last.name, "ability": {"theta": fit.ability.theta, "low": fit.ability.low,
@@ -69,7 +98,7 @@ def pooled_entries(played: Sequence[PlayedEpisode], pool: Pool, *, before: float
             "equated_success": {"value": fit.equated.value, "low": fit.equated.low,
                                 "high": fit.equated.high},
             "scorecards": len(order), "scorecard_ids": order,
-            **_figures([e for c in order for e in by_card[c]], pool),
+            **_figures([e for c in order for e in by_card[c]], board),
             "scorecard_id": last.scorecard_id, "session_id": None,
             "submitted_at": iso(last.closed or 0.0), "source": last.source,
             "_first": by_card[order[0]][0].closed or 0.0, "_posterior": fit.posterior})
@@ -84,8 +113,8 @@ def pooled_entries(played: Sequence[PlayedEpisode], pool: Pool, *, before: float
     return entries
 
 
-async def pooled_board(store: Store, version: str, pool: Pool, *, before: float | None = None,
+async def pooled_board(store: Store, version: str, board: Board, *, before: float | None = None,
                        exclude_anonymous: bool = False) -> list[dict[str, Any]]:
     """``pooled_entries`` of the pool ``version``'s closed scorecards in ``store``."""
-    return pooled_entries(await store.played_episodes(version), pool, before=before,
+    return pooled_entries(await store.played_episodes(version), board, before=before,
                           exclude_anonymous=exclude_anonymous)

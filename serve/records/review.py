@@ -34,7 +34,7 @@ from pipeline.difficulty.panel import PANEL_FILE, panel_of_version
 from pipeline.difficulty.reference_play import REFERENCE_FILE, reference_of_version
 from pipeline.errors import InputError
 from pipeline.progress import progress
-from pipeline.scores.items import is_pool, read_pool
+from pipeline.scores.items import is_pool
 from pipeline.scores.review import (
     FALSE_FLAG_RATE,
     PLAY_SCHEMA,
@@ -55,6 +55,7 @@ from pipeline.versions.version import Version, open_version
 from pipeline.workers import Workers
 from serve.games.episode import PLAYED, RESTART_GAME, RESTART_LEVEL
 from serve.records.clearing import cleared_reference
+from serve.records.pooled_board import read_board
 from serve.stores import (
     EpisodeRecord,
     PlayedSession,
@@ -243,9 +244,9 @@ async def review_version(datasets: Path, version: str, store: Store,
     reviews = review_scorecards(plays, raised.reference) if plays else []
     equated = None
     if is_pool(opened.manifest):  # each session judged on the levels it showed; K equated
-        pool = read_pool(opened.folder)
+        pool = read_board(opened.folder).pool
         equated = equated_bound(raised.reference, pool.discrimination, pool.difficulty,
-                                pool.ramp_weights())
+                                pool.ramp)
     return VersionReview(reviews, raised.reference, raised.notes, time.perf_counter() - began,
                          equated)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import InputError, PipelineError
-from pipeline.scores.items import Pool, folder_is_pool, read_pool
+from pipeline.scores.items import folder_is_pool
 from pipeline.scores.review import bound
 from pipeline.versions.round_log import ROUND_LOG, record, served_by
 from pipeline.versions.rounds import (
@@ -43,7 +43,7 @@ from pipeline.versions.rounds import (
     write_standings,
 )
 from pipeline.versions.tables import read_parquet
-from serve.records.pooled_board import pooled_board
+from serve.records.pooled_board import Board, pooled_board, read_board
 from serve.records.review import store_reviews, write_review
 from serve.stores import Standing, Store
 
@@ -94,7 +94,7 @@ def close_round(datasets: Path, version: str, db: str, *, now: float | None = No
     verdicts = {r.scorecard_id: r.verdict for r in done.reviews}
     pool = folder_is_pool(folder)
     if pool:  # names by pooled ability
-        rows = pooled_standings(db, version, closes, read_pool(folder), verdicts)
+        rows = pooled_standings(db, version, closes, read_board(folder), verdicts)
         files = standings_bytes(version, rows, POOLED_COLUMNS, bound=bound(done.reference),
                                 levels=len(tiers), equated=done.equated_bound)
     else:
@@ -219,7 +219,7 @@ def pooled_row(entry: dict[str, Any], verdicts: dict[str, str]) -> dict[str, Any
     return {k: row[k] for k in POOLED_COLUMNS}
 
 
-def pooled_standings(db: str, version: str, closes: float, pool: Pool,
+def pooled_standings(db: str, version: str, closes: float, board: Board,
                      verdicts: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """An adaptive game's standings: each named player's ability pooled over all its
     scorecards on the pool ``version`` closed before ``closes`` (never its best one), ranked,
@@ -229,7 +229,7 @@ def pooled_standings(db: str, version: str, closes: float, pool: Pool,
 
     try:
         entries = read_store(db, lambda store: pooled_board(
-            store, version, pool, before=closes, exclude_anonymous=True))
+            store, version, board, before=closes, exclude_anonymous=True))
     except StoreError as e:  # a damaged store, a refused connection: said, not a traceback
         raise PipelineError(str(e)) from None
     return [pooled_row(e, verdicts or {}) for e in entries]
