@@ -11,7 +11,9 @@ logistic model of ``pipeline.scores.irt`` (P(solve) = sigmoid(a (theta - b))):
   residual spread; the regression and the fit alternate (empirical Bayes) for a few rounds.
   Discriminations keep irt's weak prior log a ~ N(0, 0.5^2), which shrinks the noisy ones
   to 1. Why: the features carry what a level's difficulty is when the panel cannot tell
-  (all solved, none solved), and the panel corrects the features where it can.
+  (all solved, none solved), and the panel corrects the features where it can. A refit
+  (``sokoforge irt POOL``) adds the closed scorecards' names as more agents, each on the
+  levels its sessions showed (``calibrate_trials``).
 - **Ability** (``estimate``): the posterior of theta on a fixed grid under a normal prior
   (EAP): its mean, standard deviation and central 95% interval.
 - **Next levels** (``choose_block``): ``parallel`` levels at a time at the current estimate.
@@ -33,9 +35,9 @@ from __future__ import annotations
 
 __all__ = [
     "ABILITY_GRID", "Ability", "Calibration", "Equated", "MAX_EXPOSURE", "PRIOR_SD", "TOP",
-    "Trials", "calibrate", "calibrate_trials", "choose_block", "equated_success", "estimate",
-    "information", "next_tier", "over_exposed", "pad_unplayed", "panel_trials", "posterior",
-    "ramp_weights", "success_probability",
+    "Trials", "calibrate", "calibrate_trials", "choose_block", "equated_on", "equated_success",
+    "estimate", "information", "next_tier", "over_exposed", "pad_unplayed", "panel_trials",
+    "posterior", "ramp_curve", "ramp_weights", "success_probability", "summary",
 ]
 
 import math
@@ -179,7 +181,11 @@ def _quantiles(weights: np.ndarray, values: np.ndarray) -> tuple[float, float]:
 def estimate(a: np.ndarray, b: np.ndarray, shown: np.ndarray, solved: np.ndarray,
              prior_sd: float = PRIOR_SD) -> Ability:
     """The EAP ability after ``shown`` levels with outcomes ``solved``, with its interval."""
-    weights = posterior(a, b, shown, solved, prior_sd)
+    return summary(posterior(a, b, shown, solved, prior_sd))
+
+
+def summary(weights: np.ndarray) -> Ability:
+    """The EAP ability of a ``posterior`` on ``ABILITY_GRID``, with its interval."""
     mean = float(weights @ ABILITY_GRID)
     sd = math.sqrt(max(float(weights @ (ABILITY_GRID - mean) ** 2), 0.0))
     lo, hi = _quantiles(weights, ABILITY_GRID)
@@ -283,6 +289,16 @@ def equated_success(a: np.ndarray, b: np.ndarray, weights: np.ndarray,
     """The expected success over the levels ``(a, b)`` weighted by ``weights`` (the ramp's,
     ``ramp_weights``), under ``ability_posterior`` (on ``ABILITY_GRID``). Success rises with
     ability, so the interval is the ability interval's image."""
-    curve = success_probability(ABILITY_GRID, a, b) @ weights
+    return equated_on(ramp_curve(a, b, weights), ability_posterior)
+
+
+def ramp_curve(a: np.ndarray, b: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The expected success on the ramp at each point of ``ABILITY_GRID``: what
+    ``equated_success`` reads a posterior through (computed once for many posteriors)."""
+    return success_probability(ABILITY_GRID, a, b) @ weights
+
+
+def equated_on(curve: np.ndarray, ability_posterior: np.ndarray) -> Equated:
+    """``equated_success`` through a ``ramp_curve``."""
     lo, hi = _quantiles(ability_posterior, curve)
     return Equated(round(float(ability_posterior @ curve), 4), round(lo, 4), round(hi, 4))

@@ -29,10 +29,11 @@ from pipeline.precision import ALPHA, PairedMark, shown_p
 from pipeline.scores.adaptive import (
     Ability,
     Equated,
-    equated_success,
-    estimate,
+    equated_on,
     pad_unplayed,
     posterior,
+    ramp_curve,
+    summary,
 )
 
 
@@ -91,17 +92,19 @@ def session_trials(pool: ItemPool, shown: Shown) -> tuple[np.ndarray, np.ndarray
                         np.array(shown.solved, dtype=bool), pool.targets, pool.episodes)
 
 
-def pooled(pool: ItemPool, sessions: Sequence[Shown]) -> Pooled:
+def pooled(pool: ItemPool, sessions: Sequence[Shown], curve: np.ndarray | None = None
+           ) -> Pooled:
     """One name's ability from all its ``sessions``: one posterior over all their (padded)
-    levels and outcomes; a level two sessions showed is two trials of it."""
+    levels and outcomes; a level two sessions showed is two trials of it. ``curve``: the
+    pool's ``ramp_curve``, when it was computed once for many names."""
     parts = [session_trials(pool, s) for s in sessions]
     levels = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
     solved = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, dtype=bool)
     a, b = pool.discrimination, pool.difficulty
     weights = posterior(a, b, levels, solved)
-    return Pooled(estimate(a, b, levels, solved),
-                  equated_success(a, b, pool.ramp, weights), weights,
-                  len(sessions), int(levels.size))
+    curve = ramp_curve(a, b, pool.ramp) if curve is None else curve
+    return Pooled(summary(weights), equated_on(curve, weights), weights, len(sessions),
+                  int(levels.size))
 
 
 def above_probability(upper: np.ndarray, lower: np.ndarray) -> float:

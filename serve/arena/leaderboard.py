@@ -32,7 +32,7 @@ class Leaderboard:
         self.store = store
         self.rounds = rounds
         self.ranking = RankingPrecision(store)
-        self._pools: dict[str, Board | None] = {}
+        self._boards: dict[str, Board | None] = {}
 
     def _game(self, game: str | None) -> GameEntry:
         """The served game ``game``, the first one without a name."""
@@ -57,10 +57,10 @@ class Leaderboard:
                 **{k: fit[k] for k in ("versions", "scales", "links", "notes", "model")},
                 "entries": entries}
 
-    def _pool(self, version: str) -> Board | None:
+    def _board(self, version: str) -> Board | None:
         """What the board of ``version`` reads when it is an adaptive game's pool (served,
         or archived with a round), read once; None for a fixed game."""
-        if version not in self._pools:
+        if version not in self._boards:
             served = self.games.by_version(version)
             book = self.rounds.book
             board = None
@@ -71,8 +71,8 @@ class Leaderboard:
                     board = read_board(book.datasets / version)
                 except (OSError, PipelineError):
                     board = None  # never calibrated: no board to rank it by
-            self._pools[version] = board
-        return self._pools[version]
+            self._boards[version] = board
+        return self._boards[version]
 
     async def standings(self, version: str | None, limit: int = 100,
                         game: str | None = None) -> dict[str, Any]:
@@ -85,9 +85,9 @@ class Leaderboard:
             version = self._game(game).version.version
         closes = self.rounds.cutoff(version)  # a round's board is its standings, as they stand
         served = self.games.by_version(version)
-        pool = self._pool(version)
-        if pool is not None:  # an adaptive game: each name's ability over all its sessions
-            entries = (await pooled_board(self.store, version, pool, before=closes,
+        board = self._board(version)
+        if board is not None:  # an adaptive game: each name's ability over all its sessions
+            entries = (await pooled_board(self.store, version, board, before=closes,
                                           exclude_anonymous=closes is not None))[:limit]
             return await self._answer(version, served, entries, POOLED_PRECISION)
         standings = await self.store.leaderboard(version, limit, before=closes,
