@@ -26,6 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from pipeline.precision import METHOD, PAIRED_METHOD
+from pipeline.scores.pooled import ABOVE_METHOD
 from pipeline.versions.rounds import STANDINGS_JSON
 from serve.arena.cache import Session
 from serve.games import framezip
@@ -151,7 +152,18 @@ REPLAY = obj({"session_id": string(SESSION_ID), "name": maybe(TEXT), "game": TEX
               "version": TEXT, "state": TEXT, "owner_view": BOOLEAN,
               "episodes": arr(obj({"index": INTEGER, "finished": BOOLEAN, "solved": BOOLEAN,
                                    "steps": INTEGER, "optimal": maybe(INTEGER),
-                                   "deadlocked": BOOLEAN}, {"actions": string("[UDLR.|]*")}))})
+                                   "deadlocked": BOOLEAN}, {"actions": string("[UDLR.|]*"),
+                                                            "level": INTEGER}))})
+# an adaptive game's entry: one per name, pooled over its closed scorecards (pipeline.scores.pooled)
+POOLED_ENTRY = {
+    "ability": {**obj({"theta": NUMBER, "low": NUMBER, "high": NUMBER}),
+                "description": "an adaptive game's: the ability pooled over all the name's "
+                               "closed scorecards, with its 95% interval"},
+    "equated_success": {**obj({"value": NUMBER, "low": NUMBER, "high": NUMBER}),
+                        "description": "the expected success on the standard game's ramp at "
+                                       "that ability, with its interval"},
+    "scorecards": {**INTEGER, "description": "how many closed scorecards the entry pools"},
+    "scorecard_ids": arr(string(SCORECARD_ID))}
 LEADERBOARD = obj({"version": TEXT, "served_version": TEXT, "versions": arr(TEXT),
                    "entries": arr(obj({
                        "rank": INTEGER, "name": TEXT, "success_rate": NUMBER,
@@ -162,15 +174,20 @@ LEADERBOARD = obj({"version": TEXT, "served_version": TEXT, "versions": arr(TEXT
                        "success_interval": INTERVAL,
                        "indistinguishable_from_above": {
                            **maybe(BOOLEAN), "description": f"against the entry ranked just "
-                           f"above, on the same levels: {PAIRED_METHOD} (null for the first)"},
+                           f"above, on the same levels: {PAIRED_METHOD} (null for the first); "
+                           f"on an adaptive game, whose sessions show their own levels: "
+                           f"{ABOVE_METHOD}"},
                        "paired_p_above": {**maybe(NUMBER),
                                           "description": "that test's p-value"}},
-                       {"source": maybe(TEXT), "cleared": CLEARED,
+                       {"source": maybe(TEXT), "cleared": CLEARED, **POOLED_ENTRY,
                         "review": {**maybe(VERDICT), "description": (
                             "the fair-play review's verdict on this scorecard (null before a "
                             "review has run, or when it did not judge it): a flag for a "
                             "person to look, the ranking unchanged")}}))},
                   {"game": maybe(TEXT), "served": MAP, "precision": MAP,
+                   "adaptive": {**BOOLEAN, "description": "an adaptive game's board: entries "
+                                "ranked by pooled ability; their raw success_rate is near 0.5 "
+                                "by design and compares with no other game"},
                    "reviewed": {**BOOLEAN, "description": "whether a fair-play review of the "
                                 "version has run (sokoforge review, round close)"},
                    "bound": {**obj({"solved": INTEGER, "levels": INTEGER, "text": TEXT},
@@ -368,7 +385,8 @@ ROUTES = (
           params=(_SESSION,), responses={200: "the replay", 404: "unknown session"},
           bodies={200: REPLAY}),
     Route("get_leaderboard", "GET", "/api/leaderboard",
-          "Each name's best closed scorecard of a version (or a served game's), ranked.",
+          "Each name's best closed scorecard of a version (or a served game's), ranked; on "
+          "an adaptive game, each name's ability pooled over all its closed scorecards.",
           query=LEADERBOARD_QUERY,
           responses={200: "the ranking", 404: "a game this server does not serve",
                      422: "bad version, game or limit"},
