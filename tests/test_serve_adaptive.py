@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from serve_support import Api, SolutionAgent, server, solutions_by_goal
 
 from engine.rules import lurd_to_actions
-from pipeline.scores.adaptive import pad_unplayed
+from pipeline.scores.adaptive import over_exposed, pad_unplayed
 from pipeline.spec import spec_from_dict
 from pipeline.stages.build import build
 from pipeline.workers import Workers
@@ -335,3 +335,33 @@ def test_a_pool_never_calibrated_is_refused_before_its_levels_are_precomputed(po
     (tmp_path / "pool" / "report" / "items.parquet").unlink()
     with pytest.raises(DatasetError, match="run `sokoforge panel pool` first"):
         load_version(tmp_path, "pool")
+
+
+def test_a_new_session_passes_over_the_levels_shown_in_too_many_sessions(pool, location):
+    """Exposure control: a level that one more showing would take past ``MAX_EXPOSURE`` of
+    the sessions is not chosen while its tier has another; padding does not count as shown."""
+    async def body(a: Arena, _):
+        a.cache.exposures.refresh = 0.0  # read the counts at every start
+        key = await a.identify(await a.create_key("exposed agent", "127.0.0.1"))
+        tiers = pool.version.pool.tiers
+        passed_over = 0
+        for _ in range(14):
+            shown, sessions = await a.store.shown_levels("pool")
+            counts = np.zeros(POOL, dtype=np.int64)
+            counts[list(shown)] = list(shown.values())
+            blocked = over_exposed(counts, sessions)
+            card, _ = await a.open_scorecard(key)
+            session = await a.start(key, card.id, "adaptive", 1, "127.0.0.1")
+            first = levels_of(session)
+            if blocked is not None:
+                for level in first:
+                    others = (tiers == tiers[level]) & ~blocked
+                    others[first] = False
+                    assert not blocked[level] or not others.any()
+                passed_over += int(blocked.any())
+            await a.act(key, session.id, 0, 0, lambda s, _: None)  # a step: level shown
+            await a.close(key, card.id)  # the unplayed are padded, never counted as shown
+            after, _ = await a.store.shown_levels("pool")
+            assert set(after) - set(shown) <= set(first)
+        assert passed_over > 0
+    on_workers(pool, location, body)

@@ -121,7 +121,12 @@ class Sessions:
         own = secrets.token_hex(8)
         record = SessionRecord("gs-" + secrets.token_hex(12), scorecard_id, key.key_hash, game,
                                entry.version.version, parallel, IN_PROGRESS, now, now, 0, own)
-        run = entry.new_run(parallel)
+        blocked = None
+        if entry.version.pool is not None:  # the first block passes over the over-shown
+            shown = await self.cache.exposures.read(entry.version.version,
+                                                    len(entry.version.levels))
+            blocked = shown.blocked()
+        run = entry.new_run(parallel, blocked=blocked)
         # each episode's level: an adaptive game's first block chosen now, the rest later
         levels: list[int | None] = [e.served.index for e in run.episodes]
         levels += [None] * (run.length - len(levels))
@@ -224,7 +229,8 @@ class Sessions:
             raise Unavailable(f"step {step} of session {session.id} is still being stored; "
                               "retry it")
         # on the levels recorded (an adaptive game's replay chooses none anew)
-        run = session.entry.new_run(session.parallel, [e.served.index for e in session.episodes])
+        run = session.entry.new_run(session.parallel, [e.served.index for e in session.episodes],
+                                    self.cache.blocked(session.version.version))
         outcome = run.replay(steps)
         replayed = Session(run.episodes, run.tiers, run.parallel, run.state, run.tier,
                            run.in_flight, run.chooser, record=session.record, name=session.name,

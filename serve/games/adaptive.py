@@ -13,9 +13,10 @@ Serving choices, stated once:
 - A client's ``?parallel=N`` is how many episodes it plays at once; in flight are at most N
   of the current block's unplayed episodes (all of them when N is at least the spec's
   ``parallel``), and a block is never opened before the one before it has ended.
-- Exposure is held by the random pick among the ``TOP`` most informative levels of a tier;
-  the server keeps no count of how many sessions showed each level, so ``choose_block``'s
-  ``blocked`` (``over_exposed``) is not used while serving.
+- Exposure is held by the random pick among the ``TOP`` most informative levels of a tier,
+  and capped: each process reads from the store how many sessions showed each level
+  (``serve.arena.exposure``), and a choice passes over a level that would then be shown in
+  more than ``MAX_EXPOSURE`` of them (``over_exposed``).
 - Upstream's client plays only the game named ``standard``: ``sokoforge serve POOL --as
   standard`` serves a pool alone under that name (``/api/spec`` and the scorecards then
   name it ``standard``, and its ``adaptive`` object says what it is; the ARC face's
@@ -48,12 +49,14 @@ class Choices:
     """One session's ``Chooser`` on ``pool`` (whose version's levels are ``levels``).
 
     ``recorded``: the levels the store holds for the session's first episodes, given again
-    where a block reaches them (a replay of stored steps); past them, ``rng`` chooses."""
+    where a block reaches them (a replay of stored steps); past them, ``rng`` chooses,
+    passing over the ``blocked`` levels (shown in too many sessions) while a tier has others."""
 
     pool: Pool
     levels: Sequence[ServedLevel]
     recorded: Sequence[int] = ()
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
+    blocked: np.ndarray | None = None
 
     @property
     def episodes(self) -> int:
@@ -79,7 +82,7 @@ class Choices:
         shown, solved = self._outcomes(episodes)
         theta = estimate(pool.discrimination, pool.difficulty, shown, solved).theta
         picks = choose_block(theta, pool.discrimination, pool.difficulty, pool.tiers, shown,
-                             pool.targets, parallel=size, rng=self.rng)
+                             pool.targets, parallel=size, rng=self.rng, blocked=self.blocked)
         return self._runs(start, picks)
 
     def padding(self, episodes: list[EpisodeRun]) -> list[EpisodeRun]:

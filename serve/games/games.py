@@ -13,6 +13,8 @@ __all__ = ["GameEntry", "RESTARTS", "Registry", "is_public", "manifest_is_public
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from pipeline.spec import version_look
 from serve.games.adaptive import Choices
 from serve.games.dataset import DatasetError, ServedVersion
@@ -51,16 +53,20 @@ class GameEntry:
         pool = self.version.pool
         return self.version.tiers if pool is None else pool.blocks
 
-    def chooser(self, recorded: Sequence[int] = ()) -> Choices | None:
+    def chooser(self, recorded: Sequence[int] = (),
+                blocked: np.ndarray | None = None) -> Choices | None:
         """A new session's chooser of its levels (a pool's game; None for a fixed one), which
-        gives the ``recorded`` levels of its first episodes again."""
+        gives the ``recorded`` levels of its first episodes again and passes over the
+        ``blocked`` ones (shown too often: ``serve.arena.exposure``)."""
         pool = self.version.pool
-        return None if pool is None else Choices(pool, self.version.levels, tuple(recorded))
+        return None if pool is None else Choices(pool, self.version.levels, tuple(recorded),
+                                                 blocked=blocked)
 
-    def new_run(self, parallel: int = 1, recorded: Sequence[int] = ()) -> Run:
+    def new_run(self, parallel: int = 1, recorded: Sequence[int] = (),
+                blocked: np.ndarray | None = None) -> Run:
         """A run of this game from its start, ``parallel`` episodes in flight (an adaptive
-        one on the ``recorded`` levels first)."""
-        chooser = self.chooser(recorded)
+        one on the ``recorded`` levels first, passing over the ``blocked`` ones)."""
+        chooser = self.chooser(recorded, blocked)
         return new_run(self.version.levels if chooser is None else (), self.tiers, parallel,
                        chooser)
 

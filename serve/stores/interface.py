@@ -311,6 +311,12 @@ class Store(ABC):
         """Every version with a closed result."""
 
     @abstractmethod
+    async def shown_levels(self, version: str) -> tuple[dict[int, int], int]:
+        """How many sessions on ``version`` showed each level (an episode in play, or one a
+        step was taken in: a closed session's padding was never shown), and how many
+        sessions it has: an adaptive pool's exposure."""
+
+    @abstractmethod
     async def identity(self) -> str:
         """The store's id: random, written inside it when it was created, and the same
         wherever it lives (a moved file, another URL to the database); never its location,

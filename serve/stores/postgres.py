@@ -380,6 +380,12 @@ class PostgresStore(Store):
             rows = await conn.fetch(sql.VERSIONS)
         return [r[0] for r in rows]
 
+    async def shown_levels(self, version: str) -> tuple[dict[int, int], int]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(sql.numbered(sql.SHOWN_LEVELS), version)
+            sessions = await conn.fetchval(sql.numbered(sql.SESSIONS_ON), version)
+        return {int(r[0]): int(r[1]) for r in rows}, int(sessions)
+
     async def identity(self) -> str:
         async with self._conn() as conn:
             return str(await conn.fetchval("SELECT id FROM store_identity"))

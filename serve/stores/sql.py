@@ -10,7 +10,8 @@ __all__ = [
     "ACTION_TIMES", "ANONYMOUS", "BROWSER", "CARD", "CLOSE_SESSION", "EPISODES", "EXPIRE",
     "INSERT_EPISODE", "HEAD", "INSERT_ACTION", "INSERT_STANDING", "LIVE", "LIVE_OF_KEY",
     "MISCOUNTED", "SESSION",
-    "PLAYED_ACTIONS", "PLAYED_CARDS", "PLAYED_EPISODES", "PLAYED_SESSIONS", "STEPS", "VERSIONS",
+    "PLAYED_ACTIONS", "PLAYED_CARDS", "PLAYED_EPISODES", "PLAYED_SESSIONS", "SESSIONS_ON",
+    "SHOWN_LEVELS", "STEPS", "VERSIONS",
     "WRITE_EPISODE", "CLOSING", "KEY",
     "Closing", "card_record", "closing", "conditional_write", "episode_record", "episode_rows",
     "key_record", "leaderboard", "named", "new_episode_rows", "numbered", "played_episode",
@@ -103,6 +104,11 @@ def leaderboard(exclude_anonymous: bool) -> str:
 
 
 VERSIONS = "SELECT DISTINCT version FROM standings ORDER BY 1"
+# ``Store.shown_levels``: sessions that showed each level of a version (``?``), and its sessions
+SHOWN_LEVELS = ("SELECT e.level, count(DISTINCT e.session_id) FROM episodes e JOIN sessions s "
+                "ON s.id = e.session_id WHERE s.version = ? AND e.level IS NOT NULL AND "
+                "(e.steps > 0 OR NOT e.done) GROUP BY e.level")
+SESSIONS_ON = "SELECT count(*) FROM sessions WHERE version = ?"
 # The review's read of a version (one ``?`` each): its closed scorecards' records, their
 # sessions on it, those sessions' episodes that took a step or were solved, and their actions
 _ON_VERSION = ("SELECT s.id FROM sessions s JOIN scorecards c ON c.id = s.scorecard_id "

@@ -624,6 +624,13 @@ class SQLiteStore(Store):
             return [r[0] for r in conn.execute(sql.VERSIONS)]
         return await self._call(job, guarded=False)
 
+    async def shown_levels(self, version: str) -> tuple[dict[int, int], int]:
+        def job(conn: sqlite3.Connection) -> tuple[dict[int, int], int]:
+            shown = {int(level): int(n)
+                     for level, n in conn.execute(sql.SHOWN_LEVELS, (version,))}
+            return shown, int(conn.execute(sql.SESSIONS_ON, (version,)).fetchone()[0])
+        return await self._call(job, guarded=False)
+
     async def identity(self) -> str:
         def job(conn: sqlite3.Connection) -> str:
             return str(conn.execute("SELECT v FROM meta WHERE k='store_id'").fetchone()[0])
