@@ -10,7 +10,7 @@ it between two reads.
 
 from __future__ import annotations
 
-__all__ = ["Exposures", "REFRESH", "Shown"]
+__all__ = ["Exposure", "Exposures", "REFRESH"]
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ REFRESH = 10.0  # seconds a process keeps a pool's counts before reading them ag
 
 
 @dataclass(frozen=True)
-class Shown:
+class Exposure:
     """Sessions that showed each level of a pool (``counts``, by level index) out of
     ``sessions``."""
 
@@ -37,19 +37,19 @@ class Shown:
 
 
 class Exposures:
-    """The latest ``Shown`` of each pool this process serves, read from ``store``."""
+    """The latest ``Exposure`` of each pool this process serves, read from ``store``."""
 
     def __init__(self, store: Store, clock: Callable[[], float],
                  refresh: float = REFRESH) -> None:
         self.store, self.clock, self.refresh = store, clock, refresh
-        self._latest: dict[str, tuple[float, Shown]] = {}
+        self._latest: dict[str, tuple[float, Exposure]] = {}
 
-    def latest(self, version: str) -> Shown | None:
+    def latest(self, version: str) -> Exposure | None:
         """The counts last read for ``version`` (None before the first read)."""
         held = self._latest.get(version)
         return None if held is None else held[1]
 
-    async def read(self, version: str, levels: int) -> Shown:
+    async def read(self, version: str, levels: int) -> Exposure:
         """``version``'s counts over its ``levels`` levels, read again once ``refresh`` old."""
         now = self.clock()
         held = self._latest.get(version)
@@ -60,6 +60,6 @@ class Exposures:
         for level, n in shown.items():
             if 0 <= level < levels:
                 counts[level] = n
-        fresh = Shown(counts, sessions)
+        fresh = Exposure(counts, sessions)
         self._latest[version] = (now, fresh)
         return fresh
