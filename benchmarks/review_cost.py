@@ -89,7 +89,7 @@ async def put(store, n: int, card: dict[int, str], levels: list[tuple]) -> int:
                                DAY, 10**9)
     await store.create_session(SessionRecord(sid, cid, key, "standard", "demo", 1, "IN_PROGRESS",
                                              opened, opened, 0, "w"),
-                               len(levels), 10**9, 10**9, opened - 60)
+                               range(len(levels)), 10**9, 10**9, opened - 60)
     seq, records = 0, []
     for index, letters in card.items():
         xsb, max_steps = levels[index]

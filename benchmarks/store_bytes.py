@@ -63,7 +63,7 @@ async def fill(path: Path, sessions: int, actions: int, think_ms: float, seed: i
                                                        {"standard": "v"}, START), DAY, sessions)
             await store.create_session(SessionRecord(
                 f"gs-{n:024d}", f"sc-{n}", "k", "standard", "v", 1, "IN_PROGRESS", START,
-                START, 0, "w0"), 1, sessions, sessions, 0)
+                START, 0, "w0"), range(1), sessions, sessions, 0)
         gaps = [[rng.expovariate(1 / think_ms) for _ in range(actions)] for _ in range(sessions)]
         await asyncio.gather(*(play(store, f"gs-{n:024d}", gaps[n]) for n in range(sessions)))
     finally:

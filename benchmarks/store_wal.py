@@ -57,7 +57,7 @@ async def writes(folder: Path, sessions: int, seconds: float) -> dict:
                                                    0.0), "d", sessions)
         await store.create_session(SessionRecord(f"gs-{n}", f"sc-{n}", "k", "standard", "v", 1,
                                                  "IN_PROGRESS", 0.0, 0.0, 0, "w0"),
-                                   6, sessions, sessions, 0.0)
+                                   range(6), sessions, sessions, 0.0)
     timed = "ms" in {f.name for f in dataclasses.fields(Write)}
     largest, stop = [0], threading.Event()
 

@@ -28,7 +28,7 @@ import click
 import numpy as np
 
 from engine.errors import SokoforgeError
-from serve.arena.scorecards import SCORE_FIELDS
+from serve.arena.scorecards import ADAPTIVE_FIELDS, SCORE_FIELDS
 
 RETRIES = 8
 BACKOFF_START = 0.25
@@ -200,7 +200,8 @@ async def play(url: str, factory: Callable[[], Any], *, name: str | None = None,
         finally:
             progress.finish()
         result = await first.call("POST", f"/api/scorecards/{card['scorecard_id']}/close", {})
-        return {"score": {k: result[k] for k in SCORE_FIELDS if k in result},
+        played = result.get("games", {}).get(game, result)  # the Score of the game played
+        return {"score": {k: played[k] for k in (*SCORE_FIELDS, *ADAPTIVE_FIELDS) if k in played},
                 "scorecard_id": card["scorecard_id"], "session_id": frame["session_id"],
                 "replay_url": f"{first.url}/api/replays/{frame['session_id']}",
                 "scorecard_url": f"{first.url}/scorecards/{card['scorecard_id']}"}

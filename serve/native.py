@@ -26,6 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from pipeline.precision import METHOD, PAIRED_METHOD
+from pipeline.scores.pooled import ABOVE_METHOD
 from pipeline.versions.rounds import STANDINGS_JSON
 from serve.arena.cache import Session
 from serve.games import framezip
@@ -91,9 +92,19 @@ _STANDINGS_FILE = Field("file", STR, "must be standings.json, standings.csv or s
 INTERVAL = {**arr(NUMBER), "minItems": 2, "maxItems": 2,
             "description": f"[lo, hi] of the success rate: {METHOD}; it covers the agent's "
                            "rate over every draw of levels the game's spec could make"}
+# what an adaptive game's Score adds (``serve.games.adaptive``)
+_ADAPTIVE_SCORE = {
+    "ability": {**obj({"theta": NUMBER, "low": NUMBER, "high": NUMBER}),
+                "description": "an adaptive game's: the ability estimate on its pool's scale, "
+                               "with its 95% interval"},
+    "equated_success": {**obj({"value": NUMBER, "low": NUMBER, "high": NUMBER}),
+                        "description": "an adaptive game's: the expected success on the "
+                        "standard game's ramp at that ability, with its 95% interval; compare "
+                        "this across games, not success_rate (near 0.5 by design)"}}
 SCORE = obj({"episodes": INTEGER, "solved": INTEGER, "success_rate": NUMBER,
              "success_interval": INTERVAL, "move_efficiency": NUMBER,
-             "avg_steps_solved": NUMBER, "deadlock_rate": NUMBER, "total_actions": INTEGER})
+             "avg_steps_solved": NUMBER, "deadlock_rate": NUMBER, "total_actions": INTEGER},
+            _ADAPTIVE_SCORE)
 _OBSERVATION = obj({"obs": TEXT, "goal": TEXT, "shape": arr(INTEGER), "dtype": TEXT,
                     "encoding": TEXT})
 _EPISODE = obj({"index": INTEGER, "of": INTEGER, "steps_used": INTEGER, "max_steps": INTEGER,
@@ -132,15 +143,27 @@ SCORECARD = obj({"scorecard_id": string(SCORECARD_ID), "name": TEXT, "version": 
                  "opened_at": maybe(TEXT), "closed": BOOLEAN, "closed_at": maybe(TEXT),
                  "games": {"type": "object", "additionalProperties": _PROGRESS},
                  "score": maybe(SCORE)}, {**ATTACHED, "review": REVIEW})
-RESULT = obj({**SCORE["properties"], "scorecard_id": string(SCORECARD_ID), "name": TEXT,
-              "version": TEXT, "closed": BOOLEAN,
-              "games": {"type": "object", "additionalProperties": SCORE}},
-             {"session_ids": {"type": "object", "additionalProperties": maybe(TEXT)}})
+RESULT = obj({**{k: SCORE["properties"][k] for k in SCORE["required"]},
+              "scorecard_id": string(SCORECARD_ID), "name": TEXT, "version": TEXT,
+              "closed": BOOLEAN, "games": {"type": "object", "additionalProperties": SCORE}},
+             {"session_ids": {"type": "object", "additionalProperties": maybe(TEXT)},
+              **_ADAPTIVE_SCORE})
 REPLAY = obj({"session_id": string(SESSION_ID), "name": maybe(TEXT), "game": TEXT,
               "version": TEXT, "state": TEXT, "owner_view": BOOLEAN,
               "episodes": arr(obj({"index": INTEGER, "finished": BOOLEAN, "solved": BOOLEAN,
                                    "steps": INTEGER, "optimal": maybe(INTEGER),
-                                   "deadlocked": BOOLEAN}, {"actions": string("[UDLR.|]*")}))})
+                                   "deadlocked": BOOLEAN}, {"actions": string("[UDLR.|]*"),
+                                                            "level": INTEGER}))})
+# an adaptive game's entry: one per name, pooled over its closed scorecards (pipeline.scores.pooled)
+POOLED_ENTRY = {
+    "ability": {**obj({"theta": NUMBER, "low": NUMBER, "high": NUMBER}),
+                "description": "an adaptive game's: the ability pooled over all the name's "
+                               "closed scorecards, with its 95% interval"},
+    "equated_success": {**obj({"value": NUMBER, "low": NUMBER, "high": NUMBER}),
+                        "description": "the expected success on the standard game's ramp at "
+                                       "that ability, with its interval"},
+    "scorecards": {**INTEGER, "description": "how many closed scorecards the entry pools"},
+    "scorecard_ids": arr(string(SCORECARD_ID))}
 LEADERBOARD = obj({"version": TEXT, "served_version": TEXT, "versions": arr(TEXT),
                    "entries": arr(obj({
                        "rank": INTEGER, "name": TEXT, "success_rate": NUMBER,
@@ -151,15 +174,20 @@ LEADERBOARD = obj({"version": TEXT, "served_version": TEXT, "versions": arr(TEXT
                        "success_interval": INTERVAL,
                        "indistinguishable_from_above": {
                            **maybe(BOOLEAN), "description": f"against the entry ranked just "
-                           f"above, on the same levels: {PAIRED_METHOD} (null for the first)"},
+                           f"above, on the same levels: {PAIRED_METHOD} (null for the first); "
+                           f"on an adaptive game, whose sessions show their own levels: "
+                           f"{ABOVE_METHOD}"},
                        "paired_p_above": {**maybe(NUMBER),
                                           "description": "that test's p-value"}},
-                       {"source": maybe(TEXT), "cleared": CLEARED,
+                       {"source": maybe(TEXT), "cleared": CLEARED, **POOLED_ENTRY,
                         "review": {**maybe(VERDICT), "description": (
                             "the fair-play review's verdict on this scorecard (null before a "
                             "review has run, or when it did not judge it): a flag for a "
                             "person to look, the ranking unchanged")}}))},
                   {"game": maybe(TEXT), "served": MAP, "precision": MAP,
+                   "adaptive": {**BOOLEAN, "description": "an adaptive game's board: entries "
+                                "ranked by pooled ability; their raw success_rate is near 0.5 "
+                                "by design and compares with no other game"},
                    "reviewed": {**BOOLEAN, "description": "whether a fair-play review of the "
                                 "version has run (sokoforge review, round close)"},
                    "bound": {**obj({"solved": INTEGER, "levels": INTEGER, "text": TEXT},
@@ -189,7 +217,10 @@ SPEC = obj({"version": TEXT, "game": TEXT, "games": arr(TEXT), "episodes": INTEG
            {"boards": arr(arr(INTEGER)), "step_budget": MAP,
             "seed_commitment": maybe(TEXT), "rotated_from": maybe(TEXT),
             "restarts": string(enum=["none", "level", "game"]), "look": MAP,
-            "game_specs": MAP})
+            "game_specs": MAP,
+            "adaptive": {**obj({"pool": INTEGER, "episodes": INTEGER, "parallel": INTEGER}),
+                         "description": "an adaptive game's: its pool's levels, the episodes "
+                                        "a session plays, chosen `parallel` at a time"}})
 
 _SESSION_LINKS = {"act": ("act", {"session_id": "/session_id"}),
                   "reset": ("reset_session", {"session_id": "/session_id"}),
@@ -276,7 +307,10 @@ ROUTES = (
     Route("start_game", "POST", "/api/scorecards/{scorecard_id}/games/{game}/start",
           "Start the one session of a game on a scorecard; returns the first Frame.", auth=True,
           params=(_SCORECARD, _GAME),
-          query=(Field("parallel", INT, "episodes of the current tier kept in flight",
+          query=(Field("parallel", INT, "episodes of the current tier kept in flight (of an "
+                       "adaptive game: of the current block, whose unplayed episodes are fewer "
+                       "when its spec's parallel is smaller; the next block is chosen when "
+                       "every episode of this one has ended)",
                        required=False, minimum=1, maximum=32, default=1),),
           responses={200: "the first Frame", 401: "missing or unknown key",
                      404: "unknown scorecard or game (or another key's)",
@@ -351,7 +385,8 @@ ROUTES = (
           params=(_SESSION,), responses={200: "the replay", 404: "unknown session"},
           bodies={200: REPLAY}),
     Route("get_leaderboard", "GET", "/api/leaderboard",
-          "Each name's best closed scorecard of a version (or a served game's), ranked.",
+          "Each name's best closed scorecard of a version (or a served game's), ranked; on "
+          "an adaptive game, each name's ability pooled over all its closed scorecards.",
           query=LEADERBOARD_QUERY,
           responses={200: "the ranking", 404: "a game this server does not serve",
                      422: "bad version, game or limit"},
@@ -403,17 +438,17 @@ def frame(session: Session, outcome: Outcome | None,
           images: list[Picture] | None = None, restarted: str | None = None) -> dict:
     """The Frame after ``outcome`` (None on start): serial or parallel shape by the session."""
     over = session.state != IN_PROGRESS
-    of = len(session.episodes)
+    of = session.length
     out: dict[str, Any] = {"session_id": session.id, "game": session.record.game,
                            "state": "GAME_OVER" if over else "IN_PROGRESS", "step": session.seq}
     if session.parallel == 1:
         index = session.in_flight[0] if session.in_flight else (
-            outcome.episode if outcome else of - 1)
+            outcome.episode if outcome else len(session.episodes) - 1)
         run = session.episodes[index]
         out["episode"] = _episode(run, of)
         out["observation"] = None if over else observation(run, images)
     else:
-        tiers = session.version.tiers
+        tiers = session.tiers  # an adaptive game's are its blocks
         t = min(session.tier, len(tiers) - 1)
         out["episodes"] = [{**_episode(session.episodes[i], of),
                             "observation": observation(session.episodes[i], images)}

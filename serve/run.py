@@ -26,7 +26,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from aiohttp import web
@@ -77,16 +77,20 @@ class StopError(SokoforgeError, RuntimeError):
 def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: str, port: int,
                   limits: Limits, *, synchronous: str = "NORMAL", public: str | None = None,
                   connections: ConnectionLimits | None = None, workers: int = 1,
-                  access_log: str | None = None) -> int:
+                  access_log: str | None = None, as_game: str | None = None) -> int:
     """Load ``versions`` (one game each) from ``root`` and serve them until SIGINT or SIGTERM;
     return which. The pages give ``public`` as the server's URL (default: the listening
     address); ``access_log`` is a file (appended to by every worker) or ``-`` (stdout) for
-    one JSON line per request."""
+    one JSON line per request; ``as_game`` names the game of the (one) version served
+    instead of its own game's name (a pool served alone as ``standard``)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("aiohttp.server").addFilter(MalformedRequests())
     t0 = time.perf_counter()
     names = [versions] if isinstance(versions, str) else list(versions)
-    games = Registry(load_version(Path(root), v) for v in names)
+    loaded_versions = [load_version(Path(root), v) for v in names]
+    if as_game is not None:
+        loaded_versions = [replace(v, game=as_game) for v in loaded_versions]
+    games = Registry(loaded_versions)
     loaded = time.perf_counter() - t0
     gc.freeze()  # the loaded levels live as long as the process: keep them out of collections
     lock = None
@@ -101,7 +105,7 @@ def serve_forever(root: str | Path, versions: list[str] | str, db: str, host: st
             raise StartError(str(e)) from None
     claim_versions = ServedVersions(Path(root) / v for v in names)  # reveal refuses them
     try:
-        levels = sum(g.episodes for g in games)
+        levels = sum(len(g.version.levels) for g in games)  # a pool's all, not a session's
         named = ", ".join(f"{g.name} (version {g.version.version})" for g in games)
         base = f"http://{url_host(host)}:"
         about = (f"serving {levels} levels of {named} on {base}"

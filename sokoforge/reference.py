@@ -361,7 +361,10 @@ A Score has
 {score} (`success_interval` is `[lo, hi]`, 95%, over draws of levels). The
 leaderboard keeps each name's best closed scorecard per version, ranked by `success_rate`,
 then `move_efficiency`, then fewer episodes lost (deadlocked, or never played), then the
-earlier submission.
+earlier submission. An adaptive game's board ranks each name instead by its ability pooled
+over all its closed scorecards (`ability`, `equated_success`, with 95% intervals); its raw
+`success_rate` is near 0.5 by design and compares with no other game, and its
+`paired_p_above` reads the posterior probability of the order of two names.
 
 The benchmark's rule is at most 256 dynamics calls per step, whatever the agent runs on.
 {CALL}

@@ -69,7 +69,7 @@ async def _put(store, version: str, name: str, levels: pl.DataFrame, card: Card)
     rows = list(levels.iter_rows(named=True))
     await store.create_session(SessionRecord(sid, card.card_id, key, name, version, 1,
                                              "IN_PROGRESS", card.opened, card.opened, 0, "w"),
-                               len(rows), 10_000, 10_000, card.opened - 60)
+                               range(len(rows)), 10_000, 10_000, card.opened - 60)
     seq, ms, records = 0, 0, []
     for i, row in enumerate(rows):
         letters = card.plays[i] if i < len(card.plays) else ""

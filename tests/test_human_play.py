@@ -39,7 +39,7 @@ def run(base: str, name: str, source: str | None, solutions: list[str], solve: i
 
 def test_solve_rates_count_only_the_levels_a_person_stepped_in():
     def ep(card: str, index: int, solved: bool, steps: int) -> PlayedEpisode:
-        return PlayedEpisode(card, "k", "n", "browser", index, solved, steps, False)
+        return PlayedEpisode(card, "k", "n", "browser", index, solved, steps, False, level=index)
 
     rates = solve_rates([ep("a", 0, True, 5), ep("a", 1, False, 3), ep("a", 2, False, 0),
                          ep("b", 0, False, 9), ep("b", 1, True, 4)])

@@ -57,7 +57,7 @@ async def _fill(location: Path | str, version: str, open_card: bool = False,
                                                        {"standard": version}, 1.0), "d", 10_000)
             session = f"s{a}"
             await store.create_session(SessionRecord(session, card, key, "standard", version,
-                                                     1, "PLAYING", 1.0, 1.0), LEVELS,
+                                                     1, "PLAYING", 1.0, 1.0), range(LEVELS),
                                        10_000, 10_000, 0.0)
             p = 1 / (1 + np.exp(-1.5 * (theta - difficulty)))
             solved = rng.random(LEVELS) < p
@@ -103,7 +103,7 @@ def test_only_played_episodes_are_trials_and_a_names_scorecards_pool_them(tmp_pa
             await store.open_scorecard(ScorecardRecord(card, "k", "ann", {"standard": "demo"},
                                                        1.0), "d", 10)
             await store.create_session(SessionRecord(session, card, "k", "standard", "demo",
-                                                     1, "PLAYING", 1.0, 1.0), 6, 10, 10, 0.0)
+                                                     1, "PLAYING", 1.0, 1.0), range(6), 10, 10, 0.0)
             final = [EpisodeRecord(i, True, i == 0 and i < played, False,
                                    4 if i < played else 0, "U" * (4 if i < played else 0))
                      for i in range(6)]
@@ -280,7 +280,7 @@ def test_a_rounds_fit_pools_only_the_scorecards_closed_within_the_round(tmp_path
             await store.open_scorecard(ScorecardRecord(card, "k", "ann", {"standard": "demo"},
                                                        closed - 5), "d", 10)
             await store.create_session(SessionRecord(session, card, "k", "standard", "demo",
-                                                     1, "PLAYING", 1.0, 1.0), 6, 10, 10, 0.0)
+                                                     1, "PLAYING", 1.0, 1.0), range(6), 10, 10, 0.0)
             final = [EpisodeRecord(i, True, i < solved, False, 4, "UUUU") for i in range(6)]
             await store.close_scorecard(card, closed, {"success_rate": 0.0, "games": {},
                                                        "move_efficiency": 0.0,

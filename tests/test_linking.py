@@ -102,7 +102,7 @@ async def _close(location: Path | str, plays: dict[str, list[str]],
                 await store.open_scorecard(ScorecardRecord(card, f"k-{n}", n, {"standard": v},
                                                            1.0), "d", 10_000)
                 await store.create_session(SessionRecord(session, card, f"k-{n}", "standard", v,
-                                                         1, "PLAYING", 1.0, 1.0), 100,
+                                                         1, "PLAYING", 1.0, 1.0), range(100),
                                            10_000, 10_000, 0.0)
                 solved = play(theta[n], b, a, rng)
                 await store.close_scorecard(

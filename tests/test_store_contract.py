@@ -64,14 +64,15 @@ def session(n: int = 1, key: str = "k1", card_n: int = 1, game: str = "standard"
 
 def step(sid: str, expected: int, expected_writer: str, writer: str, steps: int,
          state: str | None = None, at: float = NOW) -> Write:
-    row = EpisodeRecord(0, state is not None, False, False, steps, "U" * steps, f"{steps}:1,2")
+    row = EpisodeRecord(0, state is not None, False, False, steps, "U" * steps, f"{steps}:1,2",
+                        level=0)
     return Write(sid, expected, expected_writer, writer, at, 0, 0, (row,), state)
 
 
 async def opened_session(store, key: str = "k1", n: int = 1) -> None:
     await store.create_key(KeyRecord(key, f"name {key}"), "addr", DAY, 100)
     await store.open_scorecard(card(n, key), DAY, 100)
-    await store.create_session(session(n, key, n), 3, 10, 10, NOW - 60)
+    await store.create_session(session(n, key, n), range(3), 10, 10, NOW - 60)
 
 
 def test_keys_are_unique_by_folded_name_and_counted_per_subject_and_day(location):
@@ -106,13 +107,13 @@ def test_a_scorecard_plays_each_game_once_and_none_once_closed(location):
     async def body(store):
         await opened_session(store)
         with pytest.raises(StoreConflict, match="started"):
-            await store.create_session(session(2), 3, 10, 10, NOW - 60)
-        await store.create_session(session(3, game="expert"), 3, 10, 10, NOW - 60)
+            await store.create_session(session(2), range(3), 10, 10, NOW - 60)
+        await store.create_session(session(3, game="expert"), range(3), 10, 10, NOW - 60)
         result = {"success_rate": 0, "move_efficiency": 0, "deadlock_rate": 0, "games": {},
                   "session_ids": {}, "versions": {}}
         await store.close_scorecard("sc-k1-1", NOW, result, [])
         with pytest.raises(StoreConflict, match="closed"):
-            await store.create_session(session(4, game="other"), 3, 10, 10, NOW - 60)
+            await store.create_session(session(4, game="other"), range(3), 10, 10, NOW - 60)
     run(location, body)
 
 
@@ -122,17 +123,17 @@ def test_sessions_in_flight_are_counted_per_key_and_in_total_across_stores(locat
             await a.create_key(KeyRecord(key, key), "addr", DAY, 100)
             for n in (1, 2, 3):
                 await a.open_scorecard(card(n, key), DAY, 100)
-        await a.create_session(session(1, "k1", 1), 3, 2, 3, NOW - 60)
-        await b.create_session(session(2, "k1", 2), 3, 2, 3, NOW - 60)
+        await a.create_session(session(1, "k1", 1), range(3), 2, 3, NOW - 60)
+        await b.create_session(session(2, "k1", 2), range(3), 2, 3, NOW - 60)
         with pytest.raises(StoreLimit) as mine:
-            await b.create_session(session(3, "k1", 3), 3, 2, 3, NOW - 60)
+            await b.create_session(session(3, "k1", 3), range(3), 2, 3, NOW - 60)
         assert (mine.value.kind, mine.value.count) == ("key", 2)
-        await a.create_session(session(1, "k2", 1), 3, 2, 3, NOW - 60)
+        await a.create_session(session(1, "k2", 1), range(3), 2, 3, NOW - 60)
         with pytest.raises(StoreLimit) as everyone:
-            await b.create_session(session(2, "k2", 2), 3, 2, 3, NOW - 60)
+            await b.create_session(session(2, "k2", 2), range(3), 2, 3, NOW - 60)
         assert (everyone.value.kind, everyone.value.count) == ("total", 3)
         # sessions idle since before the cutoff no longer count, expired or not
-        await b.create_session(session(2, "k2", 2), 3, 2, 3, NOW + 1)
+        await b.create_session(session(2, "k2", 2), range(3), 2, 3, NOW + 1)
     run(location, body, stores=2)
 
 
@@ -141,15 +142,15 @@ def test_sessions_in_flight_are_counted_per_address_whatever_the_key_across_stor
         for key in ("k1", "k2", "k3"):
             await a.create_key(KeyRecord(key, key), "addr", DAY, 100)
             await a.open_scorecard(card(1, key), DAY, 100)
-        await a.create_session(session(1, "k1"), 3, 5, 10, NOW - 60, address="near",
+        await a.create_session(session(1, "k1"), range(3), 5, 10, NOW - 60, address="near",
                                 per_address=2)
-        await b.create_session(session(1, "k2"), 3, 5, 10, NOW - 60, address="near",
+        await b.create_session(session(1, "k2"), range(3), 5, 10, NOW - 60, address="near",
                                 per_address=2)
         with pytest.raises(StoreLimit) as near:
-            await b.create_session(session(1, "k3"), 3, 5, 10, NOW - 60, address="near",
+            await b.create_session(session(1, "k3"), range(3), 5, 10, NOW - 60, address="near",
                                 per_address=2)
         assert (near.value.kind, near.value.count) == ("address", 2)
-        await a.create_session(session(1, "k3"), 3, 5, 10, NOW - 60, address="far",
+        await a.create_session(session(1, "k3"), range(3), 5, 10, NOW - 60, address="far",
                                 per_address=2)
     run(location, body, stores=2)
 
@@ -168,9 +169,35 @@ def test_an_action_is_stored_only_on_the_expected_count_and_writer(location):
         await b.write(step("gs-k1-1", 1, "A", "B", 2, at=NOW + 5))
         record, rows = await a.session("gs-k1-1")
         assert (record.seq, record.writer, record.last_active) == (2, "B", NOW + 5)
-        assert rows[0] == EpisodeRecord(0, False, False, False, 2, "UU", "2:1,2")
-        assert rows[1] == EpisodeRecord(1, False, False, False, 0, "", None)
+        assert rows[0] == EpisodeRecord(0, False, False, False, 2, "UU", "2:1,2", level=0)
+        assert rows[1] == EpisodeRecord(1, False, False, False, 0, "", None, level=1)
         assert await a.miscounted() == 0
+    run(location, body, stores=2)
+
+
+def test_each_episode_keeps_its_level_chosen_at_creation_or_by_the_write_that_ended_the_one_before(
+        location):
+    """An adaptive session's first level is stored with the session, the next ones unchosen
+    (None); a write stores the next level with the step that ended the episode before, and
+    only if that write is accepted; a row written without a level keeps the one it has."""
+    async def body(a, b):
+        await a.create_key(KeyRecord("k1", "name k1"), "addr", DAY, 100)
+        await a.open_scorecard(card(1), DAY, 100)
+        await a.create_session(session(1), [7, None, None], 10, 10, NOW - 60)
+        _, rows = await b.session("gs-k1-1")
+        assert [r.level for r in rows] == [7, None, None]
+        ended = EpisodeRecord(0, True, True, False, 3, "UUU", "3:1,2", level=7)
+        chosen = EpisodeRecord(1, False, False, False, 0, "", None, level=4)
+        await a.write(Write("gs-k1-1", 0, "w0", "A", NOW, 0, 0, (ended, chosen)))
+        # a process that missed that step chooses another level: refused, nothing stored
+        other = EpisodeRecord(1, False, False, False, 0, "", None, level=9)
+        with pytest.raises(StaleSession):
+            await b.write(Write("gs-k1-1", 0, "w0", "B", NOW, 0, 0, (ended, other)))
+        await b.write(Write("gs-k1-1", 1, "A", "B", NOW, 0, 1,
+                            (EpisodeRecord(1, False, False, False, 1, "U", "1:1,2"),)))
+        _, rows = await a.session("gs-k1-1")
+        assert [r.level for r in rows] == [7, 4, None]
+        assert rows[1] == EpisodeRecord(1, False, False, False, 1, "U", "1:1,2", level=4)
     run(location, body, stores=2)
 
 
@@ -233,7 +260,7 @@ def test_an_ended_or_expired_session_takes_no_more_actions_but_a_revival_restart
         await store.write(step("gs-k1-1", 0, "w0", "A", 1, state="GAME_OVER"))
         with pytest.raises(StaleSession):
             await store.write(step("gs-k1-1", 1, "A", "A", 2))
-        fresh = tuple(EpisodeRecord(i, False, False, False, 0, "", None) for i in range(3))
+        fresh = tuple(EpisodeRecord(i, False, False, False, 0, "", None, i) for i in range(3))
         await store.write(Write("gs-k1-1", 1, "A", "A", NOW, 6, -1, fresh, "IN_PROGRESS"))
         assert (await store.head("gs-k1-1"))[2] == "IN_PROGRESS"
         assert (await store.session("gs-k1-1"))[1] == list(fresh)  # every row written
@@ -335,7 +362,7 @@ def test_a_scorecard_keeps_its_source_and_meta_and_browser_runs_can_be_filtered(
             record = ScorecardRecord(f"sc-{key}-1", key, f"name {key}", {"standard": "v1"}, NOW,
                                      source=source, meta=meta if source else None)
             await store.open_scorecard(record, DAY, 100)
-            await store.create_session(session(1, key, 1), 3, 10, 10, NOW - 60)
+            await store.create_session(session(1, key, 1), range(3), 10, 10, NOW - 60)
             rows = (EpisodeRecord(0, True, source is not None, False, 4, "UDLR", "1:1,2"),
                     EpisodeRecord(1, True, False, True, 2, "LL", "1:1,2"))
             result = {**result_of(0.5), "session_ids": {"standard": f"gs-{key}-1"}}
@@ -368,18 +395,19 @@ def test_played_episodes_are_every_game_on_the_version_of_closed_scorecards_with
             await store.create_key(KeyRecord(key, f"name {key}"), "addr", DAY, 100)
             await store.open_scorecard(card(1, key, {"standard": "v1", "other": "v2"}), DAY,
                                        100)
-            await store.create_session(session(1, key, 1), 3, 10, 10, NOW - 60)
+            await store.create_session(session(1, key, 1), range(3), 10, 10, NOW - 60)
         await store.create_session(
             SessionRecord("gs-k1-2", "sc-k1-1", "k1", "other", "v2", 1, "IN_PROGRESS", NOW,
-                          NOW), 2, 10, 10, NOW - 60)
+                          NOW), range(2), 10, 10, NOW - 60)
         rows = (EpisodeRecord(0, True, True, False, 4, "UDLR", "1:1,2"),
                 EpisodeRecord(1, True, False, True, 2, "LL", "1:1,2"))
         await store.close_scorecard("sc-k1-1", NOW, {**result_of(0.5), "games": {}},
                                     [Final("gs-k1-1", 0, rows), Final("gs-k1-2", 0, ())])
         played = await store.played_episodes("v1")
-        assert [(e.scorecard_id, e.index, e.solved, e.steps, e.done) for e in played] == [
-            ("sc-k1-1", 0, True, 4, True), ("sc-k1-1", 1, False, 2, True),
-            ("sc-k1-1", 2, False, 0, False)]
+        assert [(e.scorecard_id, e.index, e.level, e.solved, e.steps, e.done)
+                for e in played] == [
+            ("sc-k1-1", 0, 0, True, 4, True), ("sc-k1-1", 1, 1, False, 2, True),
+            ("sc-k1-1", 2, 2, False, 0, False)]
         assert [(e.index, e.done) for e in await store.played_episodes("v2")] == [
             (0, False), (1, False)]
     run(location, body)
@@ -439,12 +467,12 @@ def test_played_sessions_read_a_versions_closed_scorecards_with_their_played_epi
             await opened_session(store, key, 1)
         await store.create_session(
             SessionRecord("gs-k1-2", "sc-k1-1", "k1", "other", "v2", 1, "IN_PROGRESS", NOW,
-                          NOW), 2, 10, 10, NOW - 60)
+                          NOW), range(2), 10, 10, NOW - 60)
         for seq, ms in enumerate((5, 9)):
             await store.write(replace(step("gs-k1-1", seq, "w0" if seq == 0 else "A", "A",
                                            seq + 1), ms=ms))
         await store.write(replace(step("gs-k2-1", 0, "w0", "A", 1), ms=None))
-        rows = (EpisodeRecord(0, True, True, False, 2, "UU", None),)
+        rows = (EpisodeRecord(0, True, True, False, 2, "UU", None, 0),)
         await store.close_scorecard("sc-k1-1", NOW + 2, {**result_of(0.5), "games": {}},
                                     [Final("gs-k1-1", 2, rows), Final("gs-k1-2", 0, ())])
         await store.close_scorecard("sc-k2-1", NOW + 1, {**result_of(0.0), "games": {}},
@@ -517,6 +545,8 @@ def test_a_store_written_before_arrival_times_loads_and_its_actions_have_none(lo
     write_previous_schema(location)
 
     async def body(store):
+        _, rows = await store.session("gs-old")
+        assert [(r.index, r.level) for r in rows] == [(0, 0)]  # every old episode on its own
         assert await store.action_times(["gs-old"]) == {"gs-old": [None, None]}
         assert await store.steps("gs-old", 9) == [(0, 0), (0, 1)]
         await store.write(replace(step("gs-old", 2, "w", "A", 3), ms=1500))

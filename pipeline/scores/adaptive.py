@@ -11,7 +11,9 @@ logistic model of ``pipeline.scores.irt`` (P(solve) = sigmoid(a (theta - b))):
   residual spread; the regression and the fit alternate (empirical Bayes) for a few rounds.
   Discriminations keep irt's weak prior log a ~ N(0, 0.5^2), which shrinks the noisy ones
   to 1. Why: the features carry what a level's difficulty is when the panel cannot tell
-  (all solved, none solved), and the panel corrects the features where it can.
+  (all solved, none solved), and the panel corrects the features where it can. A refit
+  (``sokoforge irt POOL``) adds the closed scorecards' names as more agents, each on the
+  levels its sessions showed (``calibrate_trials``).
 - **Ability** (``estimate``): the posterior of theta on a fixed grid under a normal prior
   (EAP): its mean, standard deviation and central 95% interval.
 - **Next levels** (``choose_block``): ``parallel`` levels at a time at the current estimate.
@@ -42,13 +44,15 @@ from __future__ import annotations
 
 __all__ = [
     "ABILITY_GRID", "Ability", "Calibration", "Equated", "MAX_EXPOSURE", "ModelError",
-    "PRIOR_SD", "TOP", "calibrate", "choose_block", "equated_success", "estimate",
-    "information", "model_error", "next_tier", "over_exposed", "pad_unplayed", "posterior",
-    "ramp_weights", "success_probability",
+    "PRIOR_SD", "TOP", "Trials", "calibrate", "calibrate_trials", "choose_block", "equated_on",
+    "equated_success", "estimate", "information", "model_error", "next_tier", "over_exposed",
+    "pad_unplayed", "panel_trials", "posterior", "ramp_curve", "ramp_spread", "ramp_weights",
+    "success_probability", "summary",
 ]
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -89,31 +93,54 @@ def _design(features: np.ndarray, tiers: np.ndarray) -> np.ndarray:
     return np.hstack([x, (np.asarray(tiers)[:, None] == names[None, :]).astype(np.float64)])
 
 
+class Trials(NamedTuple):
+    """Outcomes as counts: ``hits`` solved of ``trials`` for each (``agent``, ``level``) pair,
+    agents numbered 0 to ``n_agents - 1``."""
+
+    agent: np.ndarray
+    level: np.ndarray
+    trials: np.ndarray
+    hits: np.ndarray
+    n_agents: int
+
+
+def panel_trials(solved: np.ndarray) -> Trials:
+    """The panel's ``solved`` (levels x agents, booleans) as one trial per pair."""
+    outcomes = np.asarray(solved, dtype=bool)
+    n_levels, n_agents = outcomes.shape
+    return Trials(np.tile(np.arange(n_agents), n_levels), np.repeat(np.arange(n_levels), n_agents),
+                  np.ones(n_levels * n_agents, dtype=np.int64),
+                  outcomes.ravel().astype(np.int64), n_agents)
+
+
 def calibrate(solved: np.ndarray, features: np.ndarray, tiers: np.ndarray) -> Calibration:
     """Item parameters from the panel's ``solved`` (levels x agents, booleans), the levels'
     grade ``features`` (levels x features) and crate ``tiers`` (one per level)."""
-    outcomes = np.asarray(solved, dtype=bool)
-    n_levels, n_agents = outcomes.shape
-    agent = np.tile(np.arange(n_agents), n_levels)
-    level = np.repeat(np.arange(n_levels), n_agents)
-    trials = np.ones(agent.size, dtype=np.int64)
-    hits = outcomes.ravel().astype(np.int64)
+    return calibrate_trials(panel_trials(solved), features, tiers)
+
+
+def calibrate_trials(outcomes: Trials, features: np.ndarray, tiers: np.ndarray) -> Calibration:
+    """``calibrate`` of any agents' ``outcomes`` on the levels (the panel's, and a refit's
+    closed scorecards beside them: a level no one played keeps its feature prior)."""
+    agent, level, trials, hits, n_agents = outcomes
+    n_levels = len(tiers)
     x = _design(features, tiers)
     penalty = _RIDGE * np.eye(x.shape[1])
     penalty[-len(np.unique(tiers)):, -len(np.unique(tiers)):] = 0.0  # tier means unpenalised
     mean, sd = np.zeros(n_levels), 3.0
     for _ in range(_CALIBRATION_ROUNDS):
         theta, b, a = fit_2pl(agent, level, trials, hits, n_agents, n_levels,
-                                 difficulty_mean=mean, difficulty_sd=sd)
+                              difficulty_mean=mean, difficulty_sd=sd)
         weights = np.linalg.solve(x.T @ x + penalty, x.T @ b)
         # the spread of true difficulties around the regression: the fitted ones' spread
         # plus each one's posterior variance (the fit shrinks them, an EM step adds it back)
         p = sigmoid(a[level] * (theta[agent] - b[level]))
-        variance = 1 / (np.bincount(level, a[level] ** 2 * p * (1 - p), n_levels) + 1 / sd ** 2)
+        variance = 1 / (np.bincount(level, trials * a[level] ** 2 * p * (1 - p), n_levels)
+                        + 1 / sd ** 2)
         mean = x @ weights
         sd = max(math.sqrt(float(np.mean((b - mean) ** 2 + variance))), _MIN_DIFFICULTY_SD)
     theta, b, a = fit_2pl(agent, level, trials, hits, n_agents, n_levels,
-                             difficulty_mean=mean, difficulty_sd=sd)
+                          difficulty_mean=mean, difficulty_sd=sd)
     return Calibration(a, b, mean, sd, theta)
 
 
@@ -167,7 +194,11 @@ def _quantiles(weights: np.ndarray, values: np.ndarray) -> tuple[float, float]:
 def estimate(a: np.ndarray, b: np.ndarray, shown: np.ndarray, solved: np.ndarray,
              prior_sd: float = PRIOR_SD) -> Ability:
     """The EAP ability after ``shown`` levels with outcomes ``solved``, with its interval."""
-    weights = posterior(a, b, shown, solved, prior_sd)
+    return summary(posterior(a, b, shown, solved, prior_sd))
+
+
+def summary(weights: np.ndarray) -> Ability:
+    """The EAP ability of a ``posterior`` on ``ABILITY_GRID``, with its interval."""
     mean = float(weights @ ABILITY_GRID)
     sd = math.sqrt(max(float(weights @ (ABILITY_GRID - mean) ** 2), 0.0))
     lo, hi = _quantiles(weights, ABILITY_GRID)
@@ -271,16 +302,39 @@ def equated_success(a: np.ndarray, b: np.ndarray, weights: np.ndarray,
     """The expected success over the levels ``(a, b)`` weighted by ``weights`` (the ramp's,
     ``ramp_weights``), under ``ability_posterior`` (on ``ABILITY_GRID``). The interval is
     the central 95% of the success at each ability plus a normal error of the levels'
-    sampling (sum w^2 p (1 - p)) and ``model_sd`` (``model_error``'s), mixed over the
+    sampling and ``model_sd`` (``model_error``'s; ``ramp_spread``), mixed over the
     posterior."""
+    return equated_on(ramp_curve(a, b, weights), ability_posterior,
+                      spread=ramp_spread(a, b, weights, model_sd=model_sd))
+
+
+def ramp_curve(a: np.ndarray, b: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The expected success on the ramp at each point of ``ABILITY_GRID``: what
+    ``equated_success`` reads a posterior through (computed once for many posteriors)."""
+    return success_probability(ABILITY_GRID, a, b) @ weights
+
+
+def ramp_spread(a: np.ndarray, b: np.ndarray, weights: np.ndarray, *,
+                model_sd: float = 0.0) -> np.ndarray:
+    """The equated success's error at each point of ``ABILITY_GRID`` besides the ability's
+    own (an sd): the pool's levels being a sample of the game's, sqrt(sum w^2 p (1 - p)),
+    and ``model_sd``, the model's error on an agent outside the panel."""
     p = success_probability(ABILITY_GRID, a, b)
-    curve = p @ weights
-    sd = np.sqrt((p * (1 - p)) @ (weights * weights) + model_sd ** 2)
+    return np.sqrt((p * (1 - p)) @ (weights * weights) + model_sd ** 2)
+
+
+def equated_on(curve: np.ndarray, ability_posterior: np.ndarray, *,
+               spread: np.ndarray | None = None) -> Equated:
+    """``equated_success`` through a ``ramp_curve``; with a ``ramp_spread`` the interval
+    holds those errors too, without it it is the ability interval's image."""
     value = float(ability_posterior @ curve)
+    if spread is None:
+        lo, hi = _quantiles(ability_posterior, curve)
+        return Equated(round(value, 4), round(lo, 4), round(hi, 4))
     # the mixture's distribution function on a fine grid of success; grid points of no
     # weight are left out (the posterior is sharp after a few dozen levels)
     kept = ability_posterior > 1e-9 * ability_posterior.max()
-    z = (_SUCCESS_GRID[None, :] - curve[kept, None]) / sd[kept, None]
+    z = (_SUCCESS_GRID[None, :] - curve[kept, None]) / spread[kept, None]
     cdf = ability_posterior[kept] @ _normal_cdf(z) / ability_posterior[kept].sum()
     tail = (1 - LEVEL) / 2
     lo = _SUCCESS_GRID[min(int(np.searchsorted(cdf, tail)), _SUCCESS_GRID.size - 1)]
@@ -330,7 +384,7 @@ def model_error(solved: np.ndarray, features: np.ndarray, tiers: np.ndarray,
     for g, name in enumerate(agents):
         rest = calibrate(np.delete(outcomes, g, axis=1), features, tiers)
         a, b, y = rest.discrimination, rest.difficulty, outcomes[:, g]
-        curve = success_probability(ABILITY_GRID, a, b) @ weights
+        curve = ramp_curve(a, b, weights)
         errors = []
         for _ in range(_ERROR_SESSIONS):
             shown = np.array([], dtype=np.int64)

@@ -1,17 +1,19 @@
 """A pool's item parameters: the panel's outcomes and the grade features, calibrated, written.
 
-``sokoforge panel POOL`` plays the panel (report/panel.parquet), then writes here
-``report/items.parquet``: one row per level (index, tier, discrimination, difficulty,
+``sokoforge panel POOL`` plays the panel (report/panel.parquet), then writes
+``report/items.parquet`` here: one row per level (index, tier, discrimination, difficulty,
 prior_difficulty), fitted by ``pipeline.scores.adaptive.calibrate`` on the panel's outcomes
 and the difficulty model's grade features (``pipeline.difficulty.difficulty.FEATURES``);
 and ``report/items.json``: the model's error on an agent outside the panel
 (``pipeline.scores.adaptive.model_error``), which widens every equated interval.
+``sokoforge irt POOL`` refits the parameters on the panel's and the closed scorecards'
+outcomes together (``refit_items``); the model's error stays the panel's.
 """
 
 from __future__ import annotations
 
-__all__ = ["ITEMS_FILE", "ITEMS_FIT_FILE", "is_pool", "items_frame", "model_sd", "read_items",
-           "write_items"]
+__all__ = ["ITEMS_FILE", "ITEMS_FIT_FILE", "folder_is_pool", "is_pool", "items_frame",
+           "model_sd", "read_items", "refit_frame", "refit_items", "write_items"]
 
 import json
 from pathlib import Path
@@ -23,10 +25,18 @@ import polars as pl
 from pipeline.difficulty.difficulty import load_model, transformed
 from pipeline.difficulty.panel import PANEL_FILE
 from pipeline.errors import PipelineError
-from pipeline.scores.adaptive import Calibration, ModelError, calibrate, model_error
+from pipeline.scores.adaptive import (
+    ModelError,
+    Trials,
+    calibrate_trials,
+    model_error,
+    panel_trials,
+)
+from pipeline.scores.irt import round_episodes
 from pipeline.versions.hidden_files import is_hidden, private_writes
+from pipeline.versions.rounds import read_round
 from pipeline.versions.tables import read_parquet, write_parquet, write_text
-from pipeline.versions.version import open_version
+from pipeline.versions.version import MANIFEST_FILE, Version, open_version
 
 ITEMS_FILE = "items.parquet"  # in a pool's report/
 ITEMS_FIT_FILE = "items.json"  # ... and how well they fit an agent outside the panel
@@ -37,14 +47,23 @@ def is_pool(manifest: dict[str, Any]) -> bool:
     return "adaptive" in (manifest.get("spec") or {})
 
 
-def _panel_matrix(levels: pl.DataFrame, panel: pl.DataFrame) -> tuple[np.ndarray, list[str]]:
-    """The panel's outcomes as levels x agents booleans (levels by index) and the agents."""
+def folder_is_pool(folder: Path) -> bool:
+    """``is_pool`` of the version in ``folder`` (False when its manifest cannot be read: a
+    version's own checks say why, where they matter)."""
+    try:
+        manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and is_pool(manifest)
+
+
+def _wide_panel(levels: pl.DataFrame, panel: pl.DataFrame) -> np.ndarray:
+    """The long ``panel`` table (index, agent, solved) as levels x agents, ``levels``' order."""
     wide = (panel.select("index", "agent", "solved").sort("index", "agent")
             .pivot(on="agent", index="index", values="solved").sort("index"))
     if wide["index"].to_list() != levels["index"].to_list():
         raise PipelineError("the panel's levels are not the version's: play the panel again")
-    agents = [c for c in wide.columns if c != "index"]
-    return wide.drop("index").to_numpy().astype(bool), agents
+    return wide.drop("index").to_numpy().astype(bool)
 
 
 def _features(levels: pl.DataFrame) -> np.ndarray:
@@ -52,15 +71,10 @@ def _features(levels: pl.DataFrame) -> np.ndarray:
     return transformed(levels, model.columns, model.transforms)
 
 
-def items_frame(levels: pl.DataFrame, panel: pl.DataFrame) -> pl.DataFrame:
-    """The item parameters of ``levels`` (index, tier and the grade features) from the long
-    ``panel`` table of the same levels (index, agent, solved)."""
-    levels = levels.sort("index")
-    solved, _ = _panel_matrix(levels, panel)
-    return _frame(levels, calibrate(solved, _features(levels), levels["tier"].to_numpy()))
-
-
-def _frame(levels: pl.DataFrame, fit: Calibration) -> pl.DataFrame:
+def _fitted(levels: pl.DataFrame, outcomes: Trials) -> pl.DataFrame:
+    """``items.parquet``'s rows: ``calibrate_trials`` of ``outcomes`` on ``levels`` (by index;
+    index, tier and the grade features)."""
+    fit = calibrate_trials(outcomes, _features(levels), levels["tier"].to_numpy())
     return pl.DataFrame({
         "index": levels["index"].cast(pl.Int16),
         "tier": levels["tier"].cast(pl.Int8),
@@ -68,6 +82,50 @@ def _frame(levels: pl.DataFrame, fit: Calibration) -> pl.DataFrame:
         "difficulty": pl.Series(np.round(fit.difficulty, 6), dtype=pl.Float64),
         "prior_difficulty": pl.Series(np.round(fit.prior_difficulty, 6), dtype=pl.Float64),
     })
+
+
+def items_frame(levels: pl.DataFrame, panel: pl.DataFrame) -> pl.DataFrame:
+    """The item parameters of ``levels`` (index, tier and the grade features) from the long
+    ``panel`` table of the same levels (index, agent, solved)."""
+    levels = levels.sort("index")
+    return _fitted(levels, panel_trials(_wide_panel(levels, panel)))
+
+
+def refit_frame(levels: pl.DataFrame, panel: pl.DataFrame, episodes: pl.DataFrame
+                ) -> tuple[pl.DataFrame, list[str]]:
+    """``items_frame`` on the panel's outcomes and the played ``episodes`` of closed
+    scorecards (an ``irt.episodes_table``, ``index`` the level shown) together: each name
+    one more agent, a level it played twice two trials. Returns the rows and the names."""
+    levels = levels.sort("index")
+    panel_part = panel_trials(_wide_panel(levels, panel))
+    counts = (episodes.group_by("name", "index")
+              .agg(pl.len().alias("trials"), pl.col("solved").sum().alias("hits"))
+              .sort("name", "index"))
+    names = sorted(set(counts["name"].to_list()))
+    number = {n: panel_part.n_agents + i for i, n in enumerate(names)}
+    position = np.searchsorted(levels["index"].to_numpy(), counts["index"].to_numpy())
+    outcomes = Trials(
+        np.concatenate([panel_part.agent, [number[n] for n in counts["name"].to_list()]]),
+        np.concatenate([panel_part.level, position]).astype(np.int64),
+        np.concatenate([panel_part.trials, counts["trials"].to_numpy()]).astype(np.int64),
+        np.concatenate([panel_part.hits, counts["hits"].to_numpy()]).astype(np.int64),
+        panel_part.n_agents + len(names))
+    return _fitted(levels, outcomes), names
+
+
+def _panel(version: Version) -> pl.DataFrame:
+    panel_path = version.report_dir / PANEL_FILE
+    if not panel_path.is_file():
+        raise PipelineError(f"{version.name} has no {PANEL_FILE}: run "
+                            f"`sokoforge panel {version.name}` first")
+    return read_parquet(panel_path)
+
+
+def _write(version: Version, frame: pl.DataFrame) -> Path:
+    out = version.report_dir / ITEMS_FILE
+    with private_writes(is_hidden(version.manifest)):
+        write_parquet(frame, out)
+    return out
 
 
 def _fit_record(error: ModelError) -> dict[str, Any]:
@@ -83,24 +141,49 @@ def write_items(datasets: Path, name: str) -> Path:
     """Calibrate pool ``name`` from its report/panel.parquet: write report/items.parquet and
     the model's error on an agent outside the panel, report/items.json."""
     version = open_version(datasets, name)
-    panel_path = version.report_dir / PANEL_FILE
-    if not panel_path.is_file():
-        raise PipelineError(f"{name} has no {PANEL_FILE}: run `sokoforge panel {name}` first")
     spec = version.spec
     if spec.adaptive is None:
         raise PipelineError(f"{name} is not an adaptive game's pool: it has no item parameters")
-    levels = version.levels().sort("index")
-    solved, agents = _panel_matrix(levels, read_parquet(panel_path))
-    features, tiers = _features(levels), levels["tier"].to_numpy()
-    frame = _frame(levels, calibrate(solved, features, tiers))
-    error = model_error(solved, features, tiers, spec.tier_shares(), agents=agents,
-                        episodes=spec.adaptive.episodes)
-    out = version.report_dir / ITEMS_FILE
+    levels, panel = version.levels().sort("index"), _panel(version)
+    out = _write(version, items_frame(levels, panel))
+    agents = sorted(set(panel["agent"].to_list()))  # the wide panel's columns, in its order
+    error = model_error(_wide_panel(levels, panel), _features(levels), levels["tier"].to_numpy(),
+                        spec.tier_shares(), agents=agents, episodes=spec.adaptive.episodes)
     with private_writes(is_hidden(version.manifest)):
-        write_parquet(frame, out)
         write_text(json.dumps(_fit_record(error), indent=2) + "\n",
                    version.report_dir / ITEMS_FIT_FILE)
     return out
+
+
+def refit_items(datasets: Path, name: str, episodes: pl.DataFrame
+                ) -> tuple[Path, dict[str, Any]]:
+    """Refit pool ``name``'s item parameters on its panel and the played ``episodes`` of its
+    closed scorecards (within its round, if it has one: ``irt.round_episodes``) and write
+    report/items.parquet. Sessions started after read it; a closed Score keeps the ability
+    and equated success it was given at its close. Returns the file and what the refit
+    pooled and moved."""
+    version = open_version(datasets, name)
+    if not is_pool(version.manifest):
+        raise PipelineError(f"{name} is not an adaptive game's pool")
+    levels = version.levels().sort("index")
+    kept, pooled = round_episodes(episodes, read_round(version.folder))
+    if kept.height == 0:
+        within = " within its round" if pooled["round"] else ""
+        raise PipelineError(f"the store holds no played episode of a closed scorecard of "
+                            f"{name}{within}")
+    unknown = set(kept["index"].to_list()) - set(levels["index"].to_list())
+    if unknown:
+        raise PipelineError(f"the store has episodes of levels {sorted(unknown)[:5]} that "
+                            f"{name} does not have")
+    before = read_items(version.folder) if (version.report_dir / ITEMS_FILE).is_file() else None
+    frame, names = refit_frame(levels, _panel(version), kept)
+    moved = (None if before is None else round(float(np.median(np.abs(
+        frame["difficulty"].to_numpy() - before.sort("index")["difficulty"].to_numpy()))), 4))
+    report = {"version": name, "scorecards": int(kept["scorecard"].n_unique()),
+              "episodes": int(kept.height), "names": names,
+              "levels_played": int(kept["index"].n_unique()), "levels": levels.height,
+              "median_difficulty_move": moved, "pooled": pooled}
+    return _write(version, frame), report
 
 
 def read_items(folder: Path) -> pl.DataFrame:
@@ -110,6 +193,7 @@ def read_items(folder: Path) -> pl.DataFrame:
         raise PipelineError(f"{folder.name} has no report/{ITEMS_FILE}: run "
                             f"`sokoforge panel {folder.name}` first")
     return read_parquet(path).sort("index")
+
 
 
 def model_sd(folder: Path) -> float:

@@ -23,6 +23,10 @@ Poisson-binomial (``at_least``) over them, and K (``bound``), the most solved th
 ``THRESHOLD``, is what passes unflagged. A turn of the board changes a search's tie-breaks and
 nothing else, so the turned plays are honest agents of the reference's strength, not the
 reference agent alone.
+
+On an adaptive game's pool every session showed its own levels: its rows are those levels (the
+recorded ``level`` of each episode), so each signal judges it on them, the whole score with the
+frontier's chance of each; the pool's K is stated on the equated scale (``equated_bound``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from __future__ import annotations
 __all__ = [
     "FALSE_FLAG_RATE", "FRONTIER_SCHEMA", "LEVEL_SCHEMA", "NEAR_SLACK", "PLAY_SCHEMA",
     "RULE_BUDGET", "Reference", "SIGNAL_ORDER", "ScorecardPlay", "ScorecardReview", "Signal",
-    "THRESHOLD", "VOTING", "ability", "at_least", "bound", "detours", "frontier",
+    "THRESHOLD", "VOTING", "ability", "at_least", "bound", "detours", "equated_bound", "frontier",
     "hard_optimal", "near_optimal", "person_fit", "raise_frontier", "reference", "replay",
     "review_scorecard", "review_scorecards", "shifted", "solve_chances", "tails", "timing",
     "whole_score",
@@ -336,6 +340,24 @@ def bound(ref: Reference) -> int:
     """K: the most of the version's levels an agent may solve and pass the whole-score test
     (more needs source review)."""
     return _most_unflagged(ref.levels["frontier_chance"].to_numpy())
+
+
+def equated_bound(ref: Reference, discrimination: np.ndarray, difficulty: np.ndarray,
+                  weights: np.ndarray) -> float:
+    """K (``bound``) of an adaptive game's pool on the equated scale: the expected success
+    on the standard ramp (``weights`` over the pool's levels, ``adaptive.ramp_weights``) at
+    the ability whose expected solved count over the pool's levels, under their item
+    parameters, is K."""
+    k = min(max(bound(ref), 0.25), difficulty.size - 0.25)
+    lo, hi = -30.0, 30.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if sigmoid(discrimination * (mid - difficulty)).sum() < k:
+            lo = mid
+        else:
+            hi = mid
+    theta = (lo + hi) / 2
+    return round(float(sigmoid(discrimination * (theta - difficulty)) @ weights), 4)
 
 
 def raise_frontier(ref: Reference, solved: float) -> Reference:

@@ -13,9 +13,9 @@ close compares. The server reads the record to refuse new play on a round that i
 
 from __future__ import annotations
 
-__all__ = ["COLUMNS", "NOTICE_SECONDS", "ROUND_FILE", "STANDINGS_CSV", "STANDINGS_FILES",
-           "STANDINGS_JSON", "STANDINGS_SHA256", "Round", "RoundBook", "RoundRecord",
-           "StandingsRecord", "bound_text", "exact", "iso",
+__all__ = ["COLUMNS", "NOTICE_SECONDS", "POOLED_COLUMNS", "ROUND_FILE", "STANDINGS_CSV",
+           "STANDINGS_FILES", "STANDINGS_JSON", "STANDINGS_SHA256", "Round", "RoundBook",
+           "RoundRecord",           "StandingsRecord", "bound_text", "exact", "iso",
            "open_round", "parse_time", "read_round", "record_round", "round_state",
            "standings_bytes", "version_folder", "write_standings"]
 
@@ -58,6 +58,14 @@ COLUMNS = ("rank", "name", "scorecard_id", "session_id", "submitted_at", "succes
            "success_interval_lo", "success_interval_hi", "indistinguishable_from_above",
            "paired_p_above", "solved", "episodes", "move_efficiency", "deadlock_rate",
            "avg_steps_solved", "total_actions", "source", "review")
+# An adaptive game's standings: one row per name, ranked by its ability pooled over all its
+# closed scorecards (``pipeline.scores.pooled``); ``scorecard_id`` and ``submitted_at`` are its
+# latest, ``review`` its scorecards' worst verdict, ``success_rate`` the raw one pooled (near
+# 0.5 by design: not comparable across games)
+POOLED_COLUMNS = ("rank", "name", "scorecards", "scorecard_id", "submitted_at", "ability",
+                  "ability_lo", "ability_hi", "equated_success", "equated_lo", "equated_hi",
+                  "indistinguishable_from_above", "paired_p_above", "solved", "episodes",
+                  "success_rate", "source", "review")
 _FIRST = datetime(1, 1, 1, tzinfo=UTC).timestamp()
 _LAST = datetime(9999, 12, 31, 23, 59, 59, 999000, UTC).timestamp()
 _FRACTION = re.compile(r"[.,](\d+)")  # an ISO 8601 time has no other '.' or ','
@@ -251,27 +259,37 @@ def open_round(datasets: Path, version: str, closes: float, now: float | None = 
     return rnd
 
 
-def bound_text(bound: int, levels: int | None) -> str:
+def bound_text(bound: int, levels: int | None, equated: float | None = None) -> str:
     """What passes the fair-play review unflagged, in words: the sentence the review, its
-    report, the boards and the standings state."""
+    report, the boards and the standings state. On an adaptive game's pool, whose sessions
+    are each judged on the levels they showed, it is stated on the ``equated`` scale."""
+    if equated is not None:
+        return (f"on this pool, play beyond the compute frontier on the levels a session "
+                f"showed needs source review: about an equated success above {equated:.1%} "
+                f"(the pool's bound, {bound} of its {levels} levels)")
     return f"on this version, more than {bound} of {levels} solved needs source review"
 
 
 def standings_bytes(version: str, rows: Sequence[Mapping[str, Any]],
                     columns: Sequence[str] = COLUMNS, bound: int | None = None,
-                    levels: int | None = None) -> dict[str, bytes]:
+                    levels: int | None = None, equated: float | None = None
+                    ) -> dict[str, bytes]:
     """The contents of ``standings.json``, ``standings.csv`` and ``standings.sha256`` (both
     files' digests, in ``sha256sum`` format, names relative to the folder) for ``rows``, each
     exactly the keys ``columns``: the same rows give the same bytes. With ``bound``, the JSON
     states the fair-play review's K of the ``levels`` (``bound``: more solved needed source
-    review); standings sealed before that was kept have none."""
+    review); standings sealed before that was kept have none. A pool's (``equated``) is
+    stated on the equated scale too."""
     for row in rows:
         if list(row) != list(columns):
             raise PipelineError(f"a standings row has the keys {list(row)}, not the columns "
                                 f"{list(columns)}")
     head: dict[str, Any] = {"format": 1, "version": version}
     if bound is not None:
-        head["bound"] = {"solved": bound, "levels": levels, "text": bound_text(bound, levels)}
+        head["bound"] = {"solved": bound, "levels": levels,
+                         "text": bound_text(bound, levels, equated)}
+        if equated is not None:
+            head["bound"]["equated_success"] = equated
     files = {STANDINGS_JSON: (json.dumps({**head, "columns": list(columns),
                                           "entries": list(rows)}, indent=2) + "\n").encode()}
     text = io.StringIO()

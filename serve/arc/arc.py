@@ -195,7 +195,9 @@ def _served_game(arena: Arena, requested: str) -> GameEntry:
 
 def _info(entry: GameEntry) -> dict[str, Any]:
     v = entry.version
-    return w.game_info(v.version, v.game, [lv.optimal_moves for lv in v.levels], entry.restarts)
+    # a pool's levels are chosen as a session plays: no episode's optimum is known before
+    baselines = [lv.optimal_moves for lv in v.levels] if v.pool is None else []
+    return w.game_info(v.version, v.game, baselines, entry.restarts)
 
 
 def _frame(request: web.Request, session: Session, grids: list[bytes], action: int,
@@ -209,9 +211,8 @@ def _frame_body(session: Session, grids: list[bytes], action: int, data: dict[st
     """The FrameData of ``session`` as it is now."""
     solved = sum(e.solved for e in session.episodes)
     return w.frame_data(game=w.game_id(session.version.version), guid=session.id, grids=grids,
-                        state=w.arc_state(session.state == IN_PROGRESS, solved,
-                                          len(session.episodes)),
-                        levels_completed=solved, win_levels=len(session.episodes),
+                        state=w.arc_state(session.state == IN_PROGRESS, solved, session.length),
+                        levels_completed=solved, win_levels=session.length,
                         action=action, data=data, reasoning=reasoning, full_reset=full_reset)
 
 

@@ -22,6 +22,7 @@ from engine.pictures.frames import CRATE, PLAYER, TileAtlas
 from engine.pictures.look import ARC_INDEX
 from engine.pictures.render import SIZE
 from pipeline.errors import InputError, PipelineError
+from pipeline.scores.items import is_pool
 from pipeline.versions.tables import write_text
 from pipeline.versions.version import open_version
 from serve.arc import arc_wire as w
@@ -58,9 +59,14 @@ def export_arc_game(datasets: Path, version: str, out: Path,
                          "OUT; use letters, digits, '_' or '.', not starting with '.' (the "
                          "toolkit splits a game id at its first '-')")
     # refused from the manifest, before a level is read
-    if not manifest_is_public(open_version(Path(datasets), version, strict=False).manifest):
+    manifest = open_version(Path(datasets), version, strict=False).manifest
+    if not manifest_is_public(manifest):
         raise PipelineError(f"{version} is a hidden version: its levels would be in the "
                             "exported source; export a public or imported version")
+    if is_pool(manifest):
+        raise PipelineError(f"{version} is an adaptive game's pool: the server chooses each "
+                            "session's levels as it plays, which no exported game can; play "
+                            "its ARC face served (sokoforge serve)")
     try:
         entry = Registry([load_version(Path(datasets), version)]).first
     except DatasetError as e:

@@ -13,7 +13,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from serve.arena.errors import Conflict, NotFound
+from serve.arena.exposure import Exposures
 from serve.arena.images import ImageCache
 from serve.games.dataset import ServedVersion
 from serve.games.episode import EXPIRED, IN_PROGRESS, PLAYED, RESTART_LEVEL, EpisodeRun, Run
@@ -70,7 +73,7 @@ class Session(Run):
 def record_of(run: EpisodeRun) -> EpisodeRecord:
     """An episode as the store keeps it."""
     return EpisodeRecord(run.index, run.done, run.solved, run.deadlocked, run.steps,
-                         "".join(run.actions), run.snapshot())
+                         "".join(run.actions), run.snapshot(), level=run.served.index)
 
 
 def entry_for(games: Registry, game: str, version: str, what: str) -> GameEntry:
@@ -96,6 +99,7 @@ class SessionCache:
         self.limits = limits
         self.clock = clock
         self.images = images
+        self.exposures = Exposures(store, clock)  # how often each pool level was shown
         self.copies: OrderedDict[str, Session] = OrderedDict()
 
     def cutoff(self) -> float:
@@ -135,15 +139,25 @@ class SessionCache:
         self.show(session)  # pictures only for the episodes in flight: nothing else shows
         return session
 
+    def blocked(self, version: str) -> np.ndarray | None:
+        """The levels of ``version`` (a pool) last read as shown too often, else None."""
+        shown = self.exposures.latest(version)
+        return None if shown is None else shown.blocked()
+
     def restored(self, record: SessionRecord, name: str, rows: list[EpisodeRecord]) -> Session:
         """``loaded`` without its pictures (which only the event loop's thread draws, as it
         alone touches the image cache): for a change made inside the store's transaction."""
         entry = entry_for(self.games, record.game, record.version, f"session {record.id}")
         levels = entry.version.levels
-        episodes = [EpisodeRun.restored(levels[r.index], done=r.done, solved=r.solved,
+        # each episode on its recorded level; an adaptive session's episodes whose level is
+        # not chosen yet (the rows after the chosen ones) are not played yet either
+        episodes = [EpisodeRun.restored(levels[r.level], done=r.done, solved=r.solved,
                                         deadlocked=r.deadlocked, steps=r.steps,
-                                        actions=r.actions, snapshot=r.snapshot) for r in rows]
-        session = Session(episodes, entry.version.tiers, record.parallel, record.state,
+                                        actions=r.actions, snapshot=r.snapshot, place=r.index)
+                    for r in rows if r.level is not None]
+        session = Session(episodes, entry.tiers, record.parallel, record.state,
+                          chooser=entry.chooser([e.served.index for e in episodes],
+                                                self.blocked(record.version)),
                           record=record, name=name, entry=entry, last_active=record.last_active,
                           seq=record.seq, writer=record.writer, own=secrets.token_hex(8))
         session.refill()

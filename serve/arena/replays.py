@@ -36,15 +36,19 @@ class Replays:
 
     def _outcomes(self, version: str, rows: list[EpisodeRecord],
                   with_actions: bool) -> list[dict[str, Any]]:
-        """Each episode's outcome (never its level); its action string only if asked."""
+        """Each episode's outcome (never its level, but in a public game, whose solutions are
+        shown: ``level``, the one it played); its action string only if asked."""
         entry = self.games.by_version(version)
         levels = entry.version.levels if entry else None
         episodes = []
         for row in rows:
+            served = levels[row.level] if levels and row.level is not None else None
             item: dict[str, Any] = {"index": row.index, "finished": row.done,
                                     "solved": row.solved, "steps": row.steps,
-                                    "optimal": levels[row.index].optimal_moves if levels else None,
+                                    "optimal": served.optimal_moves if served else None,
                                     "deadlocked": row.deadlocked}
+            if entry is not None and entry.public and row.level is not None:
+                item["level"] = row.level
             if with_actions:
                 item["actions"] = row.actions
             episodes.append(item)
@@ -107,9 +111,9 @@ class Replays:
             raise NotFound(f"no replay of session {session_id} for this key: a hidden game's "
                            "episodes are shown only to the key that played them")
         row = next((r for r in rows if r.index == episode), None)
-        if row is None or not row.actions:
+        if row is None or not row.actions or row.level is None:
             raise NotFound(f"episode {episode} of session {session_id} was not played")
-        served = entry.version.levels[row.index]
+        served = entry.version.levels[row.level]  # the level it played, recorded
         return {"session_id": record.id, "game": record.game, "version": record.version,
                 "episode": row.index, "actions": row.actions, "solved": row.solved,
                 "steps": row.steps, "optimal": served.optimal_moves,
@@ -117,14 +121,16 @@ class Replays:
                 **self._pictures(served, row.actions)}
 
     def solution_frames(self, game: str, episode: int) -> dict[str, Any]:
-        """A public game's level played by its stored optimal solution, as a replay's
-        pictures; a hidden game's levels are never shown (``NotFound``, as if there were
-        none)."""
+        """A public game's level ``episode`` (its index in the version: an episode's recorded
+        ``level``, which a fixed game's episode index is) played by its stored optimal
+        solution, as a replay's pictures; a hidden game's levels are never shown
+        (``NotFound``, as if there were none)."""
         entry = self.games.get(game)
         if entry is None or not entry.public:
             raise NotFound(f"no public game {game!r}: only a public game's solutions are shown")
-        if not 0 <= episode < entry.episodes:
-            raise NotFound(f"game {game!r} has levels 0 to {entry.episodes - 1}")
+        count = len(entry.version.levels)
+        if not 0 <= episode < count:
+            raise NotFound(f"game {game!r} has levels 0 to {count - 1}")
         served = entry.version.levels[episode]
         if served.solution is None:
             raise NotFound(f"version {entry.version.version} stores no solutions")

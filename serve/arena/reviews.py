@@ -29,7 +29,10 @@ def bound_view(report: dict[str, Any]) -> dict[str, Any] | None:
     bound, levels = report.get("bound"), report.get("levels")
     if not isinstance(bound, int) or not isinstance(levels, int):
         return None
-    return {"solved": bound, "levels": levels, "text": bound_text(bound, levels)}
+    equated = report.get("equated_bound")  # a pool's: stated on the equated scale
+    equated = float(equated) if isinstance(equated, (int, float)) else None
+    return {"solved": bound, "levels": levels, "text": bound_text(bound, levels, equated),
+            **({} if equated is None else {"equated_success": equated})}
 
 
 class Reviews:
@@ -100,15 +103,20 @@ class Reviews:
 
     def mark(self, board: dict[str, Any]) -> dict[str, Any]:
         """A leaderboard answer with ``reviewed`` (whether a review has run), each entry's
-        ``review`` verdict (null when it was not reviewed) and ``cleared`` (when a person
+        ``review`` verdict (null when it was not reviewed; a pooled entry's ``needs review``
+        when any of its scorecards does) and ``cleared`` (when a person
         cleared it after reading its source; null if not): marks, the ranking unchanged;
         and the review's ``bound`` (``bound_view``; null before a review or without one)."""
         report = self._report(board["version"])
         cards = None if report is None else report["cards"]
         cleared = self.cleared(board["version"])
         for entry in board["entries"]:
-            found = (cards or {}).get(entry["scorecard_id"])
-            entry["review"] = None if found is None else found["verdict"]
+            # a pooled entry (an adaptive game's) is marked as its scorecards' worst verdict
+            found = [c for c in ((cards or {}).get(i) for i in entry.get(
+                "scorecard_ids", [entry["scorecard_id"]])) if c is not None]
+            verdicts = {c["verdict"] for c in found}
+            entry["review"] = (None if not found else "needs review" if "needs review" in
+                               verdicts else found[-1]["verdict"])
             entry["cleared"] = cleared.get(entry["scorecard_id"])
         return {**board, "reviewed": cards is not None,
                 "bound": None if report is None else report["bound"]}

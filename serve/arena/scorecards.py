@@ -11,14 +11,15 @@ from pipeline.precision import with_interval
 from serve.arena.cache import RETRIES, Session, SessionCache, entry_for, record_of
 from serve.arena.errors import Limited, NotFound, Unavailable
 from serve.arena.rounds import Rounds
-from serve.games.episode import IN_PROGRESS, EpisodeRun, score
+from serve.games.episode import IN_PROGRESS, Run, score
 from serve.limits import until_tomorrow, utc_day
 from serve.stores import Final, KeyRecord, ScorecardRecord, StaleSession, StoreLimit
 
-__all__ = ["SCORE_FIELDS", "Scorecards", "attached", "iso", "with_intervals"]
+__all__ = ["ADAPTIVE_FIELDS", "SCORE_FIELDS", "Scorecards", "attached", "iso", "with_intervals"]
 
 SCORE_FIELDS = ("episodes", "solved", "success_rate", "success_interval", "move_efficiency",
                 "avg_steps_solved", "deadlock_rate", "total_actions")
+ADAPTIVE_FIELDS = ("ability", "equated_success")  # what an adaptive game's Score adds
 
 
 def iso(ts: float | None) -> str | None:
@@ -98,7 +99,7 @@ class Scorecards:
         live = score(s.episodes)
         playing = s.state == IN_PROGRESS  # an expired session keeps a stale in-flight list
         return {"session_id": s.id, "state": s.state, "parallel": s.parallel,
-                "episodes": len(s.episodes), "finished": s.finished,
+                "episodes": s.length, "finished": s.finished,
                 "in_flight": list(s.in_flight) if playing else [],
                 "tier": s.tier if playing and s.in_flight else None,
                 "solved": live["solved"], "deadlocked": sum(e.deadlocked for e in s.episodes),
@@ -111,7 +112,8 @@ class Scorecards:
                 "version": result["version"] if result else record.version,
                 "opened_at": iso(record.opened), "closed": result is not None,
                 "closed_at": iso(record.closed), "games": games,
-                "score": None if result is None else {k: result[k] for k in SCORE_FIELDS},
+                "score": None if result is None else {
+                    k: result[k] for k in (*SCORE_FIELDS, *ADAPTIVE_FIELDS) if k in result},
                 **attached(record)}
 
     async def close(self, key: KeyRecord, scorecard_id: str) -> dict[str, Any]:
@@ -129,16 +131,17 @@ class Scorecards:
                 self.rounds.require_open(version, "; this scorecard was not closed before it, "
                                                   "so it is not ranked", at=now)
             for s in sessions:
-                s.close()
-            played: dict[str, tuple[str | None, str, list[EpisodeRun]]] = {
-                s.record.game: (s.id, s.record.version, s.episodes) for s in sessions}
+                s.close()  # an adaptive session's unplayed episodes padded as failures
+            played: dict[str, tuple[str | None, str, Run]] = {
+                s.record.game: (s.id, s.record.version, s) for s in sessions}
             if not played:  # nothing started: the first game, every episode unsolved
                 game, version = next(iter(card.games.items()))
                 entry = entry_for(self.games, game, version, f"scorecard {scorecard_id}")
-                played[game] = (None, version, [EpisodeRun(lv) for lv in entry.version.levels])
-                for run in played[game][2]:
-                    run.finish(False)
-            scores = {g: score(runs) for g, (_, _, runs) in played.items()}
+                played[game] = (None, version, entry.new_run())
+                played[game][2].close()
+            # each Score as it stands now, an adaptive one's ability with it: frozen in the
+            # stored result, whatever a later refit of the pool's items says
+            scores = {g: run.score() for g, (_, _, run) in played.items()}
             first = next(iter(played))
             result = {**scores[first], "scorecard_id": card.id, "name": card.name,
                       "version": played[first][1], "closed": True, "games": scores,

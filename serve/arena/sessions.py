@@ -39,7 +39,6 @@ from serve.games.episode import (
     RESTART_GAME,
     RESTART_LEVEL,
     Outcome,
-    new_run,
 )
 from serve.limits import subject_of
 from serve.stores import (
@@ -122,8 +121,17 @@ class Sessions:
         own = secrets.token_hex(8)
         record = SessionRecord("gs-" + secrets.token_hex(12), scorecard_id, key.key_hash, game,
                                entry.version.version, parallel, IN_PROGRESS, now, now, 0, own)
+        blocked = None
+        if entry.version.pool is not None:  # the first block passes over the over-shown
+            shown = await self.cache.exposures.read(entry.version.version,
+                                                    len(entry.version.levels))
+            blocked = shown.blocked()
+        run = entry.new_run(parallel, blocked=blocked)
+        # each episode's level: an adaptive game's first block chosen now, the rest later
+        levels: list[int | None] = [e.served.index for e in run.episodes]
+        levels += [None] * (run.length - len(levels))
         try:
-            await self.store.create_session(record, entry.episodes, self.limits.sessions_per_key,
+            await self.store.create_session(record, levels, self.limits.sessions_per_key,
                                             self.limits.sessions_total, self.cache.cutoff(),
                                             address=subject_of(address),
                                             per_address=self.limits.address_sessions())
@@ -143,10 +151,9 @@ class Sessions:
                               "close one first") from None
             raise Limited(f"the server has {e.count} sessions in flight, its limit; "
                           "retry in a minute") from None
-        run = new_run(entry.version.levels, entry.version.tiers, parallel)
         session = Session(run.episodes, run.tiers, parallel, run.state, run.tier, run.in_flight,
-                          record=record, name=key.name, entry=entry, last_active=now, seq=0,
-                          writer=own, own=own)
+                          run.chooser, record=record, name=key.name, entry=entry,
+                          last_active=now, seq=0, writer=own, own=own)
         self.cache.show(session)
         self.cache.keep(session)
         return session
@@ -221,10 +228,12 @@ class Sessions:
         if len(steps) < step:  # played here a moment ago; its write is not stored yet
             raise Unavailable(f"step {step} of session {session.id} is still being stored; "
                               "retry it")
-        run = new_run(session.version.levels, session.version.tiers, session.parallel)
+        # on the levels recorded (an adaptive game's replay chooses none anew)
+        run = session.entry.new_run(session.parallel, [e.served.index for e in session.episodes],
+                                    self.cache.blocked(session.version.version))
         outcome = run.replay(steps)
         replayed = Session(run.episodes, run.tiers, run.parallel, run.state, run.tier,
-                           run.in_flight, record=session.record, name=session.name,
+                           run.in_flight, run.chooser, record=session.record, name=session.name,
                            entry=session.entry, last_active=session.last_active, seq=step)
         self.cache.show(replayed)
         return replayed, outcome, *steps[-1]
@@ -313,10 +322,14 @@ class Sessions:
         if session.state != IN_PROGRESS:
             raise _Over(session)
         index = self._in_flight(session, change.episode)
+        chosen = len(session.episodes)
         outcome = session.act(index, change.action)
         ended = session.state if session.state != IN_PROGRESS else None
-        write = session.write(self.clock(), change.action, index,
-                              (record_of(session.episodes[index]),), ended, change.arrived)
+        # the episode played, and the block an adaptive game chose as it ended the one before:
+        # the choice is stored by this write, or discarded with it
+        rows = (record_of(session.episodes[index]),
+                *map(record_of, session.episodes[chosen:]))
+        write = session.write(self.clock(), change.action, index, rows, ended, change.arrived)
         return outcome, write
 
     def _draw(self, session: Session, outcome: Outcome) -> None:

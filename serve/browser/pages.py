@@ -179,9 +179,39 @@ def _games(spec: dict[str, Any]) -> str:
     return f"<p>Games served (one scorecard may play each once):</p><ul>{items}</ul>"
 
 
-def _board_table(board: dict[str, Any], playable: bool) -> str:
-    """One version's ranking; each name links to its scorecard's page."""
+def _pooled_table(board: dict[str, Any]) -> str:
+    """An adaptive game's ranking: each name's ability pooled over its sessions, its equated
+    success, and its raw success beside them (not comparable across games)."""
     rows = "".join(
+        f"<tr><td>{e['rank']}</td><td><a href='/scorecards/{escape(e['scorecard_id'])}' "
+        f"title='{escape(e['name'])}: its latest scorecard'>{escape(e['name'])}</a>"
+        f"{_browser_tag(e.get('source'))}{_review_tag(e.get('review'))}"
+        f"{_cleared_tag(e.get('cleared'))}</td>"
+        f"<td>{e['ability']['theta']:+.2f}</td><td class=muted>{e['ability']['low']:+.2f} to "
+        f"{e['ability']['high']:+.2f}</td><td>{_tie(e)}</td>"
+        f"<td>{e['equated_success']['value']:.1%}</td><td class=muted>"
+        f"{e['equated_success']['low']:.0%}&ndash;{e['equated_success']['high']:.0%}</td>"
+        f"<td>{e['scorecards']}</td><td class=muted>{e['success_rate']:.0%}</td>"
+        f"<td>{escape(e['submitted_at'] or '')[:10]}</td></tr>" for e in board["entries"])
+    if not rows:
+        rows = "<tr><td colspan=10>no closed scorecards yet</td></tr>"
+    return ("<p class=muted>The adaptive game: each name is ranked by its ability pooled over "
+            "all its closed scorecards (not its best one), with its 95% interval; equated "
+            "success is the expected success on the standard game's ramp at that ability, "
+            "which compares with the standard game. The raw success is near 50% by design: "
+            "do not compare it across games.</p>"
+            f"<div class=wrap><table class=board><tr><th>#</th><th>name</th><th>ability</th>"
+            f"<th title='95% of the pooled posterior'>interval</th>"
+            f"<th title='the posterior cannot tell the order with the entry above (p >= 0.05)'>"
+            f"tied</th><th>equated success</th><th>interval</th><th>scorecards</th>"
+            f"<th title='not comparable across games'>raw success</th><th>date</th></tr>{rows}"
+            "</table></div>")
+
+
+def _board_table(board: dict[str, Any], playable: bool) -> str:
+    """One version's ranking (an adaptive game's by pooled ability, ``_pooled_table``); each
+    name links to its scorecard's page."""
+    rows = "" if board.get("adaptive") else "".join(
         f"<tr><td>{e['rank']}</td><td><a href='/scorecards/{escape(e['scorecard_id'])}' "
         f"title='{escape(e['name'])}'>{escape(e['name'])}</a>{_browser_tag(e.get('source'))}"
         f"{_review_tag(e.get('review'))}{_cleared_tag(e.get('cleared'))}</td>"
@@ -199,8 +229,10 @@ def _board_table(board: dict[str, Any], playable: bool) -> str:
            if board.get("round") else "")
     bound = (f"<p class=bound>Fair-play bound: {escape(board['bound']['text'])}.</p>"
              if board.get("bound") else "")
-    return (f"<h2>{game}version <code>{escape(board['version'])}</code>{play}</h2>{rnd}{bound}"
-            f"<div class=wrap><table class=board><tr><th>#</th><th>name</th><th>success</th>"
+    head = f"<h2>{game}version <code>{escape(board['version'])}</code>{play}</h2>{rnd}{bound}"
+    if board.get("adaptive"):
+        return head + _pooled_table(board)
+    return (f"{head}<div class=wrap><table class=board><tr><th>#</th><th>name</th><th>success</th>"
             f"<th title='95% over draws of levels'>interval</th>"
             f"<th title='a paired test over the levels cannot tell it from the entry above'>"
             f"tied</th><th>efficiency</th><th>deadlocks</th><th>solved</th><th>date</th></tr>{rows}"
@@ -217,8 +249,10 @@ def _tie(entry: dict[str, Any]) -> str:
     """The mark of an entry a paired test cannot tell from the one above."""
     if not entry.get("indistinguishable_from_above"):
         return ""
-    return (f"<span class=tag title='paired test over the levels against the entry above: "
-            f"p = {entry['paired_p_above']:.2f}'>&asymp; above</span>")
+    test = ("the posterior cannot order it with the entry above" if "ability" in entry else
+            "paired test over the levels against the entry above")
+    return (f"<span class=tag title='{test}: p = {entry['paired_p_above']:.2f}'>&asymp; above"
+            "</span>")
 
 
 def _review_tag(verdict: str | None) -> str:
@@ -357,10 +391,26 @@ def _outcome_row(e: dict[str, Any], replay: bool, owner_only: bool = False) -> s
               f"{' hidden' if owner_only else ''}>replay</button>"
               if replay and e["steps"] else "")
     if replay and not owner_only:
-        button += f" <button type=button data-solution={e['index']}>solution</button>"
+        # the level it played (an adaptive game's episode shows a level of its own choosing)
+        button += (f" <button type=button data-solution={e.get('level', e['index'])}>"
+                   "solution</button>")
     return (f"<tr><td>{e['index'] + 1}</td><td class=l>{result}</td><td>{e['steps']}</td>"
             f"<td>{e['optimal'] if e['optimal'] is not None else '-'}</td>"
             f"<td>{'yes' if e['deadlocked'] else 'no'}</td><td>{button}</td></tr>")
+
+
+def _ability(score: dict[str, Any]) -> str:
+    """An adaptive game's ability and equated success, and why its raw success is not read
+    across games; nothing for a fixed game's Score."""
+    ability, equated = score.get("ability"), score.get("equated_success")
+    if not ability or not equated:
+        return ""
+    return (f"<p>Ability <b>{ability['theta']:+.2f}</b> (95% {ability['low']:+.2f} to "
+            f"{ability['high']:+.2f}); equated success <b>{equated['value']:.1%}</b> "
+            f"({equated['low']:.1%}&ndash;{equated['high']:.1%}): the expected success on the "
+            "standard game's ramp at that ability. <span class=muted>The adaptive game shows "
+            "each agent levels it solves about half the time, so its raw success rate stays "
+            "near 50% and compares with no other game: read the equated success.</span></p>")
 
 
 def _score(score: dict[str, Any] | None) -> str:
@@ -368,7 +418,7 @@ def _score(score: dict[str, Any] | None) -> str:
         return "<p class=muted>Not closed yet: no Score.</p>"
     interval = (f", 95% interval {_interval(score)} over draws of levels"
                 if score.get("success_interval") else "")
-    return (f"<p>Solved <b>{score['solved']}/{score['episodes']}</b> "
+    return _ability(score) + (f"<p>Solved <b>{score['solved']}/{score['episodes']}</b> "
             f"({score['success_rate']:.2%}{interval}), move efficiency "
             f"<b>{score['move_efficiency']:.3f}</b>, deadlocks "
             f"<b>{score['deadlock_rate']:.2%}</b>, "

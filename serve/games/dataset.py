@@ -23,10 +23,12 @@ from engine.episode import UnplayableLevel, check_playable
 from engine.errors import SokoforgeError
 from engine.levels import Level, LevelError, State, parse_xsb
 from engine.pictures.look import LOOKS, Look, LookError, Painter, painter, stored_look
-from pipeline.errors import InputError
+from pipeline.errors import InputError, PipelineError
+from pipeline.scores.items import is_pool
 from pipeline.spec import version_look
 from pipeline.versions.version import open_version
 from serve.games.framezip import Picture
+from serve.games.pool import Pool, load_pool
 
 FORMATS = (1,)
 COLUMNS = ("index", "tier", "n_crates", "xsb", "optimal_moves", "max_steps")
@@ -77,7 +79,8 @@ class ServedLevel:
 
 @dataclass(frozen=True, eq=False)
 class ServedVersion:
-    """The levels of one version in play order, grouped into tiers of consecutive levels."""
+    """The levels of one version in play order, grouped into tiers of consecutive levels;
+    a pool's (an adaptive game's) with its item parameters, ``pool``."""
 
     version: str
     game: str
@@ -86,22 +89,28 @@ class ServedVersion:
     tiers: tuple[tuple[int, int], ...]
     sha256: str
     folder: Path | None = None  # where it was loaded from (its report/ holds the line's fit)
+    pool: Pool | None = None
 
     @property
     def episodes(self) -> int:
-        return len(self.levels)
+        """How many episodes a session plays: every level, or a pool's ``episodes``."""
+        return len(self.levels) if self.pool is None else self.pool.episodes
 
     @property
     def order(self) -> str:
-        """``ramp`` (a build: easiest first within each tier) or ``file`` (an imported
-        collection, played in its files' order)."""
+        """``ramp`` (a build: easiest first within each tier), ``file`` (an imported
+        collection, played in its files' order) or ``adaptive`` (a pool: each session's
+        levels chosen as it plays)."""
+        if self.pool is not None:
+            return "adaptive"
         manifest = self.manifest
         imported = (manifest.get("seed_source") == "imported" or bool(manifest.get("sources"))
                     or (manifest.get("generator") or {}).get("method") == "imported")
         return "file" if imported else "ramp"
 
     def spec(self) -> dict[str, Any]:
-        """The public numbers of the served set: counts and budgets, never layouts."""
+        """The public numbers of the served set: counts and budgets, never layouts (nor a
+        pool's item parameters)."""
         spec = self.manifest.get("spec") or {}
         tiers = []
         for t, (lo, hi) in enumerate(self.tiers):
@@ -130,6 +139,9 @@ class ServedVersion:
             "rotated_from": self.manifest.get("rotated_from"),
             "order": self.order,
             "public_seed": self.manifest.get("public_seed"),
+            **({} if self.pool is None else {"adaptive": {
+                "pool": len(self.levels), "episodes": self.pool.episodes,
+                "parallel": self.pool.block}}),
         }
 
 
@@ -145,11 +157,17 @@ def load_version(root: Path, version: str) -> ServedVersion:
         raise DatasetError(f"{manifest_path}: unknown look {look!r}; this server draws "
                            f"{', '.join(LOOKS)}")
     rows = _read_rows(opened.levels_path)
+    pool = None
+    if is_pool(manifest):  # before the levels' precompute: a pool never calibrated is refused
+        try:
+            pool = load_pool(opened.folder, manifest, [int(r["tier"]) for r in rows])
+        except PipelineError as e:
+            raise DatasetError(str(e)) from None
     levels = tuple(_served_level(row, look) for row in rows)
     return ServedVersion(version=str(manifest.get("version", version)),
                          game=str(manifest.get("game") or "standard"), manifest=manifest,
                          levels=levels, tiers=_tier_ranges([lv.tier for lv in levels]),
-                         sha256=opened.sha256, folder=opened.folder)
+                         sha256=opened.sha256, folder=opened.folder, pool=pool)
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:

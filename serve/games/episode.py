@@ -10,13 +10,14 @@ exactly where it was without replaying it.
 from __future__ import annotations
 
 __all__ = [
-    "EpisodeRun", "Outcome", "PLAYED", "RESTART_GAME", "RESTART_LEVEL", "Run", "Score",
-    "decode_state", "encode_state", "new_run", "replay_states", "score",
+    "Ability", "Chooser", "EpisodeRun", "Equated", "Outcome", "PLAYED", "RESTART_GAME",
+    "RESTART_LEVEL", "Run", "Score", "decode_state", "encode_state", "new_run", "replay_states",
+    "score",
 ]
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from engine import episode as core
 from engine.episode import Episode, StepResult
@@ -43,7 +44,8 @@ def decode_state(text: str) -> State:
 @dataclass
 class EpisodeRun:
     """One episode of a served level: the core's ``Episode`` once started (``game``), the
-    letters played, and the outcome its run recorded (a run that closes ends every episode)."""
+    letters played, and the outcome its run recorded (a run that closes ends every episode).
+    ``place`` is its index in the run when that is not its level's (an adaptive game's)."""
 
     served: ServedLevel
     game: Any = None  # the core's ``Episode`` once started
@@ -53,10 +55,12 @@ class EpisodeRun:
     actions: list[str] = field(default_factory=list)
     steps: int = 0
     obs: Any = None  # the play layer's picture of the current state
+    place: int | None = None
 
     @property
     def index(self) -> int:
-        return self.served.index
+        """The episode's index in its run."""
+        return self.served.index if self.place is None else self.place
 
     @property
     def state(self) -> State:
@@ -97,11 +101,12 @@ class EpisodeRun:
 
     @classmethod
     def restored(cls, served: ServedLevel, *, done: bool, solved: bool, deadlocked: bool,
-                 steps: int, actions: str, snapshot: str | None) -> EpisodeRun:
+                 steps: int, actions: str, snapshot: str | None,
+                 place: int | None = None) -> EpisodeRun:
         """The episode as a stored row left it: from its snapshot, or (rows written before
         snapshots existed) by replaying its action string once."""
         run = cls(served, done=done, solved=solved, deadlocked=deadlocked,
-                  actions=list(actions), steps=steps)
+                  actions=list(actions), steps=steps, place=place)
         if snapshot is not None:
             run.begin(decode_state(snapshot))
         elif actions:
@@ -143,9 +148,30 @@ class Outcome:
     episode_done: bool
 
 
+class Chooser(Protocol):
+    """What chooses an adaptive run's levels as it plays (``serve.games.adaptive``)."""
+
+    @property
+    def episodes(self) -> int:
+        """How many episodes the run plays."""
+
+    def block(self, episodes: list[EpisodeRun], size: int) -> list[EpisodeRun]:
+        """The next ``size`` episodes after ``episodes`` (all ended), on levels chosen now."""
+
+    def padding(self, episodes: list[EpisodeRun]) -> list[EpisodeRun]:
+        """The episodes after ``episodes`` that a run closed early did not play, ended."""
+
+    def measure(self, episodes: list[EpisodeRun]) -> tuple[Ability, Equated]:
+        """What the Score of ``episodes`` adds: its ``ability`` and ``equated_success``."""
+
+
 @dataclass
 class Run:
-    """Every episode of a version in play order, tier by tier, with ``parallel`` in flight."""
+    """Every episode of a version in play order, tier by tier, with ``parallel`` in flight.
+
+    An adaptive run (with a ``chooser``) has its ``tiers`` be its blocks, ranges of episode
+    indices; a block's episodes are chosen, and appended, once every episode before has
+    ended."""
 
     episodes: list[EpisodeRun]
     tiers: Sequence[tuple[int, int]]
@@ -153,19 +179,30 @@ class Run:
     state: str = IN_PROGRESS
     tier: int = 0
     in_flight: list[int] = field(default_factory=list)
+    chooser: Chooser | None = None
 
     @property
     def finished(self) -> int:
         return sum(e.done for e in self.episodes)
 
+    @property
+    def length(self) -> int:
+        """How many episodes the run plays (an adaptive one holds only those chosen yet)."""
+        return len(self.episodes) if self.chooser is None else self.chooser.episodes
+
     def refill(self) -> None:
         """Keep the first ``parallel`` unfinished episodes of the lowest unfinished tier in flight.
 
         Episodes start in index order, so this set is exactly the one that play reached;
-        it depends only on which episodes are done, which makes a reload exact.
+        it depends only on which episodes are done, which makes a reload exact. An adaptive
+        run reaching a block not chosen yet (every episode before it has ended) chooses it.
         """
         while self.tier < len(self.tiers):
             lo, hi = self.tiers[self.tier]
+            if hi >= len(self.episodes) and self.chooser is not None:
+                if self.state != IN_PROGRESS:
+                    break  # a run over chooses nothing more
+                self.episodes += self.chooser.block(self.episodes, hi + 1 - len(self.episodes))
             waiting = [i for i in range(lo, hi + 1) if not self.episodes[i].done]
             if waiting:
                 self.in_flight = waiting[:self.parallel]
@@ -206,31 +243,57 @@ class Run:
 
     def restart_game(self) -> None:
         """Every episode from its start, the budget whole again."""
-        self.episodes = [EpisodeRun(e.served) for e in self.episodes]
+        self.episodes = [EpisodeRun(e.served, place=e.place) for e in self.episodes]
         self.state, self.tier, self.in_flight = IN_PROGRESS, 0, []
         self.refill()
 
     def close(self) -> None:
-        """End every episode not finished as unsolved."""
+        """End every episode not finished as unsolved (an adaptive run's unplayed ones too:
+        its ``chooser``'s padding)."""
         for run in self.episodes:
             if not run.done:
                 run.finish(False)
+        if self.chooser is not None and len(self.episodes) < self.chooser.episodes:
+            self.episodes += self.chooser.padding(self.episodes)
         self.state, self.in_flight = GAME_OVER, []
 
     def score(self) -> Score:
-        """The run's Score so far."""
-        return score(self.episodes)
+        """The run's Score so far (an adaptive run's with its ability)."""
+        result = score(self.episodes)
+        if self.chooser is not None:
+            result["ability"], result["equated_success"] = self.chooser.measure(self.episodes)
+        return result
 
 
 def new_run(levels: Sequence[ServedLevel], tiers: Sequence[tuple[int, int]],
-            parallel: int = 1) -> Run:
-    run = Run([EpisodeRun(lv) for lv in levels], tiers, parallel)
+            parallel: int = 1, chooser: Chooser | None = None) -> Run:
+    """A run from its start: every one of ``levels`` in order, or (with a ``chooser``, and
+    ``tiers`` its blocks) the levels it chooses."""
+    run = Run([EpisodeRun(lv) for lv in levels], tiers, parallel, chooser=chooser)
     run.refill()
     return run
 
 
+class Ability(TypedDict):
+    """An adaptive Score's ability estimate (the pool's scale), with its 95% interval."""
+
+    theta: float
+    low: float
+    high: float
+
+
+class Equated(TypedDict):
+    """An adaptive Score's expected success on the standard game's ramp, with its 95%
+    interval: what a standard Score's ``success_rate`` compares to."""
+
+    value: float
+    low: float
+    high: float
+
+
 class Score(TypedDict):
-    """A run's Score, as the API's ``SCORE`` declares it (``serve.native``)."""
+    """A run's Score, as the API's ``SCORE`` declares it (``serve.native``); an adaptive
+    run's adds ``ability`` and ``equated_success``, frozen in the result at its close."""
 
     episodes: int
     solved: int
@@ -240,6 +303,8 @@ class Score(TypedDict):
     avg_steps_solved: float
     deadlock_rate: float
     total_actions: int
+    ability: NotRequired[Ability]
+    equated_success: NotRequired[Equated]
 
 
 def score(episodes: list[EpisodeRun]) -> Score:

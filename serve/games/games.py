@@ -10,11 +10,15 @@ from typing import Any
 
 __all__ = ["GameEntry", "RESTARTS", "Registry", "is_public", "manifest_is_public", "restarts_of"]
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from pipeline.spec import version_look
+from serve.games.adaptive import Choices
 from serve.games.dataset import DatasetError, ServedVersion
+from serve.games.episode import Run, new_run
 
 RESTARTS = ("none", "level", "game")
 
@@ -43,6 +47,29 @@ class GameEntry:
         """Each level's step budget, in play order."""
         return tuple(lv.max_steps for lv in self.version.levels)
 
+    @property
+    def tiers(self) -> tuple[tuple[int, int], ...]:
+        """A run's tiers as episode ranges: the version's, or a pool's blocks."""
+        pool = self.version.pool
+        return self.version.tiers if pool is None else pool.blocks
+
+    def chooser(self, recorded: Sequence[int] = (),
+                blocked: np.ndarray | None = None) -> Choices | None:
+        """A new session's chooser of its levels (a pool's game; None for a fixed one), which
+        gives the ``recorded`` levels of its first episodes again and passes over the
+        ``blocked`` ones (shown too often: ``serve.arena.exposure``)."""
+        pool = self.version.pool
+        return None if pool is None else Choices(pool, self.version.levels, tuple(recorded),
+                                                 blocked=blocked)
+
+    def new_run(self, parallel: int = 1, recorded: Sequence[int] = (),
+                blocked: np.ndarray | None = None) -> Run:
+        """A run of this game from its start, ``parallel`` episodes in flight (an adaptive
+        one on the ``recorded`` levels first, passing over the ``blocked`` ones)."""
+        chooser = self.chooser(recorded, blocked)
+        return new_run(self.version.levels if chooser is None else (), self.tiers, parallel,
+                       chooser)
+
     def spec(self) -> dict[str, Any]:
         return {**self.version.spec(), "restarts": self.restarts, "public": self.public}
 
@@ -65,9 +92,11 @@ def manifest_is_public(manifest: dict[str, Any]) -> bool:
 
 def restarts_of(version: ServedVersion) -> str:
     """The spec's ``restarts``; without one, ``game`` for a practice set (built from a public
-    seed, imported, or public) and ``none`` for a hidden one."""
+    seed, imported, or public) and ``none`` for a hidden one or a pool."""
     spec = version.manifest.get("spec") or {}
     value = spec.get("restarts")
+    if value is None and version.pool is not None:
+        return "none"  # a pool is a hidden benchmark set whatever its seed
     if value is None:
         practice = version.manifest.get("public_seed") is not None or bool(
             version.manifest.get("imported") or version.manifest.get("source")) or is_public(

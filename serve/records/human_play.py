@@ -33,7 +33,7 @@ def solve_rates(episodes: Iterable[PlayedEpisode]) -> list[LevelRate]:
     counts: dict[int, list[int]] = {}
     for e in episodes:
         if e.steps > 0:
-            played = counts.setdefault(e.index, [0, 0])
+            played = counts.setdefault(e.level, [0, 0])
             played[0] += 1
             played[1] += e.solved
     return [LevelRate(i, n, s) for i, (n, s) in sorted(counts.items())]

@@ -29,8 +29,9 @@ class RankingPrecision:
         self._outcomes: OrderedDict[str, np.ndarray] = OrderedDict()
 
     async def outcomes(self, standing: Standing) -> np.ndarray | None:
-        """Solved or not per level of the standing's session (levels never played count as
-        unsolved, as closing counts them); None when there is no session to read."""
+        """Solved or not per level of the standing's session, by the level each episode
+        played (levels never played count as unsolved, as closing counts them); None when
+        there is no session to read."""
         sid = standing.session_id
         if sid is None:
             episodes = int(standing.result.get("episodes", 0))
@@ -44,8 +45,8 @@ class RankingPrecision:
         _, rows = found
         solved = np.zeros(int(standing.result.get("episodes", len(rows))), dtype=bool)
         for row in rows:
-            if 0 <= row.index < solved.size:
-                solved[row.index] = row.solved
+            if row.level is not None and 0 <= row.level < solved.size:
+                solved[row.level] = row.solved
         self._outcomes[sid] = solved
         while len(self._outcomes) > self.size:
             self._outcomes.popitem(last=False)

@@ -1,5 +1,6 @@
 """What the difficulty fit reads: each version's played episodes of closed scorecards, from a
-server's store (a SQLite file or a PostgreSQL URL) through the ``Store`` interface.
+server's store (a SQLite file or a PostgreSQL URL) through the ``Store`` interface, each on the
+level it showed (its recorded ``level``: in an adaptive game no episode's index is its level).
 
 Closing a scorecard ends every episode it never reached as unsolved; such an episode, with no
 step taken, says nothing of its level or its player, so it is not a trial of the fit."""
@@ -25,7 +26,7 @@ def closed_episodes(location: str, versions: Sequence[str],
         return {v: await store.played_episodes(v, include_browser=browser) for v in versions}
 
     played = read_store(location, read)
-    return {v: episodes_table((e.name, e.scorecard_id, e.index, e.solved, e.steps, e.closed)
+    return {v: episodes_table((e.name, e.scorecard_id, e.level, e.solved, e.steps, e.closed)
                               for e in episodes if is_played(e))
             for v, episodes in played.items()}
 

@@ -34,6 +34,7 @@ from pipeline.difficulty.panel import PANEL_FILE, panel_of_version
 from pipeline.difficulty.reference_play import REFERENCE_FILE, reference_of_version
 from pipeline.errors import InputError
 from pipeline.progress import progress
+from pipeline.scores.items import is_pool
 from pipeline.scores.review import (
     FALSE_FLAG_RATE,
     PLAY_SCHEMA,
@@ -43,6 +44,7 @@ from pipeline.scores.review import (
     ScorecardPlay,
     ScorecardReview,
     bound,
+    equated_bound,
     reference,
     review_scorecards,
 )
@@ -53,6 +55,7 @@ from pipeline.versions.version import Version, open_version
 from pipeline.workers import Workers
 from serve.games.episode import PLAYED, RESTART_GAME, RESTART_LEVEL
 from serve.records.clearing import cleared_reference
+from serve.records.pooled_board import read_board
 from serve.stores import (
     EpisodeRecord,
     PlayedSession,
@@ -116,9 +119,10 @@ def _reference(version: Version) -> Reference:
 
 def episode_row(level: Level, max_steps: int, record: EpisodeRecord,
                 times: Sequence[tuple[int | None, int | None]] = ()) -> dict[str, Any]:
-    """One played level's row (``pipeline.scores.review.PLAY_SCHEMA``): its stored action string
-    replayed from the start to count moves, pushes and restarts; ``times`` the arrival (ms)
-    of the action before its first one and of each of its own, None where not kept."""
+    """One played level's row (``pipeline.scores.review.PLAY_SCHEMA``), on the level the
+    episode played: its stored action string replayed from the start to count moves, pushes
+    and restarts; ``times`` the arrival (ms) of the action before its first one and of each of
+    its own, None where not kept."""
     moves = pushes = restarts = 0
     if record.actions:
         game = core.begin(level, max_steps)
@@ -131,7 +135,7 @@ def episode_row(level: Level, max_steps: int, record: EpisodeRecord,
             moves += result.moved
             pushes += result.pushed
     think, pace = _pace(times)
-    return {"index": record.index, "played": record.done and (record.steps > 0 or record.solved),
+    return {"index": record.level, "played": record.done and (record.steps > 0 or record.solved),
             "solved": record.solved, "steps": record.steps, "moves": moves, "pushes": pushes,
             "restarts": restarts, "think_ms": think, "pace_ms": pace}
 
@@ -170,8 +174,8 @@ def play_of(card: ScorecardRecord, sessions: Sequence[PlayedSession],
         steps = [(episode, action) for episode, action, _ in played.actions]
         per = _episode_times(steps, [ms for _, _, ms in played.actions])
         for record in played.episodes:
-            if record.index in levels:
-                level, max_steps = levels[record.index]
+            if record.level in levels:  # the level it showed; its times are the episode's
+                level, max_steps = levels[record.level]
                 rows.append(episode_row(level, max_steps, record, per.get(record.index, [])))
     frame = pl.DataFrame(rows, schema=PLAY_SCHEMA)  # type: ignore[arg-type]
     return ScorecardPlay(card.id, card.key_hash, card.name, card.opened, card.closed or 0.0,
@@ -207,6 +211,7 @@ class VersionReview:
     reference: Reference
     clearances: list[str]
     seconds: float = 0.0
+    equated_bound: float | None = None  # a pool's K on the equated scale (``equated_bound``)
 
 
 async def review_version(datasets: Path, version: str, store: Store,
@@ -237,7 +242,13 @@ async def review_version(datasets: Path, version: str, store: Store,
     raised = cleared_reference(datasets, version, _reference(opened), cleared_before)
     said.info("review of %s: judging %d scorecard(s)", version, len(plays))
     reviews = review_scorecards(plays, raised.reference) if plays else []
-    return VersionReview(reviews, raised.reference, raised.notes, time.perf_counter() - began)
+    equated = None
+    if is_pool(opened.manifest):  # each session judged on the levels it showed; K equated
+        pool = read_board(opened.folder).pool
+        equated = equated_bound(raised.reference, pool.discrimination, pool.difficulty,
+                                pool.ramp)
+    return VersionReview(reviews, raised.reference, raised.notes, time.perf_counter() - began,
+                         equated)
 
 
 def _open(datasets: Path, version: str) -> Version:
@@ -246,12 +257,14 @@ def _open(datasets: Path, version: str) -> Version:
 
 
 def review_report(version: str, reviews: Sequence[ScorecardReview],
-                  ref: Reference | None = None) -> dict[str, Any]:
+                  ref: Reference | None = None, equated: float | None = None
+                  ) -> dict[str, Any]:
     """``review.json``'s content: the rule the verdicts follow, the version's bound (K: more
     solved needs source review), the reference's best and its name, each signal's one line,
     and every scorecard's verdict with its evidence and signals. Without ``ref`` the bound
     and the reference's best are read off the reviews (a scorecard that played every level
-    carries the version's K), and the reference's name is null."""
+    carries the version's K), and the reference's name is null. A pool's K is stated on the
+    ``equated`` scale too (``equated_bound``)."""
     signals = {s.name: {"measures": s.measures, "votes": s.votes}
                for s in (reviews[0].signals if reviews else [])}
     if ref is not None:
@@ -265,6 +278,7 @@ def review_report(version: str, reviews: Sequence[ScorecardReview],
     return {"format": 1, "version": version, "false_flag_rate": FALSE_FLAG_RATE,
             "threshold": THRESHOLD, "voting": list(VOTING), "bound": most,
             "frontier_solved": best, "reference": name, "signals": signals,
+            **({} if equated is None else {"equated_bound": equated}),
             "needs_review": sum(r.verdict != "consistent" for r in reviews),
             "scorecards": [r.to_dict() for r in reviews]}
 
@@ -273,8 +287,10 @@ def _markdown(version: str, report: dict[str, Any]) -> str:
     """``review.md``: the rule and the bound, the signals, each scorecard's verdict with its
     solved count and reason, then each one's evidence, and what the clearings did."""
     cards = report["scorecards"]
+    said = ("" if report.get("bound") is None else
+            bound_text(report["bound"], report.get("levels"), report.get("equated_bound")))
     stated = ("" if report.get("bound") is None else
-              f" {bound_text(report['bound'], report.get('levels')).capitalize()}"
+              f" {said.capitalize()}"
               f" (the reference solves {report.get('frontier_solved')}).")
     lines = [f"# Fair-play review of {version}", "",
              f"{len(cards)} closed scorecard(s); {report['needs_review']} need review. A "
@@ -301,7 +317,7 @@ def write_review(datasets: Path, version: str, done: VersionReview) -> tuple[Pat
     version its owner's alone (0600, under the version's ``.gitignore``). Beside
     ``review_report``'s content: the version's ``levels`` and the ``clearances`` lines."""
     opened = open_version(datasets, version, require_intact=False, strict=False)
-    report = {**review_report(version, done.reviews, done.reference),
+    report = {**review_report(version, done.reviews, done.reference, done.equated_bound),
               "levels": opened.levels(["index"]).height, "clearances": done.clearances}
     paths = opened.report_dir / REVIEW_JSON, opened.report_dir / REVIEW_MD
     with private_writes(is_hidden(opened.manifest)):

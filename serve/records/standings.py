@@ -5,13 +5,15 @@ each row with the fair-play review's verdict (``serve.records.review``, whose re
 Here, not in ``pipeline``, because it reads the store (``serve.stores``) and ranks as the
 leaderboard does (``serve.records.ranking_precision``). The standings are what the board of a
 version with a round shows: each named player's best result closed before the closing time (an
-anonymous key's play is not ranked, and a result some server took late is left out).
+anonymous key's play is not ranked, and a result some server took late is left out). An
+adaptive game's pool ranks each named player once, by its ability pooled over all its closed
+scorecards (``pooled_standings``, ``POOLED_COLUMNS``), its fair-play bound on the equated scale.
 """
 
 from __future__ import annotations
 
-__all__ = ["GRACE_SECONDS", "Closing", "close_round", "legacy_rows", "standing_row",
-           "standings", "undo_close"]
+__all__ = ["GRACE_SECONDS", "Closing", "close_round", "legacy_rows", "pooled_row",
+           "pooled_standings", "standing_row", "standings", "undo_close"]
 
 import hashlib
 import logging
@@ -22,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import InputError, PipelineError
+from pipeline.scores.items import folder_is_pool
 from pipeline.scores.review import bound
 from pipeline.versions.round_log import ROUND_LOG, record, served_by
 from pipeline.versions.rounds import (
     COLUMNS,
     NOTICE_SECONDS,
+    POOLED_COLUMNS,
     STANDINGS_FILES,
     STANDINGS_SHA256,
     Round,
@@ -39,6 +43,7 @@ from pipeline.versions.rounds import (
     write_standings,
 )
 from pipeline.versions.tables import read_parquet
+from serve.records.pooled_board import Board, pooled_board, read_board
 from serve.records.review import store_reviews, write_review
 from serve.stores import Standing, Store
 
@@ -86,11 +91,17 @@ def close_round(datasets: Path, version: str, db: str, *, now: float | None = No
     tiers = read_parquet(folder / "levels.parquet", ["index", "tier"]).sort("index")["tier"]
     # closed again: judged with the clearings as they stood at the close, so the same bytes
     done = store_reviews(datasets, version, db, cleared_before=current.closed)
-    rows = standings(db, version, closes, tiers.to_list(),
-                     {r.scorecard_id: r.verdict for r in done.reviews})
-    files = standings_bytes(version, rows, bound=bound(done.reference), levels=len(tiers))
+    verdicts = {r.scorecard_id: r.verdict for r in done.reviews}
+    pool = folder_is_pool(folder)
+    if pool:  # names by pooled ability
+        rows = pooled_standings(db, version, closes, read_board(folder), verdicts)
+        files = standings_bytes(version, rows, POOLED_COLUMNS, bound=bound(done.reference),
+                                levels=len(tiers), equated=done.equated_bound)
+    else:
+        rows = standings(db, version, closes, tiers.to_list(), verdicts)
+        files = standings_bytes(version, rows, bound=bound(done.reference), levels=len(tiers))
     digest = hashlib.sha256(files[STANDINGS_SHA256]).hexdigest()
-    if current.closed is not None and digest != current.standings_sha256:
+    if current.closed is not None and digest != current.standings_sha256 and not pool:
         files = standings_bytes(version, legacy_rows(rows))  # sealed before they carried K
         digest = hashlib.sha256(files[STANDINGS_SHA256]).hexdigest()
     if current.closed is not None and digest != current.standings_sha256:
@@ -194,6 +205,34 @@ def standing_row(rank: int, s: Standing, mark: dict[str, Any],
         "deadlock_rate": r["deadlock_rate"], "avg_steps_solved": r["avg_steps_solved"],
         "total_actions": r["total_actions"], "source": s.source, "review": review}
     return {k: row[k] for k in COLUMNS}
+
+
+def pooled_row(entry: dict[str, Any], verdicts: dict[str, str]) -> dict[str, Any]:
+    """One row of an adaptive game's standings (``POOLED_COLUMNS``) from its board's ranked
+    ``entry`` (``serve.records.pooled_board``); its review is its scorecards' worst verdict."""
+    mine = [verdicts[i] for i in entry["scorecard_ids"] if i in verdicts]
+    review = (None if not mine else "needs review" if "needs review" in mine else mine[-1])
+    ability, equated = entry["ability"], entry["equated_success"]
+    row = {**entry, "ability": ability["theta"], "ability_lo": ability["low"],
+           "ability_hi": ability["high"], "equated_success": equated["value"],
+           "equated_lo": equated["low"], "equated_hi": equated["high"], "review": review}
+    return {k: row[k] for k in POOLED_COLUMNS}
+
+
+def pooled_standings(db: str, version: str, closes: float, board: Board,
+                     verdicts: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """An adaptive game's standings: each named player's ability pooled over all its
+    scorecards on the pool ``version`` closed before ``closes`` (never its best one), ranked,
+    from the store ``db``; each with its mark against the row above and its scorecards'
+    worst verdict in ``verdicts``."""
+    from serve.stores import StoreError, read_store
+
+    try:
+        entries = read_store(db, lambda store: pooled_board(
+            store, version, board, before=closes, exclude_anonymous=True))
+    except StoreError as e:  # a damaged store, a refused connection: said, not a traceback
+        raise PipelineError(str(e)) from None
+    return [pooled_row(e, verdicts or {}) for e in entries]
 
 
 def standings(db: str, version: str, closes: float, tiers: list[int] | None = None,

@@ -19,7 +19,7 @@ __all__ = [
 ]
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -107,7 +107,9 @@ class SessionRecord:
 @dataclass(frozen=True)
 class EpisodeRecord:
     """One episode's outcome so far; ``actions`` is the string over ``UDLR.|`` it played and
-    ``snapshot`` its current state (None before it started)."""
+    ``snapshot`` its current state (None before it started). ``level`` is the index, in the
+    session's version, of the level the episode plays: ``index`` itself in a fixed game, the
+    recorded choice in an adaptive one (None only while that choice is not yet made)."""
 
     index: int
     done: bool
@@ -116,6 +118,7 @@ class EpisodeRecord:
     steps: int
     actions: str
     snapshot: str | None = None
+    level: int | None = None
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,9 @@ class Write:
     """One conditional write of a session: accepted only if the stored ``seq`` is ``expected``
     and the stored writer ``expected_writer``; it stores ``action`` (a stored step) with
     ``ms``, when its request arrived (server clock, integer milliseconds since the session's
-    ``created``), the ``episodes`` rows it changed, ``writer`` and maybe a new session state."""
+    ``created``), the ``episodes`` rows it changed (their ``level`` too: a block of levels
+    chosen when the step ended the block before is stored by the same write), ``writer`` and
+    maybe a new session state."""
 
     session_id: str
     expected: int
@@ -152,7 +157,8 @@ class Standing:
 @dataclass(frozen=True)
 class PlayedEpisode:
     """One episode of a closed scorecard's session, as the audit and the difficulty fit read
-    them: who played (key hash, name, where from), which level, how it ended, whether it
+    them: who played (key hash, name, where from), which episode (``index``) on which level
+    of the version (``level``: the episode's index in a fixed game), how it ended, whether it
     ended at all (``done``) and when its scorecard closed (``closed``)."""
 
     scorecard_id: str
@@ -165,6 +171,7 @@ class PlayedEpisode:
     deadlocked: bool
     done: bool = True
     closed: float | None = None
+    level: int = field(kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -221,13 +228,15 @@ class Store(ABC):
     async def scorecard(self, scorecard_id: str) -> ScorecardRecord | None: ...
 
     @abstractmethod
-    async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
-                             total: int, live_since: float, *, address: str = "",
+    async def create_session(self, record: SessionRecord, levels: Sequence[int | None],
+                             per_key: int, total: int, live_since: float, *, address: str = "",
                              per_address: int | None = None) -> None:
-        """Add a session unless its scorecard is closed or already plays its game
-        (``StoreConflict``), or the key (``StoreLimit`` kind ``key``), the client ``address``
-        (kind ``address``, when ``per_address`` is given) or everyone (kind ``total``) has as
-        many sessions in flight (in progress, active since ``live_since``)."""
+        """Add a session with one episode row per entry of ``levels``, each the level its
+        episode plays (None: an adaptive episode whose level is chosen later), unless its
+        scorecard is closed or already plays its game (``StoreConflict``), or the key
+        (``StoreLimit`` kind ``key``), the client ``address`` (kind ``address``, when
+        ``per_address`` is given) or everyone (kind ``total``) has as many sessions in flight
+        (in progress, active since ``live_since``)."""
 
     @abstractmethod
     async def sessions(self, scorecard_id: str) -> list[tuple[SessionRecord, list[EpisodeRecord]]]:
@@ -300,6 +309,12 @@ class Store(ABC):
     @abstractmethod
     async def versions(self) -> list[str]:
         """Every version with a closed result."""
+
+    @abstractmethod
+    async def shown_levels(self, version: str) -> tuple[dict[int, int], int]:
+        """How many sessions on ``version`` showed each level (an episode in play, or one a
+        step was taken in: a closed session's padding was never shown), and how many
+        sessions it has: an adaptive pool's exposure."""
 
     @abstractmethod
     async def identity(self) -> str:

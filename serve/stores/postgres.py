@@ -18,7 +18,7 @@ __all__ = [
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import asyncpg
@@ -42,7 +42,7 @@ from serve.stores.interface import (
     Write,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SCHEMA_LOCK = 0x50C0F0E  # advisory lock ids: one for migrations, one for session creation
 SESSIONS_LOCK = 0x50C0F0F
 POOL_SIZE = 16
@@ -94,13 +94,20 @@ CREATE INDEX sessions_address ON sessions (address, state);
     4: """
 ALTER TABLE actions ADD COLUMN ms integer;
 """,
+    # the level each episode plays (chosen during play in an adaptive game; NULL only until
+    # then), which every episode stored before was its own index's
+    5: """
+ALTER TABLE episodes ADD COLUMN level integer;
+UPDATE episodes SET level = idx;
+""",
 }
 
 # the shared statements, with PostgreSQL's placeholders
 EPISODES, WRITE_EPISODE, HEAD, LIVE_OF_KEY, LIVE, EXPIRE, CLOSE_SESSION, INSERT_STANDING, \
-    LIVE_OF_ADDRESS, INSERT_SESSION = (sql.numbered(q) for q in (
+    LIVE_OF_ADDRESS, INSERT_SESSION, INSERT_EPISODE = (sql.numbered(q) for q in (
         sql.EPISODES, sql.WRITE_EPISODE, sql.HEAD, sql.LIVE_OF_KEY, sql.LIVE, sql.EXPIRE,
-        sql.CLOSE_SESSION, sql.INSERT_STANDING, sql.LIVE_OF_ADDRESS, sql.INSERT_SESSION))
+        sql.CLOSE_SESSION, sql.INSERT_STANDING, sql.LIVE_OF_ADDRESS, sql.INSERT_SESSION,
+        sql.INSERT_EPISODE))
 LEADERBOARD = {named: sql.numbered(sql.leaderboard(named)) for named in (False, True)}
 
 
@@ -227,8 +234,8 @@ class PostgresStore(Store):
             return result
 
     # -- sessions, episodes, actions -----------------------------------------------------------
-    async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
-                             total: int, live_since: float, *, address: str = "",
+    async def create_session(self, record: SessionRecord, levels: Sequence[int | None],
+                             per_key: int, total: int, live_since: float, *, address: str = "",
                              per_address: int | None = None) -> None:
         async with self._tx() as conn:
             # counting then inserting must not interleave with another server's
@@ -254,8 +261,7 @@ class PostgresStore(Store):
                                record.game, record.version, record.parallel, record.state,
                                record.created, record.last_active, record.seq, record.writer,
                                address)
-            await conn.executemany("INSERT INTO episodes VALUES ($1, $2, false, false, false, "
-                                   "0, '', NULL)", [(record.id, i) for i in range(episodes)])
+            await conn.executemany(INSERT_EPISODE, sql.new_episode_rows(record.id, levels))
 
     @staticmethod
     async def _episodes(conn: asyncpg.Connection, session_id: str) -> list[EpisodeRecord]:
@@ -314,7 +320,7 @@ class PostgresStore(Store):
     async def _apply(conn: asyncpg.Connection, write: Write) -> None:
         """One statement, so one round trip (and its own transaction, outside one): the
         compare-and-set of the session row ($1-$6) and, only where it held, the action row
-        (with its arrival, $16) and episode rows; or ``StaleSession``."""
+        (with its arrival, $16) and episode rows (their levels, $17); or ``StaleSession``."""
         cas, args = sql.conditional_write(write)
         statement = (
             f"WITH s AS ({sql.numbered(cas)} RETURNING id), "
@@ -322,9 +328,10 @@ class PostgresStore(Store):
             "SELECT $4, $5 + 1, $7, $8, $2, $16 FROM s), "
             "e AS (UPDATE episodes AS ep SET done = u.done, solved = u.solved, "
             "deadlocked = u.deadlocked, steps = u.steps, actions = u.actions, "
-            "snapshot = u.snapshot FROM s, unnest($9::integer[], $10::boolean[], "
-            "$11::boolean[], $12::boolean[], $13::integer[], $14::text[], $15::text[]) "
-            "AS u(idx, done, solved, deadlocked, steps, actions, snapshot) "
+            "snapshot = u.snapshot, level = coalesce(u.level, ep.level) "
+            "FROM s, unnest($9::integer[], $10::boolean[], $11::boolean[], $12::boolean[], "
+            "$13::integer[], $14::text[], $15::text[], $17::integer[]) "
+            "AS u(idx, done, solved, deadlocked, steps, actions, snapshot, level) "
             "WHERE ep.session_id = s.id AND ep.idx = u.idx) "
             "SELECT count(*) FROM s")
         rows = write.episodes
@@ -332,7 +339,7 @@ class PostgresStore(Store):
             statement, *args, write.episode, write.action, [e.index for e in rows],
             [e.done for e in rows], [e.solved for e in rows], [e.deadlocked for e in rows],
             [e.steps for e in rows], [e.actions for e in rows], [e.snapshot for e in rows],
-            write.ms)
+            write.ms, [e.level for e in rows])
         if stored != 1:
             raise StaleSession(write.session_id)
 
@@ -372,6 +379,12 @@ class PostgresStore(Store):
         async with self._conn() as conn:
             rows = await conn.fetch(sql.VERSIONS)
         return [r[0] for r in rows]
+
+    async def shown_levels(self, version: str) -> tuple[dict[int, int], int]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(sql.numbered(sql.SHOWN_LEVELS), version)
+            sessions = await conn.fetchval(sql.numbered(sql.SESSIONS_ON), version)
+        return {int(r[0]): int(r[1]) for r in rows}, int(sessions)
 
     async def identity(self) -> str:
         async with self._conn() as conn:

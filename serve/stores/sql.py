@@ -8,12 +8,14 @@ from __future__ import annotations
 
 __all__ = [
     "ACTION_TIMES", "ANONYMOUS", "BROWSER", "CARD", "CLOSE_SESSION", "EPISODES", "EXPIRE",
-    "HEAD", "INSERT_ACTION", "INSERT_STANDING", "LIVE", "LIVE_OF_KEY", "MISCOUNTED", "SESSION",
-    "PLAYED_ACTIONS", "PLAYED_CARDS", "PLAYED_EPISODES", "PLAYED_SESSIONS", "STEPS", "VERSIONS",
+    "INSERT_EPISODE", "HEAD", "INSERT_ACTION", "INSERT_STANDING", "LIVE", "LIVE_OF_KEY",
+    "MISCOUNTED", "SESSION",
+    "PLAYED_ACTIONS", "PLAYED_CARDS", "PLAYED_EPISODES", "PLAYED_SESSIONS", "SESSIONS_ON",
+    "SHOWN_LEVELS", "STEPS", "VERSIONS",
     "WRITE_EPISODE", "CLOSING", "KEY",
     "Closing", "card_record", "closing", "conditional_write", "episode_record", "episode_rows",
-    "key_record", "leaderboard", "named", "numbered", "played_episode", "played_episodes",
-    "played_sessions", "session_record", "standing", "standing_rows",
+    "key_record", "leaderboard", "named", "new_episode_rows", "numbered", "played_episode",
+    "played_episodes", "played_sessions", "session_record", "standing", "standing_rows",
 ]
 
 import json
@@ -36,20 +38,23 @@ from serve.stores.interface import (
 # backends' rows (SQLite's tuples, asyncpg's records) go through the same mappers below.
 _SESSION_COLUMNS = ("id", "scorecard_id", "key_hash", "game", "version", "parallel", "state",
                     "created", "last_active", "seq", "writer")
-_EPISODE_COLUMNS = ("idx", "done", "solved", "deadlocked", "steps", "actions", "snapshot")
+_EPISODE_COLUMNS = ("idx", "done", "solved", "deadlocked", "steps", "actions", "snapshot",
+                    "level")
 _CARD_COLUMNS = ("id", "key_hash", "name", "games", "opened", "closed", "result", "source",
                  "meta")
 _CLOSING_COLUMNS = ("closed", "result", "key_hash", "name")
 _KEY_COLUMNS = ("key_hash", "name")
 _PLAYED_COLUMNS = ("id", "key_hash", "name", "source", "idx", "solved", "steps", "deadlocked",
-                   "done", "closed")
+                   "done", "closed", "level")
 _STANDING_COLUMNS = ("scorecard_id", "name", "closed", "result", "session_id", "source")
 
 SESSION = f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions"
 EPISODES = (f"SELECT {', '.join(_EPISODE_COLUMNS)} FROM episodes "
             "WHERE session_id=? ORDER BY idx")
 WRITE_EPISODE = ("UPDATE episodes SET done=?, solved=?, deadlocked=?, steps=?, actions=?, "
-                 "snapshot=? WHERE session_id=? AND idx=?")
+                 "snapshot=?, level=coalesce(?, level) WHERE session_id=? AND idx=?")
+INSERT_EPISODE = ("INSERT INTO episodes (session_id, idx, done, solved, deadlocked, steps, "
+                  "actions, snapshot, level) VALUES (?,?,false,false,false,0,'',NULL,?)")
 CARD = f"SELECT {', '.join(_CARD_COLUMNS)} FROM scorecards"
 # a scorecard as its closing reads it (PostgreSQL adds FOR UPDATE)
 CLOSING = f"SELECT {', '.join(_CLOSING_COLUMNS)} FROM scorecards WHERE id=?"
@@ -99,6 +104,11 @@ def leaderboard(exclude_anonymous: bool) -> str:
 
 
 VERSIONS = "SELECT DISTINCT version FROM standings ORDER BY 1"
+# ``Store.shown_levels``: sessions that showed each level of a version (``?``), and its sessions
+SHOWN_LEVELS = ("SELECT e.level, count(DISTINCT e.session_id) FROM episodes e JOIN sessions s "
+                "ON s.id = e.session_id WHERE s.version = ? AND e.level IS NOT NULL AND "
+                "(e.steps > 0 OR NOT e.done) GROUP BY e.level")
+SESSIONS_ON = "SELECT count(*) FROM sessions WHERE version = ?"
 # The review's read of a version (one ``?`` each): its closed scorecards' records, their
 # sessions on it, those sessions' episodes that took a step or were solved, and their actions
 _ON_VERSION = ("SELECT s.id FROM sessions s JOIN scorecards c ON c.id = s.scorecard_id "
@@ -106,8 +116,8 @@ _ON_VERSION = ("SELECT s.id FROM sessions s JOIN scorecards c ON c.id = s.scorec
 PLAYED_CARDS = (CARD + " WHERE closed IS NOT NULL AND id IN (SELECT scorecard_id FROM sessions "
                 "WHERE version = ?) ORDER BY opened, id")
 PLAYED_SESSIONS = (SESSION + f" WHERE id IN ({_ON_VERSION}) ORDER BY scorecard_id, created, id")
-PLAYED_EPISODES = ("SELECT session_id, idx, done, solved, deadlocked, steps, actions, snapshot "
-                   f"FROM episodes WHERE session_id IN ({_ON_VERSION}) AND (steps > 0 OR "
+PLAYED_EPISODES = (f"SELECT session_id, {', '.join(_EPISODE_COLUMNS)} FROM episodes "
+                   f"WHERE session_id IN ({_ON_VERSION}) AND (steps > 0 OR "
                    "solved) ORDER BY session_id, idx")
 PLAYED_ACTIONS = ("SELECT session_id, episode, action, ms FROM actions WHERE session_id IN "
                   f"({_ON_VERSION}) ORDER BY session_id, seq")
@@ -120,7 +130,7 @@ def played_episodes(include_browser: bool, browser_only: bool) -> str:
     where = ("AND c.source = 'browser'" if browser_only else
              "" if include_browser else "AND coalesce(c.source, '') <> 'browser'")
     return ("SELECT c.id, c.key_hash, c.name, c.source, e.idx, e.solved, e.steps, e.deadlocked, "
-            "e.done, c.closed FROM scorecards c JOIN sessions s ON s.scorecard_id = c.id "
+            "e.done, c.closed, e.level FROM scorecards c JOIN sessions s ON s.scorecard_id = c.id "
             "JOIN episodes e ON e.session_id = s.id "
             f"WHERE s.version = ? AND c.closed IS NOT NULL {where} "
             "ORDER BY c.closed, c.id, s.game, e.idx")
@@ -148,8 +158,14 @@ def conditional_write(write: Write) -> tuple[str, tuple[Any, ...]]:
 
 
 def episode_rows(session_id: str, episodes: Iterable[EpisodeRecord]) -> list[tuple[Any, ...]]:
-    return [(e.done, e.solved, e.deadlocked, e.steps, e.actions, e.snapshot, session_id,
-             e.index) for e in episodes]
+    """``WRITE_EPISODE``'s arguments for each of ``episodes``."""
+    return [(e.done, e.solved, e.deadlocked, e.steps, e.actions, e.snapshot, e.level,
+             session_id, e.index) for e in episodes]
+
+
+def new_episode_rows(session_id: str, levels: Iterable[int | None]) -> list[tuple[Any, ...]]:
+    """``INSERT_EPISODE``'s arguments for a new session whose episodes play ``levels``."""
+    return [(session_id, i, level) for i, level in enumerate(levels)]
 
 
 def standing_rows(scorecard_id: str, result: dict[str, Any], key_hash: str, name: str,
@@ -198,7 +214,7 @@ def episode_record(row: Iterable[Any]) -> EpisodeRecord:
     r = named(_EPISODE_COLUMNS, row)
     return EpisodeRecord(index=r["idx"], done=bool(r["done"]), solved=bool(r["solved"]),
                          deadlocked=bool(r["deadlocked"]), steps=r["steps"],
-                         actions=r["actions"], snapshot=r["snapshot"])
+                         actions=r["actions"], snapshot=r["snapshot"], level=r["level"])
 
 
 def card_record(row: Iterable[Any]) -> ScorecardRecord:
@@ -218,7 +234,8 @@ def played_episode(row: Iterable[Any]) -> PlayedEpisode:
         scorecard_id=r["id"], key_hash=r["key_hash"], name=r["name"], source=r["source"],
         index=int(r["idx"]), solved=bool(r["solved"]), steps=int(r["steps"]),
         deadlocked=bool(r["deadlocked"]), done=bool(r["done"]),
-        closed=None if r["closed"] is None else float(r["closed"]))
+        closed=None if r["closed"] is None else float(r["closed"]),
+        level=int(r["level"]))  # a closed session's every episode has its level
 
 
 def standing(row: Iterable[Any]) -> Standing:

@@ -39,7 +39,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
@@ -492,8 +492,8 @@ class SQLiteStore(Store):
         return await self._call(job)
 
     # -- sessions, episodes, actions -----------------------------------------------------------
-    async def create_session(self, record: SessionRecord, episodes: int, per_key: int,
-                             total: int, live_since: float, *, address: str = "",
+    async def create_session(self, record: SessionRecord, levels: Sequence[int | None],
+                             per_key: int, total: int, live_since: float, *, address: str = "",
                              per_address: int | None = None) -> None:
         def job(conn: sqlite3.Connection) -> None:
             card = conn.execute("SELECT closed FROM scorecards WHERE id=?",
@@ -517,8 +517,7 @@ class SQLiteStore(Store):
                 record.id, record.scorecard_id, record.key_hash, record.game, record.version,
                 record.parallel, record.state, record.created, record.last_active, record.seq,
                 record.writer, address))
-            conn.executemany("INSERT INTO episodes VALUES (?,?,0,0,0,0,'',NULL)",
-                             [(record.id, i) for i in range(episodes)])
+            conn.executemany(sql.INSERT_EPISODE, sql.new_episode_rows(record.id, levels))
         await self._call(job)
 
     @staticmethod
@@ -623,6 +622,13 @@ class SQLiteStore(Store):
     async def versions(self) -> list[str]:
         def job(conn: sqlite3.Connection) -> list[str]:
             return [r[0] for r in conn.execute(sql.VERSIONS)]
+        return await self._call(job, guarded=False)
+
+    async def shown_levels(self, version: str) -> tuple[dict[int, int], int]:
+        def job(conn: sqlite3.Connection) -> tuple[dict[int, int], int]:
+            shown = {int(level): int(n)
+                     for level, n in conn.execute(sql.SHOWN_LEVELS, (version,))}
+            return shown, int(conn.execute(sql.SESSIONS_ON, (version,)).fetchone()[0])
         return await self._call(job, guarded=False)
 
     async def identity(self) -> str:

@@ -37,7 +37,7 @@ from serve.stores.interface import (
     miscounted_error,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_SECONDS = 30.0
 ORPHAN_SECONDS = 5.0  # how long a start waits for the workers of a dead server to end
 
@@ -110,6 +110,12 @@ CREATE INDEX sessions_address ON sessions (address, state);
     # 4 -> 5: when each action arrived (ms since its session's start); older ones have none
     5: """
 ALTER TABLE actions ADD COLUMN ms INTEGER;
+""",
+    # 5 -> 6: the level each episode plays (chosen during play in an adaptive game; NULL only
+    # until then), which every episode stored before was its own index's
+    6: """
+ALTER TABLE episodes ADD COLUMN level INTEGER;
+UPDATE episodes SET level = idx;
 """,
 }
 

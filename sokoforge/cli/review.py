@@ -82,7 +82,8 @@ def review_lines(version: str, done: VersionReview) -> list[str]:
 
     flagged = sum(r.verdict != "consistent" for r in done.reviews)
     ref = done.reference
-    stated = (f"; {bound_text(bound(ref), ref.levels.height)} (the reference"
+    said = bound_text(bound(ref), ref.levels.height, done.equated_bound)
+    stated = (f"; {said} (the reference"
               f"{' ' + ref.name if ref.name else ''} solves {ref.frontier_solved})")
     out = [f"{version}: {len(done.reviews)} closed scorecard(s), {flagged} need review{stated}; "
            f"reviewed in {done.seconds:.1f} s"]

@@ -6,6 +6,7 @@ __all__ = ["DB_ENV", "STOPPED_LINE", "play_command", "serve_command"]
 
 import math
 import os
+import re
 import signal
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -72,6 +73,10 @@ STOPPED_LINE = "stopped (Ctrl-C)"  # what serve says after Ctrl-C (its --help qu
 @click.option("--connections-per-address", default=64, show_default=True,
               type=click.IntRange(1), help="Open connections per client address (an IPv6 "
               "client counts as its /64; trusted proxies are not capped).")
+@click.option("--as", "as_game", default=None, metavar="GAME",
+              help="Serve the one version given as game GAME instead of its own game's name: a "
+              "pool (an adaptive game) served alone as `standard` is played unchanged by "
+              "clients that only play the game named standard.")
 @click.option("--access-log", default=None, metavar="PATH|-",
               help="Write one JSON line per request (time, method, route template, status, "
               "latency, bytes, client address, key name; never a key) to PATH, appended, or "
@@ -83,7 +88,8 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
                   sessions_per_address: int | None, idle_minutes: float, max_parallel: int,
                   public_url: str | None,
                   header_timeout: float, body_timeout: float, idle_timeout: float,
-                  connections_per_address: int, access_log: str | None) -> None:
+                  connections_per_address: int, as_game: str | None,
+                  access_log: str | None) -> None:
     """Serve dataset versions, one game each, over the agent protocol (see /api/docs once
     running): sokoforge serve V1 [V2 ...].
 
@@ -123,6 +129,14 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
     names = names or ["demo"]
     if len(set(names)) < len(names):
         raise CliError(f"a version is given twice: {' '.join(names)}", USAGE)
+    if as_game is not None:
+        from serve.native import GAME_NAME
+
+        if len(names) != 1:
+            raise CliError(f"--as {as_game}: give one version to serve under it", USAGE)
+        if not re.fullmatch(GAME_NAME, as_game):
+            raise CliError(f"--as {as_game!r}: a game's name is 1-64 letters, digits, '_', "
+                           "'.' or '-'", USAGE)
     db_path = store_location(db or os.environ.get(DB_ENV) or "sokoforge.sqlite")
     if not is_postgres(db_path) and not Path(db_path).resolve().parent.is_dir():  # a file path
         raise CliError(f"--db {db_path}: the folder {Path(db_path).parent} does not exist", USAGE)
@@ -130,7 +144,7 @@ def serve_command(versions: tuple[str, ...], version: str | None, datasets: Path
         stopped_by = serve_forever(str(datasets), names, db_path, host, port, limits,
                                    synchronous=synchronous.upper(), public=public,
                                    connections=connections, workers=workers,
-                                   access_log=access_log)
+                                   access_log=access_log, as_game=as_game)
     except DatasetError as e:
         shown = names[0] if len(names) == 1 else " ".join(names)
         raise CliError(f"cannot serve {shown!r}: {e}", 2) from None
