@@ -48,7 +48,7 @@ LEVELS = 40
 TIERS = np.repeat([0, 1], LEVELS // 2)
 SYNTHETIC = Pool(discrimination=np.full(LEVELS, 1.5), difficulty=np.linspace(-3.0, 3.0, LEVELS),
                  tiers=TIERS, targets={0: 0.5, 1: 0.5}, ramp=np.full(LEVELS, 1 / LEVELS),
-                 episodes=10, block=1)
+                 episodes=10, block=1, model_sd=0.02)
 BOARD = Board(SYNTHETIC, (10,) * LEVELS)
 # the built pool's sessions: (name, levels shown in play order, solved)
 SESSIONS = [("alpha", [7, 2, 5, 0, 9], [True, True, True, True, False]),

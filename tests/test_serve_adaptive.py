@@ -20,7 +20,8 @@ from click.testing import CliRunner
 from serve_support import Api, SolutionAgent, server, solutions_by_goal
 
 from engine.rules import lurd_to_actions
-from pipeline.scores.adaptive import over_exposed, pad_unplayed
+from pipeline.scores.adaptive import equated_success, over_exposed, pad_unplayed, posterior
+from pipeline.scores.items import model_sd
 from pipeline.spec import spec_from_dict
 from pipeline.stages.build import build
 from pipeline.workers import Workers
@@ -86,6 +87,18 @@ def test_a_block_is_chosen_only_once_every_episode_before_it_ended_and_never_a_l
         assert set(shape) == {value, "low", "high"}
         assert shape["low"] <= shape[value] <= shape["high"]
     assert 0 <= score["equated_success"]["low"] <= score["equated_success"]["high"] <= 1
+    # its interval holds the model's error on agents outside the panel, as panel measured it
+    items = pool.version.pool
+    assert items.model_sd == model_sd(pool.datasets / "pool")
+    shown = np.array(levels_of(run))
+    solved = np.array([e.solved for e in run.episodes])
+    a, b = items.discrimination, items.difficulty
+    weights = posterior(a, b, shown, solved)
+    held = equated_success(a, b, items.ramp, weights, model_sd=items.model_sd)
+    assert score["equated_success"] == {"value": held.value, "low": held.low, "high": held.high}
+    if items.model_sd > 0:
+        bare = equated_success(a, b, items.ramp, weights)
+        assert held.high - held.low > bare.high - bare.low
 
 
 def test_each_level_of_a_one_level_block_is_chosen_after_the_episode_before_ended(pool):

@@ -33,6 +33,7 @@ from pipeline.scores.adaptive import (
     pad_unplayed,
     posterior,
     ramp_curve,
+    ramp_spread,
     summary,
 )
 
@@ -54,6 +55,8 @@ class ItemPool(Protocol):
     def ramp(self) -> np.ndarray: ...
     @property
     def episodes(self) -> int: ...
+    @property
+    def model_sd(self) -> float: ...
 
 POOLED_METHOD = ("ability pooled over every closed session of the name: one posterior (EAP, "
                  "central 95% interval) from all the levels they showed and their outcomes "
@@ -92,19 +95,22 @@ def session_trials(pool: ItemPool, shown: Shown) -> tuple[np.ndarray, np.ndarray
                         np.array(shown.solved, dtype=bool), pool.targets, pool.episodes)
 
 
-def pooled(pool: ItemPool, sessions: Sequence[Shown], curve: np.ndarray | None = None
-           ) -> Pooled:
+def pooled(pool: ItemPool, sessions: Sequence[Shown], curve: np.ndarray | None = None,
+           spread: np.ndarray | None = None) -> Pooled:
     """One name's ability from all its ``sessions``: one posterior over all their (padded)
-    levels and outcomes; a level two sessions showed is two trials of it. ``curve``: the
-    pool's ``ramp_curve``, when it was computed once for many names."""
+    levels and outcomes; a level two sessions showed is two trials of it. ``curve`` and
+    ``spread``: the pool's ``ramp_curve`` and ``ramp_spread`` (with its ``model_sd``, an
+    error pooling does not shrink), when they were computed once for many names."""
     parts = [session_trials(pool, s) for s in sessions]
     levels = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
     solved = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, dtype=bool)
     a, b = pool.discrimination, pool.difficulty
     weights = posterior(a, b, levels, solved)
     curve = ramp_curve(a, b, pool.ramp) if curve is None else curve
-    return Pooled(summary(weights), equated_on(curve, weights), weights, len(sessions),
-                  int(levels.size))
+    if spread is None:
+        spread = ramp_spread(a, b, pool.ramp, model_sd=pool.model_sd)
+    return Pooled(summary(weights), equated_on(curve, weights, spread=spread), weights,
+                  len(sessions), int(levels.size))
 
 
 def above_probability(upper: np.ndarray, lower: np.ndarray) -> float:

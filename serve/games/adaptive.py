@@ -104,6 +104,7 @@ class Choices:
         shown, solved = self._outcomes(episodes)
         a, b = pool.discrimination, pool.difficulty
         ability = estimate(a, b, shown, solved)
-        equated = equated_success(a, b, pool.ramp, posterior(a, b, shown, solved))
+        equated = equated_success(a, b, pool.ramp, posterior(a, b, shown, solved),
+                                  model_sd=pool.model_sd)
         return ({"theta": ability.theta, "low": ability.low, "high": ability.high},
                 {"value": equated.value, "low": equated.low, "high": equated.high})

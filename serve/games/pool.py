@@ -18,7 +18,7 @@ import numpy as np
 
 from pipeline.errors import PipelineError
 from pipeline.scores.adaptive import ramp_weights
-from pipeline.scores.items import read_items
+from pipeline.scores.items import model_sd, read_items
 from pipeline.spec import SpecError, load_spec, spec_from_dict
 
 STANDARD_SPEC = "standard"  # the game whose 100-level ramp a pool's ability is equated to
@@ -28,7 +28,9 @@ STANDARD_SPEC = "standard"  # the game whose 100-level ramp a pool's ability is 
 class Pool:
     """A pool's item parameters (one entry per level, in index order) and how its sessions
     run: ``episodes`` levels each, chosen ``block`` at a time, balanced to the tier
-    ``targets``; ``ramp`` weighs the levels as the standard game's ramp weighs its tiers."""
+    ``targets``; ``ramp`` weighs the levels as the standard game's ramp weighs its tiers, and
+    ``model_sd`` is the model's error on an agent outside the panel (``items.model_sd``),
+    which every equated interval holds."""
 
     discrimination: np.ndarray
     difficulty: np.ndarray
@@ -37,6 +39,7 @@ class Pool:
     ramp: np.ndarray
     episodes: int
     block: int
+    model_sd: float
 
     @property
     def blocks(self) -> tuple[tuple[int, int], ...]:
@@ -65,4 +68,4 @@ def load_pool(folder: Path, manifest: dict[str, Any], tiers: list[int]) -> Pool:
                 tiers=level_tiers, targets=spec.tier_shares(),
                 ramp=ramp_weights(level_tiers, standard.tier_shares()),
                 episodes=min(spec.adaptive.episodes, len(tiers)),
-                block=spec.adaptive.parallel)
+                block=spec.adaptive.parallel, model_sd=model_sd(folder))

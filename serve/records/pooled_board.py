@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from pipeline.precision import success_interval
-from pipeline.scores.adaptive import ramp_curve
+from pipeline.scores.adaptive import ramp_curve, ramp_spread
 from pipeline.scores.pooled import Shown, marks_above, pooled
 from pipeline.versions.rounds import iso
 from pipeline.versions.tables import read_parquet
@@ -86,13 +86,16 @@ def pooled_entries(played: Sequence[PlayedEpisode], board: Board, *, before: flo
             continue
         cards.setdefault(e.key_hash, {}).setdefault(e.scorecard_id, []).append(e)
     entries = []
-    curve = ramp_curve(board.pool.discrimination, board.pool.difficulty, board.pool.ramp)
+    pool = board.pool
+    curve = ramp_curve(pool.discrimination, pool.difficulty, pool.ramp)
+    spread = ramp_spread(pool.discrimination, pool.difficulty, pool.ramp,
+                         model_sd=pool.model_sd)
     for by_card in cards.values():
         order = sorted(by_card, key=lambda c: (by_card[c][0].closed or 0.0, c))
         sessions = [Shown(tuple(e.level for e in by_card[c] if e.level is not None),
                           tuple(e.solved for e in by_card[c] if e.level is not None))
                     for c in order]
-        fit = pooled(board.pool, sessions, curve)
+        fit = pooled(pool, sessions, curve, spread)
         last = by_card[order[-1]][0]
         entries.append({
             "name": last.name, "ability": {"theta": fit.ability.theta, "low": fit.ability.low,
