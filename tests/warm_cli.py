@@ -54,12 +54,7 @@ class Forked:
         return self.returncode
 
     def _collect(self) -> None:
-        line = b""
-        while not line.endswith(b"\n"):
-            part = self.conn.recv(64)
-            assert part, "the forking interpreter ended before its child"
-            line += part
-        self.returncode = int(line)
+        self.returncode = int(_line(self.conn))
         self.conn.close()
 
     def send_signal(self, sig: int) -> None:
@@ -116,11 +111,11 @@ def _end(proc: subprocess.Popen) -> None:
 
 
 def start(args: list[str], *, env: dict[str, str] | None = None, cwd: Path | str | None = None,
-          stdout: int | None = None, stderr: int | None = subprocess.PIPE,
+          stdout: Any = None, stderr: Any = subprocess.PIPE,
           nofile: int | None = None) -> Forked:
     """``sokoforge ARGS`` forked (``stdout``/``stderr``: ``subprocess.PIPE`` for a text pipe,
-    None to share this process's), in ``cwd`` with ``env`` (default: this environment) and at
-    most ``nofile`` open descriptors."""
+    None to share this process's, or an open file), in ``cwd`` with ``env`` (default: this
+    environment) and at most ``nofile`` open descriptors."""
     ends: list[int] = [os.open(os.devnull, os.O_RDONLY)]
     mine: list[Any] = []
     for fd, how in ((1, stdout), (2, stderr)):
@@ -128,24 +123,53 @@ def start(args: list[str], *, env: dict[str, str] | None = None, cwd: Path | str
             r, w = os.pipe()
             ends.append(w)
             mine.append(open(r, encoding="utf-8", errors="replace"))
-        else:
-            ends.append(os.dup(fd))
+        else:  # this process's own, or a file's
+            ends.append(os.dup(fd if how is None else how if isinstance(how, int)
+                               else how.fileno()))
             mine.append(None)
-    request = {"args": list(args), "env": dict(os.environ if env is None else env),
-               "cwd": str(cwd or os.getcwd()), "nofile": nofile}
+    conn, pid = _ask(args, ends, env=os.environ if env is None else env, cwd=cwd, nofile=nofile)
+    return Forked(conn, pid, mine[0], mine[1], ["sokoforge", *args])
+
+
+def _ask(args: list[str], fds: list[int], *, env: Any, cwd: Path | str | None,
+         nofile: int | None, socket_path: str | None = None) -> tuple[socket.socket, int]:
+    """Send the request (and ``fds``, closed here) to the forking interpreter; its connection
+    (which gets the exit status) and the child's pid."""
+    request = {"args": list(args), "env": dict(env), "cwd": str(cwd or os.getcwd()),
+               "nofile": nofile}
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.connect(_forking_interpreter())
+    conn.connect(socket_path or _forking_interpreter())
     try:
-        socket.send_fds(conn, [json.dumps(request).encode()], ends)
+        socket.send_fds(conn, [json.dumps(request).encode()], fds)
     finally:
-        for fd in ends:
+        for fd in fds:
             os.close(fd)
+    return conn, int(_line(conn))
+
+
+def _line(conn: socket.socket) -> bytes:
     line = b""
     while not line.endswith(b"\n"):
         part = conn.recv(64)
-        assert part, "the forking interpreter refused the request"
+        assert part, "the forking interpreter ended before its child"
         line += part
-    return Forked(conn, int(line), mine[0], mine[1], ["sokoforge", *args])
+    return line
+
+
+def command() -> list[str]:
+    """An argv prefix that runs ``sokoforge ARGS`` forked, from a shell too (a script on PATH):
+    a small client passes the forking interpreter its own stdin, stdout, stderr, environment
+    and folder, and exits with the command's status."""
+    return [sys.executable, "-S", "-P", __file__, "--run", _forking_interpreter()]
+
+
+def _client(socket_path: str, args: list[str]) -> None:
+    conn, _ = _ask(args, [os.dup(0), os.dup(1), os.dup(2)], env=os.environ, cwd=None,
+                   nofile=None, socket_path=socket_path)
+    code = int(_line(conn))
+    if code < 0:
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
 
 
 def run(args: list[str], *, timeout: float | None = None, **kw: Any
@@ -260,4 +284,7 @@ def _serve(path: str) -> None:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1])
+    if sys.argv[1] == "--run":
+        _client(sys.argv[2], sys.argv[3:])
+    else:
+        _serve(sys.argv[1])
