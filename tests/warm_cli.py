@@ -68,25 +68,22 @@ class Forked:
         self.send_signal(signal.SIGKILL)
 
     def communicate(self, timeout: float | None = None) -> tuple[str | None, str | None]:
-        """Everything left on the piped stdout and stderr, then the exit status."""
-        pipes = {f: [] for f in (self.stdout, self.stderr) if f is not None}
-        open_ = list(pipes)
-        while open_:
-            ready, _, _ = select.select(open_, [], [], timeout)
-            if not ready:
+        """Everything left on the piped stdout and stderr (read whole, each in a thread), then
+        the exit status."""
+        pipes = [f for f in (self.stdout, self.stderr) if f is not None]
+        got: dict[Any, str] = {}
+        readers = [threading.Thread(target=lambda f=f: got.__setitem__(f, f.read()), daemon=True)
+                   for f in pipes]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join(timeout)
+            if reader.is_alive():
                 raise subprocess.TimeoutExpired(self.args, timeout or 0)
-            for f in ready:
-                chunk = os.read(f.fileno(), 1 << 16)
-                if chunk:
-                    pipes[f].append(chunk)
-                else:
-                    open_.remove(f)
         self.wait(timeout)
-        out = [b"".join(pipes[f]).decode() if f in pipes else None
-               for f in (self.stdout, self.stderr)]
         for f in pipes:
             f.close()
-        return out[0], out[1]
+        return got.get(self.stdout), got.get(self.stderr)
 
 
 def _forking_interpreter() -> str:
