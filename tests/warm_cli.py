@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 PRELOAD = ("sokoforge.cli", "serve.run", "serve.stores.sqlite", "serve.stores.sqlite_file",
            "pipeline.stages.build", "pipeline.rotate")
@@ -184,44 +184,32 @@ def run(args: list[str], *, timeout: float | None = None, **kw: Any
 
 # -- the forking interpreter ----------------------------------------------------------------------
 
-def _child(request: dict, fds: list[int], keep_closed: list[int]) -> None:
+def _child(request: dict, fds: list[int], sockets: list[socket.socket], others: list[int]
+           ) -> NoReturn:
     """In the fork: the request's descriptors as 0, 1 and 2, its folder and environment,
-    then the command; never returns."""
-    code = 1
-    try:
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        for fd in keep_closed:
-            os.close(fd)
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-            os.close(fd)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        if request["nofile"] is not None:
-            import resource
+    then the command, whose ``SystemExit`` (or error) ends the process as it ends ``python -c``
+    (threads joined, exit handlers run: loky's workers stopped, say)."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for sock in sockets:  # by their objects, whose collection would close a reused number
+        sock.close()
+    for fd in others:
+        os.close(fd)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    if request["nofile"] is not None:
+        import resource
 
-            resource.setrlimit(resource.RLIMIT_NOFILE, (request["nofile"],) * 2)
-        from sokoforge.cli import main
+        resource.setrlimit(resource.RLIMIT_NOFILE, (request["nofile"],) * 2)
+    from sokoforge.cli import main
 
-        sys.argv = ["-c", *request["args"]]  # as `python -c "...; main()" ARGS` has it
-        try:
-            main()
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            if not isinstance(e.code, int | None):
-                print(e.code, file=sys.stderr)
-        except BaseException:
-            import traceback
-
-            traceback.print_exc()
-    finally:
-        with contextlib.suppress(BaseException):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+    sys.argv = ["-c", *request["args"]]  # as `python -c "...; main()" ARGS` has it
+    main()
+    sys.exit(0)
 
 
 def _serve(path: str) -> None:
@@ -260,8 +248,7 @@ def _serve(path: str) -> None:
             request = json.loads(message)
             pid = os.fork()
             if pid == 0:
-                _child(request, fds, [listener.fileno(), stdin, wake_r, wake_w, conn.fileno(),
-                                      *(c.fileno() for c in children.values())])
+                _child(request, fds, [listener, conn, *children.values()], [wake_r, wake_w])
             for fd in fds:
                 os.close(fd)
             children[pid] = conn
