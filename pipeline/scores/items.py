@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = ["ITEMS_FILE", "is_pool", "items_frame", "read_items", "write_items"]
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from pipeline.versions.version import open_version
 ITEMS_FILE = "items.parquet"  # in a pool's report/
 
 
-def is_pool(manifest: dict[str, Any]) -> bool:
+def is_pool(manifest: Mapping[str, Any]) -> bool:
     """Whether a version's manifest is an adaptive game's pool (its spec has ``adaptive``)."""
     return "adaptive" in (manifest.get("spec") or {})
 

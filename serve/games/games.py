@@ -10,7 +10,7 @@ from typing import Any
 
 __all__ = ["GameEntry", "RESTARTS", "Registry", "is_public", "manifest_is_public", "restarts_of"]
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from pipeline.spec import version_look
@@ -54,7 +54,7 @@ def is_public(version: ServedVersion) -> bool:
     return manifest_is_public(version.manifest)
 
 
-def manifest_is_public(manifest: dict[str, Any]) -> bool:
+def manifest_is_public(manifest: Mapping[str, Any]) -> bool:
     """``is_public`` from the manifest alone, before any level is read."""
     visibility = manifest.get("visibility")
     if visibility is not None:
