@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib.metadata import version as package_version
 from pathlib import Path
-from typing import Any, NotRequired, Required, TypedDict, cast
+from typing import Any, Required, TypedDict, cast
 
 from pipeline.errors import InputError
 from pipeline.spec import SPECS_DIR
@@ -90,10 +90,11 @@ class ImportRecord(TypedDict):
 # levels' ids stay in the build's plan.
 ManifestRotation = TypedDict("ManifestRotation", {"from": str,
                                                   "excluded_files": list[dict[str, Any]]})
-# The fields every manifest has (``read_manifest`` checks the ones readers rely on), then those
-# only some have: ``origins`` (a build), ``public_seed`` (a public seed), ``visibility`` (a
-# public version), ``rotation`` (a rotation), ``sources`` and ``import`` (an import). A
-# server also reads older manifests, which may lack more of them: it asks with ``.get``.
+# Required: the fields ``read_manifest`` checks (readers rely on them). The others are written
+# by every build (``game`` to ``created``), or only by some: ``origins`` (a build),
+# ``public_seed`` (a public seed), ``visibility`` (a public version), ``rotation`` (a
+# rotation), ``sources`` and ``import`` (an import); a server also reads older manifests,
+# which may lack more of them, and asks with ``.get``.
 Manifest = TypedDict("Manifest", {
     "format": Required[int],
     "version": Required[str],
@@ -106,12 +107,12 @@ Manifest = TypedDict("Manifest", {
     "excluded_versions": list[ExcludedVersion],
     "rotated_from": str | None,
     "created": str,
-    "origins": NotRequired[list[dict[str, Any]]],
-    "public_seed": NotRequired[str],
-    "visibility": NotRequired[str],
-    "rotation": NotRequired[ManifestRotation],
-    "sources": NotRequired[list[SourceRecord]],
-    "import": NotRequired[ImportRecord],
+    "origins": list[dict[str, Any]],
+    "public_seed": str,
+    "visibility": str,
+    "rotation": ManifestRotation,
+    "sources": list[SourceRecord],
+    "import": ImportRecord,
 }, total=False)
 
 
