@@ -251,15 +251,15 @@ def solutions_by_goal(rows: list[dict]) -> dict[bytes, list[int]]:
 
 
 class Process:
-    """``sokoforge serve`` as a child process, on a free port it reports at start-up;
-    ``workers`` lists its worker processes' pids when it runs several."""
+    """``sokoforge serve`` as a process of its own (forked from a warm interpreter:
+    ``warm_cli``), on a free port it reports at start-up; ``workers`` lists its worker
+    processes' pids when it runs several."""
 
     def __init__(self, root, db, *extra: str, versions: tuple[str, ...] = ("t1",),
                  env: dict | None = None, cwd: Path | None = None) -> None:
         import warm_cli
 
         store = [] if db is None else ["--db", str(db)]
-        # forked from an interpreter that has the server imported: a second less per start
         self.proc = warm_cli.start(
             ["serve", *versions, "--datasets", str(root), *store, "--port", "0", "--sync",
              "normal", *extra],

@@ -1,5 +1,6 @@
 """``sokoforge`` commands in processes forked from an interpreter that has imported the project
-already: a real process each (its own pid, signals, exit status, stdin, stdout and stderr), as
+already: a real process each (its own pid, signals, exit status, stdin, stdout and stderr; a
+child of that interpreter, not of the test), as
 ``python -c "from sokoforge.cli import main; main()" ARGS`` would be, without its second or so
 of imports. For tests of a command's behaviour, not of a fresh interpreter's start.
 
