@@ -13,6 +13,7 @@ __all__ = [
 ]
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -308,7 +309,7 @@ def _scaled(tiers: list[Tier], pool: int) -> list[Tier]:
             for n, t in zip(sizes, tiers, strict=True)]
 
 
-def version_look(manifest: dict[str, Any]) -> str:
+def version_look(manifest: Mapping[str, Any]) -> str:
     """The look a version's manifest names; versions made before looks existed are drawn in
     the shared look."""
     return str((manifest.get("spec") or {}).get("look", "shared"))

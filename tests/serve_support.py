@@ -14,8 +14,6 @@ import json
 import os
 import select
 import signal
-import subprocess
-import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -253,18 +251,19 @@ def solutions_by_goal(rows: list[dict]) -> dict[bytes, list[int]]:
 
 
 class Process:
-    """``sokoforge serve`` as a child process, on a free port it reports at start-up;
-    ``workers`` lists its worker processes' pids when it runs several."""
+    """``sokoforge serve`` as a process of its own (forked from a warm interpreter:
+    ``warm_cli``), on a free port it reports at start-up; ``workers`` lists its worker
+    processes' pids when it runs several."""
 
     def __init__(self, root, db, *extra: str, versions: tuple[str, ...] = ("t1",),
                  env: dict | None = None, cwd: Path | None = None) -> None:
-        code = "from sokoforge.cli import main; main()"
+        import warm_cli
+
         store = [] if db is None else ["--db", str(db)]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-c", code, "serve", *versions, "--datasets", str(root), *store,
-             "--port", "0", "--sync", "normal", *extra],
-            stderr=subprocess.PIPE, text=True, env=None if env is None else {**os.environ, **env},
-            cwd=cwd)
+        self.proc = warm_cli.start(
+            ["serve", *versions, "--datasets", str(root), *store, "--port", "0", "--sync",
+             "normal", *extra],
+            env=None if env is None else {**os.environ, **env}, cwd=cwd)
         deadline = time.monotonic() + 90
         line = ""
         while "serving" not in line:

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 from serve_support import Process
 
 pytestmark = pytest.mark.slow  # every test here takes seconds
 
 ROOT = Path(__file__).resolve().parent.parent
-# -P: the checkout's code (its compiled kernels cached), whatever the working directory
-SOKOFORGE = [sys.executable, "-P", "-c", "from sokoforge.cli import main; main()"]
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -40,8 +38,9 @@ def _fresh_clone(tmp: Path) -> Path:
 
 
 def _sokoforge(clone: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*SOKOFORGE, *args, "--datasets", str(clone / "datasets")], cwd=clone,
-                          capture_output=True, text=True, timeout=600)
+    """``sokoforge ARGS`` in ``clone``, run by the checkout's code (its compiled kernels
+    cached), forked from a warm interpreter."""
+    return warm_cli.run([*args, "--datasets", str(clone / "datasets")], cwd=clone, timeout=600)
 
 
 def test_a_hidden_version_its_store_and_a_refused_serve_leave_a_fresh_clone_clean(tmp_path):

@@ -7,14 +7,13 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+import warm_cli
 from click.testing import CliRunner
 
 from engine.levels import canonical_id, parse_xsb, wall_layout_id
@@ -183,9 +182,10 @@ def test_resume_with_another_seed_or_spec_is_refused(tiny, tmp_path):
 @pytest.mark.parametrize("after", ["generate", "solve"])
 def test_build_killed_mid_way_finishes_with_the_same_bytes(built, tmp_path, after):
     reference = sha256_file(built[1] / "levels.parquet")
-    cmd = [sys.executable, "-c", "from sokoforge.cli import main; main()", "build", "v1",
-           "--seed", str(SEED), "--spec", "tiny", "--datasets", str(tmp_path), "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = ["build", "v1", "--seed", str(SEED), "--spec", "tiny", "--datasets", str(tmp_path),
+           "--quiet"]
+    with open(os.devnull, "w") as nowhere:
+        proc = warm_cli.start(cmd, stdout=nowhere, stderr=nowhere)
     marker = BuildFolder(tmp_path, "v1").marker(after)
     deadline = time.monotonic() + 60
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -194,7 +194,7 @@ def test_build_killed_mid_way_finishes_with_the_same_bytes(built, tmp_path, afte
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert marker.exists() and not (tmp_path / "v1").exists()
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    done = warm_cli.run(cmd, timeout=120)
     assert done.returncode == 0, done.stderr
     assert sha256_file(tmp_path / "v1" / "levels.parquet") == reference
 

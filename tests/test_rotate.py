@@ -9,13 +9,13 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
+import warm_cli
 from click.testing import CliRunner
 from spec_support import two_tier_tiny
 from test_hidden_on_the_machine import assert_private
@@ -403,17 +403,16 @@ def _symmetric(xsb: str, turns: int, mirror: bool) -> str:
     return "\n".join("".join(r).rstrip() for r in grid)
 
 
-def test_exclude_keeps_the_listed_levels_and_their_symmetries_out(demo, tmp_path):
-    datasets = _fresh_copy(demo, tmp_path)
-    rotate("a", "demo", datasets=datasets, seed=5, workers=QUIET)
-    taken = _levels(datasets, "a")
-    shutil.rmtree(datasets / "a")
+def test_exclude_keeps_the_listed_levels_and_their_symmetries_out(rotated, tmp_path):
+    # r1's levels listed: the rotation from demo with r1's seed would take them all again
+    datasets = _fresh_copy(rotated[0], tmp_path)
+    taken = _levels(rotated[0], "r1")
     variants = [_symmetric(x, i % 4, i % 2 == 1) for i, x in enumerate(taken["xsb"])]
     assert [canonical_id(parse_xsb(v)) for v in variants] == taken["canonical_id"].to_list()
     assert variants != taken["xsb"].to_list()
     listed = tmp_path / "public.xsb"
     listed.write_text("\n\n".join(f"; {i}\n{v}" for i, v in enumerate(variants)) + "\n")
-    out = CliRunner().invoke(main, ["rotate", "b", "--from", "demo", "--seed", "5",
+    out = CliRunner().invoke(main, ["rotate", "b", "--from", "demo", "--seed", "21",
                                     "--exclude", str(listed), "--datasets", str(datasets),
                                     "--quiet"])
     assert out.exit_code == 0, out.output
@@ -486,11 +485,9 @@ def test_rotations_succeed_down_a_chain_with_the_public_splits_present(tmp_path,
 def test_ctrl_c_after_a_match_exits_130_leaving_a_resumable_build_and_no_lock(rotated, tmp_path):
     datasets, first, _ = rotated
     again = _fresh_copy(datasets, tmp_path)
-    script = Path(sys.executable).parent / "sokoforge"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([str(script), "rotate", "r1", "--from", "demo", "--seed", "21",
-                             "--datasets", str(again)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = warm_cli.start(["rotate", "r1", "--from", "demo", "--seed", "21", "--datasets",
+                           str(again)], stdout=subprocess.PIPE, env=env)
     try:
         seen = []
         # the first match has run (CP-SAT once took Ctrl-C away from Python for good) and the

@@ -16,11 +16,11 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+import warm_cli
 from click.testing import CliRunner
 from serve_support import Api, Process, play, server, write_dataset
 from spec_support import two_tier_tiny_file
@@ -45,12 +45,11 @@ from pipeline.versions.rounds import (
 from sokoforge.cli import main
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-SOKOFORGE = [sys.executable, "-c", "from sokoforge.cli import main; main()"]
 SEED = 424242
 
 
 def sokoforge(*args: str, code: int = 0) -> subprocess.CompletedProcess:
-    done = subprocess.run([*SOKOFORGE, *args], capture_output=True, text=True, timeout=900)
+    done = warm_cli.run(list(args), timeout=900)
     assert done.returncode == code, (args, done.stdout, done.stderr)
     return done
 
@@ -653,7 +652,7 @@ def test_the_readmes_round_runbook_runs_as_written_through_publish(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "sokoforge").write_text(
-        f"#!/bin/sh\nexec {shlex.join(SOKOFORGE)} \"$@\"\n")
+        f"#!/bin/sh\nexec {shlex.join(warm_cli.command())} \"$@\"\n")
     (bin_dir / "sokoforge").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
            "SOKOFORGE_DATASETS": str(datasets)}

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SOKOFORGE = [sys.executable, "-P", "-c", "from sokoforge.cli import main; main()"]
@@ -119,14 +120,13 @@ def test_sigterm_of_build_jobs_2_ends_its_workers_exits_143_and_the_build_resume
     spec = tmp_path / "busy.toml"
     spec.write_text((ROOT / "pipeline" / "specs" / "tiny.toml").read_text().replace(
         "candidates_per_slot = 3", "candidates_per_slot = 30"))
-    build = [*SOKOFORGE, "build", "t1", "--spec", str(spec), "--seed", "3", "--jobs", "2",
-             "--datasets", str(datasets)]
-    proc, err, _ = terminated_while_busy(build, tmp_path)
+    build = ["build", "t1", "--spec", str(spec), "--seed", "3", "--jobs", "2", "--datasets",
+             str(datasets)]
+    proc, err, _ = terminated_while_busy([*SOKOFORGE, *build], tmp_path)
     assert_one_line_143(proc, err, "Error: terminated")
     assert (datasets / ".build" / "t1" / "stages" / "build.json").is_file()
     assert not (datasets / ".build" / "t1.lock").exists() and not (datasets / "t1").exists()
-    resumed = subprocess.run([*build, "--quiet"], cwd=tmp_path, capture_output=True, text=True,
-                             timeout=600)
+    resumed = warm_cli.run([*build, "--quiet"], cwd=tmp_path, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
     assert (datasets / "t1" / "levels.parquet").is_file()
 

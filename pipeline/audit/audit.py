@@ -15,6 +15,7 @@ __all__ = [
 ]
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ from pipeline.spec import Spec
 from pipeline.stages.grade import first_push_traps
 from pipeline.stages.importing import tier_of
 from pipeline.stages.solve import search_bound
-from pipeline.versions.manifest import IMPORTED
+from pipeline.versions.manifest import IMPORTED, Manifest
 from pipeline.versions.tables import as_float, as_int, read_parquet, sha256_file
 from pipeline.versions.version import (
     LEVELS_FILE,
@@ -78,7 +79,7 @@ class VersionFacts:
     """A version's table with everything the audit recomputed, one row per level."""
 
     name: str
-    manifest: dict[str, Any]
+    manifest: Manifest
     spec: Spec
     table: pl.DataFrame
     levels: list[Level] = field(repr=False)
@@ -225,7 +226,8 @@ def _rows(facts: VersionFacts) -> list[dict[str, Any]]:
 
 def check_manifest(facts: VersionFacts, root: Path) -> Check:
     """The manifest's sha256 and row count describe the levels file on disk."""
-    entry = facts.manifest.get("files", {}).get(LEVELS_FILE, {})
+    files: Mapping[str, Mapping[str, Any]] = facts.manifest.get("files", {})
+    entry = files.get(LEVELS_FILE, {})
     actual = facts.sha256 or sha256_file(root / facts.name / LEVELS_FILE)
     bad = []
     if entry.get("sha256") != actual:
@@ -435,7 +437,7 @@ def check_information(facts: VersionFacts, root: Path
     return Check(name, not bad, bad), curve
 
 
-def is_imported(manifest: dict[str, Any]) -> bool:
+def is_imported(manifest: Mapping[str, Any]) -> bool:
     """Whether a version came from level files (``sokoforge import``) rather than a spec."""
     return manifest.get("seed_source") == IMPORTED
 

@@ -11,6 +11,7 @@ __all__ = [
 
 import io
 import platform
+from collections.abc import Mapping
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
@@ -106,9 +107,10 @@ def _installed(name: str) -> str:
 def version_metadata(facts: VersionFacts, audited_at: datetime) -> list[tuple[str, str]]:
     """What the version is and what audited it, as (field, value) rows."""
     m = facts.manifest
-    generator = m.get("generator", {})
+    generator: Mapping[str, Any] = m.get("generator", {})
     spec = facts.spec
-    commitment = (m.get("seed_commitment") or {}).get("sha256")
+    commit: Mapping[str, Any] = m.get("seed_commitment") or {}
+    commitment = commit.get("sha256")
     if m.get("seed_source") == "public":
         seed = f"public: {m.get('public_seed', 'given at build time')}"
     elif commitment:

@@ -16,6 +16,7 @@ __all__ = ["ITEMS_FILE", "ITEMS_FIT_FILE", "folder_is_pool", "is_pool", "items_f
            "model_sd", "read_items", "refit_frame", "refit_items", "write_items"]
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ ITEMS_FILE = "items.parquet"  # in a pool's report/
 ITEMS_FIT_FILE = "items.json"  # ... and how well they fit an agent outside the panel
 
 
-def is_pool(manifest: dict[str, Any]) -> bool:
+def is_pool(manifest: Mapping[str, Any]) -> bool:
     """Whether a version's manifest is an adaptive game's pool (its spec has ``adaptive``)."""
     return "adaptive" in (manifest.get("spec") or {})
 

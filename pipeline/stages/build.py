@@ -355,7 +355,8 @@ def _publish(folder: BuildFolder, plan: Plan) -> None:
         origins=origins(play_order(read_parquet(folder.output("grade")))))
     if plan.rotation is not None:
         # The excluded files by name and sha256; their levels' ids stay in the build's plan.
-        manifest["rotation"] = {k: v for k, v in plan.rotation.items() if k != "excluded_ids"}
+        manifest["rotation"] = {"from": plan.rotation["from"],
+                                "excluded_files": plan.rotation["excluded_files"]}
     write_manifest(manifest, folder.root / MANIFEST_FILE)
     keep_hidden_out_of_git(folder.root, manifest)
     os.rename(folder.root, folder.final)

@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -305,7 +305,7 @@ def verify_import(version: str, *, datasets: Path, workers: Workers | None = Non
         checked.append((str(entry["name"]), path.is_file() and sha256_file(path)
                         == entry["sha256"]))
         paths.append(path)
-    options = manifest.get("import") or {}
+    options: Mapping[str, Any] = manifest.get("import") or {}
     again, error = "", None
     if all(ok for _, ok in checked):
         with tempfile.TemporaryDirectory(prefix="sokoforge-verify-") as tmp:

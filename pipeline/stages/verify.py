@@ -26,7 +26,7 @@ from pipeline.spec import Spec
 from pipeline.stages.build import STAGES, BuildFolder, Plan, StageRun, run_stages
 from pipeline.stages.generate import CANDIDATE_SCHEMA, Candidate, generate, placed
 from pipeline.stages.origins import redraw
-from pipeline.versions.manifest import difficulty_model_sha256
+from pipeline.versions.manifest import Manifest, difficulty_model_sha256
 from pipeline.versions.tables import read_parquet, sha256_file, write_parquet
 from pipeline.versions.version import open_version
 from pipeline.workers import Workers
@@ -77,6 +77,7 @@ def verify(version: str, seed: int, *, datasets: Path, workers: Workers | None =
         raise InputError(f"{version} was imported from level files: it has no seed; "
                             "verify it without --seed")
     commit = manifest["seed_commitment"]
+    assert commit is not None  # a seed's manifest holds its commitment (an import's has none)
     expected = opened.expected_sha256
     if not opened.sha256:
         raise InputError(f"version {version} has no levels.parquet ({opened.levels_path})")
@@ -139,7 +140,7 @@ def _redraw_from_origins(origins: Any, stored: pl.DataFrame, spec: Spec, seed: i
     return rows, problems
 
 
-def _find_in_generated(manifest: dict[str, Any], stored: pl.DataFrame, spec: Spec, seed: int,
+def _find_in_generated(manifest: Manifest, stored: pl.DataFrame, spec: Spec, seed: int,
                        workers: Workers) -> tuple[list[Candidate | None], list[str]]:
     """For a manifest without origins: each stored level found among the generated ones."""
     with tempfile.TemporaryDirectory(prefix="sokoforge-verify-") as tmp:

@@ -16,12 +16,12 @@ __all__ = [
 import json
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from pipeline.versions.manifest import visibility
+from pipeline.versions.manifest import Manifest, visibility
 from pipeline.versions.tables import write_text
 from pipeline.versions.version import MANIFEST_FILE
 
@@ -32,12 +32,12 @@ RULE = ("# A hidden version: its levels must never be committed (written by soko
 PRIVATE_UMASK = 0o077  # files 0600, folders 0700
 
 
-def is_hidden(manifest: dict[str, Any]) -> bool:
+def is_hidden(manifest: Mapping[str, Any]) -> bool:
     """Whether a version (by its manifest, or a spec's dict) is hidden: all but public."""
     return visibility(manifest) != "public"
 
 
-def keep_hidden_out_of_git(folder: Path, manifest: dict[str, Any]) -> bool:
+def keep_hidden_out_of_git(folder: Path, manifest: Manifest) -> bool:
     """Write ``folder/.gitignore`` ignoring everything when ``manifest`` is not public;
     returns whether it did."""
     if not is_hidden(manifest):

@@ -7,16 +7,18 @@ The manifest names the spec, the seed's salted commitment (never the seed), the 
 from __future__ import annotations
 
 __all__ = [
-    "FORMAT", "HIDDEN", "IMPORTED", "difficulty_model_sha256", "make_manifest", "read_manifest",
-    "visibility", "write_manifest",
+    "ExcludedVersion", "FORMAT", "FileRecord", "Generator", "HIDDEN", "IMPORTED", "ImportRecord",
+    "Manifest", "ManifestRotation", "SeedCommitment", "SourceRecord", "difficulty_model_sha256",
+    "make_manifest", "read_manifest", "visibility", "write_manifest",
 ]
 
 import importlib
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib.metadata import version as package_version
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict, cast
 
 from pipeline.errors import InputError
 from pipeline.spec import SPECS_DIR
@@ -35,11 +37,90 @@ _REQUIRED_IMPORTED = (("version",), ("spec",), ("seed_source",), ("sources",),
                       ("files", "levels.parquet", "sha256"), ("files", "levels.parquet", "rows"))
 
 
+class SeedCommitment(TypedDict):
+    """The seed's salted sha256 (``pipeline.seeds.commitment``): the seed itself never."""
+
+    salt: str
+    sha256: str
+
+
+class FileRecord(TypedDict):
+    """A file of the version: its sha256 and row count."""
+
+    sha256: str
+    rows: int
+
+
+class Generator(TypedDict):
+    """What made the version: the package, its method, libraries and difficulty model."""
+
+    package_version: str
+    method: str
+    libraries: dict[str, str]
+    difficulty_model: str
+
+
+class ExcludedVersion(TypedDict):
+    """A version whose levels (and wall layouts) this one may not reuse, by its sha256."""
+
+    version: str
+    sha256: str
+
+
+class SourceRecord(TypedDict):
+    """A level file an imported version was read from (kept under ``sources/``)."""
+
+    name: str
+    sha256: str
+    levels: int
+    imported: int
+
+
+class ImportRecord(TypedDict):
+    """How an import placed and checked its levels."""
+
+    tier: str
+    skip_unsolvable: bool
+    skipped: list[str]
+    imputed_features: list[str]
+
+
+# "from" and "import" are keywords, so these two are spelled as calls. A rotation's record:
+# the version it replaces and its ``--exclude`` files (name, sha256, levels); the excluded
+# levels' ids stay in the build's plan.
+ManifestRotation = TypedDict("ManifestRotation", {"from": str,
+                                                  "excluded_files": list[dict[str, Any]]})
+# Required: the fields ``read_manifest`` checks (readers rely on them). The others are written
+# by every build (``game`` to ``created``), or only by some: ``origins`` (a build),
+# ``public_seed`` (a public seed), ``visibility`` (a public version), ``rotation`` (a
+# rotation), ``sources`` and ``import`` (an import); a server also reads older manifests,
+# which may lack more of them, and asks with ``.get``.
+Manifest = TypedDict("Manifest", {
+    "format": Required[int],
+    "version": Required[str],
+    "game": str,
+    "spec": Required[dict[str, Any]],
+    "seed_commitment": SeedCommitment | None,
+    "seed_source": Required[str],
+    "files": Required[dict[str, FileRecord]],
+    "generator": Generator,
+    "excluded_versions": list[ExcludedVersion],
+    "rotated_from": str | None,
+    "created": str,
+    "origins": list[dict[str, Any]],
+    "public_seed": str,
+    "visibility": str,
+    "rotation": ManifestRotation,
+    "sources": list[SourceRecord],
+    "import": ImportRecord,
+}, total=False)
+
+
 def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt: str | None,
                   seed_sha256: str | None, levels: Path, rows: int,
-                  excluded_versions: list[dict[str, str]], public_seed: int | None = None,
+                  excluded_versions: list[ExcludedVersion], public_seed: int | None = None,
                   rotated_from: str | None = None, origins: list[dict[str, Any]] | None = None
-                  ) -> dict[str, Any]:
+                  ) -> Manifest:
     """The manifest of a finished version whose levels file is ``levels``.
 
     ``public_seed`` is written only for versions built from a seed that was public from the
@@ -48,12 +129,13 @@ def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt:
     ``{"version", "sha256"}`` records; ``origins`` (``pipeline.stages.origins``) say where each
     level, in play order, was drawn, so that the version verifies on its own.
     """
-    manifest = {
+    manifest: Manifest = {
         "format": FORMAT,
         "version": version,
         "game": spec["name"],
         "spec": spec,
-        "seed_commitment": None if salt is None else {"salt": salt, "sha256": seed_sha256},
+        "seed_commitment": None if salt is None or seed_sha256 is None else {
+            "salt": salt, "sha256": seed_sha256},
         "seed_source": seed_source,
         "files": {"levels.parquet": {"sha256": sha256_file(levels), "rows": rows}},
         "generator": {
@@ -75,7 +157,7 @@ def make_manifest(*, version: str, spec: dict[str, Any], seed_source: str, salt:
     return manifest
 
 
-def visibility(manifest: dict[str, Any]) -> str:
+def visibility(manifest: Mapping[str, Any]) -> str:
     """``public`` (its levels may be shipped) or ``hidden``; a manifest that does not say is
     hidden: every version made before the field existed was a hidden set."""
     return str(manifest.get("visibility", HIDDEN))
@@ -93,12 +175,12 @@ def _library_version(name: str) -> str:
     return importlib.import_module(name).__version__
 
 
-def write_manifest(manifest: dict[str, Any], path: Path) -> None:
+def write_manifest(manifest: Manifest, path: Path) -> None:
     """Write the manifest atomically, as indented JSON."""
     write_text(json.dumps(manifest, indent=2) + "\n", path)
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
+def read_manifest(path: Path) -> Manifest:
     """A version's manifest; a missing, unreadable or incomplete one is an ``InputError``."""
     try:
         data = json.loads(path.read_text())
@@ -115,4 +197,4 @@ def read_manifest(path: Path) -> dict[str, Any]:
             if not isinstance(node, dict) or key not in node:
                 raise InputError(f"manifest {path}: missing field {'.'.join(where)!r}")
             node = node[key]
-    return data
+    return cast(Manifest, data)

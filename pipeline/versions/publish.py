@@ -19,8 +19,10 @@ __all__ = ["PUBLISHED_FILES", "Published", "publish_round"]
 import hashlib
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from pipeline import seeds
 from pipeline.errors import PipelineError
@@ -71,7 +73,7 @@ def publish_round(datasets: Path, version: str, now: float | None = None) -> Pub
         raise PipelineError(f"the seed of {version} is not revealed: "
                             f"sokoforge reveal {version} --yes first")
     manifest = read_manifest(folder / MANIFEST_FILE)
-    commit = manifest.get("seed_commitment") or {}
+    commit: Mapping[str, Any] = manifest.get("seed_commitment") or {}
     seed = int(revealed["seed"])
     if seeds.commitment(seed, commit.get("salt", "")) != commit.get("sha256"):
         raise PipelineError(f"{folder / REVEAL_FILE}: its seed does not open the manifest's "

@@ -10,17 +10,17 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
 from pipeline.errors import InputError, PipelineError
 from pipeline.spec import Spec, spec_from_dict, version_look
-from pipeline.versions.manifest import FORMAT, IMPORTED, read_manifest, visibility
+from pipeline.versions.manifest import FORMAT, IMPORTED, Manifest, read_manifest, visibility
 from pipeline.versions.tables import read_parquet, sha256_file
 
 __all__ = ["LEVELS_FILE", "MANIFEST_FILE", "REPORT_DIR", "STAGES_DIR", "Version",
@@ -78,7 +78,7 @@ class Version:
 
     name: str
     folder: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     sha256: str
 
     @property
@@ -100,7 +100,8 @@ class Version:
     @property
     def expected_sha256(self) -> str:
         """The levels file's sha256 the manifest commits to."""
-        return str(((self.manifest.get("files") or {}).get(LEVELS_FILE) or {}).get("sha256"))
+        files: Mapping[str, Mapping[str, Any]] = self.manifest.get("files") or {}
+        return str((files.get(LEVELS_FILE) or {}).get("sha256"))
 
     @property
     def intact(self) -> bool:
@@ -175,7 +176,7 @@ def open_version(datasets: Path, name: str, *, require_intact: bool = True,
     return version
 
 
-def _read_served_manifest(path: Path) -> dict[str, Any]:
+def _read_served_manifest(path: Path) -> Manifest:
     """A manifest with what serving needs: a known format and the levels' sha256."""
     try:
         manifest = json.loads(path.read_text())
@@ -186,7 +187,7 @@ def _read_served_manifest(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: unknown format {got!r}; sokoforge reads format {FORMAT}")
     if not ((manifest.get("files") or {}).get(LEVELS_FILE) or {}).get("sha256"):
         raise InputError(f"{path} has no files.levels.parquet.sha256 to check against")
-    return manifest
+    return cast(Manifest, manifest)  # an older one may lack fields: servers ask with .get
 
 
 def existing_versions(datasets: Path) -> list[str]:

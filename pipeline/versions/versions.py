@@ -14,6 +14,7 @@ __all__ = [
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 from pipeline import seeds
 from pipeline.errors import InputError, PipelineError
 from pipeline.versions.hidden_files import is_hidden, private_writes
-from pipeline.versions.manifest import IMPORTED
+from pipeline.versions.manifest import IMPORTED, Manifest
 from pipeline.versions.rounds import iso, read_round, round_state
 from pipeline.versions.serving import is_served
 from pipeline.versions.tables import write_text
@@ -44,7 +45,7 @@ def read_reveal(folder: Path) -> dict[str, Any] | None:
         raise InputError(f"{path} is not valid JSON: {e}") from None
 
 
-def seed_status(folder: Path, manifest: dict[str, Any]) -> str:
+def seed_status(folder: Path, manifest: Manifest) -> str:
     """``public`` (built from a public seed), ``revealed``, ``committed`` (still secret) or
     ``imported`` (from level files: no seed)."""
     if manifest.get("seed_source") in ("public", IMPORTED):
@@ -53,7 +54,7 @@ def seed_status(folder: Path, manifest: dict[str, Any]) -> str:
         reveal = read_reveal(folder)
         if reveal is None:
             return "committed"
-        commit = manifest["seed_commitment"]
+        commit: Mapping[str, Any] = manifest["seed_commitment"] or {}  # none: KeyError below
         opens = seeds.commitment(int(reveal["seed"]), commit["salt"]) == commit["sha256"]
     except (PipelineError, KeyError, TypeError, ValueError):
         return "revealed (unreadable)"
@@ -127,7 +128,7 @@ class Reveal:
 
 
 def revealable_seed(datasets: Path, version: str, force: bool = False
-                    ) -> tuple[int, dict[str, Any]]:
+                    ) -> tuple[int, Manifest]:
     """``version``'s secret seed and manifest, once checked that the seed opens the manifest's
     commitment; refused (nothing recorded) for a public seed or a seed not on this machine,
     and, unless ``force``, for a version a server here is serving or a hidden one without a
@@ -137,14 +138,15 @@ def revealable_seed(datasets: Path, version: str, force: bool = False
     if opened.imported:
         raise PipelineError(f"{version} was imported from level files: it has no seed")
     if manifest.get("seed_source") == "public":
-        seed = manifest.get("public_seed", "given in its build")
-        raise PipelineError(f"{version} was built from the public seed {seed}: nothing to "
+        public = manifest.get("public_seed", "given in its build")
+        raise PipelineError(f"{version} was built from the public seed {public}: nothing to "
                             "reveal")
     seed = seeds.read_secret(datasets, version)
     if seed is None:
         raise PipelineError(f"the secret seed of {version} is not on this machine "
                             f"({seeds.secret_path(datasets, version)})")
     commit = manifest["seed_commitment"]
+    assert commit is not None  # a secret seed's manifest holds its commitment
     if seeds.commitment(seed, commit["salt"]) != commit["sha256"]:
         raise PipelineError(f"the stored seed of {version} does not open its manifest's "
                             "commitment; refusing to reveal it")

@@ -8,7 +8,8 @@ in the API's shapes (``serve.arc.arc_wire``); refusals are ``{"error": CODE, "me
 from __future__ import annotations
 
 __all__ = [
-    "ANON_PREFIX", "FRAME_DATA", "GAME", "GAME_ID_PATTERN", "HANDLERS", "REASONING", "ROUTES",
+    "ANON_PREFIX", "ActionArgs", "FRAME_DATA", "GAME", "GAME_ID_PATTERN", "HANDLERS", "REASONING",
+    "ROUTES",
     "SCORECARD", "STATES", "TAG", "action_handler", "anonkey", "bind", "close_scorecard", "game",
     "games", "get_scorecard", "open_scorecard", "reset",
 ]
@@ -17,7 +18,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from aiohttp import web
 
@@ -36,6 +37,7 @@ from serve.web.schema import (
     BOOLEAN,
     INT,
     INTEGER,
+    JSON,
     MAP,
     NUMBER,
     STR,
@@ -325,12 +327,24 @@ async def reset(request: web.Request, arena: Arena, key: KeyRecord,
                   full_reset=full_reset)
 
 
+class ActionArgs(TypedDict, total=False):
+    """``ACTION1``-``ACTION7``'s body: the game and session it plays (both required), the
+    ignored ACTION6 coordinates, the agent's reasoning and the step."""
+
+    game_id: Required[str]
+    guid: Required[str]
+    x: int | None
+    y: int | None
+    reasoning: JSON
+    step: int | None
+
+
 def action_handler(number: int) -> Callable[..., Awaitable[web.Response]]:
     """The handler of ``POST /api/cmd/ACTION{number}``."""
     move = w.MOVES.get(number, WAIT)
 
     async def act(request: web.Request, arena: Arena, key: KeyRecord,
-                  args: HandlerArgs) -> web.Response:
+                  args: ActionArgs) -> web.Response:
         """ARC ``ACTION{number}``: one move (or a wait) in the game; the frame after it."""
         game = w.game_id(_served_game(arena, args["game_id"]).version.version)
         data: dict[str, Any] = {"game_id": game}

@@ -10,11 +10,12 @@ a hidden game's boards and actions go to the key that played them and to no one 
 from __future__ import annotations
 
 __all__ = [
-    "EPISODE_REPLAY", "HANDLERS", "ROUTES", "SCRIPTS", "add_scripts", "get_episode_replay",
-    "get_solution", "play_page", "scorecard_page", "script",
+    "EPISODE_REPLAY", "EpisodeArgs", "GameArgs", "HANDLERS", "ROUTES", "SCRIPTS", "SolutionArgs",
+    "add_scripts", "get_episode_replay", "get_solution", "play_page", "scorecard_page", "script",
 ]
 
 from importlib import resources
+from typing import TypedDict
 
 from aiohttp import web
 
@@ -89,8 +90,28 @@ def _html(request: web.Request, text: str, status: int = 200) -> web.Response:
     return reply_bytes(request, text.encode(), "text/html", status)
 
 
+class GameArgs(TypedDict):
+    """``/play/{game}``'s argument."""
+
+    game: str
+
+
+class EpisodeArgs(TypedDict):
+    """A replay's path: the session and the episode's index (its digits)."""
+
+    session_id: str
+    episode: str
+
+
+class SolutionArgs(TypedDict):
+    """A solution's path: the game and the level's index in play order (its digits)."""
+
+    game: str
+    episode: str
+
+
 async def play_page(request: web.Request, arena: Arena, key: None,
-                    args: HandlerArgs) -> web.Response:
+                    args: GameArgs) -> web.Response:
     name = args["game"]
     entry = arena.games.get(name)
     if entry is None or not entry.public:
@@ -115,14 +136,14 @@ async def scorecard_page(request: web.Request, arena: Arena, key: None,
 
 
 async def get_episode_replay(request: web.Request, arena: Arena, key: None,
-                             args: HandlerArgs) -> web.Response:
+                             args: EpisodeArgs) -> web.Response:
     viewer = await arena.owner_of(api_key(request))
     return reply(request, await arena.replay_frames(args["session_id"], int(args["episode"]),
                                                     viewer))
 
 
 async def get_solution(request: web.Request, arena: Arena, key: None,
-                       args: HandlerArgs) -> web.Response:
+                       args: SolutionArgs) -> web.Response:
     return reply(request, arena.solution_frames(args["game"], int(args["episode"])))
 
 

@@ -13,6 +13,7 @@ __all__ = [
 ]
 
 import base64
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from engine.pictures.look import LOOKS, Look, LookError, Painter, painter, store
 from pipeline.errors import InputError, PipelineError
 from pipeline.scores.items import is_pool
 from pipeline.spec import version_look
+from pipeline.versions.manifest import Manifest
 from pipeline.versions.version import open_version
 from serve.games.framezip import Picture
 from serve.games.pool import Pool, load_pool
@@ -84,7 +86,7 @@ class ServedVersion:
 
     version: str
     game: str
-    manifest: dict[str, Any]
+    manifest: Manifest
     levels: tuple[ServedLevel, ...]
     tiers: tuple[tuple[int, int], ...]
     sha256: str
@@ -104,8 +106,9 @@ class ServedVersion:
         if self.pool is not None:
             return "adaptive"
         manifest = self.manifest
+        generator: Mapping[str, Any] = manifest.get("generator") or {}
         imported = (manifest.get("seed_source") == "imported" or bool(manifest.get("sources"))
-                    or (manifest.get("generator") or {}).get("method") == "imported")
+                    or generator.get("method") == "imported")
         return "file" if imported else "ramp"
 
     def spec(self) -> dict[str, Any]:
@@ -124,6 +127,7 @@ class ServedVersion:
                                   "mean": round(float(np.mean(moves)), 2)},
                 "max_steps": {"min": min(steps), "max": max(steps)}})
         sizes = sorted({(lv.level.height, lv.level.width) for lv in self.levels})
+        commitment: Mapping[str, Any] = self.manifest.get("seed_commitment") or {}
         return {
             "version": self.version, "game": self.game, "games": [self.game],
             "episodes": self.episodes, "tiers": tiers,
@@ -135,7 +139,7 @@ class ServedVersion:
             "actions": {"0": "up", "1": "down", "2": "left", "3": "right"},
             "step_budget": spec.get("budget") or {},
             "levels_sha256": self.sha256,
-            "seed_commitment": (self.manifest.get("seed_commitment") or {}).get("sha256"),
+            "seed_commitment": commitment.get("sha256"),
             "rotated_from": self.manifest.get("rotated_from"),
             "order": self.order,
             "public_seed": self.manifest.get("public_seed"),

@@ -10,7 +10,7 @@ from typing import Any
 
 __all__ = ["GameEntry", "RESTARTS", "Registry", "is_public", "manifest_is_public", "restarts_of"]
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,7 +81,7 @@ def is_public(version: ServedVersion) -> bool:
     return manifest_is_public(version.manifest)
 
 
-def manifest_is_public(manifest: dict[str, Any]) -> bool:
+def manifest_is_public(manifest: Mapping[str, Any]) -> bool:
     """``is_public`` from the manifest alone, before any level is read."""
     visibility = manifest.get("visibility")
     if visibility is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = ["STANDARD_SPEC", "Pool", "load_pool"]
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ class Pool:
                      for lo in range(0, self.episodes, self.block))
 
 
-def load_pool(folder: Path, manifest: dict[str, Any], tiers: list[int]) -> Pool:
+def load_pool(folder: Path, manifest: Mapping[str, Any], tiers: list[int]) -> Pool:
     """The pool of the version in ``folder`` (its manifest and its levels' tiers, in index
     order); a pool never calibrated, or calibrated on other levels, is refused."""
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "ANY", "BOOLEAN", "Field", "HandlerArgs", "INT", "INTEGER", "Invalid", "MAP", "NUMBER",
-    "NotFinite", "Route",
+    "JSON", "NotFinite", "Route",
     "STR", "TEXT", "Unknown", "arr", "encodable", "json_value", "maybe", "obj", "openapi",
     "string",
 ]
@@ -21,32 +21,36 @@ from typing import Any, TypedDict
 
 from engine.errors import SokoforgeError
 
+# A JSON value as ``json_value`` decodes one.
+JSON = None | bool | int | float | str | list["JSON"] | dict[str, "JSON"]
+
 
 class HandlerArgs(TypedDict, total=False):
     """A request's arguments as its route's fields parsed them (path, query and body): a
-    handler reads the ones its route declares. ``Any`` marks a field that one route requires
-    and another lets out (then None): its handler knows which."""
+    handler reads the ones its route declares. A field some route lets out is None when left
+    out; a route that requires it, or parses it otherwise, has a TypedDict of its own (the
+    browser's pages, ARC's actions)."""
 
     action: int
     card_id: str
-    episode: Any  # int | None
+    episode: int | None
     episode_step: int | None
     file: str
-    game: Any  # str | None
+    game: str | None
     game_id: str
-    guid: Any  # str | None
+    guid: str | None
     limit: int
     name: str
-    opaque: Any
+    opaque: JSON
     parallel: int
-    reasoning: Any
+    reasoning: JSON
     scorecard_id: str
     session_id: str
     source: str | None
     source_url: str | None
-    step: Any  # int | None
+    step: int | None
     tags: list[str] | None
-    version: Any  # str | None
+    version: str | None
     x: int | None
     y: int | None
 
