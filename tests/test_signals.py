@@ -66,7 +66,7 @@ def terminated_while_busy(args: list[str], cwd: Path, workers: int = 2,
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             assert time.monotonic() < deadline, "the workers never started"
             time.sleep(0.1)
-        time.sleep(1.0)  # busy with their first tasks
+        time.sleep(0.25)  # busy with their first tasks (a busy build ends about 1 s later)
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=STOPPED_WITHIN)
@@ -115,12 +115,9 @@ def test_ending_local_workers_kills_loky_s_own_processes_at_once():
 def test_sigterm_of_build_jobs_2_ends_its_workers_exits_143_and_the_build_resumes(tmp_path):
     datasets = tmp_path / "datasets"
     datasets.mkdir()
-    # the tiny game with ten times its candidates: still busy a second after its workers start
-    # (the tiny game itself can be built by then, on a warm cache)
-    spec = tmp_path / "busy.toml"
-    spec.write_text((ROOT / "pipeline" / "specs" / "tiny.toml").read_text().replace(
-        "candidates_per_slot = 3", "candidates_per_slot = 30"))
-    build = ["build", "t1", "--spec", str(spec), "--seed", "3", "--jobs", "2", "--datasets",
+    # a 1,000-level pool: still busy seconds after its workers start, on a warm cache and an
+    # idle machine (a tiny game, even with ten times its candidates, can be built by then)
+    build = ["build", "t1", "--spec", "adaptive", "--seed", "3", "--jobs", "2", "--datasets",
              str(datasets)]
     proc, err, _ = terminated_while_busy([*SOKOFORGE, *build], tmp_path)
     assert_one_line_143(proc, err, "Error: terminated")
