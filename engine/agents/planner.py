@@ -17,7 +17,7 @@ from __future__ import annotations
 __all__ = [
     "CALLS_PER_EXPANSION", "HEURISTIC_WEIGHT", "MAX_PLANNER_BUDGET", "PLANNER_BUDGET", "PlanResult",
     "action_offsets", "board_arrays", "lookahead_arrays", "node_of", "plan", "plan_kernel",
-    "pop_open", "pruned", "power_of_two", "push_distance", "push_lower_bound", "start_lookahead",
+    "pop_open", "power_of_two", "push_distance", "push_lower_bound", "start_lookahead",
     "state_key", "state_table",
 ]
 
@@ -122,18 +122,6 @@ def _frozen_square(key: int, cell: int, passable: np.ndarray, goal: np.ndarray, 
             if full and off_goal:
                 return True
     return False
-
-
-@njit(cache=True, inline="always")
-def pruned(key: int, nk: int, pushed: int, passable: np.ndarray, goal: np.ndarray,
-           gdist: np.ndarray, width: int, n_crates: int) -> bool:
-    """Whether a lookahead drops the successor ``nk`` of ``key``: a blocked move, or a push
-    onto a dead square (``gdist`` ``_FAR``) or into a 2x2 freeze."""
-    if nk == key:
-        return True
-    if pushed < 0:
-        return False
-    return gdist[pushed] >= _FAR or _frozen_square(nk, pushed, passable, goal, width, n_crates)
 
 
 @njit(cache=True)
@@ -318,8 +306,13 @@ def plan_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_key: i
                 a = orders[order, r]
                 nk, pushed = _successor(n_key[i], a, passable, offs, n_crates)
                 calls += 1
-                if pruned(n_key[i], nk, pushed, passable, goal, gdist, width, n_crates):
+                if nk == n_key[i]:
                     continue
+                if pushed >= 0:
+                    if gdist[pushed] >= _FAR:
+                        continue
+                    if _frozen_square(nk, pushed, passable, goal, width, n_crates):
+                        continue
                 ng = n_g[i] + 1
                 j = node_of(t_keys, t_node, n_key, n_closed, n_nodes, nk)
                 if j < n_nodes:

@@ -40,6 +40,7 @@ from engine.agents.planner import (
     _FAR,
     CALLS_PER_EXPANSION,
     _find,
+    _frozen_square,
     _heap_push,
     _learned,
     _successor,
@@ -49,7 +50,6 @@ from engine.agents.planner import (
     node_of,
     pop_open,
     power_of_two,
-    pruned,
     push_distance,
     state_key,
 )
@@ -196,8 +196,15 @@ def reference_kernel(passable: np.ndarray, goal: np.ndarray, width: int, start_k
                 n_kids[4 * i + a] = -1
                 nk, pushed = _successor(n_key[i], a, passable, offs, n_crates)
                 calls += 1
-                if pruned(n_key[i], nk, pushed, passable, goal, gdist, width, n_crates):
+                # the planner's pruning, written out as plan_kernel has it: through a shared
+                # njit predicate the planner ran at half speed (benchmarks/kernels.py)
+                if nk == n_key[i]:
                     continue
+                if pushed >= 0:
+                    if gdist[pushed] >= _FAR:
+                        continue
+                    if _frozen_square(nk, pushed, passable, goal, width, n_crates):
+                        continue
                 ng = n_g[i] + 1
                 j = node_of(t_keys, t_node, n_key, n_closed, n_nodes, nk)
                 if j == n_nodes:
