@@ -92,12 +92,15 @@ _STANDINGS_FILE = Field("file", STR, "must be standings.json, standings.csv or s
 INTERVAL = {**arr(NUMBER), "minItems": 2, "maxItems": 2,
             "description": f"[lo, hi] of the success rate: {METHOD}; it covers the agent's "
                            "rate over every draw of levels the game's spec could make"}
+# an ability with its 95% interval, and the success it equates to (``pipeline.scores.adaptive``)
+_ABILITY = obj({"theta": NUMBER, "low": NUMBER, "high": NUMBER})
+_EQUATED = obj({"value": NUMBER, "low": NUMBER, "high": NUMBER})
 # what an adaptive game's Score adds (``serve.games.adaptive``)
 _ADAPTIVE_SCORE = {
-    "ability": {**obj({"theta": NUMBER, "low": NUMBER, "high": NUMBER}),
+    "ability": {**_ABILITY,
                 "description": "an adaptive game's: the ability estimate on its pool's scale, "
                                "with its 95% interval"},
-    "equated_success": {**obj({"value": NUMBER, "low": NUMBER, "high": NUMBER}),
+    "equated_success": {**_EQUATED,
                         "description": "an adaptive game's: the expected success on the "
                         "standard game's ramp at that ability, with its 95% interval; compare "
                         "this across games, not success_rate (near 0.5 by design)"}}
@@ -156,10 +159,10 @@ REPLAY = obj({"session_id": string(SESSION_ID), "name": maybe(TEXT), "game": TEX
                                                             "level": INTEGER}))})
 # an adaptive game's entry: one per name, pooled over its closed scorecards (pipeline.scores.pooled)
 POOLED_ENTRY = {
-    "ability": {**obj({"theta": NUMBER, "low": NUMBER, "high": NUMBER}),
+    "ability": {**_ABILITY,
                 "description": "an adaptive game's: the ability pooled over all the name's "
                                "closed scorecards, with its 95% interval"},
-    "equated_success": {**obj({"value": NUMBER, "low": NUMBER, "high": NUMBER}),
+    "equated_success": {**_EQUATED,
                         "description": "the expected success on the standard game's ramp at "
                                        "that ability, with its interval"},
     "scorecards": {**INTEGER, "description": "how many closed scorecards the entry pools"},

@@ -16,7 +16,7 @@ from __future__ import annotations
 __all__ = [
     "ABILITY_SD", "DIFFICULTY_SD", "EPISODE_SCHEMA", "IRT_FILE", "ItemResponse",
     "LOG_DISCRIMINATION_SD", "episodes_table", "fit_2pl", "fit_results", "irt_report", "refit",
-    "pooled_text", "round_episodes",
+    "fitted_episodes", "pooled_text", "round_episodes",
 ]
 
 import json
@@ -67,6 +67,22 @@ def round_episodes(episodes: pl.DataFrame, rnd: Round | None) -> tuple[pl.DataFr
     return kept, {"round": {"opened": iso(rnd.opened), "closes": iso(rnd.closes)},
                   "scorecards": kept["scorecard"].n_unique(),
                   "left_out": cards - kept["scorecard"].n_unique()}
+
+
+def fitted_episodes(episodes: pl.DataFrame, version: str, folder: Path,
+                    indices: Iterable[int]) -> tuple[pl.DataFrame, dict]:
+    """``round_episodes`` of the version ``version`` (in ``folder``, of levels ``indices``),
+    refused when none is left to fit or one is of a level the version does not have."""
+    kept, pooled = round_episodes(episodes, read_round(folder))
+    if kept.height == 0:
+        within = " within its round" if pooled["round"] else ""
+        raise PipelineError(f"the store holds no played episode of a closed scorecard of "
+                            f"{version}{within}")
+    unknown = set(kept["index"].to_list()) - set(indices)
+    if unknown:
+        raise PipelineError(f"the store has episodes of levels {sorted(unknown)[:5]} that "
+                            f"{version} does not have")
+    return kept, pooled
 
 
 @dataclass(frozen=True)
@@ -205,15 +221,8 @@ def refit(datasets: Path, version: str, episodes: pl.DataFrame,
     """
     opened = open_version(datasets, version)
     table = opened.levels()
-    episodes, pooled = round_episodes(episodes, read_round(opened.folder))
-    if episodes.height == 0:
-        within = " within its round" if pooled["round"] else ""
-        raise PipelineError(f"the store holds no played episode of a closed scorecard of "
-                            f"{version}{within}")
-    unknown = set(episodes["index"].to_list()) - set(table["index"].to_list())
-    if unknown:
-        raise PipelineError(f"the store has episodes of levels {sorted(unknown)[:5]} that "
-                            f"{version} does not have")
+    episodes, pooled = fitted_episodes(episodes, version, opened.folder,
+                                       table["index"].to_list())
     report = {**irt_report(version, table, episodes, fit_results(episodes), browser),
               "pooled": pooled}
     out = opened.report_dir / IRT_FILE

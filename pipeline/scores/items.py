@@ -33,9 +33,8 @@ from pipeline.scores.adaptive import (
     model_error,
     panel_trials,
 )
-from pipeline.scores.irt import round_episodes
+from pipeline.scores.irt import fitted_episodes
 from pipeline.versions.hidden_files import is_hidden, private_writes
-from pipeline.versions.rounds import read_round
 from pipeline.versions.tables import read_parquet, write_parquet, write_text
 from pipeline.versions.version import MANIFEST_FILE, Version, open_version
 
@@ -167,15 +166,7 @@ def refit_items(datasets: Path, name: str, episodes: pl.DataFrame
     if not is_pool(version.manifest):
         raise PipelineError(f"{name} is not an adaptive game's pool")
     levels = version.levels().sort("index")
-    kept, pooled = round_episodes(episodes, read_round(version.folder))
-    if kept.height == 0:
-        within = " within its round" if pooled["round"] else ""
-        raise PipelineError(f"the store holds no played episode of a closed scorecard of "
-                            f"{name}{within}")
-    unknown = set(kept["index"].to_list()) - set(levels["index"].to_list())
-    if unknown:
-        raise PipelineError(f"the store has episodes of levels {sorted(unknown)[:5]} that "
-                            f"{name} does not have")
+    kept, pooled = fitted_episodes(episodes, name, version.folder, levels["index"].to_list())
     before = read_items(version.folder) if (version.report_dir / ITEMS_FILE).is_file() else None
     frame, names = refit_frame(levels, _panel(version), kept)
     moved = (None if before is None else round(float(np.median(np.abs(
