@@ -6,7 +6,8 @@ scratch datasets folder, opens its round, and plays ``--names`` simulated agents
 server's own play layer (``serve.play.Arena``, in process, on a SQLite store), each
 ``--sessions`` adaptive sessions to their end: an agent of ability theta solves a level with
 the pool's calibrated probability (by its optimal solution) and otherwise waits out its
-budget. Then times each operation on that store, once, and prints the figures.
+budget. Then prints the largest share of sessions that showed one level (the server's
+exposure cap at work) and times each operation on that store, once.
 
     .venv/bin/python benchmarks/pool_ops.py --datasets /tmp/pools --pool pool1k
         [--names 20] [--sessions 3] [--seed 0]
@@ -81,6 +82,9 @@ def main() -> None:
     parser.add_argument("--names", type=int, default=20)
     parser.add_argument("--sessions", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--refresh", type=float, default=None,
+                        help="seconds a process keeps a pool's exposure counts (default the "
+                             "server's)")
     args = parser.parse_args()
 
     from click.testing import CliRunner
@@ -106,10 +110,16 @@ def main() -> None:
             record_served(datasets / args.pool, await store.identity(), iso(time.time()))
             arena = Arena(version, store, Limits(keys_per_address_per_day=10**6,
                                                  scorecards_per_key_per_day=10**6))
+            if args.refresh is not None:
+                arena.cache.exposures.refresh = args.refresh
             began = time.perf_counter()
             actions = await play_sessions(arena, thetas, args.sessions, solutions, rng)
             print(f"play: {args.names * args.sessions} sessions, {actions} actions in "
                   f"{time.perf_counter() - began:.1f} s")
+            shown, sessions = await store.shown_levels(args.pool)
+            top = max(shown.values(), default=0)
+            print(f"largest exposure through the server: {top}/{sessions} sessions "
+                  f"({top / max(sessions, 1):.3f})")
             for what, call in (("leaderboard (pooled, first)", arena.leaderboard),
                                ("leaderboard (pooled, again)", arena.leaderboard)):
                 began = time.perf_counter()

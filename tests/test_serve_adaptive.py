@@ -20,7 +20,13 @@ from click.testing import CliRunner
 from serve_support import Api, SolutionAgent, server, solutions_by_goal
 
 from engine.rules import lurd_to_actions
-from pipeline.scores.adaptive import equated_success, over_exposed, pad_unplayed, posterior
+from pipeline.scores.adaptive import (
+    MAX_EXPOSURE,
+    equated_success,
+    over_exposed,
+    pad_unplayed,
+    posterior,
+)
 from pipeline.scores.items import model_sd
 from pipeline.spec import spec_from_dict
 from pipeline.stages.build import build
@@ -378,3 +384,24 @@ def test_a_new_session_passes_over_the_levels_shown_in_too_many_sessions(pool, l
             assert set(after) - set(shown) <= set(first)
         assert passed_over > 0
     on_workers(pool, location, body)
+
+
+def test_a_process_counts_its_own_choices_so_the_cap_holds_between_two_reads(pool, tmp_path):
+    """Sessions started faster than the counts are read again: the process's own choices keep
+    them current, so no level goes past the cap (read once, at the first start, the store
+    alone would know of no session at all)."""
+    async def body(a: Arena, _):
+        key = await a.identify(await a.create_key("fast agent", "127.0.0.1"))
+        sessions = 20
+        for _ in range(sessions):
+            card, _ = await a.open_scorecard(key)
+            session = await a.start(key, card.id, "adaptive", 1, "127.0.0.1")
+            await a.act(key, session.id, 0, 0, lambda s, _: None)
+            await a.close(key, card.id)
+        shown, counted = await a.store.shown_levels("pool")
+        assert counted == sessions
+        assert max(shown.values()) / sessions <= MAX_EXPOSURE
+        held = a.cache.exposures.latest("pool")
+        assert held is not None and held.sessions == sessions  # one read, then its own count
+        assert held.counts.sum() == BLOCK * sessions  # each session's first block, chosen
+    on_workers(pool, str(tmp_path / "store.sqlite"), body)

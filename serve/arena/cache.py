@@ -13,8 +13,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from serve.arena.errors import Conflict, NotFound
 from serve.arena.exposure import Exposures
 from serve.arena.images import ImageCache
@@ -139,11 +137,6 @@ class SessionCache:
         self.show(session)  # pictures only for the episodes in flight: nothing else shows
         return session
 
-    def blocked(self, version: str) -> np.ndarray | None:
-        """The levels of ``version`` (a pool) last read as shown too often, else None."""
-        shown = self.exposures.latest(version)
-        return None if shown is None else shown.blocked()
-
     def restored(self, record: SessionRecord, name: str, rows: list[EpisodeRecord]) -> Session:
         """``loaded`` without its pictures (which only the event loop's thread draws, as it
         alone touches the image cache): for a change made inside the store's transaction."""
@@ -157,7 +150,7 @@ class SessionCache:
                     for r in rows if r.level is not None]
         session = Session(episodes, entry.tiers, record.parallel, record.state,
                           chooser=entry.chooser([e.served.index for e in episodes],
-                                                self.blocked(record.version)),
+                                                self.exposures.latest(record.version)),
                           record=record, name=name, entry=entry, last_active=record.last_active,
                           seq=record.seq, writer=record.writer, own=secrets.token_hex(8))
         session.refill()

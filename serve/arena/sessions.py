@@ -121,12 +121,11 @@ class Sessions:
         own = secrets.token_hex(8)
         record = SessionRecord("gs-" + secrets.token_hex(12), scorecard_id, key.key_hash, game,
                                entry.version.version, parallel, IN_PROGRESS, now, now, 0, own)
-        blocked = None
-        if entry.version.pool is not None:  # the first block passes over the over-shown
-            shown = await self.cache.exposures.read(entry.version.version,
-                                                    len(entry.version.levels))
-            blocked = shown.blocked()
-        run = entry.new_run(parallel, blocked=blocked)
+        cap = None
+        if entry.version.pool is not None:  # every block passes over the levels shown too often
+            cap = await self.cache.exposures.read(entry.version.version,
+                                                  len(entry.version.levels))
+        run = entry.new_run(parallel, cap=cap)
         # each episode's level: an adaptive game's first block chosen now, the rest later
         levels: list[int | None] = [e.served.index for e in run.episodes]
         levels += [None] * (run.length - len(levels))
@@ -151,6 +150,8 @@ class Sessions:
                               "close one first") from None
             raise Limited(f"the server has {e.count} sessions in flight, its limit; "
                           "retry in a minute") from None
+        if cap is not None:
+            cap.started()
         session = Session(run.episodes, run.tiers, parallel, run.state, run.tier, run.in_flight,
                           run.chooser, record=record, name=key.name, entry=entry,
                           last_active=now, seq=0, writer=own, own=own)
@@ -230,7 +231,7 @@ class Sessions:
                               "retry it")
         # on the levels recorded (an adaptive game's replay chooses none anew)
         run = session.entry.new_run(session.parallel, [e.served.index for e in session.episodes],
-                                    self.cache.blocked(session.version.version))
+                                    self.cache.exposures.latest(session.version.version))
         outcome = run.replay(steps)
         replayed = Session(run.episodes, run.tiers, run.parallel, run.state, run.tier,
                            run.in_flight, run.chooser, record=session.record, name=session.name,

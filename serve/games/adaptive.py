@@ -14,9 +14,9 @@ Serving choices, stated once:
   of the current block's unplayed episodes (all of them when N is at least the spec's
   ``parallel``), and a block is never opened before the one before it has ended.
 - Exposure is held by the random pick among the ``TOP`` most informative levels of a tier,
-  and capped: each process reads from the store how many sessions showed each level
-  (``serve.arena.exposure``), and a choice passes over a level that would then be shown in
-  more than ``MAX_EXPOSURE`` of them (``over_exposed``).
+  and capped: each process knows how many sessions showed each level (read from the store,
+  and counted as it chooses: ``serve.arena.exposure``), and a choice passes over a level
+  that would then be shown in more than ``MAX_EXPOSURE`` of them (``over_exposed``).
 - Upstream's client plays only the game named ``standard``: ``sokoforge serve POOL --as
   standard`` serves a pool alone under that name (``/api/spec`` and the scorecards then
   name it ``standard``, and its ``adaptive`` object says what it is; the ARC face's
@@ -25,10 +25,11 @@ Serving choices, stated once:
 
 from __future__ import annotations
 
-__all__ = ["Choices"]
+__all__ = ["Choices", "ExposureCap"]
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -44,19 +45,31 @@ from serve.games.episode import Ability, EpisodeRun, Equated
 from serve.games.pool import Pool
 
 
+class ExposureCap(Protocol):
+    """How often a pool's levels were shown, as the process serving it knows it
+    (``serve.arena.exposure``): what to pass over, and what was chosen."""
+
+    def blocked(self) -> np.ndarray | None:
+        """The levels one more showing would take past the cap (None: no cap yet)."""
+
+    def shown(self, levels: Sequence[int]) -> None:
+        """``levels`` were just chosen for a session."""
+
+
 @dataclass(eq=False)
 class Choices:
     """One session's ``Chooser`` on ``pool`` (whose version's levels are ``levels``).
 
     ``recorded``: the levels the store holds for the session's first episodes, given again
     where a block reaches them (a replay of stored steps); past them, ``rng`` chooses,
-    passing over the ``blocked`` levels (shown in too many sessions) while a tier has others."""
+    passing over the levels ``cap`` says were shown in too many sessions while a tier has
+    others, and telling it what it chose."""
 
     pool: Pool
     levels: Sequence[ServedLevel]
     recorded: Sequence[int] = ()
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
-    blocked: np.ndarray | None = None
+    cap: ExposureCap | None = None
 
     @property
     def episodes(self) -> int:
@@ -81,8 +94,11 @@ class Choices:
         pool = self.pool
         shown, solved = self._outcomes(episodes)
         theta = estimate(pool.discrimination, pool.difficulty, shown, solved).theta
+        blocked = None if self.cap is None else self.cap.blocked()
         picks = choose_block(theta, pool.discrimination, pool.difficulty, pool.tiers, shown,
-                             pool.targets, parallel=size, rng=self.rng, blocked=self.blocked)
+                             pool.targets, parallel=size, rng=self.rng, blocked=blocked)
+        if self.cap is not None:
+            self.cap.shown(picks)
         return self._runs(start, picks)
 
     def padding(self, episodes: list[EpisodeRun]) -> list[EpisodeRun]:

@@ -13,10 +13,8 @@ __all__ = ["GameEntry", "RESTARTS", "Registry", "is_public", "manifest_is_public
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from pipeline.spec import version_look
-from serve.games.adaptive import Choices
+from serve.games.adaptive import Choices, ExposureCap
 from serve.games.dataset import DatasetError, ServedVersion
 from serve.games.episode import Run, new_run
 
@@ -54,19 +52,19 @@ class GameEntry:
         return self.version.tiers if pool is None else pool.blocks
 
     def chooser(self, recorded: Sequence[int] = (),
-                blocked: np.ndarray | None = None) -> Choices | None:
+                cap: ExposureCap | None = None) -> Choices | None:
         """A new session's chooser of its levels (a pool's game; None for a fixed one), which
-        gives the ``recorded`` levels of its first episodes again and passes over the
-        ``blocked`` ones (shown too often: ``serve.arena.exposure``)."""
+        gives the ``recorded`` levels of its first episodes again and keeps to the exposure
+        ``cap`` (``serve.arena.exposure``)."""
         pool = self.version.pool
         return None if pool is None else Choices(pool, self.version.levels, tuple(recorded),
-                                                 blocked=blocked)
+                                                 cap=cap)
 
     def new_run(self, parallel: int = 1, recorded: Sequence[int] = (),
-                blocked: np.ndarray | None = None) -> Run:
+                cap: ExposureCap | None = None) -> Run:
         """A run of this game from its start, ``parallel`` episodes in flight (an adaptive
-        one on the ``recorded`` levels first, passing over the ``blocked`` ones)."""
-        chooser = self.chooser(recorded, blocked)
+        one on the ``recorded`` levels first, keeping to the exposure ``cap``)."""
+        chooser = self.chooser(recorded, cap)
         return new_run(self.version.levels if chooser is None else (), self.tiers, parallel,
                        chooser)
 
