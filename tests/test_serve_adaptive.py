@@ -178,6 +178,7 @@ def test_the_recorded_sequence_is_what_a_reload_and_another_worker_serve(pool, l
         assert [r.level for r in rows] == chosen + [None]  # stored with that last step
         other = await b.current(key, sid)  # another worker: the levels recorded
         assert levels_of(other) == chosen and other.in_flight == [2]
+        assert b.cache.exposures.latest("pool") is not None  # its choices keep to the cap
         a.cache.drop(sid)
         assert levels_of(await a.current(key, sid)) == chosen  # a reload: the same
         # the next block ended on worker b while a's copy is behind: a's next step is played

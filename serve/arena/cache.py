@@ -165,6 +165,10 @@ class SessionCache:
         record, rows = found
         if record.state == EXPIRED:
             raise self.expired(session_id)
+        entry = self.games.by_version(record.version)
+        if entry is not None and entry.version.pool is not None and (
+                self.exposures.latest(record.version) is None):  # a session started elsewhere
+            await self.exposures.read(record.version, len(entry.version.levels))
         session = self.loaded(record, key.name, rows)
         if session.state == IN_PROGRESS:
             self.keep(session)

@@ -1,7 +1,8 @@
 """How often each level of a served pool has been shown, so the adaptive choice caps it.
 
 Each process holds a pool's counts (``PoolExposure``): read from the store
-(``Store.shown_levels``) when a session starts, at most every ``REFRESH`` seconds, and kept
+(``Store.shown_levels``) when a session starts (or one started elsewhere is first loaded), at
+most every ``REFRESH`` seconds, and kept
 current between two reads by the choices and sessions it makes itself. Every choice passes
 over a level that would then be shown in more than ``pipeline.scores.adaptive.MAX_EXPOSURE``
 of the sessions (``over_exposed``). Only the other processes' sessions since the last read
