@@ -25,7 +25,7 @@ import polars as pl
 
 from pipeline.difficulty.difficulty import load_model, transformed
 from pipeline.difficulty.panel import PANEL_FILE
-from pipeline.errors import PipelineError
+from pipeline.errors import InputError, PipelineError
 from pipeline.scores.adaptive import (
     ModelError,
     Trials,
@@ -35,6 +35,7 @@ from pipeline.scores.adaptive import (
 )
 from pipeline.scores.irt import fitted_episodes
 from pipeline.versions.hidden_files import is_hidden, private_writes
+from pipeline.versions.manifest import read_manifest
 from pipeline.versions.tables import read_parquet, write_parquet, write_text
 from pipeline.versions.version import MANIFEST_FILE, Version, open_version
 
@@ -51,10 +52,9 @@ def folder_is_pool(folder: Path) -> bool:
     """``is_pool`` of the version in ``folder`` (False when its manifest cannot be read: a
     version's own checks say why, where they matter)."""
     try:
-        manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return is_pool(read_manifest(folder / MANIFEST_FILE))
+    except (OSError, InputError):
         return False
-    return isinstance(manifest, dict) and is_pool(manifest)
 
 
 def _wide_panel(levels: pl.DataFrame, panel: pl.DataFrame) -> np.ndarray:
@@ -185,7 +185,6 @@ def read_items(folder: Path) -> pl.DataFrame:
         raise PipelineError(f"{folder.name} has no report/{ITEMS_FILE}: run "
                             f"`sokoforge panel {folder.name}` first")
     return read_parquet(path).sort("index")
-
 
 
 def model_sd(folder: Path) -> float:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 __all__ = ["COLUMNS", "NOTICE_SECONDS", "POOLED_COLUMNS", "ROUND_FILE", "STANDINGS_CSV",
            "STANDINGS_FILES", "STANDINGS_JSON", "STANDINGS_SHA256", "Round", "RoundBook",
-           "RoundRecord",           "StandingsRecord", "bound_text", "exact", "iso",
-           "open_round", "parse_time", "read_round", "record_round", "round_state",
-           "standings_bytes", "version_folder", "write_standings"]
+           "RoundRecord", "StandingsRecord", "bound_text", "exact", "iso", "open_round",
+           "parse_time", "read_round", "record_round", "round_state", "standings_bytes",
+           "version_folder", "write_standings"]
 
 import csv
 import hashlib

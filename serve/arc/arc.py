@@ -9,9 +9,8 @@ from __future__ import annotations
 
 __all__ = [
     "ANON_PREFIX", "ActionArgs", "FRAME_DATA", "GAME", "GAME_ID_PATTERN", "HANDLERS", "REASONING",
-    "ROUTES",
-    "SCORECARD", "STATES", "TAG", "action_handler", "anonkey", "bind", "close_scorecard", "game",
-    "games", "get_scorecard", "open_scorecard", "reset",
+    "ROUTES", "SCORECARD", "STATES", "TAG", "action_handler", "anonkey", "bind",
+    "close_scorecard", "game", "games", "get_scorecard", "open_scorecard", "reset",
 ]
 
 import secrets

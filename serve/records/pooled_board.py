@@ -12,7 +12,6 @@ from __future__ import annotations
 
 __all__ = ["Board", "pooled_board", "pooled_entries", "read_board", "served_board"]
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -20,6 +19,7 @@ from typing import Any, NamedTuple
 from pipeline.precision import success_interval
 from pipeline.scores.adaptive import ramp_curve, ramp_spread
 from pipeline.scores.pooled import Shown, marks_above, pooled
+from pipeline.versions.manifest import read_manifest
 from pipeline.versions.rounds import iso
 from pipeline.versions.tables import read_parquet
 from pipeline.versions.version import LEVELS_FILE, MANIFEST_FILE
@@ -47,7 +47,7 @@ def served_board(version: ServedVersion) -> Board | None:
 def read_board(folder: Path) -> Board:
     """The ``Board`` of the pool in ``folder`` (its manifest, levels and items), as a server
     would load it; ``PipelineError`` when it was never calibrated."""
-    manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    manifest = read_manifest(folder / MANIFEST_FILE)
     levels = read_parquet(folder / LEVELS_FILE, ["index", "tier", "optimal_moves"]).sort("index")
     return Board(load_pool(folder, manifest, [int(t) for t in levels["tier"]]),
                  tuple(int(m) for m in levels["optimal_moves"]))
